@@ -1,0 +1,143 @@
+"""Device memory for the CPU emulator: host pages with a guard page on each side.
+
+A device pointer is a plain host address, so the kernel (compiled C++) can
+dereference it.  Each allocation is mapped with ``mmap`` and placed so that its
+end touches an inaccessible guard page: a kernel that writes or reads just past
+the end of a buffer (the classic missing bounds guard) faults at once, and the
+launcher turns the fault into a ``LaunchError`` that names the allocation.
+
+The start is kept 16-byte aligned, enough for ``float4`` and ``double2``
+accesses; the end is rounded up to 16 bytes, so an overrun of less than 16
+bytes past a size that is not a multiple of 16 is not caught.
+"""
+
+import bisect
+import ctypes
+import mmap
+import os
+import threading
+
+from ._errors import LogicError, MemoryError
+
+PAGE = mmap.PAGESIZE
+ALIGN = 16
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.mprotect.restype = ctypes.c_int
+_PROT_NONE = 0
+
+_lock = threading.Lock()
+_starts = []          # sorted user-visible start addresses of live allocations
+_by_start = {}        # start address -> Allocation
+
+
+class Allocation:
+    """One live region: ``address`` (int) and ``size`` (bytes asked for)."""
+
+    __slots__ = ("address", "size", "_map", "_map_base", "__weakref__")
+
+    def __init__(self, address, size, map_obj, map_base):
+        self.address = address
+        self.size = size
+        self._map = map_obj
+        self._map_base = map_base
+
+    @property
+    def guard_start(self):
+        """First address of the guard page right after the buffer."""
+        return self.address + _round_up(max(self.size, 1), ALIGN)
+
+    def __repr__(self):
+        return f"<Allocation 0x{self.address:x}, {self.size} bytes>"
+
+
+def _round_up(n, m):
+    return (n + m - 1) // m * m
+
+
+def allocate(nbytes):
+    """Map ``nbytes`` of zero-filled memory between two guard pages; return an Allocation."""
+    nbytes = int(nbytes)
+    if nbytes < 0:
+        raise LogicError(f"cannot allocate a negative number of bytes ({nbytes})")
+    body = _round_up(max(nbytes, 1), ALIGN)
+    pages = _round_up(body, PAGE)
+    total = pages + 2 * PAGE
+    try:
+        m = mmap.mmap(-1, total, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as exc:
+        raise MemoryError(f"cannot allocate {nbytes} bytes of emulated device memory: {exc}") from None
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    for guard in (base, base + PAGE + pages):
+        if _libc.mprotect(guard, PAGE, _PROT_NONE) != 0:  # pragma: no cover - only on exotic hosts
+            err = ctypes.get_errno()
+            raise MemoryError(f"mprotect failed for a guard page: {os.strerror(err)}")
+    address = base + PAGE + pages - body
+    alloc = Allocation(address, nbytes, m, base)
+    with _lock:
+        bisect.insort(_starts, address)
+        _by_start[address] = alloc
+    return alloc
+
+
+def release(alloc):
+    """Unmap an allocation.  Releasing twice is a LogicError, as in CUDA."""
+    with _lock:
+        if _by_start.get(alloc.address) is not alloc:
+            raise LogicError(f"cuMemFree failed: 0x{alloc.address:x} was already freed")
+        del _by_start[alloc.address]
+        _starts.pop(bisect.bisect_left(_starts, alloc.address))
+    # The mmap object holds an exported buffer (from_buffer); drop our view first.
+    m = alloc._map
+    alloc._map = None
+    try:
+        m.close()
+    except BufferError:
+        # A ctypes view still references the buffer; the pages go when it does.
+        pass
+
+
+def find(address):
+    """The live allocation that holds ``address`` (or whose guard page does), else None.
+
+    Returns ``(allocation, offset)``; offset may be negative or past the end when
+    the address lies in a guard page, which is what fault reports need.
+    """
+    with _lock:
+        i = bisect.bisect_right(_starts, address) - 1
+        candidates = []
+        if i >= 0:
+            candidates.append(_by_start[_starts[i]])
+        if i + 1 < len(_starts):
+            candidates.append(_by_start[_starts[i + 1]])
+    for alloc in candidates:
+        lo = alloc._map_base
+        hi = alloc.guard_start + PAGE
+        if lo <= address < hi:
+            return alloc, address - alloc.address
+    return None
+
+
+def live_bytes():
+    """Bytes asked for by the allocations that are still live."""
+    with _lock:
+        return sum(a.size for a in _by_start.values())
+
+
+def host_memory_info():
+    """``(free, total)`` bytes of host memory, which is the emulated device's memory."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    if free is None:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    return free, total
