@@ -1,0 +1,47 @@
+"""The kernel loader: finding files, reading them, bad names, memoised compilation."""
+import os
+
+import pytest
+
+from gpuedu import kernels
+
+
+def test_dir_holds_common_header():
+    assert os.path.isfile(os.path.join(kernels.DIR, "common.cuh"))
+
+
+def test_names_lists_every_cu_file_without_suffix():
+    on_disk = sorted(f[:-3] for f in os.listdir(kernels.DIR) if f.endswith(".cu"))
+    assert kernels.names() == on_disk
+    assert all(not n.endswith(".cu") for n in kernels.names())
+
+
+def test_path_accepts_name_with_or_without_suffix():
+    for name in kernels.names():
+        assert kernels.path(name) == kernels.path(name + ".cu")
+        assert kernels.source(name).strip(), f"{name}.cu is empty"
+
+
+def test_unknown_name_says_what_exists():
+    with pytest.raises(FileNotFoundError, match="no kernel file 'no_such_op.cu'"):
+        kernels.path("no_such_op")
+
+
+def test_bad_name_type():
+    with pytest.raises(TypeError, match="non-empty string"):
+        kernels.path(3)
+
+
+def test_options_as_string_is_rejected():
+    with pytest.raises(TypeError, match="list or tuple"):
+        kernels.load("reduction", options="-DX=1")
+
+
+def test_every_kernel_file_declares_extern_c_kernels():
+    # Convention: kernels are extern "C" so that names stay plain under no_extern_c=True.
+    for name in kernels.names():
+        src = kernels.source(name)
+        for line in src.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("__global__"):
+                raise AssertionError(f"{name}.cu: kernel without extern \"C\": {stripped}")
