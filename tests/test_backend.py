@@ -1,0 +1,290 @@
+"""setup() in every situation this machine can produce.
+
+Each case runs in a child Python so that this process's sys.modules and sys.meta_path stay as
+they were.  Fake ``pycuda`` packages stand in for the real one: one whose driver library is
+missing, one whose driver sees no device, and one with a device of a chosen architecture.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+# The real pycuda.driver imports its C extension, linked against libcuda.so.1.
+FAKE_DRIVER_NO_LIBCUDA = '''
+raise ImportError("libcuda.so.1: cannot open shared object file: No such file or directory")
+'''
+
+# A driver module shaped like pycuda.driver; the device is configured by FAKE_* below.
+FAKE_DRIVER = '''
+class RuntimeError(Exception):
+    pass
+
+_initialised = False
+_context = None
+
+def init(flags=0):
+    global _initialised
+    if FAKE_INIT_ERROR:
+        raise RuntimeError(FAKE_INIT_ERROR)
+    _initialised = True
+
+def get_driver_version():
+    return 13000
+
+class Device:
+    def __init__(self, i):
+        self.i = i
+    @staticmethod
+    def count():
+        return FAKE_COUNT
+    def name(self):
+        return "Fake GPU"
+    def compute_capability(self):
+        return FAKE_CC
+    def total_memory(self):
+        return 80 * 2**30
+    def make_context(self):
+        global _context
+        _context = Context(self)
+        return _context
+
+class Context:
+    def __init__(self, device):
+        self.device = device
+    @staticmethod
+    def get_current():
+        if not _initialised:
+            raise RuntimeError("cuCtxGetCurrent failed: initialization error")
+        return _context
+    @staticmethod
+    def get_device():
+        return _context.device
+'''
+
+FAKE_AUTOINIT = '''
+import pycuda.driver as cuda
+cuda.init()
+context = cuda.Device(0).make_context()
+'''
+
+
+def make_fake_pycuda(root, driver_source):
+    pkg = os.path.join(root, "pycuda")
+    os.makedirs(pkg)
+    with open(os.path.join(pkg, "__init__.py"), "w") as f:
+        f.write('VERSION_TEXT = "2099.1"\n')
+    with open(os.path.join(pkg, "driver.py"), "w") as f:
+        f.write(driver_source)
+    with open(os.path.join(pkg, "autoinit.py"), "w") as f:
+        f.write(FAKE_AUTOINIT)
+    return root
+
+
+def fake_device(tmp_path, init_error=None, count=1, cc=(9, 0)):
+    source = (f"FAKE_INIT_ERROR = {init_error!r}\nFAKE_COUNT = {count}\nFAKE_CC = {tuple(cc)!r}\n"
+              + FAKE_DRIVER)
+    return make_fake_pycuda(str(tmp_path / "fake"), source)
+
+
+def run_child(code, fake=None, backend_env=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([p for p in (fake, REPO) if p])
+    if backend_env is not None:
+        env["GPUEDU_BACKEND"] = backend_env
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=REPO, stdin=subprocess.DEVNULL)
+
+
+def ok(proc):
+    assert proc.returncode == 0, f"child failed:\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc.stdout
+
+
+REPORT = '''
+import sys, gpuedu
+b = gpuedu.setup()
+print("NAME", b.name)
+print("REASON", b.reason)
+print("ALIAS", sys.modules["pycuda"].__name__)
+'''
+
+
+def test_no_pycuda_gives_cpu_with_the_reason():
+    out = ok(run_child(REPORT))
+    assert "NAME cpu" in out
+    assert "REASON no usable GPU: pycuda is not installed" in out
+    assert "ALIAS gpuedu.emulator" in out
+    # the one line the lesson shows
+    assert "gpuedu: backend cpu, the CPU emulator, because no usable GPU: pycuda is not installed" in out
+
+
+def test_pycuda_without_driver_library_gives_cpu(tmp_path):
+    fake = make_fake_pycuda(str(tmp_path / "fake"), FAKE_DRIVER_NO_LIBCUDA)
+    out = ok(run_child(REPORT, fake=fake))
+    assert "NAME cpu" in out
+    assert "no NVIDIA driver" in out
+    # the half-imported real pycuda must not be what `import pycuda` gives now
+    assert "ALIAS gpuedu.emulator" in out
+
+
+def test_driver_without_device_gives_cpu(tmp_path):
+    fake = fake_device(tmp_path, init_error="cuInit failed: no CUDA-capable device is detected")
+    out = ok(run_child(REPORT, fake=fake))
+    assert "NAME cpu" in out
+    assert "no CUDA device" in out
+
+
+def test_zero_devices_gives_cpu(tmp_path):
+    fake = fake_device(tmp_path, count=0)
+    out = ok(run_child(REPORT, fake=fake))
+    assert "REASON no usable GPU: no CUDA device" in out
+
+
+def test_forced_cpu_is_honoured_even_with_a_usable_looking_gpu(tmp_path):
+    fake = fake_device(tmp_path)
+    out = ok(run_child(REPORT, fake=fake, backend_env="cpu"))
+    assert "NAME cpu" in out
+    assert "REASON GPUEDU_BACKEND=cpu was asked for" in out
+
+
+def test_argument_overrides_environment():
+    out = ok(run_child('''
+        import gpuedu
+        b = gpuedu.setup(backend="CPU", verbose=False)
+        print("NAME", b.name, "|", b.reason)
+    ''', backend_env="cuda"))
+    assert "NAME cpu | backend='cpu' was asked for" in out
+
+
+def test_forced_cuda_without_gpu_is_a_clear_error():
+    proc = run_child('''
+        import gpuedu
+        from gpuedu.backend import BackendError
+        try:
+            gpuedu.setup()
+        except BackendError as e:
+            print("ERROR", e)
+    ''', backend_env="cuda")
+    out = ok(proc)
+    assert "ERROR GPUEDU_BACKEND=cuda was asked for but the GPU is not usable: pycuda is not installed" in out
+    assert "gpuedu doctor" in out
+
+
+def test_unknown_backend_name_is_a_clear_error():
+    out = ok(run_child('''
+        import gpuedu
+        try:
+            gpuedu.setup()
+        except ValueError as e:
+            print("ERROR", e)
+    ''', backend_env="rocm"))
+    assert "ERROR GPUEDU_BACKEND='rocm' is not a backend gpuedu knows; use one of auto, cuda, cpu" in out
+
+
+def test_second_call_returns_the_same_backend_without_probing_again(tmp_path):
+    fake = fake_device(tmp_path, init_error="cuInit failed: no CUDA-capable device is detected")
+    out = ok(run_child('''
+        import subprocess, gpuedu
+        calls = []
+        real_run = subprocess.run
+        def counting_run(*a, **k):
+            calls.append(a[0])
+            return real_run(*a, **k)
+        subprocess.run = counting_run
+        first = gpuedu.setup(verbose=False)
+        after_first = len(calls)
+        second = gpuedu.setup(verbose=False)
+        print("SAME", first is second, "PROBES", after_first, len(calls))
+        try:
+            gpuedu.setup("cuda")
+        except gpuedu.backend.BackendError as e:
+            print("SWITCH", e)
+    ''', fake=fake))
+    assert "SAME True PROBES 1 1" in out
+    assert "SWITCH this process already uses the cpu backend" in out
+    assert "Restart the kernel" in out
+
+
+def test_active_without_setup_chooses_quietly():
+    out = ok(run_child('''
+        import gpuedu.backend as backend
+        print("NAME", backend.active().name)
+    '''))
+    assert out.strip() == "NAME cpu"
+
+
+def test_emulator_modules_are_reachable_under_pycuda_names():
+    out = ok(run_child('''
+        import gpuedu, importlib
+        gpuedu.setup(verbose=False)
+        import pycuda, gpuedu.emulator
+        print("SAME", pycuda is gpuedu.emulator, pycuda.__spec__.name)
+        try:
+            import pycuda.curandom
+        except ModuleNotFoundError as e:
+            print("MISSING", e.name, "|", e)
+    '''))
+    assert "SAME True gpuedu.emulator" in out
+    assert "MISSING pycuda.curandom | pycuda.curandom is not part of the gpuedu CPU emulator" in out
+
+
+@needs_nvcc
+def test_device_nvcc_cannot_target_gives_cpu(tmp_path):
+    fake = fake_device(tmp_path, cc=(3, 0))
+    out = ok(run_child(REPORT, fake=fake))
+    assert "NAME cpu" in out
+    assert "cannot target sm_30 of Fake GPU" in out
+    assert "nvcc " in out
+
+
+@needs_nvcc
+def test_usable_device_gives_cuda_and_real_pycuda(tmp_path):
+    fake = fake_device(tmp_path, cc=(9, 0))
+    out = ok(run_child(REPORT + 'print("CONTEXT", sys.modules["pycuda.driver"].Context.get_current() is not None)\n',
+                       fake=fake))
+    assert "NAME cuda" in out
+    assert "REASON a usable GPU was found" in out
+    assert "ALIAS pycuda" in out          # the real package, not the emulator
+    assert "CONTEXT True" in out          # setup() made the context, as pycuda.autoinit does
+    assert "gpuedu: backend cuda, NVIDIA GPU Fake GPU (sm_90)" in out
+
+
+def test_initialised_real_pycuda_is_never_shadowed(tmp_path):
+    fake = fake_device(tmp_path, cc=(9, 0))
+    out = ok(run_child('''
+        import pycuda.autoinit          # the learner initialised PyCUDA before gpuedu
+        import sys, gpuedu
+        from gpuedu.backend import BackendError, use_emulator
+        b = gpuedu.setup(verbose=False)
+        print("NAME", b.name, "|", b.reason, "|", sys.modules["pycuda"].__name__)
+        for attempt in (lambda: use_emulator(), lambda: gpuedu.setup("cpu")):
+            try:
+                attempt()
+            except BackendError as e:
+                print("REFUSED", str(e)[:40])
+    ''', fake=fake, backend_env="auto"))
+    assert "NAME cuda | real PyCUDA was already initialised in this process | pycuda" in out
+    assert out.count("REFUSED") == 2
+
+
+def test_missing_cxx_is_reported_with_what_to_install(tmp_path):
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    out = ok(run_child(f'''
+        import os
+        os.environ["PATH"] = {str(empty_bin)!r}
+        os.environ.pop("CXX", None)
+        import gpuedu
+        b = gpuedu.setup()
+        print("USABLE", b.usable)
+    '''))
+    assert "USABLE False" in out
+    assert "gpuedu: WARNING the emulator found no C++ compiler" in out
+    assert "sudo apt install g++" in out
