@@ -1,0 +1,22 @@
+// nn_activations.cu: activation layers on their own, one thread per element.
+//
+//   activation_forward   y = act(x)
+//   activation_backward  dx = dy * act'(x)      (the local backward, next to its forward)
+//
+// The dense layer fuses the same functions into its GEMM epilogue (nn_dense.cu); these kernels are for
+// activation layers that stand alone.  Napkin math: forward reads 4 B and writes 4 B an element,
+// backward reads 12 B and writes 4 B: both are bandwidth-bound.
+#include "nn_activations.cuh"
+
+extern "C" __global__ void activation_forward(const float* x, float* y, int n, int act) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)                      // the last block may run past the end
+        y[i] = act_forward(act, x[i]);
+}
+
+extern "C" __global__ void activation_backward(const float* x, const float* y, const float* dy, float* dx,
+                                               int n, int act) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        dx[i] = dy[i] * act_derivative(act, x[i], y[i]);
+}

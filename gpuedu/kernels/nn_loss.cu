@@ -1,0 +1,40 @@
+// nn_loss.cu: softmax cross-entropy, forward and backward fused, plus the row argmax for predictions.
+//
+//   softmax_xent  per row b of logits z (C classes) with label y:
+//                   loss_b = log(sum_j exp(z_j)) - z_y, computed as m + log(sum_j exp(z_j - m)) with
+//                   m = max_j z_j, so exp never overflows (the largest term is exp(0) = 1);
+//                   dL/dz_j = (softmax_j - [j == y]) / B   (the loss is the mean over the batch);
+//                 and it adds loss_b to *loss_sum and 1 to *correct when argmax_j z_j == y, so a whole
+//                 epoch's loss and accuracy stay on the device until someone asks for them.
+//   argmax_rows   out[b] = argmax_j z[b, j] (the first one on ties).
+// One thread per row: C is small (10 classes), and a row's three passes stay in the thread.
+extern "C" __global__ void softmax_xent(const float* logits, const int* labels, float* dlogits,
+                                        float* loss_sum, int* correct, int B, int C) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;             // the last block may run past the batch
+    const float* z = logits + (size_t)b * C;
+    float* dz = dlogits + (size_t)b * C;
+    int y = labels[b];              // checked on the host: 0 <= y < C
+    float m = z[0];
+    int best = 0;
+    for (int j = 1; j < C; ++j)
+        if (z[j] > m) { m = z[j]; best = j; }
+    float s = 0.0f;
+    for (int j = 0; j < C; ++j)
+        s += expf(z[j] - m);
+    atomicAdd(loss_sum, m + logf(s) - z[y]);
+    if (best == y) atomicAdd(correct, 1);
+    float inv = 1.0f / (s * (float)B);
+    for (int j = 0; j < C; ++j)
+        dz[j] = expf(z[j] - m) * inv - (j == y ? 1.0f / (float)B : 0.0f);
+}
+
+extern "C" __global__ void argmax_rows(const float* logits, int* out, int B, int C) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    const float* z = logits + (size_t)b * C;
+    int best = 0;
+    for (int j = 1; j < C; ++j)
+        if (z[j] > z[best]) best = j;
+    out[b] = best;
+}

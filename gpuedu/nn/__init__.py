@@ -1,0 +1,58 @@
+"""gpuedu.nn: neural-network layers whose arithmetic runs in gpuedu's own CUDA kernels.
+
+Everything a model holds lives on the device as ``pycuda.gpuarray.GPUArray`` (float32, C-contiguous,
+row-major): parameters, their gradients, activations and the gradients flowing back.  Only the loss,
+the metrics and predictions come back to the host.  The kernels are ``gpuedu/kernels/nn_*.cu``, loaded
+through the active backend (a real GPU or the CPU emulator), so the same code runs on both.
+
+The public API (a contract other modules build on)
+--------------------------------------------------
+``Parameter(name, array)``
+    ``.value``: the GPUArray the layer computes with; ``.grad``: a GPUArray of the same shape and dtype
+    that ``backward`` overwrites (gradients are *not* accumulated across calls, so there is no
+    ``zero_grad``); ``.name``; ``.numpy()`` copies the value to the host.
+
+Layer protocol (``Dense``, ``ReLU``, ``Sigmoid``, ``Tanh``, ``GELU``; any object with these methods)
+    ``forward(x) -> y``            x: GPUArray [batch, in_features]; keeps what backward needs.
+    ``backward(dy, need_input_grad=True) -> dx``
+                                   dy = dL/dy of the last forward; fills ``p.grad`` for every parameter and
+                                   returns dL/dx (``None`` when ``need_input_grad`` is False: the first
+                                   layer skips that GEMM).
+    ``parameters() -> list[Parameter]``  (empty for activations)
+    ``in_features`` / ``out_features``   (``None`` for shape-preserving layers); ``stream``: the
+                                   ``drv.Stream`` its kernels are launched on (``None``: the default stream).
+
+``Sequential(*layers)`` / ``mlp([64, 128, 10], activation="relu", seed=0)``
+    Checks that the layers' shapes chain when it is built; ``forward(x)`` (x a GPUArray or a float32
+    NumPy array), ``backward(dlogits)``, ``parameters()``, ``predict(x) -> np.ndarray of int32``,
+    ``accuracy(x, labels) -> float``, ``stream`` (set it to run every layer on one stream).
+
+``SoftmaxCrossEntropy()``
+    ``dlogits = loss(logits, labels)``: one fused kernel computes the mean cross-entropy's gradient and adds
+    the batch's summed loss and correct count to device accumulators; ``result() -> (mean_loss, accuracy)``
+    reads them (the only copy back), ``reset()`` zeroes them.
+
+Optimizers: ``SGD(params, lr, momentum=0.0, weight_decay=0.0)`` and ``Adam(params, lr=1e-3, betas=(0.9, 0.999),
+    eps=1e-8, weight_decay=0.0)``; ``step()`` updates every ``p.value`` in place from ``p.grad`` with one kernel
+    launch per parameter; the state (velocity, moments) lives on the device.  A new optimizer subclasses
+    ``Optimizer`` and implements ``update(param, state)``; ``init_state(param)`` makes its per-parameter state.
+
+Initialisation (``gpuedu.nn.init``): ``he_normal`` and ``xavier_uniform`` from a seeded NumPy generator.
+
+``gpuedu.nn.reference`` is the same network in NumPy float64: the reference for gradient checks.
+
+A training step::
+
+    logits = model.forward(xb)              # xb, yb: GPUArrays from gpuedu.data.DataLoader
+    dlogits = loss(logits, yb)
+    model.backward(dlogits)
+    optimizer.step()
+"""
+from .layers import ACTIVATIONS, Parameter, Dense, Activation, ReLU, Sigmoid, Tanh, GELU
+from .loss import SoftmaxCrossEntropy
+from .model import Sequential, mlp
+from .optim import Optimizer, SGD, Adam
+from . import init
+
+__all__ = ["ACTIVATIONS", "Parameter", "Dense", "Activation", "ReLU", "Sigmoid", "Tanh", "GELU",
+           "SoftmaxCrossEntropy", "Sequential", "mlp", "Optimizer", "SGD", "Adam", "init"]

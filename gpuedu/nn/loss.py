@@ -1,0 +1,59 @@
+"""Softmax cross-entropy, forward and backward in one kernel, with the metrics kept on the device."""
+import numpy as np
+
+from . import _kernels as K
+from .checks import check_device_features, check_host_labels, gpuarray_module, is_device_array
+
+THREADS = 128
+
+
+class SoftmaxCrossEntropy:
+    """Mean cross-entropy of softmax(logits) against integer labels.
+
+    ``dlogits = loss(logits, labels)`` returns dL/dlogits = (softmax - onehot) / batch and adds the batch's
+    summed loss and number of correct predictions to device accumulators, so a training loop can run a
+    whole epoch without copying anything back; ``result()`` reads them once.
+    """
+
+    def __init__(self):
+        ga = gpuarray_module()
+        self._loss_sum = ga.zeros(1, np.float32)
+        self._correct = ga.zeros(1, np.int32)
+        self._rows = 0
+        self._grad = {}
+        self.stream = None
+
+    def __call__(self, logits, labels):
+        check_device_features(logits, "logits")
+        rows, classes = logits.shape
+        if is_device_array(labels):
+            if labels.dtype != np.int32 or tuple(labels.shape) != (rows,):
+                raise ValueError(f"labels must be an int32 GPUArray of shape ({rows},), "
+                                 f"got {labels.dtype} {tuple(labels.shape)}")
+        else:
+            labels = gpuarray_module().to_gpu(check_host_labels(labels, classes, rows))
+        dlogits = self._grad.get((rows, classes))
+        if dlogits is None:
+            dlogits = self._grad[(rows, classes)] = gpuarray_module().empty((rows, classes), np.float32)
+        f = K.function("nn_loss", "softmax_xent", "PPPPPii")
+        K.launch(f, (K.blocks_for(rows, THREADS), 1), (THREADS, 1, 1),
+                 (K.ptr(logits), K.ptr(labels), K.ptr(dlogits), K.ptr(self._loss_sum), K.ptr(self._correct),
+                  K.i32(rows), K.i32(classes)), self.stream)
+        self._rows += rows
+        return dlogits
+
+    def reset(self):
+        """Zero the accumulated loss and correct count."""
+        self._loss_sum.set(np.zeros(1, np.float32))
+        self._correct.set(np.zeros(1, np.int32))
+        self._rows = 0
+
+    def result(self):
+        """(mean loss, accuracy) over every row since the last ``reset()``: the one copy back."""
+        if self._rows == 0:
+            raise RuntimeError("no batch since the last reset(): call the loss on a batch first")
+        return float(self._loss_sum.get()[0]) / self._rows, int(self._correct.get()[0]) / self._rows
+
+    @property
+    def rows(self):
+        return self._rows

@@ -1,0 +1,113 @@
+"""Sequential: layers applied in order; backward walks them in reverse (the chain rule)."""
+import numpy as np
+
+from . import _kernels as K
+from .checks import check_host_labels, gpuarray_module, to_device_features
+from .layers import Dense
+
+PREDICT_CHUNK = 4096   # rows per forward pass when predicting on a whole data set
+
+
+class Sequential:
+    def __init__(self, *layers):
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        if not layers:
+            raise ValueError("Sequential needs at least one layer")
+        for layer in layers:
+            for method in ("forward", "backward", "parameters"):
+                if not callable(getattr(layer, method, None)):
+                    raise TypeError(f"{layer!r} is not a layer: it has no {method}() method")
+        # The shapes must chain: each layer's output width is the next one's input width.
+        width, source = None, None
+        for i, layer in enumerate(layers):
+            n_in = getattr(layer, "in_features", None)
+            if n_in is not None and width is not None and n_in != width:
+                raise ValueError(f"layer {i} ({layer!r}) takes {n_in} features but {source!r} gives {width}")
+            n_out = getattr(layer, "out_features", None)
+            if n_out is not None:
+                width, source = n_out, layer
+        self.layers = list(layers)
+        self._stream = None
+
+    @property
+    def in_features(self):
+        return next((l.in_features for l in self.layers if getattr(l, "in_features", None)), None)
+
+    @property
+    def out_features(self):
+        return next((l.out_features for l in reversed(self.layers) if getattr(l, "out_features", None)), None)
+
+    @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        """Launch every layer's kernels on ``stream`` (None: the default stream)."""
+        self._stream = stream
+        for layer in self.layers:
+            layer.stream = stream
+
+    def parameters(self):
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def forward(self, x):
+        x = to_device_features(x, "x", self.in_features)
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x
+
+    __call__ = forward
+
+    def backward(self, dlogits):
+        grad = dlogits
+        for i in range(len(self.layers) - 1, -1, -1):
+            # The first layer's input is the data: nobody needs its gradient, so skip that GEMM.
+            grad = self.layers[i].backward(grad, need_input_grad=i > 0)
+
+    def predict(self, x):
+        """Class indices (int32, on the host) for every row of ``x``."""
+        if isinstance(x, np.ndarray):
+            rows = x.shape[0] if x.ndim else 0
+            chunks = [x[i:i + PREDICT_CHUNK] for i in range(0, rows, PREDICT_CHUNK)] or [x]
+        else:
+            chunks = [x]
+        ga = gpuarray_module()
+        out = []
+        for chunk in chunks:
+            logits = self.forward(chunk)
+            rows, classes = logits.shape
+            pred = ga.empty(rows, np.int32)
+            f = K.function("nn_loss", "argmax_rows", "PPii")
+            K.launch(f, (K.blocks_for(rows, 128), 1), (128, 1, 1),
+                     (K.ptr(logits), K.ptr(pred), K.i32(rows), K.i32(classes)), self._stream)
+            out.append(pred.get())
+        return np.concatenate(out)
+
+    def accuracy(self, x, labels):
+        """Fraction of rows whose predicted class equals the label."""
+        labels = labels.get() if hasattr(labels, "gpudata") else labels
+        check_host_labels(labels, self.out_features, len(x) if isinstance(x, np.ndarray) else x.shape[0])
+        return float(np.mean(self.predict(x) == labels))
+
+    def __repr__(self):
+        inner = ",\n  ".join(repr(l) for l in self.layers)
+        return f"Sequential(\n  {inner}\n)"
+
+
+def mlp(sizes, activation="relu", seed=0, init=None):
+    """A multilayer perceptron: Dense layers of the given widths, ``activation`` on all but the last.
+
+    ``mlp([64, 128, 10])`` is Dense(64, 128, relu) -> Dense(128, 10) (logits).  Layer i draws its weights
+    with seed ``seed + i``, so the same call gives the same network.
+    """
+    sizes = list(sizes)
+    if len(sizes) < 2:
+        raise ValueError(f"mlp needs at least an input and an output width, got {sizes}")
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+        last = i == len(sizes) - 2
+        layers.append(Dense(n_in, n_out, activation=None if last else activation, init=init,
+                            seed=seed + i, name=f"dense{i}"))
+    return Sequential(layers)

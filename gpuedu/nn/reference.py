@@ -1,0 +1,158 @@
+"""The same network in NumPy float64: the reference the device kernels are checked against.
+
+``Sequential.from_model(model)`` copies a device model's weights; ``forward``/``backward`` mirror the
+device layers (forward and local backward side by side); ``numerical_gradient`` gives central finite
+differences, so the reference's analytic gradients are themselves checked before the device's are
+compared with them.
+"""
+import numpy as np
+from math import erf, pi, sqrt
+
+_erf = np.vectorize(erf, otypes=[np.float64])
+
+
+def act_forward(name, z):
+    if name in (None, "none"):
+        return z
+    if name == "relu":
+        return np.maximum(z, 0.0)
+    if name == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "tanh":
+        return np.tanh(z)
+    if name == "gelu":
+        return 0.5 * z * (1.0 + _erf(z / sqrt(2.0)))
+    raise ValueError(f"unknown activation {name!r}")
+
+
+def act_derivative(name, z, y):
+    if name in (None, "none"):
+        return np.ones_like(z)
+    if name == "relu":
+        return (z > 0).astype(z.dtype)
+    if name == "sigmoid":
+        return y * (1.0 - y)
+    if name == "tanh":
+        return 1.0 - y * y
+    if name == "gelu":
+        return 0.5 * (1.0 + _erf(z / sqrt(2.0))) + z * np.exp(-0.5 * z * z) / sqrt(2.0 * pi)
+    raise ValueError(f"unknown activation {name!r}")
+
+
+class Dense:
+    def __init__(self, W, b, activation=None):
+        self.W = np.array(W, dtype=np.float64)
+        self.b = np.array(b, dtype=np.float64)
+        self.activation = activation
+
+    def forward(self, x):
+        self.x = x
+        self.z = x @ self.W + self.b
+        self.y = act_forward(self.activation, self.z)
+        return self.y
+
+    def backward(self, dy):
+        dz = dy * act_derivative(self.activation, self.z, self.y)
+        self.dW = self.x.T @ dz
+        self.db = dz.sum(axis=0)
+        return dz @ self.W.T
+
+    def parameters(self):
+        return [self.W, self.b]
+
+    def grads(self):
+        return [self.dW, self.db]
+
+
+class Activation:
+    def __init__(self, name):
+        self.activation = name
+
+    def forward(self, x):
+        self.x = x
+        self.y = act_forward(self.activation, x)
+        return self.y
+
+    def backward(self, dy):
+        return dy * act_derivative(self.activation, self.x, self.y)
+
+    def parameters(self):
+        return []
+
+    def grads(self):
+        return []
+
+
+def softmax_cross_entropy(logits, labels):
+    """(mean loss, dL/dlogits) with the max subtracted before exp, as the kernel does."""
+    rows = logits.shape[0]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_sum = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    log_p = shifted - log_sum
+    loss = -log_p[np.arange(rows), labels].mean()
+    grad = np.exp(log_p)
+    grad[np.arange(rows), labels] -= 1.0
+    return loss, grad / rows
+
+
+class Sequential:
+    def __init__(self, layers):
+        self.layers = list(layers)
+
+    @classmethod
+    def from_model(cls, model):
+        """A float64 copy of a device ``gpuedu.nn.Sequential`` (weights copied from the device)."""
+        layers = []
+        for layer in model.layers:
+            if hasattr(layer, "W"):
+                layers.append(Dense(layer.W.numpy(), layer.b.numpy(), layer.activation))
+            else:
+                layers.append(Activation(layer.name))
+        return cls(layers)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.forward(x)
+        return x
+
+    def backward(self, dlogits):
+        for layer in reversed(self.layers):
+            dlogits = layer.backward(dlogits)
+        return dlogits
+
+    def parameters(self):
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def grads(self):
+        return [g for layer in self.layers for g in layer.grads()]
+
+    def loss(self, x, labels):
+        return softmax_cross_entropy(self.forward(x), labels)[0]
+
+    def loss_and_grads(self, x, labels):
+        """Mean loss and the analytic gradients of every parameter (in ``parameters()`` order)."""
+        loss, dlogits = softmax_cross_entropy(self.forward(x), labels)
+        self.backward(dlogits)
+        return loss, self.grads()
+
+
+def numerical_gradient(f, array, eps=1e-6):
+    """Central differences (f(a + eps) - f(a - eps)) / 2 eps for every element of ``array``, in place."""
+    grad = np.zeros_like(array)
+    flat, gflat = array.reshape(-1), grad.reshape(-1)
+    for i in range(flat.size):
+        saved = flat[i]
+        flat[i] = saved + eps
+        up = f()
+        flat[i] = saved - eps
+        down = f()
+        flat[i] = saved
+        gflat[i] = (up - down) / (2 * eps)
+    return grad
+
+
+def relative_error(a, b):
+    """||a - b|| / max(||a||, ||b||): one number per tensor, robust to elements that are nearly zero."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    scale = max(np.linalg.norm(a), np.linalg.norm(b))
+    return 0.0 if scale == 0 else float(np.linalg.norm(a - b) / scale)
