@@ -1,0 +1,178 @@
+// matmul.cu: C = A @ B for row-major A (M x K), B (K x N), C (M x N), in float32.
+//
+// 2*M*N*K FLOPs on (M*K + K*N + M*N) * 4 bytes: for square matrices of side n the arithmetic
+// intensity is n/6 FLOP per byte if every element moved once, so a GEMM can be compute-bound;
+// the ladder below is about reusing each loaded element as often as possible.
+//
+// version 1: naive: one thread per C element, with threadIdx.x running down a column of C, so
+//            the 32 threads of a warp read 32 different rows of A (uncoalesced).
+// version 2: coalesced: threadIdx.x runs along a row of C: the warp reads one element of A
+//            (a broadcast) and 32 consecutive elements of B.
+// version 3: shared-memory tiles: the block stages a TILE x TILE tile of A and of B in shared
+//            memory, each element loaded from global memory once per block instead of TILE times.
+// version 4: 1D register blocking: each thread computes TM4 results down a column of a BM4 x BN4
+//            block tile, reusing each B value from a register TM4 times.
+// version 5: 2D register blocking: each thread computes a TM x TN patch from TM values of A and
+//            TN values of B held in registers (TM*TN FMAs per TM+TN shared-memory loads).
+//
+// Every tile load is guarded and zero-filled past the edges, so M, N, K need not be multiples
+// of anything. Launch shapes (the launcher in gpuedu/ops.py computes them):
+//   1: block (B, B), grid (ceil_div(M, B), ceil_div(N, B))   2: block (B, B), grid (ceil_div(N, B), ceil_div(M, B))
+//   3: block (TILE, TILE), grid (ceil_div(N, TILE), ceil_div(M, TILE))
+//   4: block (BM4 * BN4 / TM4), grid (ceil_div(N, BN4), ceil_div(M, BM4))     (512 threads)
+//   5: block (BM5 * BN5 / (TM * TN)), grid (ceil_div(N, BN5), ceil_div(M, BM5)) (256 threads)
+#include "common.cuh"
+
+#ifndef TILE
+#define TILE 32
+#endif
+// Version 4's block tile: BM4 rows x BN4 columns of C, stepping BK4 along K, TM4 results a thread.
+#ifndef BM4
+#define BM4 64
+#endif
+#ifndef BN4
+#define BN4 64
+#endif
+#ifndef BK4
+#define BK4 8
+#endif
+#ifndef TM4
+#define TM4 8
+#endif
+// Version 5's block tile: BM5 x BN5 of C, stepping BK5 along K, a TM x TN patch a thread.
+#ifndef BM5
+#define BM5 128
+#endif
+#ifndef BN5
+#define BN5 128
+#endif
+#ifndef BK5
+#define BK5 8
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 8
+#endif
+
+extern "C" __global__ void matmul_kernel1(float* C, const float* A, const float* B, int M, int N, int K) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads: consecutive rows
+    int col = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row < M && col < N) {  // the edge blocks stick out past C
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += A[row * K + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+}
+
+extern "C" __global__ void matmul_kernel2(float* C, const float* A, const float* B, int M, int N, int K) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;  // consecutive threads: consecutive columns
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row < M && col < N) {
+        float acc = 0.0f;
+        for (int k = 0; k < K; k++)
+            acc += A[row * K + k] * B[k * N + col];
+        C[row * N + col] = acc;
+    }
+}
+
+extern "C" __global__ void matmul_kernel3(float* C, const float* A, const float* B, int M, int N, int K) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TILE + ty;
+    int col = blockIdx.x * TILE + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += TILE) {
+        // Each thread loads one element of each tile; past the edge of A or B it loads 0, which
+        // adds nothing to the dot products (this is what makes ragged sizes work).
+        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + k0 + tx] : 0.0f;
+        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f;
+        __syncthreads();  // both tiles are complete before anyone multiplies
+        for (int k = 0; k < TILE; k++)
+            acc += As[ty][k] * Bs[k][tx];
+        __syncthreads();  // everyone is done with these tiles before the next loop overwrites them
+    }
+    if (row < M && col < N)
+        C[row * N + col] = acc;
+}
+
+extern "C" __global__ void matmul_kernel4(float* C, const float* A, const float* B, int M, int N, int K) {
+    __shared__ float As[BM4][BK4];
+    __shared__ float Bs[BK4][BN4];
+    // BM4 * BN4 / TM4 threads: thread t computes rows (t / BN4) * TM4 ... + TM4 - 1 of column t % BN4.
+    int t = threadIdx.x;
+    int thread_col = t % BN4;
+    int thread_row = t / BN4;
+    int block_row = blockIdx.y * BM4, block_col = blockIdx.x * BN4;
+    float acc[TM4];
+    for (int i = 0; i < TM4; i++) acc[i] = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += BK4) {
+        // BM4*BK4 and BK4*BN4 elements to load with BM4*BN4/TM4 threads: loop in strides of the block.
+        for (int e = t; e < BM4 * BK4; e += blockDim.x) {
+            int r = e / BK4, c = e % BK4;
+            As[r][c] = (block_row + r < M && k0 + c < K) ? A[(block_row + r) * K + k0 + c] : 0.0f;
+        }
+        for (int e = t; e < BK4 * BN4; e += blockDim.x) {
+            int r = e / BN4, c = e % BN4;
+            Bs[r][c] = (k0 + r < K && block_col + c < N) ? B[(k0 + r) * N + block_col + c] : 0.0f;
+        }
+        __syncthreads();  // tiles complete
+        for (int k = 0; k < BK4; k++) {
+            float b = Bs[k][thread_col];  // one shared load, reused TM4 times from a register
+            for (int i = 0; i < TM4; i++)
+                acc[i] += As[thread_row * TM4 + i][k] * b;
+        }
+        __syncthreads();  // tiles no longer needed
+    }
+    for (int i = 0; i < TM4; i++) {
+        int row = block_row + thread_row * TM4 + i, col = block_col + thread_col;
+        if (row < M && col < N)
+            C[row * N + col] = acc[i];
+    }
+}
+
+extern "C" __global__ void matmul_kernel5(float* C, const float* A, const float* B, int M, int N, int K) {
+    __shared__ float As[BM5][BK5];
+    __shared__ float Bs[BK5][BN5];
+    // (BM5 / TM) x (BN5 / TN) threads; thread t owns the TM x TN patch at (t / (BN5/TN), t % (BN5/TN)).
+    int t = threadIdx.x;
+    int thread_col = t % (BN5 / TN);
+    int thread_row = t / (BN5 / TN);
+    int block_row = blockIdx.y * BM5, block_col = blockIdx.x * BN5;
+    float acc[TM][TN];
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+    float a_reg[TM], b_reg[TN];
+    for (int k0 = 0; k0 < K; k0 += BK5) {
+        for (int e = t; e < BM5 * BK5; e += blockDim.x) {
+            int r = e / BK5, c = e % BK5;
+            As[r][c] = (block_row + r < M && k0 + c < K) ? A[(block_row + r) * K + k0 + c] : 0.0f;
+        }
+        for (int e = t; e < BK5 * BN5; e += blockDim.x) {
+            int r = e / BN5, c = e % BN5;
+            Bs[r][c] = (k0 + r < K && block_col + c < N) ? B[(k0 + r) * N + block_col + c] : 0.0f;
+        }
+        __syncthreads();  // tiles complete
+        for (int k = 0; k < BK5; k++) {
+            // TM + TN shared loads feed TM * TN multiply-adds: the outer product of a column of
+            // the A tile and a row of the B tile.
+            for (int i = 0; i < TM; i++) a_reg[i] = As[thread_row * TM + i][k];
+            for (int j = 0; j < TN; j++) b_reg[j] = Bs[k][thread_col * TN + j];
+            for (int i = 0; i < TM; i++)
+                for (int j = 0; j < TN; j++)
+                    acc[i][j] += a_reg[i] * b_reg[j];
+        }
+        __syncthreads();  // tiles no longer needed
+    }
+    for (int i = 0; i < TM; i++) {
+        int row = block_row + thread_row * TM + i;
+        for (int j = 0; j < TN; j++) {
+            int col = block_col + thread_col * TN + j;
+            if (row < M && col < N)
+                C[row * N + col] = acc[i][j];
+        }
+    }
+}

@@ -1,0 +1,140 @@
+// reduction.cu: the sum of n floats, after Mark Harris's "Optimizing Parallel Reduction in CUDA".
+//
+// Each block reduces a slice of the input to one partial sum, out[blockIdx.x]; the launcher then
+// reduces the partial sums the same way until one value is left (two or more passes), except for
+// version 7, which finishes with one atomicAdd per block.
+//
+// version 1: interleaved addressing: at step s, threads whose id is a multiple of 2s add the value
+//            s away. `tid % (2*s)` leaves most lanes of every warp idle (a divergent branch).
+// version 2: interleaved addressing with contiguous threads: thread t works on index 2*s*t, so
+//            whole warps are busy or idle; the strided shared-memory access now has bank conflicts.
+// version 3: sequential addressing: at step s the first s threads add element t + s; no
+//            divergence within a busy warp and consecutive threads touch consecutive banks.
+// version 4: first add during load: each block reads 2*blockDim elements and adds a pair while
+//            loading, so no thread is idle in the first step and half the blocks are needed.
+// version 5: as 4, then once 64 values are left the last warp finishes with __shfl_down_sync
+//            (registers, no shared memory, no __syncthreads).
+// version 6: many elements per thread: a grid-stride loop sums into a register, each warp reduces
+//            with shuffles, one shared slot per warp, and the first warp sums those slots.
+//            A grid of a few hundred blocks covers any n.
+// version 7: as 6, finished with one atomicAdd per block into out[0] (zero it first): one launch.
+//
+// Versions 1-5 need a power-of-two block size (the tree halves it); 5-7 need at least 32 threads.
+// Versions 1-5 take the shared array's size at launch: shared = blockDim.x * sizeof(float).
+#include "common.cuh"
+
+extern "C" __global__ void reduce_kernel1(float* out, const float* in, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = (i < n) ? in[i] : 0.0f;  // the partial last block pads with the identity, 0
+    __syncthreads();                       // all loads are in shared memory before anyone adds
+    for (unsigned int s = 1; s < blockDim.x; s *= 2) {
+        if (tid % (2 * s) == 0)            // divergent: only every (2s)-th lane works
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();                   // this step's sums are written before the next reads them
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+extern "C" __global__ void reduce_kernel2(float* out, const float* in, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = (i < n) ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = 1; s < blockDim.x; s *= 2) {
+        unsigned int index = 2 * s * tid;  // the first blockDim/(2s) threads do the work
+        if (index < blockDim.x)
+            sdata[index] += sdata[index + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+extern "C" __global__ void reduce_kernel3(float* out, const float* in, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = (i < n) ? in[i] : 0.0f;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s)                       // the lower half adds the upper half onto itself
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+extern "C" __global__ void reduce_kernel4(float* out, const float* in, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    // Each block owns 2*blockDim consecutive elements: thread t adds elements t and t + blockDim.
+    unsigned int i = blockIdx.x * (2 * blockDim.x) + threadIdx.x;
+    float v = (i < n) ? in[i] : 0.0f;
+    if (i + blockDim.x < n) v += in[i + blockDim.x];
+    sdata[tid] = v;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s)
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+
+extern "C" __global__ void reduce_kernel5(float* out, const float* in, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    unsigned int i = blockIdx.x * (2 * blockDim.x) + threadIdx.x;
+    float v = (i < n) ? in[i] : 0.0f;
+    if (i + blockDim.x < n) v += in[i + blockDim.x];
+    sdata[tid] = v;
+    __syncthreads();
+    // The tree in shared memory stops when 64 values are left ...
+    for (unsigned int s = blockDim.x / 2; s > 32; s >>= 1) {
+        if (tid < s)
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    // ... and the first warp adds them pairwise into 32 registers and finishes with shuffles.
+    // (With a 32-thread block there is no upper half to add.)
+    if (tid < 32) {
+        v = sdata[tid];
+        if (tid + 32 < blockDim.x) v += sdata[tid + 32];
+        v = warp_reduce_sum(v);  // all 32 lanes of warp 0 take part, as the full mask promises
+        if (tid == 0) out[blockIdx.x] = v;
+    }
+}
+
+// Shared by versions 6 and 7: the grid-stride sum of this thread's elements, reduced over the
+// block; thread 0 returns the block's total (the other threads' return values are partial).
+__device__ inline float block_sum_grid_stride(const float* in, int n) {
+    __shared__ float warp_sums[WARP_SIZE];  // one slot per warp: at most 1024 / 32 = 32 warps
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        v += in[i];
+    int lane = threadIdx.x % WARP_SIZE;
+    int warp = threadIdx.x / WARP_SIZE;
+    int num_warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    v = warp_reduce_sum(v);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();  // every warp's sum is in shared memory before warp 0 reads them
+    if (warp == 0) {
+        v = (lane < num_warps) ? warp_sums[lane] : 0.0f;  // fewer than 32 warps: pad with 0
+        v = warp_reduce_sum(v);
+    }
+    return v;
+}
+
+extern "C" __global__ void reduce_kernel6(float* out, const float* in, int n) {
+    float v = block_sum_grid_stride(in, n);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+
+extern "C" __global__ void reduce_kernel7(float* out, const float* in, int n) {
+    float v = block_sum_grid_stride(in, n);
+    // One atomic per block, not per element: a few hundred atomics on one address is cheap,
+    // millions would serialise. The order of the additions (and so the last bits) varies by run.
+    if (threadIdx.x == 0) atomicAdd(out, v);
+}

@@ -1,0 +1,136 @@
+"""Everything the emulator accepts must be real CUDA: compile every kernel with nvcc.
+
+- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90;
+- every kernel source embedded in a lesson's code cells: a triple-quoted string that contains
+  ``__global__``, wrapped in ``extern "C" { ... }`` unless it says ``extern "C"`` itself, as
+  PyCUDA's ``SourceModule`` does. Such sources must be complete, literal CUDA (sizes through
+  ``#define`` or compiler options, not f-string holes), or they cannot be checked here.
+
+nvcc builds cubins without a GPU (about 0.3 s each); a small thread pool keeps the whole file
+well under two minutes. Skipped where nvcc is not on PATH.
+"""
+import ast
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from gpuedu import kernels
+
+pytestmark = pytest.mark.nvcc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LESSONS = os.path.join(ROOT, "lessons")
+ARCHES = ("sm_75", "sm_90")
+NVCC = shutil.which("nvcc")
+WORKERS = 4
+
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+
+
+def _nvcc(path, arch):
+    """Compile one file to a cubin; returns (ok, message)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [NVCC, "-cubin", f"-arch={arch}", "-I", kernels.DIR, "-o", os.path.join(tmp, "k.cubin"), path]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return proc.returncode == 0, proc.stderr.strip()
+
+
+def _compile_all(jobs):
+    """jobs: list of (label, path, arch). Returns the failures as readable strings."""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = list(pool.map(lambda job: (job, _nvcc(job[1], job[2])), jobs))
+    return [f"{label} [{arch}]:\n{msg}" for (label, _, arch), (ok, msg) in results if not ok]
+
+
+def _strip_magics(code):
+    """Drop IPython-only lines (%magic, !shell) so that the cell parses as Python."""
+    kept = []
+    for line in code.splitlines():
+        stripped = line.lstrip()
+        kept.append("" if stripped.startswith(("%", "!")) else line)
+    return "\n".join(kept)
+
+
+def lesson_kernel_sources(notebook_path):
+    """(label, source) of every string literal containing __global__ in the notebook's code cells."""
+    with open(notebook_path, encoding="utf-8") as f:
+        nb = json.load(f)
+    found = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "code":
+            continue
+        code = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        if "__global__" not in code:
+            continue
+        try:
+            tree = ast.parse(_strip_magics(code))
+        except SyntaxError as exc:
+            raise AssertionError(f"{os.path.basename(notebook_path)} cell {index} does not parse: {exc}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr) and any(
+                    isinstance(v, ast.Constant) and "__global__" in str(v.value) for v in node.values):
+                raise AssertionError(
+                    f"{os.path.basename(notebook_path)} cell {index}: a kernel source is an f-string; "
+                    f"write it as literal CUDA with sizes via #define or options so that nvcc can check it")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "__global__" in node.value:
+                found.append((f"{os.path.basename(notebook_path)} cell {index} line {node.lineno}", node.value))
+    return found
+
+
+def _as_pycuda_would_compile(src):
+    # SourceModule wraps the source in extern "C" unless told no_extern_c; sources that declare
+    # extern "C" themselves are passed with no_extern_c=True.
+    return src if 'extern "C"' in src else 'extern "C" {\n' + src + "\n}\n"
+
+
+@needs_nvcc
+def test_every_kernel_file_compiles():
+    names = kernels.names()
+    assert names, f"no .cu files found in {kernels.DIR}"
+    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in ARCHES]
+    failures = _compile_all(jobs)
+    assert not failures, "nvcc rejected:\n\n" + "\n\n".join(failures)
+
+
+def test_extraction_finds_kernels_and_wraps_them(tmp_path):
+    # The extractor must see plain and raw triple-quoted sources, skip strings without a kernel,
+    # and refuse f-string kernels; the wrapper must mirror SourceModule's extern "C".
+    nb = {"cells": [
+        {"cell_type": "markdown", "source": "a = '''__global__ void not_code() {}'''"},
+        {"cell_type": "code", "source": ["%time x = 1\n", "src = r'''\n__global__ void k(float* a) { a[0] = 1; }\n'''\n",
+                                         "other = '''no kernel here'''\n"]},
+        {"cell_type": "code", "source": 'mod = SourceModule("""extern "C" __global__ void j() {}""", no_extern_c=True)'},
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb))
+    found = lesson_kernel_sources(str(path))
+    assert [label.split(" line")[0] for label, _ in found] == ["nb.ipynb cell 1", "nb.ipynb cell 2"]
+    assert _as_pycuda_would_compile(found[0][1]).startswith('extern "C" {')
+    assert _as_pycuda_would_compile(found[1][1]) == found[1][1]
+    nb["cells"].append({"cell_type": "code", "source": 'n = 4\nsrc = f"""__global__ void k() {{ int a[{n}]; }}"""'})
+    path.write_text(json.dumps(nb))
+    with pytest.raises(AssertionError, match="f-string"):
+        lesson_kernel_sources(str(path))
+
+
+@needs_nvcc
+def test_every_lesson_kernel_compiles(tmp_path):
+    notebooks = sorted(glob.glob(os.path.join(LESSONS, "*.ipynb")))
+    if not notebooks:
+        pytest.skip("no lessons yet")
+    jobs = []
+    for nb in notebooks:
+        for i, (label, src) in enumerate(lesson_kernel_sources(nb)):
+            path = tmp_path / f"{os.path.basename(nb)[:-6]}_{i}.cu"
+            path.write_text(_as_pycuda_would_compile(src))
+            jobs += [(label, str(path), arch) for arch in ARCHES]
+    if not jobs:
+        pytest.skip("no lesson contains an inline kernel")
+    failures = _compile_all(jobs)
+    assert not failures, "nvcc rejected lesson kernels:\n\n" + "\n\n".join(failures)
