@@ -1,0 +1,315 @@
+"""Exercises with automatic checks: write a kernel, ``check`` it, get told what is wrong.
+
+For the learner::
+
+    from gpuedu import exercises
+    exercises.list()                      # the exercises, by lesson
+    exercises.show("01.relu")             # the text, the NumPy spec, the launch rule and the stub
+    my_relu = exercises.stub("01.relu")   # the stub as a string, to edit (or paste it in a cell)
+    exercises.check("01.relu", my_relu)   # compile, run every case, print the verdict
+    exercises.solution("01.relu")         # the reference solution, only when asked
+
+``check`` compiles the source with the active backend (real PyCUDA, or the CPU emulator), runs
+every case and prints either ``PASSED`` with the cases run, or ``NOT YET`` with exactly what is
+wrong: the compiler's message on your own line numbers; a launch error; a write outside a buffer;
+the first bad index with expected vs got and how many elements are wrong; and a hint tied to the
+likely cause (missing bounds guard, wrong index, missing barrier...).  It returns a ``CheckResult``
+(truthy only when passed) and never raises: a compile error is a failed check, not a traceback.
+
+How a check catches what a GPU would hide.  Every array is allocated with padding on both sides
+filled with a sentinel; pure outputs start filled with it too.  Afterwards, a changed padding
+element is an out-of-bounds write (on a GPU it would silently corrupt memory), and an output
+element still holding the sentinel was never written.  Cases use random values and sizes that are
+not multiples of the block (1, block, block + 1, an odd size, a large one).  Exercises about
+shared memory set ``races=True``: under the emulator each case then also runs with the threads of
+a block in reverse order, which makes a missing ``__syncthreads()`` fail reliably.
+
+Writing an exercise (in ``gpuedu/exercises/lessonNN.py``; modules named ``lessonNN`` are found and
+imported on first use)::
+
+    from gpuedu.exercises import Case, Exercise, ceil_div, register, sizes_1d
+
+    def relu_spec(x, n):                 # NumPy spec: keyword arguments are the case's inputs;
+        return np.maximum(x, 0)          # returns the output (or a dict name -> array)
+
+    def relu_cases(rng):                 # rng: a seeded numpy Generator
+        for label, n in sizes_1d(rng, 256):
+            x = rng.standard_normal(n).astype(np.float32)
+            yield Case(label, {"x": x, "n": np.int32(n)}, block=(256, 1, 1), grid=(ceil_div(n, 256), 1))
+
+    register(Exercise(
+        id="01.relu", title="ReLU on every element", text="...",
+        kernel="relu",                   # the __global__ function's name
+        params=("out", "x", "n"),        # its parameters in order: arrays, NumPy scalars
+        outputs=("out",),                # parameters the kernel writes (may also be inputs: in place)
+        reference=relu_spec, cases=relu_cases,
+        stub=STUB,                       # CUDA C with `// FILL ME IN (roughly N lines)`
+        solution=SOLUTION,               # hidden until solution() is called
+        launch="block = 256 threads, grid = ceil_div(n, 256) blocks",
+        rtol=0, atol=0,                  # tolerance of the comparison (0, 0: exact)
+        races=False,                     # True: also run under the reversed thread order
+        diagnoses=(),                    # callables (case, expected, got) -> hint str or None,
+                                         # tried when values are wrong, for exercise-specific causes
+        run=None,                        # optional (function, args, case) -> None: custom launches
+        options=(),                      # extra compiler flags
+    ))
+
+Sources are compiled inside ``extern "C" { ... }`` (write plain ``__global__ void name(...)``),
+with ``gpuedu/kernels`` on the include path (``#include "common.cuh"`` works).
+"""
+import difflib
+import importlib
+import pkgutil
+import re
+import traceback
+
+from .. import backend as _backend
+from . import _diagnose, _runner
+from ._exercise import Case, Exercise, ceil_div, sizes_1d
+from ._result import CheckResult, Failure
+
+__all__ = ["Case", "Exercise", "CheckResult", "ceil_div", "sizes_1d", "register", "get", "list",
+           "show", "stub", "check", "solution"]
+
+_registry = {}
+_loaded_all = False
+
+
+def register(exercise):
+    """Add an exercise to the registry (an id may be registered once)."""
+    if not isinstance(exercise, Exercise):
+        raise TypeError(f"register() takes an Exercise, got {type(exercise).__name__}")
+    old = _registry.get(exercise.id)
+    if old is not None and old is not exercise:
+        raise ValueError(f"exercise {exercise.id!r} is already registered")
+    _registry[exercise.id] = exercise
+    return exercise
+
+
+def _lesson_modules():
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if re.fullmatch(r"lesson\d\d", m.name))
+
+
+def _load(lesson):
+    name = f"lesson{lesson}"
+    if name in _lesson_modules():
+        importlib.import_module(f"{__name__}.{name}")
+
+
+def _load_all():
+    global _loaded_all
+    if not _loaded_all:
+        for name in _lesson_modules():
+            importlib.import_module(f"{__name__}.{name}")
+        _loaded_all = True
+
+
+def get(exercise_id):
+    """The registered Exercise; a KeyError that names the close matches otherwise."""
+    if not isinstance(exercise_id, str):
+        raise KeyError(f"exercise ids are strings such as '01.relu', got {exercise_id!r}")
+    if exercise_id not in _registry and re.match(r"^\d\d\.", exercise_id):
+        _load(exercise_id[:2])
+    if exercise_id not in _registry:
+        _load_all()
+    if exercise_id not in _registry:
+        close = difflib.get_close_matches(exercise_id, _registry, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see exercises.list()"
+        raise KeyError(f"no exercise {exercise_id!r}{hint}")
+    return _registry[exercise_id]
+
+
+def list(lesson=None):  # noqa: A001 - the name the course uses
+    """Print the registered exercises grouped by lesson (optionally one lesson: "01" or 1) and
+    return their ids."""
+    _load_all()
+    if lesson is not None:
+        lesson = f"{int(lesson):02d}"
+    ids = sorted(i for i in _registry if lesson is None or i[:2] == lesson)
+    current = None
+    for i in ids:
+        if i[:2] != current:
+            current = i[:2]
+            print(f"lesson {current}:")
+        print(f"  {i:<24} {_registry[i].title}")
+    if not ids:
+        print("no exercises registered" + (f" for lesson {lesson}" if lesson else ""))
+    return ids
+
+
+def _lookup_or_say(exercise_id):
+    try:
+        return get(exercise_id)
+    except KeyError as exc:
+        print(exc.args[0])
+        return None
+
+
+def show(exercise_id):
+    """Print the exercise: its text, NumPy spec, launch rule and the stub to fill in."""
+    ex = _lookup_or_say(exercise_id)
+    if ex is None:
+        return
+    print(f"{ex.id}: {ex.title}\n")
+    print(ex.text.strip() + "\n")
+    print("NumPy spec:\n" + _indent(ex.spec_text) + "\n")
+    print("Launch: " + ex.launch + "\n")
+    print("Your kernel (replace the FILL ME IN line):\n" + _indent(ex.stub.strip("\n")))
+
+
+def stub(exercise_id):
+    """The stub's source as a string, to edit and pass to ``check``."""
+    return get(exercise_id).stub
+
+
+def solution(exercise_id):
+    """Print (and return) the hidden reference solution.  Try first: a check's hint is a better teacher."""
+    ex = _lookup_or_say(exercise_id)
+    if ex is None:
+        return None
+    print(f"Try first: run exercises.check({ex.id!r}, your_source) and follow its hint; "
+          f"the solution teaches most once you have met the problem.\n")
+    print(ex.solution.strip("\n"))
+    return ex.solution
+
+
+def _indent(text, prefix="    "):
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
+
+
+def check(exercise_id, source, *, seed=0, verbose=True):
+    """Compile ``source``, run every case of the exercise and print the verdict.
+
+    Returns a ``CheckResult``: truthy when every case passed.  Never raises for a wrong or broken
+    kernel, or for a wrong id: those are failed checks with a message.
+    """
+    try:
+        result = _check(exercise_id, source, seed)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # the checker itself failed; the notebook must live on
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        result = CheckResult(str(exercise_id), failure=Failure(
+            "internal", f"the checker hit an unexpected error: {type(exc).__name__}: {exc}",
+            f"(at {last.filename}:{last.lineno}) please report it with your source."))
+    if verbose:
+        print(result.report())
+    return result
+
+
+def _check(exercise_id, source, seed):
+    try:
+        ex = get(exercise_id)
+    except KeyError as exc:
+        return CheckResult(str(exercise_id), failure=Failure("unknown_exercise", exc.args[0]))
+    result = CheckResult(ex.id, ex.title)
+    if not isinstance(source, str) or not source.strip():
+        result.failure = Failure("bad_source", f"check() needs your kernel's CUDA C source as a string, "
+                                 f"got {type(source).__name__}",
+                                 f"write it in a string: my_kernel = r'''...''' then "
+                                 f"check({ex.id!r}, my_kernel)")
+        return result
+    if "FILL ME IN" in source:
+        result.notes.append("note: your source still contains the FILL ME IN marker.")
+
+    try:
+        function = _runner.compile_kernel(source, ex.kernel, ex.options)
+    except _runner.CompileFailed as exc:
+        result.failure = Failure("compile_error", "your source does not compile.\n" +
+                                 _compile_report(source, exc), "fix the first error first: later "
+                                 "ones are often its consequences.")
+        return result
+    except _runner.MissingKernel as exc:
+        result.failure = Failure("missing_kernel", f"no __global__ function named `{ex.kernel}` "
+                                 f"in your source ({exc})",
+                                 f"keep the stub's name and parameters: `{_signature(ex.stub)}`")
+        return result
+
+    block_threads_of = lambda case: int(_prod(case.block))  # noqa: E731
+    races = ex.races and _runner.emulator_schedule_setter() is not None
+    if races:
+        result.notes.append("(each case also ran with the threads of every block in reverse order)")
+    for case in ex.make_cases(seed):
+        label = case.describe()
+        result.cases.append(label)
+        expected = ex.expected(case)
+        failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), None)
+        if failure is None and races:
+            failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), "reversed")
+            if failure is not None and failure.kind not in ("launch_error",):
+                failure.kind = "race"
+                failure.message += " (only when the threads run in reverse order)"
+                failure.hint = ("the result depends on the order threads run in: a thread reads "
+                                "shared memory before the thread that writes it has done so. Put "
+                                "`__syncthreads()` between writing shared memory and reading what "
+                                "other threads wrote (and before overwriting it again).")
+        if failure is not None:
+            failure.case = label
+            result.failed_cases.append(case.label)
+            if result.failure is None:
+                result.failure = failure
+            if failure.kind == "launch_error" and _runner_backend_name() == "cuda":
+                break  # after a fault the GPU context is unusable; stop here
+    result.passed = result.failure is None
+    return result
+
+
+def _runner_backend_name():
+    return _backend.active().name
+
+
+def _run_and_judge(ex, function, case, expected, block_threads, order):
+    drv = _backend.active().driver
+    try:
+        with _runner.schedule(order):
+            outcome = _runner.run_case(ex, function, case, expected)
+    except drv.Error as exc:
+        return Failure("launch_error", f"the launch failed: {type(exc).__name__}: {exc}",
+                       "an out-of-bounds access or a bad argument: check the bounds guard and the "
+                       "index arithmetic; pass sizes as np.int32(n) and arrays as device pointers.")
+    for name, (before, past) in outcome.out_of_bounds.items():
+        size = int(expected[name].size) if name in expected else int(case.inputs[name].size)
+        f = _diagnose.out_of_bounds(name, before, past, size)
+        return Failure(f.kind, f.summary, f.hint, output=name)
+    for name in outcome.inputs_changed:
+        return Failure("input_modified", f"the kernel changed the input `{name}`",
+                       "write only to the output parameter(s); check the order of the parameters.",
+                       output=name)
+    for name in ex.outputs:
+        finding = _diagnose.compare(name, expected[name], outcome.outputs[name], case,
+                                    ex.rtol, ex.atol, block_threads)
+        if finding is None:
+            continue
+        if finding.kind in ("wrong_values", "wrong_index", "tail"):
+            for diagnosis in ex.diagnoses:
+                hint = diagnosis(case, expected, outcome.outputs)
+                if hint:
+                    finding.hint = hint
+                    break
+        return Failure(finding.kind, finding.summary, finding.hint, output=name, index=finding.index,
+                       n_wrong=finding.n_wrong, n_total=finding.n_total)
+    return None
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _signature(stub_source):
+    match = re.search(r"__global__[^{]*", stub_source)
+    return " ".join(match.group(0).split()) if match else "see exercises.show()"
+
+
+def _compile_report(source, exc, max_lines=12):
+    """The compiler's messages about the learner's file, and the first offending line shown."""
+    ours = [line for line in exc.log.splitlines() if _runner.FILENAME in line]
+    shown = ours[:max_lines] if ours else exc.log.strip().splitlines()[:max_lines]
+    text = "\n".join("  " + line for line in shown)
+    lines = source.splitlines()
+    if exc.lines and 1 <= exc.lines[0] <= len(lines):
+        n = exc.lines[0]
+        text += f"\n  line {n} of your source:\n    {n:>3} | {lines[n - 1]}"
+    return text

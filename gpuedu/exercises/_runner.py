@@ -1,0 +1,164 @@
+"""Compile the learner's source through the active backend and run one case with canaries."""
+import contextlib
+import importlib
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import backend as _backend
+from . import _canary
+
+FILENAME = "exercise.cu"
+# Wrapped so that kernel names stay plain (extern "C") and the compiler's line numbers are the
+# learner's own: `#line 1` makes the next line line 1 of "exercise.cu", for g++ and nvcc alike.
+_PREFIX = 'extern "C" {\n#line 1 "' + FILENAME + '"\n'
+_SUFFIX = "\n}\n"
+
+
+class CompileFailed(Exception):
+    """The source did not compile; ``log`` is the compiler's message, ``lines`` the learner's lines."""
+
+    def __init__(self, log, lines):
+        super().__init__(log)
+        self.log = log
+        self.lines = lines
+
+
+class MissingKernel(Exception):
+    pass
+
+
+def _include_dirs():
+    try:
+        from .. import kernels
+        return [kernels.DIR]
+    except ImportError:  # pragma: no cover - the kernels package ships with gpuedu
+        return []
+
+
+def compile_kernel(source, kernel, options=()):
+    """Compile ``source`` and return the ``__global__`` function named ``kernel``."""
+    active = _backend.active()
+    if active.name == "cuda":
+        importlib.import_module("pycuda.autoinit")
+    drv = active.driver
+    try:
+        module = active.compiler.SourceModule(_PREFIX + source + _SUFFIX, no_extern_c=True,
+                                              options=list(options), include_dirs=_include_dirs())
+    except drv.CompileError as exc:
+        log = (getattr(exc, "stderr", None) or "") or str(exc)
+        raise CompileFailed(log, error_lines(log)) from None
+    try:
+        return module.get_function(kernel)
+    except drv.Error as exc:
+        raise MissingKernel(str(exc)) from None
+
+
+_LINE = re.compile(re.escape(FILENAME) + r"(?::(\d+)|\((\d+)\))")
+
+
+def error_lines(log):
+    """Line numbers in the learner's source that the compiler log names, in order of appearance."""
+    found = []
+    for match in _LINE.finditer(log):
+        number = int(match.group(1) or match.group(2))
+        if number not in found:
+            found.append(number)
+    return found
+
+
+@contextlib.contextmanager
+def schedule(order):
+    """Run the enclosed launches with the emulator's thread order ``order`` ("reversed" or
+    "forward"); a no-op on a real GPU, whose scheduler nobody chooses."""
+    setter = emulator_schedule_setter()
+    if setter is None or order is None:
+        yield False
+        return
+    previous = setter(order)
+    try:
+        yield True
+    finally:
+        setter(previous if previous is not None else "forward")
+
+
+def emulator_schedule_setter():
+    """The emulator's thread-order setter, or None on a GPU or an emulator without one."""
+    active = _backend.active()
+    if active.name != "cpu":
+        return None
+    for module in (active.compiler, active.driver):
+        setter = getattr(module, "set_schedule", None)
+        if callable(setter):
+            return setter
+    return None
+
+
+@dataclass
+class Outcome:
+    """What one launch left behind: for each output its body, and out-of-bounds writes."""
+
+    outputs: dict        # name -> array with the expected shape
+    out_of_bounds: dict  # name -> (indices before the start, indices past the end)
+    inputs_changed: list  # input names whose contents the kernel changed
+
+
+def run_case(exercise, function, case, expected):
+    """Launch ``function`` for ``case`` with every array padded by canaries; return an Outcome.
+
+    Launch errors (``drv.Error``) propagate to the caller, which reports them.
+    """
+    drv = _backend.active().driver
+    buffers = {}   # name -> (allocation, padded host array, pad, shape)
+    args = []
+    try:
+        for name in exercise.params:
+            if name in exercise.outputs:
+                want = expected[name]
+                if name in case.inputs:   # updated in place: starts from the input's values
+                    body = np.asarray(case.inputs[name], dtype=want.dtype).reshape(want.shape)
+                else:                     # pure output: starts as "never written"
+                    body = _canary.sentinel_filled(want.shape, want.dtype)
+            else:
+                if name not in case.inputs:
+                    raise KeyError(f"{exercise.id}: case {case.label!r} gives no value for "
+                                   f"kernel parameter {name!r}")
+                value = case.inputs[name]
+                if not isinstance(value, np.ndarray):
+                    args.append(value)    # a NumPy scalar, passed by value
+                    continue
+                body = value
+            pad = _canary.pad_length(body.size)
+            host = _canary.padded(body, pad)
+            alloc = drv.mem_alloc(host.nbytes)
+            drv.memcpy_htod(alloc, host)
+            buffers[name] = (alloc, host, pad, body.shape)
+            args.append(np.uintp(int(alloc) + pad * host.itemsize))
+        runner = exercise.run or _launch_once
+        runner(function, args, case)
+        outputs, out_of_bounds, changed = {}, {}, []
+        for name, (alloc, host, pad, shape) in buffers.items():
+            after = np.empty_like(host)
+            drv.memcpy_dtoh(after, alloc)
+            before, past = _canary.changed_padding(after, pad)
+            if len(before) or len(past):
+                out_of_bounds[name] = (before, past)
+            body = after[pad:pad + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+            if name in exercise.outputs:
+                outputs[name] = body
+            elif not np.array_equal(_canary.bits(body), _canary.bits(np.ascontiguousarray(host[pad:pad + body.size]).reshape(shape))):
+                changed.append(name)
+        return Outcome(outputs, out_of_bounds, changed)
+    finally:
+        for alloc, *_ in buffers.values():
+            try:
+                alloc.free()
+            except Exception:  # a context broken by a launch error cannot free; nothing to do
+                pass
+
+
+def _launch_once(function, args, case):
+    block = tuple(int(b) for b in case.block) + (1,) * (3 - len(case.block))
+    grid = tuple(int(g) for g in case.grid)
+    function(*args, block=block, grid=grid, shared=int(case.shared))

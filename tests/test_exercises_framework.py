@@ -1,0 +1,203 @@
+"""The exercises framework's own behaviour: registry, canaries, diagnosis, verdicts that never raise."""
+import numpy as np
+import pytest
+
+from gpuedu import exercises
+from gpuedu.exercises import Case, Exercise, _canary, _diagnose
+
+
+# ---------------------------------------------------------------- canaries
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.uint8, np.int64])
+def test_padding_holds_sentinels_and_body(dtype):
+    body = np.arange(5).astype(dtype)
+    flat = _canary.padded(body, 3)
+    assert flat.size == 11
+    assert _canary.is_sentinel(flat[:3]).all() and _canary.is_sentinel(flat[-3:]).all()
+    assert not _canary.is_sentinel(flat[3:8]).any()
+    np.testing.assert_array_equal(flat[3:8], body)
+    before, after = _canary.changed_padding(flat, 3)
+    assert len(before) == 0 and len(after) == 0
+
+
+def test_changed_padding_reports_indices_relative_to_the_body():
+    flat = _canary.padded(np.zeros(4, np.float32), 3)
+    flat[3 + 4 + 1] = 1.0     # body index 5: one past the element after the end
+    flat[1] = 2.0             # body index -2
+    before, after = _canary.changed_padding(flat, 3)
+    assert before.tolist() == [-2] and after.tolist() == [5]
+
+
+def test_float_sentinel_is_a_nan_that_arithmetic_does_not_produce():
+    s = _canary.sentinel_filled((4,), np.float32)
+    assert np.isnan(s).all()
+    with np.errstate(invalid="ignore"):
+        computed = s * np.float32(2) + np.float32(1)  # arithmetic quiets the NaN: other bits
+    assert np.isnan(computed).all() and not _canary.is_sentinel(computed).any()
+    assert not _canary.is_sentinel(np.full(4, np.nan, np.float32)).any()
+
+
+# ---------------------------------------------------------------- diagnosis
+
+
+def _got_from(expected, written_mask):
+    got = _canary.sentinel_filled(expected.shape, expected.dtype)
+    got[written_mask] = expected[written_mask]
+    return got
+
+
+def test_compare_passes_equal_arrays_and_respects_tolerance():
+    exp = np.linspace(-1, 1, 300).astype(np.float32)
+    assert _diagnose.compare("out", exp, exp.copy(), None, 0, 0, 256) is None
+    near = exp * np.float32(1 + 1e-6)
+    assert _diagnose.compare("out", exp, near, None, 1e-5, 1e-6, 256) is None
+    assert _diagnose.compare("out", exp, near, None, 0, 0, 256) is not None
+
+
+def test_never_written_output():
+    exp = np.ones(300, np.float32)
+    f = _diagnose.compare("out", exp, _canary.sentinel_filled((300,), np.float32), None, 0, 0, 256)
+    assert f.kind == "untouched" and "never wrote" in f.hint
+    assert f.n_wrong == 300 and f.index == (0,)
+    assert "got (never written)" in f.summary
+
+
+def test_only_first_block_written_points_at_blockidx():
+    exp = np.arange(600, dtype=np.float32)
+    mask = np.zeros(600, bool)
+    mask[:256] = True
+    f = _diagnose.compare("out", exp, _got_from(exp, mask), None, 0, 0, 256)
+    assert f.kind == "untouched" and "blockIdx.x * blockDim.x" in f.hint
+    assert f.index == (256,) and f.n_wrong == 344
+
+
+def test_stops_early_is_reported_as_not_covering():
+    exp = np.arange(600, dtype=np.float32)
+    mask = np.ones(600, bool)
+    mask[-1] = False
+    f = _diagnose.compare("out", exp, _got_from(exp, mask), None, 0, 0, 256)
+    assert f.kind == "untouched" and "never written" in f.hint and f.index == (599,)
+
+
+def test_index_shifted_by_one():
+    x = np.random.default_rng(0).standard_normal(500).astype(np.float32)
+    got = np.empty_like(x)
+    got[:-1] = x[1:]
+    got[-1] = 0
+    f = _diagnose.compare("out", x, got, None, 0, 0, 256)
+    assert f.kind == "wrong_index" and "off by 1" in f.hint
+
+
+def test_wrong_only_in_last_partial_block():
+    exp = np.arange(300, dtype=np.float32)
+    got = exp.copy()
+    got[290:] = -1
+    f = _diagnose.compare("out", exp, got, None, 0, 0, 256)
+    assert f.kind == "tail" and f.n_wrong == 10 and f.index == (290,)
+
+
+def test_two_dimensional_index_is_a_tuple():
+    exp = np.zeros((4, 5), np.float32)
+    got = exp.copy()
+    got[2, 3] = 7
+    f = _diagnose.compare("out", exp, got, None, 0, 0, 256)
+    assert f.index == (2, 3) and "first bad index [2, 3]" in f.summary and "got 7" in f.summary
+
+
+def test_out_of_bounds_finding_names_the_guard():
+    f = _diagnose.out_of_bounds("out", np.array([], int), np.array([300, 301]), 300)
+    assert "past the end of `out`" in f.summary and "indices 300..301" in f.summary
+    assert "if (i < n)" in f.hint
+    f = _diagnose.out_of_bounds("out", np.array([-1]), np.array([], int), 300)
+    assert "before the start" in f.summary
+
+
+# ---------------------------------------------------------------- registry and verdicts
+
+
+def _toy(**overrides):
+    fields = dict(id="99.toy", title="toy", text="t", kernel="toy", params=("out", "n"), outputs=("out",),
+                  reference=lambda n: np.zeros(int(n), np.float32),
+                  cases=lambda rng: [Case("n = 3", {"n": np.int32(3)}, (32, 1, 1), (1, 1))],
+                  stub="__global__ void toy(float* out, int n) {\n    // FILL ME IN (roughly 1 line)\n}\n",
+                  solution="__global__ void toy(float* out, int n) { }", launch="one block")
+    fields.update(overrides)
+    return Exercise(**fields)
+
+
+def test_exercise_fields_are_validated():
+    with pytest.raises(ValueError, match="must look like"):
+        _toy(id="relu")
+    with pytest.raises(ValueError, match="FILL ME IN"):
+        _toy(stub="__global__ void toy(float* out, int n) {}")
+    with pytest.raises(ValueError, match="not kernel parameters"):
+        _toy(outputs=("y",))
+
+
+def test_register_refuses_a_second_exercise_with_the_same_id():
+    ex = exercises.get("01.relu")
+    assert exercises.register(ex) is ex          # registering the same object again is harmless
+    with pytest.raises(ValueError, match="already registered"):
+        exercises.register(_toy(id="01.relu"))
+
+
+def test_unknown_id_names_close_matches_and_check_does_not_raise(capsys):
+    with pytest.raises(KeyError, match="did you mean 01.relu"):
+        exercises.get("01.rleu")
+    result = exercises.check("01.rleu", "__global__ void relu() {}")
+    assert not result and result.kind == "unknown_exercise"
+    assert "did you mean 01.relu" in capsys.readouterr().out
+
+
+def test_check_refuses_a_source_that_is_not_a_string(capsys):
+    result = exercises.check("01.relu", None)
+    assert not result and result.kind == "bad_source"
+    out = capsys.readouterr().out
+    assert out.startswith("NOT YET 01.relu") and "as a string" in out
+
+
+def test_check_contains_errors_of_the_checker_itself(monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("boom")
+    monkeypatch.setattr(exercises, "_check", broken)
+    result = exercises.check("01.relu", "x")
+    assert not result and result.kind == "internal" and "boom" in capsys.readouterr().out
+
+
+def test_show_prints_text_spec_launch_and_stub_but_not_the_solution(capsys):
+    exercises.show("01.relu")
+    out = capsys.readouterr().out
+    ex = exercises.get("01.relu")
+    assert "ReLU" in out and "def relu_spec" in out and "ceil_div" in out and "FILL ME IN" in out
+    assert "fmaxf" not in out and "fmaxf" in ex.solution
+
+
+def test_solution_only_when_asked_with_a_try_first_note(capsys):
+    text = exercises.solution("01.relu")
+    out = capsys.readouterr().out
+    assert out.startswith("Try first") and "fmaxf" in out and text == exercises.get("01.relu").solution
+
+
+def test_list_groups_by_lesson(capsys):
+    ids = exercises.list()
+    out = capsys.readouterr().out
+    assert {"01.relu", "01.saxpy", "01.scale_2d"} <= set(ids)
+    assert "lesson 01:" in out
+    assert exercises.list(1) == [i for i in ids if i.startswith("01.")]
+
+
+def test_result_truthiness_and_report():
+    from gpuedu.exercises import CheckResult, Failure
+    passed = CheckResult("01.relu", passed=True, cases=["n = 1"])
+    assert passed and "PASSED" in passed.report()
+    failed = CheckResult("01.relu", failure=Failure("tail", "out wrong", "guard"), cases=["a", "b"],
+                         failed_cases=["b"])
+    assert not failed and "NOT YET" in failed.report() and "1 of 2 cases right" in failed.report()
+    assert repr(failed) == "<CheckResult 01.relu: not yet (tail)>"
+
+
+def test_standard_sizes_cover_the_edges():
+    sizes = [n for _, n in exercises.sizes_1d(np.random.default_rng(1), 256)]
+    assert sizes[:3] == [1, 256, 257]
+    assert all(n % 256 for n in sizes[3:]) and sizes[-1] > 100_000
