@@ -1,0 +1,7 @@
+"""``python -m gpuedu doctor|course|backend``: the same as the ``gpuedu`` command."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``."""
+import argparse
+import sys
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="gpuedu", description="GPU programming for deep learning, from first principles.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser("doctor", help="report what this machine has for the course and what to do about what it lacks")
+    from . import course
+    course.build_parser(commands.add_parser("course", help="run every lesson headless and report on each"))
+    commands.add_parser("backend", help="print the backend the lessons will get, and why")
+    args = parser.parse_args(argv)
+
+    if args.command == "doctor":
+        from . import doctor
+        return doctor.main()
+    if args.command == "course":
+        return course.run(args)
+    if args.command == "backend":
+        from . import backend
+        try:
+            chosen = backend.setup()
+        except (backend.BackendError, ValueError) as e:
+            print(f"gpuedu: {e}", file=sys.stderr)
+            return 1
+        return 0 if chosen.usable else 1
+    parser.print_help()
+    return 2

@@ -1,0 +1,133 @@
+"""``gpuedu course``: run every lesson top to bottom, headless, and report on each.
+
+Each notebook runs in a fresh Jupyter kernel of this Python (so it gets the same gpuedu and the
+same backend rules as a learner), from the lessons folder, with nbclient.  The executed copies
+and a report (Markdown and JSON: passed or failed, backend, seconds, the error) go to the
+report folder; the lessons themselves are left untouched.  Exit code 1 when a lesson fails.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import time
+
+LESSON_PATTERN = re.compile(r"^(\d\d)_[A-Za-z0-9_]+\.ipynb$")
+BACKEND_LINE = re.compile(r"gpuedu: backend (cuda|cpu)\b")
+
+
+def find_lessons(folder, only=()):
+    """Lesson notebooks (``NN_topic.ipynb``) in course order; ``only`` keeps those whose number or name is given."""
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"no lessons folder at {folder!r}; run from the repository root or pass --lessons DIR")
+    names = sorted(n for n in os.listdir(folder) if LESSON_PATTERN.match(n))
+    if only:
+        wanted = {w.removesuffix(".ipynb") for w in only}
+        names = [n for n in names if n[:2] in wanted or n.removesuffix(".ipynb") in wanted]
+        if not names:
+            raise ValueError(f"no lesson matches {', '.join(only)}; lesson numbers look like 00, 03")
+    return [os.path.join(folder, n) for n in names]
+
+
+def _current_env_kernel_manager():
+    """A kernel manager that starts ipykernel with this very interpreter (not whatever 'python3' means)."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    class ThisPythonSpecs(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name):
+            return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                              display_name="gpuedu course", language="python", resource_dir="")
+
+    return KernelManager(kernel_name="gpuedu-course", kernel_spec_manager=ThisPythonSpecs())
+
+
+def backend_of(notebook):
+    """The backend the notebook's first cell reported ('cuda'/'cpu'), or '?'."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            match = BACKEND_LINE.search(output.get("text", "") if output.get("output_type") == "stream" else "")
+            if match:
+                return match.group(1)
+    return "?"
+
+
+def _failing_cell(notebook):
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                return index, f"{output.get('ename')}: {output.get('evalue')}"
+    return None, None
+
+
+def run_lesson(path, report_dir, timeout):
+    """Execute one lesson; returns its report entry and writes the executed copy to ``report_dir``."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    notebook = nbformat.read(path, as_version=4)
+    client = NotebookClient(notebook, timeout=timeout, km=_current_env_kernel_manager(),
+                            resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
+    start = time.perf_counter()
+    entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None}
+    try:
+        client.execute()
+    except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError) as e:
+        entry["status"] = "failed"
+        cell, error = _failing_cell(notebook)
+        entry["cell"], entry["error"] = cell, error or str(e).strip().splitlines()[-1]
+    entry["seconds"] = round(time.perf_counter() - start, 1)
+    entry["backend"] = backend_of(notebook)
+    nbformat.write(notebook, os.path.join(report_dir, os.path.basename(path)))
+    return entry
+
+
+def format_table(entries):
+    lines = ["| lesson | result | backend | seconds | error |", "|---|---|---|---|---|"]
+    for e in entries:
+        error = "" if e["error"] is None else f"cell {e['cell']}: {e['error']}".replace("|", "\\|")
+        lines.append(f"| {e['lesson']} | {e['status']} | {e['backend']} | {e['seconds']:.1f} | {error} |")
+    return "\n".join(lines)
+
+
+def build_parser(parser=None):
+    parser = parser or argparse.ArgumentParser(prog="gpuedu course", description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="lesson numbers or names to run (default: all), e.g. 00 03")
+    parser.add_argument("--lessons", default="lessons", help="folder holding the NN_topic.ipynb lessons")
+    parser.add_argument("--report", default="course-report", help="folder for the report and executed copies")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds one cell may run")
+    return parser
+
+
+def run(args):
+    try:
+        lessons = find_lessons(args.lessons, args.only)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"gpuedu course: {e}", file=sys.stderr)
+        return 2
+    if not lessons:
+        print(f"gpuedu course: no NN_topic.ipynb lessons in {args.lessons}", file=sys.stderr)
+        return 2
+    os.makedirs(args.report, exist_ok=True)
+    entries = []
+    for path in lessons:
+        print(f"running {os.path.basename(path)} ...", flush=True)
+        entry = run_lesson(path, args.report, args.timeout)
+        print(f"  {entry['status']} on {entry['backend']} in {entry['seconds']:.1f} s"
+              + (f": cell {entry['cell']}: {entry['error']}" if entry["error"] else ""), flush=True)
+        entries.append(entry)
+    failed = [e for e in entries if e["status"] != "passed"]
+    table = format_table(entries)
+    with open(os.path.join(args.report, "report.md"), "w") as f:
+        f.write(f"# Course run\n\n{table}\n\n{len(entries) - len(failed)} of {len(entries)} lessons passed.\n")
+    with open(os.path.join(args.report, "report.json"), "w") as f:
+        json.dump({"lessons": entries, "passed": not failed}, f, indent=2)
+    print("\n" + table)
+    print(f"\n{len(entries) - len(failed)} of {len(entries)} lessons passed; report in "
+          f"{os.path.join(args.report, 'report.md')}")
+    return 1 if failed else 0
+
+
+def main(argv=None):
+    return run(build_parser().parse_args(argv))

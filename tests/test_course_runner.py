@@ -1,0 +1,65 @@
+"""`gpuedu course`: lessons found in order, run headless, reported, and a failure fails the run."""
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from gpuedu import course
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write_notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(path))
+
+
+def test_find_lessons_orders_and_filters(tmp_path):
+    for name in ["02_b.ipynb", "00_a.ipynb", "10_c.ipynb", "notes.ipynb", "01_x.txt"]:
+        (tmp_path / name).write_text("{}")
+    found = [os.path.basename(p) for p in course.find_lessons(str(tmp_path))]
+    assert found == ["00_a.ipynb", "02_b.ipynb", "10_c.ipynb"]
+    assert [os.path.basename(p) for p in course.find_lessons(str(tmp_path), ["10", "00_a"])] == \
+        ["00_a.ipynb", "10_c.ipynb"]
+    with pytest.raises(ValueError, match="no lesson matches 07"):
+        course.find_lessons(str(tmp_path), ["07"])
+    with pytest.raises(FileNotFoundError, match="no lessons folder"):
+        course.find_lessons(str(tmp_path / "missing"))
+
+
+def test_course_runs_every_lesson_and_reports_the_failure(tmp_path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    # the first cell does what every lesson's first cell does
+    write_notebook(lessons / "00_ok.ipynb", "import gpuedu\nbackend = gpuedu.setup()", "print(6 * 7)")
+    write_notebook(lessons / "01_broken.ipynb", "x = 1", "raise ValueError('boom')", "print('never')")
+    report = tmp_path / "report"
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND",)}
+    env["PYTHONPATH"] = REPO
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "course", "--lessons", str(lessons),
+                           "--report", str(report), "--timeout", "120"],
+                          capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads((report / "report.json").read_text())
+    ok, broken = data["lessons"]
+    assert data["passed"] is False
+    assert (ok["lesson"], ok["status"], ok["backend"], ok["error"]) == ("00_ok.ipynb", "passed", "cpu", None)
+    assert (broken["status"], broken["cell"], broken["error"]) == ("failed", 1, "ValueError: boom")
+    assert ok["seconds"] > 0
+    executed = nbformat.read(str(report / "00_ok.ipynb"), as_version=4)
+    assert executed.cells[1].outputs[0]["text"] == "42\n"
+    assert "| 01_broken.ipynb | failed | ? |" in (report / "report.md").read_text()
+    assert "1 of 2 lessons passed" in proc.stdout
+    # the lessons themselves are left as they were
+    assert nbformat.read(str(lessons / "00_ok.ipynb"), as_version=4).cells[1].outputs == []
+
+
+def test_course_with_no_lessons_is_an_error(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "course", "--lessons", str(tmp_path)],
+                          capture_output=True, text=True, cwd=REPO, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert "no NN_topic.ipynb lessons" in proc.stderr

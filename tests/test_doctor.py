@@ -1,0 +1,116 @@
+"""`gpuedu doctor` in the situations this machine can produce, each in a child process."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_backend import FAKE_DRIVER_NO_LIBCUDA, REPO, fake_device, make_fake_pycuda, needs_nvcc
+
+
+def doctor(fake=None, backend_env=None, path=None, args=("-m", "gpuedu", "doctor")):
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND", "PYTHONPATH", "CXX")}
+    env["PYTHONPATH"] = os.pathsep.join([p for p in (fake, REPO) if p])
+    if backend_env:
+        env["GPUEDU_BACKEND"] = backend_env
+    if path is not None:
+        env["PATH"] = path
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=REPO, stdin=subprocess.DEVNULL)
+
+
+def with_dist_info(root, version="2099.1"):
+    """Make the fake pycuda visible to importlib.metadata, as an installed one is."""
+    info = os.path.join(root, f"pycuda-{version}.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: pycuda\nVersion: {version}\n")
+    return root
+
+
+def line(report, label):
+    found = [ln for ln in report.splitlines() if f"] {label}:" in ln]
+    assert found, f"no {label!r} line in:\n{report}"
+    return found[0]
+
+
+def test_doctor_on_this_machine_reports_everything_and_passes():
+    proc = doctor()
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" in line(out, "Python")
+    import numpy
+    assert numpy.__version__ in line(out, "NumPy")
+    assert "not installed" in line(out, "PyCUDA")
+    assert "pip install '.[cuda]'" in out           # what to do about it
+    assert "[ok ]" in line(out, "C++ compiler")
+    assert "compute capability" in line(out, "Emulated device")
+    assert "cpu (CPU emulator), because no usable GPU: pycuda is not installed" in line(out, "Lessons will use")
+    assert "Result: ready" in out
+
+
+def test_doctor_kernel_cache_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "cache"))
+    out = doctor().stdout
+    assert str(tmp_path / "cache") in line(out, "Kernel cache")
+
+
+def test_doctor_fails_without_a_cxx_compiler(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    proc = doctor(path=str(empty))
+    assert proc.returncode == 1
+    assert "[BAD] C++ compiler:" in proc.stdout
+    assert "sudo apt install g++" in proc.stdout
+    assert "NOT ready" in proc.stdout
+
+
+def test_doctor_with_forced_cuda_and_no_gpu_fails_with_the_reason():
+    proc = doctor(backend_env="cuda")
+    assert proc.returncode == 1
+    assert "no backend (GPUEDU_BACKEND=cuda)" in line(proc.stdout, "Lessons will use")
+    assert "pycuda is not installed" in proc.stdout
+
+
+def test_doctor_with_pycuda_but_no_driver(tmp_path):
+    fake = with_dist_info(make_fake_pycuda(str(tmp_path / "fake"), FAKE_DRIVER_NO_LIBCUDA))
+    proc = doctor(fake=fake)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2099.1" in line(proc.stdout, "PyCUDA")
+    assert "no NVIDIA driver" in line(proc.stdout, "GPU devices")
+    assert "cpu (CPU emulator)" in line(proc.stdout, "Lessons will use")
+
+
+@needs_nvcc
+def test_doctor_lists_a_usable_device(tmp_path):
+    fake = with_dist_info(fake_device(tmp_path, cc=(9, 0)))
+    proc = doctor(fake=fake, args=("-c", "import sys; from gpuedu.cli import main; sys.exit(main(['doctor']))"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Fake GPU, compute capability 9.0, 80.0 GiB, nvcc builds sm_90: yes" in line(proc.stdout, "GPU 0")
+    assert "13.0" in line(proc.stdout, "CUDA (driver API)")
+    assert "cuda (real GPU), because a usable GPU was found" in line(proc.stdout, "Lessons will use")
+
+
+@needs_nvcc
+def test_doctor_says_which_toolkit_a_device_needs(tmp_path):
+    fake = with_dist_info(fake_device(tmp_path, cc=(3, 0)))
+    proc = doctor(fake=fake)
+    assert "nvcc builds sm_30: no" in line(proc.stdout, "GPU 0")
+    assert "install a CUDA toolkit whose nvcc supports sm_30" in proc.stdout
+    assert "cannot target sm_30" in line(proc.stdout, "Lessons will use")
+
+
+def test_cli_without_a_command_prints_help():
+    proc = doctor(args=("-m", "gpuedu"))
+    assert proc.returncode == 2
+    assert "doctor" in proc.stdout and "course" in proc.stdout
+
+
+@pytest.mark.parametrize("value,code", [("cpu", 0), ("nonsense", 1)])
+def test_backend_command(value, code):
+    proc = doctor(backend_env=value, args=("-m", "gpuedu", "backend"))
+    assert proc.returncode == code
+    if code:
+        assert "is not a backend gpuedu knows" in proc.stderr
+    else:
+        assert proc.stdout.startswith("gpuedu: backend cpu")
