@@ -1,0 +1,201 @@
+"""Launchers for the FP16 kernels: check the arrays, allocate the output, size the grid, launch.
+
+Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
+axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores).
+References: ``gpuedu.nn.fp16_reference``.
+
+Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
+``out=`` reuses a buffer.  Launches are asynchronous: ``.get()`` on the result waits for it.
+"""
+import numpy as np
+
+from . import _kernels as K
+from .checks import gpuarray_module, is_device_array
+
+THREADS = 256                 # threads per block of the elementwise kernels
+GEMM_TILE = 64                # C tile per block of hgemm_tiled (fp16_gemm.cu: TILE_M = TILE_N)
+GEMM_THREADS = (16, 16, 1)    # its block shape
+NAIVE_TILE = 16               # block side of the naive GEMMs (one thread per element of C)
+WMMA_BLOCK_TILE = 32          # C tile per block of wmma_gemm (2 x 2 warps of 16 x 16)
+WMMA_THREADS = (128, 1, 1)    # 4 warps
+
+GEMM_VERSIONS = {"half_accum": "hgemm_naive_half_accum", "naive": "hgemm_naive", "tiled": "hgemm_tiled"}
+
+
+def _device(x, name, dtype, ndim=None):
+    """``x`` as a contiguous GPUArray of ``dtype`` (a NumPy array is checked, then copied)."""
+    dtype = np.dtype(dtype)
+    hint = {np.dtype(np.float16): "convert it with fp16_ops.to_half(x) (or x.astype(np.float16) on the host)",
+            np.dtype(np.float32): "convert it with fp16_ops.to_float(x) (or x.astype(np.float32) on the host)"}
+    if is_device_array(x):
+        if x.dtype != dtype:
+            raise TypeError(f"{name} must hold {dtype.name}, got {x.dtype}; {hint.get(dtype, '')}")
+        flags = getattr(x, "flags", None)
+        if flags is not None and not flags.c_contiguous:
+            raise ValueError(f"{name} is not C-contiguous on the device: make a contiguous copy first")
+    elif isinstance(x, np.ndarray):
+        if x.dtype != dtype:
+            raise TypeError(f"{name} must hold {dtype.name}, got {x.dtype}; pass {name}.astype(np.{dtype.name})")
+        x = gpuarray_module().to_gpu(np.ascontiguousarray(x))
+    else:
+        raise TypeError(f"{name} must be a GPUArray or a numpy.ndarray, got {type(x).__name__}")
+    if ndim is not None and len(x.shape) != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+    return x
+
+
+def _output(out, shape, dtype, name="out"):
+    if out is None:
+        return gpuarray_module().empty(shape, dtype)
+    if not is_device_array(out) or out.dtype != np.dtype(dtype) or tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{name} must be a {np.dtype(dtype).name} GPUArray of shape {tuple(shape)}, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}")
+    return out
+
+
+def _pairs_grid(n):
+    """Blocks for the half2 kernels: one thread per pair of elements, ceil(n / 2) threads."""
+    return (max(1, K.blocks_for((n + 1) // 2, THREADS)), 1)
+
+
+# ---- conversions ---------------------------------------------------------------------------------
+def to_half(x, out=None):
+    """float32 -> float16 on the device (``__float2half_rn``: round to nearest even)."""
+    x = _device(x, "x", np.float32)
+    out = _output(out, x.shape, np.float16)
+    f = K.function("fp16_convert", "float_to_half", "PPi")
+    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
+    return out
+
+
+def to_float(x, out=None):
+    """float16 -> float32 on the device (exact)."""
+    x = _device(x, "x", np.float16)
+    out = _output(out, x.shape, np.float32)
+    f = K.function("fp16_convert", "half_to_float", "PPi")
+    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
+    return out
+
+
+def to_half_bits(x, out=None):
+    """float32 -> the uint16 bit patterns of float16, computed with integer operations (version 2)."""
+    x = _device(x, "x", np.float32)
+    out = _output(out, x.shape, np.uint16)
+    f = K.function("fp16_convert", "float_to_half_bits", "PPi")
+    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
+    return out
+
+
+# ---- elementwise ---------------------------------------------------------------------------------
+def axpy(a, x, y, version=2):
+    """y = a*x + y in place on float16 arrays (``a`` is rounded to half); returns ``y``.
+
+    version 1: one ``__half`` per thread; version 2: one ``__half2`` (two elements) per thread.
+    """
+    if version not in (1, 2):
+        raise ValueError(f"axpy version must be 1 (half) or 2 (half2), got {version!r}")
+    if not is_device_array(y):
+        raise TypeError("y is updated in place, so it must be a GPUArray: y = gpuarray.to_gpu(y_host)")
+    x = _device(x, "x", np.float16)
+    y = _device(y, "y", np.float16)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    a = np.float32(a)
+    if version == 1:
+        f = K.function("fp16_elementwise", "half_axpy", "ifPP")
+        grid = (max(1, K.blocks_for(x.size, THREADS)), 1)
+    else:
+        f = K.function("fp16_elementwise", "half2_axpy", "ifPP")
+        grid = _pairs_grid(x.size)
+    K.launch(f, grid, (THREADS, 1, 1), (K.i32(x.size), a, K.ptr(x), K.ptr(y)))
+    return y
+
+
+def relu(x, out=None):
+    """max(x, 0) on float16, two elements per thread."""
+    x = _device(x, "x", np.float16)
+    out = _output(out, x.shape, np.float16)
+    f = K.function("fp16_elementwise", "half2_relu", "iPP")
+    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(x.size), K.ptr(x), K.ptr(out)))
+    return out
+
+
+def relu_backward(dy, z, out=None):
+    """dy where z > 0 else 0, on float16 (z: ReLU's forward input)."""
+    dy = _device(dy, "dy", np.float16)
+    z = _device(z, "z", np.float16)
+    if dy.shape != z.shape:
+        raise ValueError(f"dy and z must have the same shape, got {tuple(dy.shape)} and {tuple(z.shape)}")
+    out = _output(out, dy.shape, np.float16)
+    f = K.function("fp16_elementwise", "half2_relu_backward", "iPPP")
+    K.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (K.i32(dy.size), K.ptr(dy), K.ptr(z), K.ptr(out)))
+    return out
+
+
+def bias_add(x, bias, out=None):
+    """x[r, c] + bias[c] on float16 (``out`` may be ``x``: each thread reads its pair before writing it)."""
+    x = _device(x, "x", np.float16, ndim=2)
+    bias = _device(bias, "bias", np.float16, ndim=1)
+    rows, cols = x.shape
+    if bias.shape[0] != cols:
+        raise ValueError(f"bias has {bias.shape[0]} entries but x has {cols} columns")
+    out = _output(out, x.shape, np.float16)
+    f = K.function("fp16_elementwise", "half2_bias_add", "iiPPP")
+    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(rows), K.i32(cols), K.ptr(x), K.ptr(bias), K.ptr(out)))
+    return out
+
+
+# ---- GEMMs ---------------------------------------------------------------------------------------
+def _operand(x, name, transpose):
+    """The logical matrix op(x) of a row-major stored x: its (rows, cols) and its (row, col) strides."""
+    r, c = x.shape
+    return ((c, r), (1, c)) if transpose else ((r, c), (c, 1))
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_dtype=np.float16,
+           version="tiled"):
+    """C = alpha * op(a) @ op(b) with float16 a, b and FP32 accumulation (``version="half_accum"``:
+    the running sum in FP16, to show why not).
+
+    ``transpose_a=True`` multiplies by a's transpose without copying it (the kernel reads a with
+    swapped strides).  ``out_dtype`` float16 (default) or float32 (tiled version only).
+    """
+    if version not in GEMM_VERSIONS:
+        raise ValueError(f"unknown GEMM version {version!r}; choose one of {', '.join(GEMM_VERSIONS)}")
+    out_dtype = np.dtype(out_dtype)
+    if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
+        raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype}")
+    if out_dtype == np.float32 and version != "tiled":
+        raise ValueError("a float32 output is available with version='tiled' only")
+    a = _device(a, "a", np.float16, ndim=2)
+    b = _device(b, "b", np.float16, ndim=2)
+    (m, k), (a_rs, a_cs) = _operand(a, "a", transpose_a)
+    (k2, n), (b_rs, b_cs) = _operand(b, "b", transpose_b)
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k2}x{n}")
+    out = _output(out, (m, n), out_dtype)
+    if version == "tiled":
+        name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
+        tile, block = GEMM_TILE, GEMM_THREADS
+    else:
+        name, tile, block = GEMM_VERSIONS[version], NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
+    f = K.function("fp16_gemm", name, "iiifPiiPiiP")
+    grid = (max(1, K.blocks_for(n, tile)), max(1, K.blocks_for(m, tile)))
+    K.launch(f, grid, block, (K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a), K.i32(a_rs),
+                              K.i32(a_cs), K.ptr(b), K.i32(b_rs), K.i32(b_cs), K.ptr(out)))
+    return out
+
+
+def wmma_matmul(a, b, out=None):
+    """C = a @ b on tensor cores (WMMA 16x16x16): float16 a [M, K], b [K, N]; float32 C [M, N].
+    Any M, N, K: the kernel pads the edge tiles with zeros."""
+    a = _device(a, "a", np.float16, ndim=2)
+    b = _device(b, "b", np.float16, ndim=2)
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise ValueError(f"inner dimensions differ: a is {m}x{k} and b is {k2}x{n}")
+    out = _output(out, (m, n), np.float32)
+    f = K.function("wmma_gemm", "wmma_gemm", "iiiPPP")
+    grid = (max(1, K.blocks_for(n, WMMA_BLOCK_TILE)), max(1, K.blocks_for(m, WMMA_BLOCK_TILE)))
+    K.launch(f, grid, WMMA_THREADS, (K.i32(m), K.i32(n), K.i32(k), K.ptr(a), K.ptr(b), K.ptr(out)))
+    return out
