@@ -45,3 +45,14 @@ def test_every_kernel_file_declares_extern_c_kernels():
             stripped = line.strip()
             if stripped.startswith("__global__"):
                 raise AssertionError(f"{name}.cu: kernel without extern \"C\": {stripped}")
+
+
+def test_function_source_returns_one_whole_function_with_its_comment():
+    text = kernels.function_source("reduction", "reduce_kernel3")
+    assert text.startswith('extern "C" __global__ void reduce_kernel3(')
+    assert text.rstrip().endswith("}") and "reduce_kernel4" not in text
+    assert text.count("{") == text.count("}")
+    helper = kernels.function_source("common.cuh", "warp_reduce_sum")
+    assert helper.startswith("//") and "__shfl_down_sync" in helper
+    with pytest.raises(KeyError, match="no function 'nope' in reduction.cu"):
+        kernels.function_source("reduction", "nope")

@@ -29,14 +29,15 @@ def names():
 
 
 def path(name):
-    """The path of ``<name>.cu``; a clear error if there is no such file."""
+    """The path of ``<name>.cu`` (or of a header, named with its suffix: ``"common.cuh"``);
+    a clear error if there is no such file."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"kernel file name must be a non-empty string, got {name!r}")
-    stem = name[:-3] if name.endswith(".cu") else name
-    full = os.path.join(DIR, stem + ".cu")
+    filename = name if name.endswith((".cu", ".cuh")) else name + ".cu"
+    full = os.path.join(DIR, filename)
     if not os.path.isfile(full):
         raise FileNotFoundError(
-            f"no kernel file {stem + '.cu'!r} in {DIR}; available: {', '.join(names()) or '(none)'}")
+            f"no kernel file {filename!r} in {DIR}; available: {', '.join(names()) or '(none)'}")
     return full
 
 
@@ -66,3 +67,30 @@ def load(name, options=()):
             src, no_extern_c=True, include_dirs=[DIR], options=list(options))
         _loaded[key] = module
     return module
+
+
+def function_source(name, function):
+    """The text of one function in ``<name>.cu`` (a kernel or a device helper), with the comment
+    lines just above it: what a lesson prints to show one version of a ladder.
+
+    >>> print(function_source("reduction", "reduce_kernel3"))   # doctest: +SKIP
+    """
+    text = source(name)
+    lines = text.splitlines()
+    start = None
+    for i, line in enumerate(lines):
+        head = line.split("(")[0].split()
+        if line and not line[0].isspace() and head and head[-1] == function and "(" in line:
+            start = i
+            break
+    if start is None:
+        raise KeyError(f"no function {function!r} in {os.path.basename(path(name))}")
+    while start > 0 and lines[start - 1].lstrip().startswith("//"):
+        start -= 1   # keep the comment that introduces the function
+    depth, seen_brace = 0, False
+    for end in range(start, len(lines)):
+        depth += lines[end].count("{") - lines[end].count("}")
+        seen_brace = seen_brace or "{" in lines[end]
+        if seen_brace and depth == 0:
+            return "\n".join(lines[start:end + 1])
+    raise ValueError(f"{os.path.basename(path(name))}: the body of {function!r} is not closed")
