@@ -1,0 +1,282 @@
+"""``pycuda.tools`` on the CPU: device data, dtype names, default contexts, memory pools."""
+import functools
+import weakref
+
+import numpy as np
+
+from . import driver as drv
+
+# --------------------------------------------------------------------------- contexts
+
+
+def make_default_context(ctx_maker=None):
+    """Create a context on the first device that accepts one (there is one device here)."""
+    if ctx_maker is None:
+        def ctx_maker(dev):
+            return dev.make_context()
+    errors = []
+    for ordinal in range(drv.Device.count()):
+        try:
+            return ctx_maker(drv.Device(ordinal))
+        except drv.Error as exc:
+            errors.append(f"device {ordinal}: {exc}")
+    raise RuntimeError("make_default_context() could not create a context: " + "; ".join(errors))
+
+
+_context_caches = []
+
+
+def context_dependent_memoize(func):
+    """Memoise ``func`` per current context, as PyCUDA does for its generated kernels."""
+    cache = {}
+    _context_caches.append(cache)
+
+    @functools.wraps(func)
+    def wrapper(*args):
+        ctx = drv.Context.get_current()
+        key = (id(ctx), args)
+        try:
+            return cache[key]
+        except KeyError:
+            result = cache[key] = func(*args)
+            return result
+        except TypeError:  # unhashable arguments: compute without caching
+            return func(*args)
+
+    wrapper.clear_cache = cache.clear
+    return wrapper
+
+
+def clear_context_caches():
+    """Forget everything ``context_dependent_memoize`` remembered (e.g. at context teardown)."""
+    for cache in _context_caches:
+        cache.clear()
+
+
+# --------------------------------------------------------------------------- device data
+
+class DeviceData:
+    """Numbers about a device that kernel generators use to choose block sizes."""
+
+    def __init__(self, dev=None):
+        if dev is None:
+            dev = drv.Context.get_device()
+        self.max_threads = dev.get_attribute(drv.device_attribute.MAX_THREADS_PER_BLOCK)
+        self.warp_size = dev.get_attribute(drv.device_attribute.WARP_SIZE)
+        self.thread_blocks_per_mp = 16
+        self.warps_per_mp = self.max_threads // self.warp_size
+        self.registers = dev.get_attribute(drv.device_attribute.MAX_REGISTERS_PER_BLOCK)
+        self.shared_memory = dev.get_attribute(drv.device_attribute.MAX_SHARED_MEMORY_PER_BLOCK)
+        self.smem_alloc_granularity = 128
+        self.smem_granularity = 32        # shared-memory banks
+        self.register_allocation_unit = "warp"
+
+    def align(self, bytes, word_size=4):
+        return _round_up(bytes, self.align_bytes(word_size))
+
+    def align_dtype(self, elements, dtype_size):
+        return _round_up(elements, self.align_words(dtype_size))
+
+    def align_words(self, word_size):
+        return self.align_bytes(word_size) // word_size
+
+    def align_bytes(self, word_size=4):
+        # a warp's 32 accesses of word_size bytes, the span a coalesced access covers
+        if word_size not in (4, 8, 16):
+            raise ValueError(f"no alignment rule for word size {word_size}")
+        return self.warp_size * word_size
+
+    @staticmethod
+    def make_valid_tex_channel_count(size):
+        for count in (1, 2, 4):
+            if count >= size:
+                return count
+        raise ValueError(f"no valid texture channel count for {size}")
+
+
+def _round_up(n, m):
+    return (n + m - 1) // m * m
+
+
+# --------------------------------------------------------------------------- dtypes
+
+_dtype_to_ctype = {}
+_ctype_to_dtype = {}
+
+
+def get_or_register_dtype(c_names, dtype=None):
+    """Name a dtype in C (``get_or_register_dtype("float4", np.dtype(...))``), or look one up."""
+    if isinstance(c_names, str):
+        c_names = [c_names]
+    if dtype is None:
+        for name in c_names:
+            if name in _ctype_to_dtype:
+                return _ctype_to_dtype[name]
+        raise TypeError(f"C type {c_names[0]!r} is not registered; "
+                        "register it with get_or_register_dtype(name, dtype)")
+    dtype = np.dtype(dtype)
+    for name in c_names:
+        existing = _ctype_to_dtype.get(name)
+        if existing is not None and existing != dtype:
+            raise RuntimeError(f"C type {name!r} is already registered as {existing}, not {dtype}")
+        _ctype_to_dtype[name] = dtype
+    _dtype_to_ctype.setdefault(dtype, c_names[0])
+    return dtype
+
+
+for _names, _dtype in [
+    (["float"], np.float32), (["double"], np.float64),
+    (["signed char", "char"], np.int8), (["unsigned char"], np.uint8),
+    (["short", "signed short", "short int"], np.int16), (["unsigned short"], np.uint16),
+    (["int", "signed int", "signed"], np.int32), (["unsigned int", "unsigned"], np.uint32),
+    (["long", "long int", "long long", "signed long"], np.int64),
+    (["unsigned long", "unsigned long long", "size_t"], np.uint64),
+    (["bool"], np.bool_), (["__half", "half"], np.float16),
+    (["pycuda::complex<float>"], np.complex64), (["pycuda::complex<double>"], np.complex128),
+]:
+    get_or_register_dtype(_names, _dtype)
+# "long long" and "size_t" share int64/uint64 with "long": keep the short names as the C spelling.
+_dtype_to_ctype[np.dtype(np.int64)] = "long"
+_dtype_to_ctype[np.dtype(np.uint64)] = "unsigned long"
+
+
+def dtype_to_ctype(dtype, with_fp_tex_hack=False):
+    """The C type name of a NumPy dtype: ``float32 -> "float"``."""
+    if dtype is None:
+        raise ValueError("dtype may not be None")
+    dtype = np.dtype(dtype)
+    if with_fp_tex_hack:
+        if dtype == np.float32:
+            return "fp_tex_float"
+        if dtype == np.float64:
+            return "fp_tex_double"
+    try:
+        return _dtype_to_ctype[dtype]
+    except KeyError:
+        raise ValueError(f"unable to map dtype '{dtype}' to a C type; "
+                         "register it with get_or_register_dtype(name, dtype)") from None
+
+
+def parse_c_arg(c_arg):
+    """Parse one C declaration (``"float *x"``, ``"const int n"``) into a VectorArg or ScalarArg."""
+    from .elementwise import parse_c_arg as _parse
+    return _parse(c_arg)
+
+
+# --------------------------------------------------------------------------- memory pools
+
+class PooledDeviceAllocation:
+    """A device block on loan from a ``DeviceMemoryPool``; ``free()`` gives it back."""
+
+    __slots__ = ("_pool", "_alloc", "_size", "__weakref__")
+
+    def __init__(self, pool, alloc, size):
+        self._pool = pool
+        self._alloc = alloc
+        self._size = size
+
+    def __int__(self):
+        if self._alloc is None:
+            raise drv.LogicError("this pooled allocation has been freed")
+        return int(self._alloc)
+
+    __index__ = __int__
+
+    @property
+    def size(self):
+        return self._size
+
+    def free(self):
+        if self._alloc is None:
+            raise drv.LogicError("this pooled allocation was already freed")
+        alloc, self._alloc = self._alloc, None
+        self._pool._give_back(alloc, self._size)
+
+    def __del__(self):
+        if getattr(self, "_alloc", None) is not None:
+            try:
+                self._pool._give_back(self._alloc, self._size)
+            except Exception:  # interpreter shutdown
+                pass
+            self._alloc = None
+
+    def __repr__(self):
+        return f"<PooledDeviceAllocation {self._size} bytes>"
+
+
+class DeviceMemoryPool:
+    """Keeps freed device blocks, by size, for reuse: ``pool.allocate`` is a GPUArray allocator."""
+
+    def __init__(self):
+        self._free = {}          # size in bytes -> list of idle DeviceAllocations
+        self.active_blocks = 0
+        self.managed_bytes = 0
+        self.active_bytes = 0
+
+    @property
+    def held_blocks(self):
+        return sum(len(blocks) for blocks in self._free.values())
+
+    def allocate(self, nbytes):
+        nbytes = int(nbytes)
+        idle = self._free.get(nbytes)
+        if idle:
+            alloc = idle.pop()
+        else:
+            alloc = drv.mem_alloc(nbytes)
+            self.managed_bytes += nbytes
+        self.active_blocks += 1
+        self.active_bytes += nbytes
+        return PooledDeviceAllocation(self, alloc, nbytes)
+
+    __call__ = allocate
+
+    def _give_back(self, alloc, nbytes):
+        self.active_blocks -= 1
+        self.active_bytes -= nbytes
+        self._free.setdefault(nbytes, []).append(alloc)
+
+    def free_held(self):
+        """Release every idle block to the device."""
+        for size, blocks in self._free.items():
+            for alloc in blocks:
+                alloc.free()
+                self.managed_bytes -= size
+        self._free.clear()
+
+    def stop_holding(self):
+        self.free_held()
+
+
+class PageLockedMemoryPool:
+    """Keeps page-locked host buffers, by size, for reuse; ``allocate`` returns an array."""
+
+    def __init__(self):
+        self._free = {}
+        self.active_blocks = 0
+
+    @property
+    def held_blocks(self):
+        return sum(len(blocks) for blocks in self._free.values())
+
+    def allocate(self, shape, dtype, order="C"):
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        nbytes = max(count * dtype.itemsize, 1)
+        idle = self._free.get(nbytes)
+        raw = idle.pop() if idle else drv.pagelocked_empty(nbytes, np.uint8)
+        self.active_blocks += 1
+        result = raw[: count * dtype.itemsize].view(dtype).reshape(shape, order=order)
+        # Give the raw buffer back when the array the caller holds is collected.
+        weakref.finalize(result, self._give_back, raw, nbytes)
+        return result
+
+    def _give_back(self, raw, nbytes):
+        self.active_blocks -= 1
+        self._free.setdefault(nbytes, []).append(raw)
+
+    def free_held(self):
+        self._free.clear()
+
+    def stop_holding(self):
+        self.free_held()
