@@ -1,0 +1,168 @@
+"""`gpuedu bench`: measure gpuedu's kernels against the roofs and libraries of the same machine.
+
+    gpuedu bench                       full run on the active backend (a GPU, else the CPU emulator)
+    gpuedu bench --quick               CI-sized run: small sizes, few repeats
+    gpuedu bench --only matmul launch  some measurements (and what they are compared with)
+    gpuedu bench --out r.json --plots figs/
+    gpuedu bench --plot-only benchmarks/results/nvidia-h200.json    redraw the plots of a results file
+
+Also ``python -m gpuedu.bench``. Results go to ``benchmarks/results/<device>.json`` (``-quick`` added
+for --quick) with PNG plots beside it; ``benchmarks/README.md`` explains how to read them.
+Modules: ``stats`` (medians, quartiles), ``timing`` (CUDA-event and host timers, cache flush),
+``records`` (figures of a run), ``bandwidth``/``gemm``/``training``/``launch`` (the measurements),
+``baselines`` (cuBLAS via PyTorch or CuPy, NumPy), ``targets``, ``report`` (JSON, tables), ``plots``.
+"""
+import argparse
+import os
+import sys
+import time
+
+from . import config, environment, plots, report, suite, targets
+from .records import Run
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="gpuedu bench",
+        description="Measure gpuedu's kernels against the memory roof, cuBLAS, PyTorch and NumPy "
+                    "on this machine; write a JSON file of results and PNG plots.")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and few repeats (CI): checks the suite runs, numbers are rough")
+    p.add_argument("--out", metavar="PATH",
+                   help="results file (default: benchmarks/results/<device>[-quick].json)")
+    p.add_argument("--only", nargs="+", metavar="NAME", choices=list(suite.MEASUREMENTS),
+                   help="run only these measurements (and the ones they are compared with): "
+                        + ", ".join(suite.MEASUREMENTS))
+    p.add_argument("--plots", metavar="DIR", help="folder for the PNG plots (default: beside the results file)")
+    p.add_argument("--no-plots", action="store_true", help="write no plots")
+    p.add_argument("--plot-only", metavar="FILE", help="measure nothing: redraw the plots of a results file")
+    p.add_argument("--repeats", type=int, metavar="N", help="timed repeats per figure (default: per mode)")
+    p.add_argument("--list", action="store_true", help="list the measurements and exit")
+    return p
+
+
+def main(argv=None):
+    """Entry point of `gpuedu bench`; returns the process exit status (0 on success)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:    # --help, or a usage error argparse has already explained
+        return int(exc.code or 0)
+    if args.list:
+        for name, (_, what) in suite.MEASUREMENTS.items():
+            print(f"{name:<12} {what}")
+        return 0
+    if args.repeats is not None and args.repeats < 1:
+        print("gpuedu bench: --repeats must be at least 1", file=sys.stderr)
+        return 2
+    if args.plot_only:
+        try:
+            results = report.load(args.plot_only)
+        except (FileNotFoundError, ValueError) as exc:
+            print(f"gpuedu bench: {exc}", file=sys.stderr)
+            return 2
+        folder, stem = _plot_place(args.plot_only, args.plots)
+        for path in plots.draw(results, folder, stem):
+            print(f"wrote {path}")
+        return 0
+    results, out = run(quick=args.quick, only=args.only, out=args.out, repeats=args.repeats)
+    print()
+    print(report.figures_table(results))
+    print()
+    print(report.targets_table(results))
+    print()
+    print(f"wrote {out}")
+    if not args.no_plots:
+        folder, stem = _plot_place(out, args.plots)
+        for path in plots.draw(results, folder, stem):
+            print(f"wrote {path}")
+    return 0
+
+
+def _plot_place(results_path, plots_dir):
+    stem = os.path.splitext(os.path.basename(results_path))[0]
+    return (plots_dir or os.path.dirname(os.path.abspath(results_path))), stem
+
+
+def run(quick=False, only=None, out=None, repeats=None, log=print):
+    """Run the suite on the active backend; write and return ``(results, path)``."""
+    import gpuedu
+    started = time.perf_counter()
+    date = environment.now_utc()
+    backend = gpuedu.setup(verbose=True)
+    on_gpu = backend.name == "cuda"
+    drv, driver_problem = _driver(on_gpu)
+    machine = environment.describe(backend, drv)
+    if driver_problem:
+        machine["unknown"]["driver"] = driver_problem
+    l2 = machine["l2_cache_bytes"] or 0
+    notes = []
+    if on_gpu and not l2:
+        l2 = 50 * 1024 * 1024
+        notes.append("the device did not report its L2 size: 50 MB (an H200's) was assumed for the flush")
+    sizes = config.sizes_for(on_gpu, quick, l2)
+    if repeats is not None:
+        sizes["repeats"] = repeats
+    timer = _timer(on_gpu, drv, l2)
+    bench = Run(backend, drv, timer, sizes, sizes["repeats"], sizes["warmup"], on_gpu, log=log)
+    bench.third_party["driver"] = driver_problem
+    suite.run_all(bench, suite.selected(only))
+    bench.compute_ratios()
+    machine["load_average_1min_after"] = environment.load_average()
+    notes.extend(_notes(machine, on_gpu))
+    results = {
+        "schema": report.SCHEMA,
+        "schema_version": report.SCHEMA_VERSION,
+        "date": date,
+        "mode": "quick" if quick else "full",
+        "command": ["gpuedu", "bench"] + (["--quick"] if quick else []) + (["--only", *only] if only else []),
+        "duration_s": round(time.perf_counter() - started, 2),
+        "machine": machine,
+        "timing": {
+            "clock": timer.clock,
+            "warmup": sizes["warmup"],
+            "repeats": sizes["repeats"],
+            "cache_flush_bytes": timer.flush_bytes,
+            "statistic": "median of the repeats; spread: quartiles (IQR) and min/max",
+            "ratio": "this figure's median / its baseline's median, in the figure's unit",
+        },
+        "figures": bench.figure_list(),
+        "targets": targets.evaluate(bench.figures, on_gpu),
+        "notes": notes,
+    }
+    slug = machine["device_slug"] + ("-quick" if quick else "")
+    path = out or os.path.join("benchmarks", "results", f"{slug}.json")
+    report.write(results, path)
+    return results, path
+
+
+def _driver(on_gpu):
+    """``(pycuda.driver, None)`` with a context current on a GPU, else ``(None, what went wrong)``."""
+    try:
+        import pycuda.driver as drv
+        if on_gpu:
+            import pycuda.autoinit  # noqa: F401  (creates and activates a context on device 0)
+        return drv, None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _timer(on_gpu, drv, l2):
+    from . import timing
+    if on_gpu and drv is not None:
+        return timing.CudaEventTimer(drv, l2)
+    return timing.HostTimer()
+
+
+def _notes(machine, on_gpu):
+    notes = []
+    if not on_gpu:
+        notes.append("CPU emulator: every kernel runs on the host, one block at a time; compare each figure "
+                     "with NumPy measured in the same run (its ratio), not with a GPU, and not as bare seconds. "
+                     "GPU targets are not applicable here.")
+    cpus = machine.get("host_cpu_count") or 1
+    loads = [x for x in (machine.get("load_average_1min_before"), machine.get("load_average_1min_after"))
+             if x is not None]
+    if loads and max(loads) > 0.5 * cpus:
+        notes.append(f"the host was shared or loaded during the run (1-minute load average up to {max(loads):.2f} "
+                     f"on {cpus} CPUs): timings are noisier and slower than on an idle machine")
+    return notes

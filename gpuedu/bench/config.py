@@ -1,0 +1,34 @@
+"""Problem sizes, repeats and warm-up for each mode (GPU or CPU emulator; full or --quick).
+
+On a GPU the bandwidth working sets are at least four times the L2 (H200: 50 MB L2 -> 256 MiB),
+so they measure device memory, and the GEMMs are at the sizes the targets are stated at (4096^3).
+On the CPU emulator every launch runs the kernel's threads on one host core, so sizes are chosen
+to keep the whole run in minutes (full) or seconds (--quick); its figures are read as ratios to
+NumPy measured in the same run.
+"""
+
+MIB = 1 << 20
+
+
+def sizes_for(on_gpu, quick, l2_bytes):
+    """A dict of sizes and counts for this mode; ``l2_bytes`` is the device's L2 (0 if unknown)."""
+    if on_gpu:
+        roof_bytes = max(256 * MIB, -(-4 * int(l2_bytes or 0) // MIB) * MIB)
+        if quick:
+            return dict(copy_bytes=64 * MIB, elementwise_n=16 * MIB, reduce_n=16 * MIB, matmul=1024,
+                        fp16_gemm=1024, mlp_widths=[784, 1024, 1024, 10], mlp_batches=[128],
+                        amp_widths=[784, 1024, 1024, 10], amp_batch=256, launches=500,
+                        repeats=10, warmup=2, l2_bytes=l2_bytes)
+        return dict(copy_bytes=roof_bytes, elementwise_n=roof_bytes // 4, reduce_n=roof_bytes // 4,
+                    matmul=4096, fp16_gemm=4096, mlp_widths=[784, 1024, 1024, 10], mlp_batches=[128, 4096],
+                    amp_widths=[784, 4096, 4096, 10], amp_batch=512, launches=2000,
+                    repeats=20, warmup=3, l2_bytes=l2_bytes)
+    if quick:
+        return dict(copy_bytes=4 * MIB, elementwise_n=1 << 18, reduce_n=1 << 18, matmul=64,
+                    fp16_gemm=64, mlp_widths=[784, 64, 64, 10], mlp_batches=[32],
+                    amp_widths=[784, 64, 64, 10], amp_batch=32, launches=200,
+                    repeats=5, warmup=1, l2_bytes=l2_bytes)
+    return dict(copy_bytes=64 * MIB, elementwise_n=1 << 22, reduce_n=1 << 22, matmul=256,
+                fp16_gemm=256, mlp_widths=[784, 1024, 1024, 10], mlp_batches=[128],
+                amp_widths=[784, 512, 512, 10], amp_batch=64, launches=1000,
+                repeats=10, warmup=1, l2_bytes=l2_bytes)

@@ -1,0 +1,138 @@
+"""GEMM against the vendor library: the FP32 matmul ladder vs cuBLAS SGEMM, FP16 GEMMs vs cuBLAS FP16.
+
+A GEMM of m x k by k x n does 2 m n k FLOPs; GFLOP/s = 2 m n k / seconds / 1e9. cuBLAS is reached
+through PyTorch or CuPy in this same process (same device, same run, the same timer protocol with
+that library's own events); where neither is importable it is recorded as unavailable. On the CPU
+backend the ladder is also compared with NumPy's matmul (BLAS on the host) in the same run.
+"""
+import numpy as np
+
+from . import baselines as _baselines
+from . import stats
+from .records import Skipped
+
+
+def _operands(m, n, k, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype))
+
+
+def _check_product(got, expected, k, what):
+    # Entries are sums of k products of N(0,1) values (size ~ sqrt(k)); float32 accumulation in any
+    # order stays within ~1e-5 k of the float64 result, while a wrong index is off by O(sqrt(k)).
+    err = float(np.max(np.abs(got.astype(np.float64) - expected))) if got.size else 0.0
+    if not err <= 1e-5 * k + 1e-3:
+        raise RuntimeError(f"{what} is wrong: max |error| {err:.3g} against NumPy; fix it before timing it")
+
+
+def measure_matmul(run):
+    """Every version of matmul.cu at the mode's size, against cuBLAS SGEMM (GPU) or NumPy (CPU)."""
+    size = run.sizes["matmul"]
+    m = n = k = size
+    sizes = {"m": m, "n": n, "k": k}
+    flops = 2.0 * m * n * k
+    baselines = ["cublas_sgemm"] if run.on_gpu else ["numpy_matmul", "cublas_sgemm"]
+    try:
+        from gpuedu import ops
+        versions = ops.MATMUL_VERSIONS
+    except (ImportError, AttributeError) as exc:
+        run.skip("matmul_v1", "matmul", "GFLOP/s", f"the matmul launchers are missing: {exc}", sizes, baselines)
+        versions = ()
+    a_host, b_host = _operands(m, n, k)
+    expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
+    device = None
+    for version in versions:
+        with run.figure(f"matmul_v{version}", "matmul", "GFLOP/s", sizes, baselines,
+                        note="ops.matmul(a, b, version, out=c); 2 m n k FLOPs") as fig:
+            if run.drv is None:
+                raise Skipped("pycuda.driver is not available on this backend")
+            if device is None:
+                gpuarray = run.backend.gpuarray
+                device = (gpuarray.to_gpu(a_host), gpuarray.to_gpu(b_host),
+                          gpuarray.empty((m, n), np.float32))
+            a, b, c = device
+            ops.matmul(a, b, version=version, out=c)
+            _check_product(c.get(), expected, k, f"matmul version {version}")
+            seconds = run.time(lambda: ops.matmul(a, b, version=version, out=c))
+            fig.record(stats.rates(seconds, flops / 1e9), seconds)
+
+    with run.figure("cublas_sgemm", "matmul", "GFLOP/s", sizes,
+                    note="cuBLAS SGEMM through the vendor library (TF32 off)") as fig:
+        name, module = _baselines.vendor_gpu_library(run)
+        if name is None:
+            raise Skipped(module)
+        gemm = _baselines.vendor_matmul(name, module, m, n, k, "float32")
+        seconds = run.time(gemm, timer=_baselines.vendor_timer(run, name, module))
+        fig.record(stats.rates(seconds, flops / 1e9), seconds, note=f"cuBLAS SGEMM through {name}")
+
+    if not run.on_gpu:
+        with run.figure("numpy_matmul", "matmul", "GFLOP/s", sizes,
+                        note="np.matmul(a, b, out=c) in float32 on the host (BLAS)") as fig:
+            c_host = np.empty((m, n), np.float32)
+            seconds = run.time(lambda: np.matmul(a_host, b_host, out=c_host))
+            fig.record(stats.rates(seconds, flops / 1e9), seconds)
+
+
+# FP16 GEMMs: name -> (how to call gpuedu.nn.fp16_ops, output dtype). The naive and tiled GEMMs
+# store FP16 and accumulate in FP32 on CUDA cores; wmma_gemm feeds the tensor cores.
+FP16_GEMMS = {
+    "hgemm_naive": (lambda f, a, b, c: f.matmul(a, b, out=c, version="naive"), np.float16),
+    "hgemm_tiled": (lambda f, a, b, c: f.matmul(a, b, out=c, version="tiled"), np.float16),
+    "wmma_gemm": (lambda f, a, b, c: f.wmma_matmul(a, b, out=c), np.float32),
+}
+
+
+def measure_fp16_gemm(run):
+    """gpuedu's FP16 GEMMs (FP16 storage, FP32 accumulation; WMMA tensor cores) vs cuBLAS FP16 or NumPy."""
+    size = run.sizes["fp16_gemm"]
+    m = n = k = size
+    sizes = {"m": m, "n": n, "k": k, "inputs": "float16"}
+    flops = 2.0 * m * n * k
+    baselines = ["cublas_hgemm"] if run.on_gpu else ["numpy_hgemm", "cublas_hgemm"]
+    a_host, b_host = _operands(m, n, k, np.float16, seed=2)
+    expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
+    fp16_ops, device = None, {}
+    for name, (call, out_dtype) in FP16_GEMMS.items():
+        with run.figure(name, "fp16_gemm", "GFLOP/s", dict(sizes, output=np.dtype(out_dtype).name), baselines,
+                        note="gpuedu.nn.fp16_ops; 2 m n k FLOPs") as fig:
+            if run.drv is None:
+                raise Skipped("pycuda.driver is not available on this backend")
+            if fp16_ops is None:
+                try:
+                    from gpuedu.nn import fp16_ops
+                except ImportError as exc:
+                    raise Skipped(f"gpuedu.nn.fp16_ops is not available: {exc}") from None
+            if not device:
+                gpuarray = run.backend.gpuarray
+                device["a"], device["b"] = gpuarray.to_gpu(a_host), gpuarray.to_gpu(b_host)
+            a, b = device["a"], device["b"]
+            c = device.get(out_dtype)
+            if c is None:
+                c = device[out_dtype] = run.backend.gpuarray.empty((m, n), out_dtype)
+            call(fp16_ops, a, b, c)
+            got = c.get().astype(np.float64)
+            # FP32 accumulation, then (for FP16 outputs) one rounding to half: ~2^-11 of |C|.
+            err = float(np.max(np.abs(got - expected)))
+            allowed = 1e-5 * k + 2e-3 * float(np.max(np.abs(expected)))
+            if not err <= allowed:
+                raise RuntimeError(f"{name} is wrong: max |error| {err:.3g} > {allowed:.3g}; fix it before timing it")
+            seconds = run.time(lambda: call(fp16_ops, a, b, c))
+            fig.record(stats.rates(seconds, flops / 1e9), seconds)
+
+    with run.figure("cublas_hgemm", "fp16_gemm", "GFLOP/s", dict(sizes, output="float16"),
+                    note="cuBLAS FP16 GEMM (tensor cores) through the vendor library") as fig:
+        name, module = _baselines.vendor_gpu_library(run)
+        if name is None:
+            raise Skipped(module)
+        gemm = _baselines.vendor_matmul(name, module, m, n, k, "float16")
+        seconds = run.time(gemm, timer=_baselines.vendor_timer(run, name, module))
+        fig.record(stats.rates(seconds, flops / 1e9), seconds, note=f"cuBLAS FP16 GEMM through {name}")
+
+    if not run.on_gpu:
+        with run.figure("numpy_hgemm", "fp16_gemm", "GFLOP/s", dict(sizes, output="float32"),
+                        note="np.matmul of the float16 inputs widened to float32 once, outside the timing "
+                             "(NumPy has no fast FP16 GEMM; a CPU computes it in FP32)") as fig:
+            a32, b32 = a_host.astype(np.float32), b_host.astype(np.float32)
+            c32 = np.empty((m, n), np.float32)
+            seconds = run.time(lambda: np.matmul(a32, b32, out=c32))
+            fig.record(stats.rates(seconds, flops / 1e9), seconds)

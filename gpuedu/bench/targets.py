@@ -1,0 +1,91 @@
+"""The performance targets: what each gpuedu figure should reach against its yardstick on a GPU.
+
+Each target names a figure (or a rule that picks one, e.g. the best version of a ladder), the
+quantity compared (the figure's headline ratio, or its median) and the goal. Its status is
+
+    "met" / "missed"       measured here and compared with the goal
+    "not applicable"       the goal is about GPU hardware and this run is on the CPU emulator
+    "unavailable"          the figure or its baseline could not be measured (reason given)
+"""
+
+NOT_APPLICABLE_CPU = "no GPU: the CPU emulator's speed says nothing about a GPU's"
+
+
+# name, description, how to pick the figure, metric, comparison, goal, needs a GPU
+TARGETS = [
+    ("sgemm_vs_cublas", "best SGEMM version >= 70% of cuBLAS SGEMM at 4096^3",
+     ("best_ratio", "matmul_v", "cublas_sgemm"), "ratio", ">=", 0.70, True),
+    ("elementwise_vs_copy", "best elementwise (ReLU) version >= 85% of the device-to-device copy bandwidth",
+     ("best_ratio", "relu_v", "copy_dtod"), "ratio", ">=", 0.85, True),
+    ("reduction_vs_copy", "final reduction version >= 85% of the device-to-device copy bandwidth",
+     ("last_version", "reduce_sum_v", "copy_dtod"), "ratio", ">=", 0.85, True),
+    ("fp16_wmma_vs_cublas", "FP16 tensor-core (WMMA) GEMM >= 30% of cuBLAS FP16",
+     ("figure", "wmma_gemm", "cublas_hgemm"), "ratio", ">=", 0.30, True),
+    ("mlp_step_b128_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 1.0x PyTorch eager samples/s at batch 128",
+     ("figure", "mlp_step_b128", "torch_mlp_step_b128"), "ratio", ">=", 1.0, True),
+    ("mlp_step_b4096_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 0.8x PyTorch eager samples/s at batch 4096",
+     ("figure", "mlp_step_b4096", "torch_mlp_step_b4096"), "ratio", ">=", 0.8, True),
+    ("amp_step_vs_fp32", "mixed-precision step >= 1.5x gpuedu's FP32 step (width 4096, batch 512)",
+     ("figure", "amp_step", "fp32_step"), "ratio", ">=", 1.5, True),
+    ("prepared_call_overhead", "prepared_call <= 10 us a launch",
+     ("figure", "launch_prepared_call", None), "median", "<=", 10.0, False),
+]
+
+
+def _version_number(name, prefix):
+    tail = name[len(prefix):]
+    return int(tail) if tail.isdigit() else None
+
+
+def _pick(figures, rule):
+    """The figure a target looks at, or ``(None, reason)``."""
+    kind, key, baseline = rule
+    if kind == "figure":
+        figure = figures.get(key)
+        if figure is None:
+            return None, f"{key} was not run (see --only)"
+        return figure, None
+    ladder = [f for f in figures.values()
+              if f["name"].startswith(key) and _version_number(f["name"], key) is not None]
+    if not ladder:
+        return None, f"no {key}N figures in this run (see --only)"
+    measured = [f for f in ladder if f["status"] == "ok"]
+    if kind == "last_version":
+        last = max(ladder, key=lambda f: _version_number(f["name"], key))
+        return last, None
+    if not measured:
+        return ladder[0], None
+    with_ratio = [f for f in measured if f.get("ratios", {}).get(baseline) is not None]
+    if not with_ratio:
+        return measured[0], None
+    return max(with_ratio, key=lambda f: f["ratios"][baseline]), None
+
+
+def evaluate(figures, on_gpu):
+    """The status of every target for this run's ``figures`` (a dict name -> figure with ratios)."""
+    out = []
+    for name, description, rule, metric, comparison, goal, gpu_only in TARGETS:
+        baseline = rule[2]
+        entry = {"name": name, "description": description, "metric": metric,
+                 "comparison": comparison, "goal": goal, "figure": None, "baseline": baseline,
+                 "value": None, "status": None, "reason": None}
+        figure, why = _pick(figures, rule)
+        if figure is not None:
+            entry["figure"] = figure["name"]
+            if figure["status"] == "ok":
+                entry["value"] = figure["ratios"].get(baseline) if metric == "ratio" else figure["median"]
+        if gpu_only and not on_gpu:
+            entry["status"], entry["reason"] = "not applicable", NOT_APPLICABLE_CPU
+        elif figure is None:
+            entry["status"], entry["reason"] = "unavailable", why
+        elif figure["status"] != "ok":
+            entry["status"], entry["reason"] = "unavailable", f"{figure['name']}: {figure['reason']}"
+        elif entry["value"] is None:
+            base = figures.get(baseline)
+            why = base["reason"] if base is not None and base["status"] != "ok" else "not measured in this run"
+            entry["status"], entry["reason"] = "unavailable", f"baseline {baseline}: {why}"
+        else:
+            ok = entry["value"] >= goal if comparison == ">=" else entry["value"] <= goal
+            entry["status"] = "met" if ok else "missed"
+        out.append(entry)
+    return out
