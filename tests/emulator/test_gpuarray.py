@@ -274,3 +274,22 @@ def test_conditionals_and_complex():
     joined = gpuarray.concatenate([t, e])
     assert joined.get().tolist() == [1] * 4 + [0] * 4
     assert gpuarray.stack([t, e]).shape == (2, 4)
+
+
+def test_cumath_matches_numpy(rng):
+    from gpuedu.emulator import cumath
+    a = rng.uniform(0.1, 3, 100).astype(np.float32)
+    g = gpuarray.to_gpu(a)
+    for name, ref in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("tanh", np.tanh),
+                      ("sin", np.sin), ("floor", np.floor), ("asin", lambda v: np.arcsin(v / 3))]:
+        arg = g / 3 if name == "asin" else g
+        result = getattr(cumath, name)(arg)
+        assert result.dtype == np.float32
+        np.testing.assert_allclose(result.get(), ref(a), rtol=1e-6)
+    np.testing.assert_allclose(cumath.fmod(g, g * 0 + 1).get(), np.fmod(a, 1), rtol=1e-6)
+    frac, whole = cumath.modf(g)
+    np.testing.assert_allclose(frac.get() + whole.get(), a)
+    m, e = cumath.frexp(g)
+    np.testing.assert_allclose(cumath.ldexp(m, e).get(), a)
+    with pytest.raises(TypeError, match="to_gpu"):
+        cumath.exp(a)
