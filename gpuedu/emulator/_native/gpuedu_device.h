@@ -1,0 +1,354 @@
+// The CUDA device language for the CPU emulator: qualifiers, built-in
+// variables, vector types, math, bit intrinsics, atomics and printf.
+// Included (through gpuedu_prelude.h) before the kernel source, which is then
+// compiled as ordinary C++.
+#pragma once
+#ifndef GPUEDU_SCAN  // in the scan, macro expansions must stay attributed to the user's file
+#pragma GCC system_header
+#endif
+
+#ifndef GPUEDU_SCAN
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdarg>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <math.h>
+#include <stdint.h>
+#endif
+
+// ---- qualifiers -------------------------------------------------------------
+// In scan mode (a preprocessing pass that finds kernels) __global__ survives as
+// a marker; in the real build it is an ordinary, exported function.
+#ifdef GPUEDU_SCAN
+#define __global__ __gpuedu_global__
+#else
+#define __global__
+#endif
+#define __device__
+#define __host__
+#define __constant__
+// One copy per block: blocks run one at a time, so a static variable is the
+// block's shared memory, seen by every thread (fiber) of the block.
+#define __shared__ static
+#define __managed__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __CUDACC__ 1
+#define __CUDA_ARCH__ 800
+#define __NVCC__ 1
+#define __CUDA_ARCH_LIST__ 800
+#define CUDART_VERSION 13000
+#define __CUDACC_VER_MAJOR__ 13
+#define __CUDACC_VER_MINOR__ 0
+
+#ifndef GPUEDU_SCAN
+// ---- vector types -----------------------------------------------------------
+#define GPUEDU_VEC1(T, N, A) struct __attribute__((aligned(A))) N##1 { T x; }; \
+  static inline N##1 make_##N##1(T x) { N##1 v; v.x = x; return v; }
+#define GPUEDU_VEC2(T, N, A) struct __attribute__((aligned(A))) N##2 { T x, y; }; \
+  static inline N##2 make_##N##2(T x, T y) { N##2 v; v.x = x; v.y = y; return v; }
+#define GPUEDU_VEC3(T, N) struct N##3 { T x, y, z; }; \
+  static inline N##3 make_##N##3(T x, T y, T z) { N##3 v; v.x = x; v.y = y; v.z = z; return v; }
+#define GPUEDU_VEC4(T, N, A) struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
+  static inline N##4 make_##N##4(T x, T y, T z, T w) { N##4 v; v.x = x; v.y = y; v.z = z; v.w = w; return v; }
+#define GPUEDU_VECS(T, N, S) GPUEDU_VEC1(T, N, S) GPUEDU_VEC2(T, N, 2 * S) GPUEDU_VEC3(T, N) GPUEDU_VEC4(T, N, (4 * S > 16 ? 16 : 4 * S))
+GPUEDU_VECS(signed char, char, 1)
+GPUEDU_VECS(unsigned char, uchar, 1)
+GPUEDU_VECS(short, short, 2)
+GPUEDU_VECS(unsigned short, ushort, 2)
+GPUEDU_VECS(int, int, 4)
+GPUEDU_VECS(unsigned int, uint, 4)
+GPUEDU_VECS(long, long, 8)
+GPUEDU_VECS(unsigned long, ulong, 8)
+GPUEDU_VECS(long long, longlong, 8)
+GPUEDU_VECS(unsigned long long, ulonglong, 8)
+GPUEDU_VECS(float, float, 4)
+GPUEDU_VECS(double, double, 8)
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+// ---- built-in variables -----------------------------------------------------
+// Set by the runtime before each thread runs (and on every fiber switch).
+static uint3 threadIdx;
+static uint3 blockIdx;
+static dim3 blockDim;
+static dim3 gridDim;
+static constexpr int warpSize = 32;
+
+// ---- math -------------------------------------------------------------------
+// float versions of the C library come from <math.h>; these are CUDA's extras.
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+// glibc declares __expf and friends itself (as its own internal names): macros
+// avoid clashing with those declarations.
+#define __expf(x) expf(x)
+#define __exp10f(x) exp10f(x)
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __powf(x, y) powf(x, y)
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __sincosf(x, s, c) (*(s) = sinf(x), *(c) = cosf(x), (void)0)
+#define __tanhf(x) tanhf(x)
+static inline float __fdividef(float x, float y) { return x / y; }
+static inline float fdividef(float x, float y) { return x / y; }
+static inline double __ddiv_rn(double x, double y) { return x / y; }
+static inline float __fdiv_rn(float x, float y) { return x / y; }
+static inline float __fadd_rn(float x, float y) { return x + y; }
+static inline float __fsub_rn(float x, float y) { return x - y; }
+static inline float __fmul_rn(float x, float y) { return x * y; }
+static inline float __fmaf_rn(float x, float y, float z) { return fmaf(x, y, z); }
+static inline double __fma_rn(double x, double y, double z) { return fma(x, y, z); }
+static inline double __dadd_rn(double x, double y) { return x + y; }
+static inline double __dmul_rn(double x, double y) { return x * y; }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
+static inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+static inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752); }
+static inline float sinpif(float x) { return sinf(x * 3.14159265358979323846f); }
+static inline float cospif(float x) { return cosf(x * 3.14159265358979323846f); }
+static inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+
+// min/max: the overload set of CUDA's math headers (mixed int/float is ambiguous there too).
+#define GPUEDU_MINMAX(T) \
+  static inline T min(T a, T b) { return a < b ? a : b; } \
+  static inline T max(T a, T b) { return a > b ? a : b; }
+GPUEDU_MINMAX(int)
+GPUEDU_MINMAX(unsigned int)
+GPUEDU_MINMAX(long)
+GPUEDU_MINMAX(unsigned long)
+GPUEDU_MINMAX(long long)
+GPUEDU_MINMAX(unsigned long long)
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline double min(float a, double b) { return fmin(a, b); }
+static inline double max(float a, double b) { return fmax(a, b); }
+static inline double min(double a, float b) { return fmin(a, b); }
+static inline double max(double a, float b) { return fmax(a, b); }
+static inline unsigned int min(int a, unsigned int b) { return min((unsigned int)a, b); }
+static inline unsigned int max(int a, unsigned int b) { return max((unsigned int)a, b); }
+static inline unsigned int min(unsigned int a, int b) { return min(a, (unsigned int)b); }
+static inline unsigned int max(unsigned int a, int b) { return max(a, (unsigned int)b); }
+#undef GPUEDU_MINMAX
+
+#ifndef CUDART_INF_F
+#define CUDART_INF_F __builtin_huge_valf()
+#define CUDART_NAN_F __builtin_nanf("")
+#define CUDART_INF __builtin_huge_val()
+#define CUDART_NAN __builtin_nan("")
+#define CUDART_PI_F 3.141592654f
+#define CUDART_PI 3.1415926535897931e+0
+#define CUDART_SQRT_HALF_F 0.707106781f
+#define CUDART_MIN_DENORM_F 1.40129846e-45f
+#define CUDART_MAX_NORMAL_F 3.40282347e+38f
+#define CUDART_ZERO_F 0.0f
+#define CUDART_ONE_F 1.0f
+#endif
+
+// ---- bit reinterpretation and conversions -----------------------------------
+static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
+static inline int __float_as_int(float x) { int i; memcpy(&i, &x, 4); return i; }
+static inline float __uint_as_float(unsigned x) { float f; memcpy(&f, &x, 4); return f; }
+static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, 4); return i; }
+static inline double __longlong_as_double(long long x) { double d; memcpy(&d, &x, 8); return d; }
+static inline long long __double_as_longlong(double x) { long long i; memcpy(&i, &x, 8); return i; }
+static inline int __double2hiint(double x) { return (int)(__double_as_longlong(x) >> 32); }
+static inline int __double2loint(double x) { return (int)__double_as_longlong(x); }
+static inline double __hiloint2double(int hi, int lo) {
+  return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo));
+}
+// float -> int conversions: CUDA saturates and maps NaN to 0 (C++ leaves it undefined).
+static inline int __gpuedu_sat_int(double v) {
+  if (v != v) return 0;
+  if (v >= 2147483647.0) return INT_MAX;
+  if (v <= -2147483648.0) return INT_MIN;
+  return (int)v;
+}
+static inline unsigned __gpuedu_sat_uint(double v) {
+  if (v != v || v <= 0.0) return 0;
+  if (v >= 4294967295.0) return UINT_MAX;
+  return (unsigned)v;
+}
+static inline int __float2int_rn(float x) { return __gpuedu_sat_int(nearbyint((double)x)); }
+static inline int __float2int_rz(float x) { return __gpuedu_sat_int(trunc((double)x)); }
+static inline int __float2int_rd(float x) { return __gpuedu_sat_int(floor((double)x)); }
+static inline int __float2int_ru(float x) { return __gpuedu_sat_int(ceil((double)x)); }
+static inline unsigned __float2uint_rn(float x) { return __gpuedu_sat_uint(nearbyint((double)x)); }
+static inline unsigned __float2uint_rz(float x) { return __gpuedu_sat_uint(trunc((double)x)); }
+static inline int __double2int_rn(double x) { return __gpuedu_sat_int(nearbyint(x)); }
+static inline int __double2int_rz(double x) { return __gpuedu_sat_int(trunc(x)); }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline long long __float2ll_rn(float x) { return llrint(x); }
+static inline long long __float2ll_rz(float x) { return (long long)x; }
+
+// ---- integer intrinsics -----------------------------------------------------
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+  return __builtin_bswap32(x);
+}
+static inline unsigned long long __brevll(unsigned long long x) {
+  return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
+}
+static inline int __mul24(int a, int b) { return (int)((long long)((a << 8) >> 8) * ((b << 8) >> 8)); }
+static inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xFFFFFFu) * (b & 0xFFFFFFu); }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+}
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)((v << (s & 31)) >> 32);
+}
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (s & 31));
+}
+static inline int __sad(int a, int b, unsigned c) { return (a > b ? a - b : b - a) + (int)c; }
+static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
+
+// ---- memory access hints ----------------------------------------------------
+template <typename T> static inline T __ldg(const T* p) { return *p; }
+template <typename T> static inline T __ldcg(const T* p) { return *p; }
+template <typename T> static inline T __ldca(const T* p) { return *p; }
+template <typename T> static inline T __ldcs(const T* p) { return *p; }
+template <typename T> static inline T __ldlu(const T* p) { return *p; }
+template <typename T> static inline T __ldcv(const T* p) { return *p; }
+template <typename T> static inline void __stcg(T* p, T v) { *p = v; }
+template <typename T> static inline void __stcs(T* p, T v) { *p = v; }
+template <typename T> static inline void __stwb(T* p, T v) { *p = v; }
+static inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __prof_trigger(int) {}
+static inline void __nanosleep(unsigned) {}
+#define __assume(x) ((void)0)
+#define __builtin_assume_aligned_(p, a) (p)
+
+// ---- clock ------------------------------------------------------------------
+#include <time.h>
+static inline long long clock64() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;  // a 1 GHz clock
+}
+#define clock() ((clock_t)clock64())
+
+// ---- atomics (GCC __atomic builtins; CAS loops for floating point) ----------
+#define GPUEDU_ATOMIC_INT(T) \
+  static inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); } \
+  static inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); } \
+  static inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); } \
+  static inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); } \
+  static inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); } \
+  static inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); } \
+  static inline T atomicCAS(T* a, T cmp, T v) { \
+    __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return cmp; } \
+  static inline T atomicMin(T* a, T v) { T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
+    while (v < old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; } \
+  static inline T atomicMax(T* a, T v) { T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
+    while (v > old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }
+GPUEDU_ATOMIC_INT(int)
+GPUEDU_ATOMIC_INT(unsigned int)
+GPUEDU_ATOMIC_INT(unsigned long long)
+GPUEDU_ATOMIC_INT(long long)
+#undef GPUEDU_ATOMIC_INT
+// atomicInc/Dec wrap as CUDA defines them: ((old >= v) ? 0 : old+1), ((old == 0 || old > v) ? v : old-1).
+static inline unsigned atomicInc(unsigned* a, unsigned v) {
+  unsigned old = __atomic_load_n(a, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(a, &old, old >= v ? 0u : old + 1u, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+  return old;
+}
+static inline unsigned atomicDec(unsigned* a, unsigned v) {
+  unsigned old = __atomic_load_n(a, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(a, &old, (old == 0u || old > v) ? v : old - 1u, false, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {}
+  return old;
+}
+#define GPUEDU_ATOMIC_FP(T, U) \
+  static inline T atomicAdd(T* a, T v) { U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
+    do { T f; memcpy(&f, &old, sizeof f); f += v; memcpy(&nw, &f, sizeof nw); } \
+    while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
+    T r; memcpy(&r, &old, sizeof r); return r; } \
+  static inline T atomicSub(T* a, T v) { return atomicAdd(a, -v); } \
+  static inline T atomicExch(T* a, T v) { U nw; memcpy(&nw, &v, sizeof nw); \
+    U old = __atomic_exchange_n((U*)a, nw, __ATOMIC_RELAXED); T r; memcpy(&r, &old, sizeof r); return r; } \
+  static inline T atomicMin(T* a, T v) { U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
+    do { T f; memcpy(&f, &old, sizeof f); if (!(v < f)) return f; memcpy(&nw, &v, sizeof nw); } \
+    while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
+    T r; memcpy(&r, &old, sizeof r); return r; } \
+  static inline T atomicMax(T* a, T v) { U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
+    do { T f; memcpy(&f, &old, sizeof f); if (!(v > f)) return f; memcpy(&nw, &v, sizeof nw); } \
+    while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
+    T r; memcpy(&r, &old, sizeof r); return r; }
+GPUEDU_ATOMIC_FP(float, unsigned int)
+GPUEDU_ATOMIC_FP(double, unsigned long long)
+#undef GPUEDU_ATOMIC_FP
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
+#define atomicCAS_block atomicCAS
+#define atomicExch_block atomicExch
+#define atomicMax_block atomicMax
+#define atomicMin_block atomicMin
+
+// ---- printf: buffered, printed through Python's sys.stdout after the launch --
+namespace __gpuedu { void printf_append(const char* text, size_t n); }
+static inline int __gpuedu_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int __gpuedu_printf(const char* fmt, ...) {
+  char small[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return n;
+  if ((size_t)n < sizeof small) {
+    __gpuedu::printf_append(small, (size_t)n);
+  } else {
+    char* big = (char*)malloc((size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    __gpuedu::printf_append(big, (size_t)n);
+    free(big);
+  }
+  return n;
+}
+#define printf __gpuedu_printf
+#endif  // GPUEDU_SCAN

@@ -1,0 +1,795 @@
+// The emulator's runtime, compiled into every kernel module: it runs a grid
+// block by block, either as a plain loop over threads (kernels with no barrier)
+// or as fibers (one small stack per thread, switched at each barrier or warp
+// intrinsic), and turns faults, deadlocks and interrupts into error codes.
+#pragma once
+#ifndef GPUEDU_SCAN  // in the scan, macro expansions must stay attributed to the user's file
+#pragma GCC system_header
+#endif
+#ifndef GPUEDU_SCAN
+#include <csetjmp>
+#include <csignal>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#if !(defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)))
+#define GPUEDU_UCONTEXT 1
+#endif
+#ifdef GPUEDU_UCONTEXT
+#include <ucontext.h>
+#endif
+
+#define GPUEDU_HIDDEN __attribute__((visibility("hidden")))
+
+namespace __gpuedu {
+
+// Error codes returned by the launch entry (mirrored in function.py).
+enum : int {
+  OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
+  LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10,
+};
+enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
+enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
+enum : int {
+  W_SYNC = 0, W_SHFL = 1, W_SHFL_UP = 2, W_SHFL_DOWN = 3, W_SHFL_XOR = 4, W_BALLOT = 5, W_ANY = 6, W_ALL = 7,
+  W_RED_ADD = 8, W_RED_MIN = 9, W_RED_MAX = 10, W_RED_AND = 11, W_RED_OR = 12, W_RED_XOR = 13,
+};
+static const char* const warp_op_names[] = {
+  "__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+  "__any_sync", "__all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+};
+
+constexpr unsigned MAX_THREADS = 1024;
+constexpr size_t STACK_BYTES = 128 * 1024;  // per fiber; a guard page below each
+constexpr size_t DYNAMIC_SHARED_BYTES = 96 * 1024;
+
+// What Python reads after a failed launch (layout mirrored in function.py).
+struct ErrorInfo {
+  int code;
+  unsigned block[3];
+  unsigned thread[3];
+  int fault_is_write;        // 1 write, 0 read, -1 unknown
+  unsigned long long fault_address;
+  char message[768];
+};
+
+struct Fiber {
+  void* sp;
+#ifdef GPUEDU_UCONTEXT
+  ucontext_t uc;
+#endif
+  uint3 tid;
+  int state;
+};
+
+struct Warp {
+  unsigned arrived;           // lanes waiting at a warp intrinsic
+  unsigned exited;            // lanes whose thread has finished
+  unsigned existing;          // lanes that exist (the last warp of a block may be partial)
+  unsigned need[32];          // the mask each waiting lane must meet
+  int op[32];
+  int arg[32];
+  int width[32];
+  unsigned long long value[32];
+  unsigned long long result[32];
+};
+
+struct Runtime {
+  // launch
+  void (*thread_fn)(void*);
+  void* thread_arg;
+  unsigned nthreads;
+  int schedule;
+  unsigned long long rng;
+  bool fiber_mode;
+  bool in_launch;
+  pthread_t launch_thread;
+  sigjmp_buf jump;
+  volatile sig_atomic_t stop_reason;
+  // fibers of the current block
+  Fiber* fibers;
+  char* stacks;
+  size_t stacks_bytes;
+  void* main_sp;
+#ifdef GPUEDU_UCONTEXT
+  ucontext_t main_uc;
+#endif
+  unsigned order[MAX_THREADS];
+  unsigned pos;               // position in order[] of the running fiber
+  unsigned cur;               // linear id of the running fiber
+  unsigned n_ready, n_block, n_warp, n_done;
+  int barrier_count, barrier_result;
+  Warp warps[MAX_THREADS / 32];
+  // printf
+  char* out;
+  size_t out_cap;
+};
+
+GPUEDU_HIDDEN Runtime R;
+GPUEDU_HIDDEN ErrorInfo E;
+// Every `extern __shared__` array names this storage (the compiler rewrites
+// them to this assembler name), as CUDA makes them all alias one buffer.
+alignas(128) GPUEDU_HIDDEN unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES] __asm__("__gpuedu_dynamic_shared");
+}  // namespace __gpuedu
+
+// Bytes of printf output waiting to be shown; Python polls it after each launch.
+extern "C" __attribute__((visibility("default"))) size_t gpuedu_printf_len;
+size_t gpuedu_printf_len = 0;
+
+namespace __gpuedu {
+
+inline void printf_append(const char* text, size_t n) {
+  if (gpuedu_printf_len + n + 1 > R.out_cap) {
+    size_t cap = R.out_cap ? R.out_cap : 4096;
+    while (cap < gpuedu_printf_len + n + 1) cap *= 2;
+    char* grown = (char*)realloc(R.out, cap);
+    if (!grown) return;  // out of memory: drop the text rather than the launch
+    R.out = grown;
+    R.out_cap = cap;
+  }
+  memcpy(R.out + gpuedu_printf_len, text, n);
+  gpuedu_printf_len += n;
+  R.out[gpuedu_printf_len] = 0;
+}
+
+// ---- failing a launch ---------------------------------------------------------
+// Everything ends in siglongjmp back to the launch entry (on the main stack),
+// whether we are in the thread loop, on a fiber stack, or in a signal handler.
+__attribute__((noreturn, format(printf, 2, 3))) inline void fail(int code, const char* fmt, ...) {
+  E.code = code;
+  E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
+  E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(E.message, sizeof E.message, fmt, ap);
+  va_end(ap);
+  siglongjmp(R.jump, code);
+}
+
+// ---- context switch -----------------------------------------------------------
+#ifndef GPUEDU_UCONTEXT
+extern "C" GPUEDU_HIDDEN void __gpuedu_switch(void** save_sp, void* load_sp);
+#if defined(__x86_64__)
+// Save the callee-saved registers on the old stack, swap stacks, restore them
+// and jump (not ret) to the resume address: ret would mispredict every time.
+asm(R"(
+  .text
+  .p2align 4
+  .globl __gpuedu_switch
+  .hidden __gpuedu_switch
+  .type __gpuedu_switch,@function
+__gpuedu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  popq %rcx
+  jmpq *%rcx
+  .size __gpuedu_switch, .-__gpuedu_switch
+)");
+#elif defined(__aarch64__)
+asm(R"(
+  .text
+  .p2align 4
+  .globl __gpuedu_switch
+  .hidden __gpuedu_switch
+  .type __gpuedu_switch,%function
+__gpuedu_switch:
+  sub sp, sp, #160
+  stp x19, x20, [sp, #0]
+  stp x21, x22, [sp, #16]
+  stp x23, x24, [sp, #32]
+  stp x25, x26, [sp, #48]
+  stp x27, x28, [sp, #64]
+  stp x29, x30, [sp, #80]
+  stp d8, d9, [sp, #96]
+  stp d10, d11, [sp, #112]
+  stp d12, d13, [sp, #128]
+  stp d14, d15, [sp, #144]
+  mov x9, sp
+  str x9, [x0]
+  mov sp, x1
+  ldp x19, x20, [sp, #0]
+  ldp x21, x22, [sp, #16]
+  ldp x23, x24, [sp, #32]
+  ldp x25, x26, [sp, #48]
+  ldp x27, x28, [sp, #64]
+  ldp x29, x30, [sp, #80]
+  ldp d8, d9, [sp, #96]
+  ldp d10, d11, [sp, #112]
+  ldp d12, d13, [sp, #128]
+  ldp d14, d15, [sp, #144]
+  add sp, sp, #160
+  br x30
+  .size __gpuedu_switch, .-__gpuedu_switch
+)");
+#endif
+#endif
+
+void fiber_entry();
+
+// Prepare a fresh fiber so that the first switch to it starts fiber_entry.
+inline void fiber_init(Fiber& f, char* stack_top) {
+  uintptr_t top = (uintptr_t)stack_top & ~(uintptr_t)15;
+#if defined(GPUEDU_UCONTEXT)
+  getcontext(&f.uc);
+  f.uc.uc_stack.ss_sp = stack_top - STACK_BYTES;
+  f.uc.uc_stack.ss_size = STACK_BYTES;
+  f.uc.uc_link = nullptr;
+  makecontext(&f.uc, (void (*)())fiber_entry, 0);
+#elif defined(__x86_64__)
+  // [top-8]: fake return address (keeps the ABI's rsp%16==8 at entry),
+  // [top-16]: where the switch jumps, then six callee-saved registers.
+  uintptr_t* s = (uintptr_t*)top;
+  s[-1] = 0;
+  s[-2] = (uintptr_t)&fiber_entry;
+  for (int i = 3; i <= 8; ++i) s[-i] = 0;
+  f.sp = (void*)(s - 8);
+#else
+  uintptr_t* s = (uintptr_t*)(top - 160);
+  memset(s, 0, 160);
+  s[11] = (uintptr_t)&fiber_entry;  // x30: where the switch branches
+  f.sp = (void*)s;
+#endif
+}
+
+inline void switch_to(Fiber* from, void** from_sp, Fiber* to) {
+#ifdef GPUEDU_UCONTEXT
+  (void)from_sp;
+  swapcontext(from ? &from->uc : &R.main_uc, &to->uc);
+#else
+  (void)from;
+  __gpuedu_switch(from_sp, to->sp);
+#endif
+}
+
+inline void switch_to_main(Fiber* from) {
+#ifdef GPUEDU_UCONTEXT
+  swapcontext(&from->uc, &R.main_uc);
+#else
+  __gpuedu_switch(&from->sp, R.main_sp);
+#endif
+}
+
+inline void ensure_stacks() {
+  if (R.stacks) return;
+  size_t one = STACK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
+  size_t total = one * MAX_THREADS;
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) fail(DEADLOCK, "could not map %zu bytes for the threads' stacks", total);
+  // A guard page under each stack: an overflow faults instead of corrupting the neighbour.
+  for (unsigned i = 0; i < MAX_THREADS; ++i) mprotect((char*)p + i * one, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE);
+  R.stacks = (char*)p;
+  R.stacks_bytes = total;
+  R.fibers = (Fiber*)calloc(MAX_THREADS, sizeof(Fiber));
+}
+
+inline char* stack_top(unsigned i) {
+  size_t one = STACK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
+  return R.stacks + (i + 1) * one;
+}
+
+// ---- the scheduler --------------------------------------------------------------
+inline const char* dims(char* buf, uint3 v) {
+  snprintf(buf, 48, "(%u,%u,%u)", v.x, v.y, v.z);
+  return buf;
+}
+
+inline void resume(unsigned pos, Fiber* me) {
+  R.pos = pos;
+  unsigned t = R.order[pos];
+  if (me && t == R.cur) return;  // the caller is the next to run: carry on
+  Fiber* to = &R.fibers[t];
+  R.cur = t;
+  threadIdx = to->tid;
+  switch_to(me, me ? &me->sp : &R.main_sp, to);
+}
+
+[[noreturn]] void report_deadlock();
+
+// Called by the running fiber once it can no longer run (barrier, warp
+// intrinsic, finished): run the next ready fiber in schedule order; release a
+// block barrier that every thread has reached; detect deadlock.
+inline void run_next() {
+  Fiber* me = &R.fibers[R.cur];
+  unsigned n = R.nthreads;
+  if (R.n_ready) {
+    for (unsigned k = 1; k <= n; ++k) {
+      unsigned p = R.pos + k;
+      if (p >= n) p -= n;
+      if (R.fibers[R.order[p]].state == READY) { resume(p, me); return; }
+    }
+  }
+  if (R.n_done == n) { switch_to_main(me); return; }
+  if (R.n_block && !R.n_warp && R.n_block + R.n_done == n) {
+    if (R.n_done) {
+      threadIdx = me->tid;
+      fail(BARRIER_PARTIAL,
+           "__syncthreads reached by %u of %u threads; %u exited - __syncthreads must be reached by every "
+           "thread of the block (look for a return, or an if around the barrier, that not every thread takes)",
+           R.n_block, n, R.n_done);
+    }
+    // Everyone arrived: release the barrier and start again from the first thread in schedule order.
+    R.barrier_result = R.barrier_count;
+    R.barrier_count = 0;
+    for (unsigned i = 0; i < n; ++i) R.fibers[i].state = READY;
+    R.n_ready = n;
+    R.n_block = 0;
+    resume(0, me);
+    return;
+  }
+  report_deadlock();
+}
+
+inline void report_deadlock() {
+  // Describe the first warp that waits at a warp intrinsic; else the barrier.
+  for (unsigned w = 0; w < (R.nthreads + 31) / 32; ++w) {
+    Warp& W = R.warps[w];
+    if (!W.arrived) continue;
+    int lane = __builtin_ctz(W.arrived);
+    unsigned need = W.need[lane];
+    unsigned waiting = (unsigned)__builtin_popcount(W.arrived & need);
+    unsigned exited = (unsigned)__builtin_popcount(W.exited & need);
+    unsigned elsewhere = (unsigned)__builtin_popcount(need & ~W.arrived & ~W.exited);
+    threadIdx = R.fibers[w * 32 + lane].tid;
+    if (exited)
+      fail(WARP_EXITED,
+           "warp %u: %u threads at %s(mask=0x%08x), %u exited - every lane named in the mask must reach the "
+           "intrinsic (use __activemask() or __ballot_sync to build the mask of the lanes still running)",
+           w, waiting, warp_op_names[W.op[lane]], need, exited);
+    fail(DEADLOCK,
+         "deadlock: warp %u has %u threads at %s(mask=0x%08x) waiting for %u lanes that are at __syncthreads "
+         "or another intrinsic - every lane in the mask must reach the same intrinsic",
+         w, waiting, warp_op_names[W.op[lane]], need, elsewhere);
+  }
+  fail(DEADLOCK, "deadlock: %u threads at __syncthreads, %u at warp intrinsics, %u exited", R.n_block, R.n_warp,
+       R.n_done);
+}
+
+inline void fiber_entry() {
+  R.thread_fn(R.thread_arg);
+  Fiber* me = &R.fibers[R.cur];
+  me->state = DONE;
+  R.n_ready--;
+  R.n_done++;
+  R.warps[R.cur / 32].exited |= 1u << (R.cur % 32);
+  // A lane that exits may leave lanes waiting for it forever; run_next finds out.
+  run_next();
+  __builtin_unreachable();
+}
+
+[[noreturn]] inline void fail_loop_mode(const char* what) {
+  fail(LOOP_BARRIER,
+       "reached %s while running its threads as a plain loop (the emulator's analysis found no barrier in "
+       "this kernel, e.g. the barrier is called through a function pointer); set GPUEDU_FIBERS=always to run "
+       "every kernel with fibers",
+       what);
+}
+
+// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
+inline int block_barrier(int op, int predicate) {
+  if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  Fiber* me = &R.fibers[R.cur];
+  me->state = AT_BLOCK;
+  R.n_ready--;
+  R.n_block++;
+  R.barrier_count += predicate != 0;
+  run_next();
+  int count = R.barrier_result;
+  if (op == 1) return count;
+  if (op == 2) return count == (int)R.nthreads;
+  if (op == 3) return count != 0;
+  return 0;
+}
+
+inline unsigned long long warp_result(const Warp& W, unsigned lane, unsigned need) {
+  int op = W.op[lane], width = W.width[lane], arg = W.arg[lane];
+  unsigned long long own = W.value[lane];
+  if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
+  unsigned base = lane & ~(unsigned)(width - 1), seg = lane & (unsigned)(width - 1);
+  auto from = [&](unsigned src) { return (need >> src) & 1u ? W.value[src] : own; };
+  switch (op) {
+    case W_SHFL: return from(base + ((unsigned)arg & (unsigned)(width - 1)));
+    case W_SHFL_UP: return seg < (unsigned)arg ? own : from(lane - (unsigned)arg);
+    case W_SHFL_DOWN: return seg + (unsigned)arg >= (unsigned)width ? own : from(lane + (unsigned)arg);
+    case W_SHFL_XOR: {
+      unsigned src = lane ^ ((unsigned)arg & 31u);
+      return src >= base + (unsigned)width ? own : from(src);
+    }
+    case W_BALLOT: case W_ANY: case W_ALL: {
+      unsigned ballot = 0;
+      for (unsigned l = 0; l < 32; ++l)
+        if (((need >> l) & 1u) && W.value[l]) ballot |= 1u << l;
+      if (op == W_BALLOT) return ballot;
+      if (op == W_ANY) return ballot != 0;
+      return ballot == need;
+    }
+    case W_RED_ADD: case W_RED_MIN: case W_RED_MAX: case W_RED_AND: case W_RED_OR: case W_RED_XOR: {
+      // Values are 32-bit; min/max use the signedness recorded in arg (1 signed).
+      bool first = true;
+      unsigned long long acc = 0;
+      for (unsigned l = 0; l < 32; ++l) {
+        if (!((need >> l) & 1u)) continue;
+        unsigned u = (unsigned)W.value[l];
+        if (first) { acc = u; first = false; continue; }
+        unsigned a = (unsigned)acc;
+        if (op == W_RED_ADD) acc = a + u;
+        else if (op == W_RED_AND) acc = a & u;
+        else if (op == W_RED_OR) acc = a | u;
+        else if (op == W_RED_XOR) acc = a ^ u;
+        else if (arg) acc = (unsigned)((op == W_RED_MIN) == ((int)u < (int)a) ? u : a);
+        else acc = (op == W_RED_MIN) == (u < a) ? u : a;
+      }
+      return acc;
+    }
+    default: return 0;
+  }
+}
+
+// A warp-collective operation: wait for every lane of the mask (the lanes of
+// the warp that exist), then compute each lane's result.
+inline unsigned long long warp_collective(int op, unsigned mask, unsigned long long value, int arg, int width) {
+  if (!R.fiber_mode) fail_loop_mode(warp_op_names[op]);
+  unsigned t = R.cur, lane = t % 32;
+  Warp& W = R.warps[t / 32];
+  unsigned need = (mask & W.existing) | (1u << lane);
+  if (need & W.exited)
+    fail(WARP_EXITED,
+         "%s(mask=0x%08x) names %d lanes that already exited - every lane named in the mask must reach the "
+         "intrinsic (use __activemask() or __ballot_sync to build the mask of the lanes still running)",
+         warp_op_names[op], mask, __builtin_popcount(need & W.exited));
+  W.op[lane] = op;
+  W.arg[lane] = arg;
+  W.width[lane] = width;
+  W.value[lane] = value;
+  W.need[lane] = need;
+  W.arrived |= 1u << lane;
+  if ((W.arrived & need) != need) {
+    Fiber* me = &R.fibers[t];
+    me->state = AT_WARP;
+    R.n_ready--;
+    R.n_warp++;
+    run_next();
+    return W.result[lane];
+  }
+  // The last lane to arrive computes every lane's result and wakes the others.
+  for (unsigned l = 0; l < 32; ++l) {
+    if (!((need >> l) & 1u)) continue;
+    if (W.op[l] != op || W.need[l] != need)
+      fail(WARP_MISMATCH,
+           "lanes of warp %u meet at different warp intrinsics or masks: lane %u at %s(mask=0x%08x), lane %u "
+           "at %s(mask=0x%08x)",
+           t / 32, lane, warp_op_names[op], need, l, warp_op_names[W.op[l]], W.need[l]);
+  }
+  for (unsigned l = 0; l < 32; ++l)
+    if ((need >> l) & 1u) W.result[l] = warp_result(W, l, need);
+  for (unsigned l = 0; l < 32; ++l) {
+    if (!((need >> l) & 1u) || l == lane) continue;
+    Fiber& f = R.fibers[(t / 32) * 32 + l];
+    f.state = READY;
+    R.n_ready++;
+    R.n_warp--;
+  }
+  W.arrived &= ~need;
+  return W.result[lane];
+}
+
+inline unsigned active_mask() {
+  if (!R.fiber_mode) {
+    unsigned w = (unsigned)(((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) / 32);
+    unsigned left = R.nthreads - w * 32;
+    return left >= 32 ? 0xffffffffu : (1u << left) - 1u;
+  }
+  const Warp& W = R.warps[R.cur / 32];
+  return W.existing & ~W.exited;
+}
+
+// ---- running a grid -------------------------------------------------------------
+inline unsigned long long next_random() {
+  R.rng ^= R.rng << 13;
+  R.rng ^= R.rng >> 7;
+  R.rng ^= R.rng << 17;
+  return R.rng;
+}
+
+inline void make_order(unsigned n) {
+  for (unsigned i = 0; i < n; ++i) R.order[i] = R.schedule == SCHED_REVERSE ? n - 1 - i : i;
+  if (R.schedule == SCHED_RANDOM)
+    for (unsigned i = n - 1; i > 0; --i) {
+      unsigned j = (unsigned)(next_random() % (i + 1));
+      unsigned tmp = R.order[i]; R.order[i] = R.order[j]; R.order[j] = tmp;
+    }
+}
+
+inline uint3 thread_of(unsigned linear) {
+  return uint3{linear % blockDim.x, (linear / blockDim.x) % blockDim.y, linear / (blockDim.x * blockDim.y)};
+}
+
+inline void run_block_fibers() {
+  unsigned n = R.nthreads;
+  make_order(n);
+  for (unsigned i = 0; i < n; ++i) {
+    Fiber& f = R.fibers[i];
+    f.tid = thread_of(i);
+    f.state = READY;
+    fiber_init(f, stack_top(i));
+  }
+  for (unsigned w = 0; w < (n + 31) / 32; ++w) {
+    Warp& W = R.warps[w];
+    unsigned left = n - w * 32;
+    W.existing = left >= 32 ? 0xffffffffu : (1u << left) - 1u;
+    W.arrived = 0;
+    W.exited = 0;
+  }
+  R.n_ready = n;
+  R.n_block = R.n_warp = R.n_done = 0;
+  R.barrier_count = 0;
+  R.cur = R.order[0];
+  resume(0, nullptr);  // returns once every thread of the block is done
+}
+
+template <typename Body>
+inline void run_block_loop(Body&& body) {
+  if (R.schedule == SCHED_FORWARD) {
+    for (unsigned z = 0; z < blockDim.z; ++z)
+      for (unsigned y = 0; y < blockDim.y; ++y)
+        for (unsigned x = 0; x < blockDim.x; ++x) {
+          threadIdx = uint3{x, y, z};
+          body();
+        }
+  } else {
+    make_order(R.nthreads);
+    for (unsigned i = 0; i < R.nthreads; ++i) {
+      threadIdx = thread_of(R.order[i]);
+      body();
+    }
+  }
+}
+
+// Parameters: unpacked once from PyCUDA's packed argument buffer (each at its
+// natural alignment, as CUDA lays out kernel parameters).
+template <typename... A> struct Params {
+  using Tuple = std::tuple<std::decay_t<A>...>;
+  static constexpr int count = (int)sizeof...(A);
+  template <size_t... I> static Tuple unpack(const char* buf, std::index_sequence<I...>) {
+    Tuple t;
+    size_t off = 0;
+    ((off = (off + alignof(std::decay_t<A>) - 1) / alignof(std::decay_t<A>) * alignof(std::decay_t<A>),
+      memcpy((void*)&std::get<I>(t), buf + off, sizeof(std::decay_t<A>)), off += sizeof(std::decay_t<A>)),
+     ...);
+    (void)buf;
+    (void)off;
+    return t;
+  }
+  template <typename T> static constexpr int kind() {
+    return std::is_pointer_v<T> ? 1 : std::is_floating_point_v<T> ? 3 : std::is_integral_v<T> || std::is_enum_v<T> ? 2 : 4;
+  }
+  static constexpr int sizes[sizeof...(A) + 1] = {(int)sizeof(std::decay_t<A>)..., 0};
+  static constexpr int aligns[sizeof...(A) + 1] = {(int)alignof(std::decay_t<A>)..., 0};
+  static constexpr int kinds[sizeof...(A) + 1] = {kind<std::decay_t<A>>()..., 0};
+};
+template <typename... A> Params<A...> params_of(void (*)(A...));
+
+template <auto F> void run_grid(const void* buf, int use_fibers) {
+  using P = decltype(params_of(F));
+  typename P::Tuple args = P::unpack((const char*)buf, std::make_index_sequence<P::count>{});
+  R.fiber_mode = use_fibers != 0;
+  if (R.fiber_mode) {
+    ensure_stacks();
+    R.thread_fn = [](void* a) { std::apply(F, *(typename P::Tuple*)a); };
+    R.thread_arg = &args;
+  }
+  for (unsigned bz = 0; bz < gridDim.z; ++bz)
+    for (unsigned by = 0; by < gridDim.y; ++by)
+      for (unsigned bx = 0; bx < gridDim.x; ++bx) {
+        blockIdx = uint3{bx, by, bz};
+        if (R.fiber_mode) {
+          run_block_fibers();
+        } else {
+          run_block_loop([&] { std::apply(F, args); });
+        }
+        if (R.stop_reason) fail(R.stop_reason, "stopped");
+      }
+}
+
+struct KernelInfo {
+  void (*run)(const void*, int);
+  void* address;
+  const char* name;
+  int needs_fibers;
+  int nparams;
+  const int* sizes;
+  const int* aligns;
+  const int* kinds;
+};
+
+template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers) {
+  using P = decltype(params_of(F));
+  return KernelInfo{&run_grid<F>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds};
+}
+
+// ---- signals: faults, Ctrl-C and timeouts during a launch ---------------------------
+GPUEDU_HIDDEN struct sigaction old_segv, old_bus, old_int;
+GPUEDU_HIDDEN stack_t old_altstack;
+alignas(16) GPUEDU_HIDDEN char alt_stack[64 * 1024];
+
+inline void on_fault(int sig, siginfo_t* info, void* ctx) {
+  if (!R.in_launch || !pthread_equal(pthread_self(), R.launch_thread)) {
+    // Not ours: put the previous handler back and let the access fault again.
+    sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
+    return;
+  }
+  E.fault_address = (unsigned long long)(uintptr_t)info->si_addr;
+  E.fault_is_write = -1;
+#if defined(__x86_64__) && defined(__linux__)
+  E.fault_is_write = (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#else
+  (void)ctx;
+#endif
+  char* a = (char*)info->si_addr;
+  int code = FAULT;
+  if (R.fiber_mode && R.stacks && a >= R.stacks && a < R.stacks + R.stacks_bytes) code = STACK_OVERFLOW;
+  E.code = code;
+  E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
+  E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
+  E.message[0] = 0;
+  siglongjmp(R.jump, code);
+}
+
+inline void on_interrupt(int sig, siginfo_t*, void*) {
+  if (!R.in_launch) return;
+  if (!pthread_equal(pthread_self(), R.launch_thread)) {
+    pthread_kill(R.launch_thread, sig);  // the kernel runs on the launching thread: stop it there
+    return;
+  }
+  int code = R.stop_reason == TIMEOUT ? TIMEOUT : INTERRUPT;
+  E.code = code;
+  E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
+  E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
+  E.message[0] = 0;
+  siglongjmp(R.jump, code);
+}
+
+inline void install_handlers() {
+  stack_t ss;
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  ss.ss_flags = 0;
+  sigaltstack(&ss, &old_altstack);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &old_bus);
+  sa.sa_sigaction = on_interrupt;
+  sigaction(SIGINT, &sa, &old_int);
+}
+
+inline void restore_handlers() {
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  sigaction(SIGBUS, &old_bus, nullptr);
+  sigaction(SIGINT, &old_int, nullptr);
+  // Keep a handler's alternate stack (e.g. faulthandler's) as it was.
+  if (!(old_altstack.ss_flags & SS_ONSTACK)) sigaltstack(&old_altstack, nullptr);
+}
+
+}  // namespace __gpuedu
+
+// ---- the CUDA intrinsics that need the runtime --------------------------------------
+static inline void __syncthreads() { __gpuedu::block_barrier(0, 1); }
+static inline int __syncthreads_count(int p) { return __gpuedu::block_barrier(1, p); }
+static inline int __syncthreads_and(int p) { return __gpuedu::block_barrier(2, p); }
+static inline int __syncthreads_or(int p) { return __gpuedu::block_barrier(3, p); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { __gpuedu::warp_collective(__gpuedu::W_SYNC, mask, 0, 0, 32); }
+static inline unsigned __activemask() { return __gpuedu::active_mask(); }
+static inline unsigned __ballot_sync(unsigned mask, int p) {
+  return (unsigned)__gpuedu::warp_collective(__gpuedu::W_BALLOT, mask, p != 0, 0, 32);
+}
+static inline int __any_sync(unsigned mask, int p) {
+  return (int)__gpuedu::warp_collective(__gpuedu::W_ANY, mask, p != 0, 0, 32);
+}
+static inline int __all_sync(unsigned mask, int p) {
+  return (int)__gpuedu::warp_collective(__gpuedu::W_ALL, mask, p != 0, 0, 32);
+}
+static inline unsigned __reduce_add_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_ADD, mask, v, 0, 32); }
+static inline int __reduce_add_sync(unsigned mask, int v) { return (int)__gpuedu::warp_collective(__gpuedu::W_RED_ADD, mask, (unsigned)v, 1, 32); }
+static inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_MIN, mask, v, 0, 32); }
+static inline int __reduce_min_sync(unsigned mask, int v) { return (int)__gpuedu::warp_collective(__gpuedu::W_RED_MIN, mask, (unsigned)v, 1, 32); }
+static inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_MAX, mask, v, 0, 32); }
+static inline int __reduce_max_sync(unsigned mask, int v) { return (int)__gpuedu::warp_collective(__gpuedu::W_RED_MAX, mask, (unsigned)v, 1, 32); }
+static inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_AND, mask, v, 0, 32); }
+static inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_OR, mask, v, 0, 32); }
+static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_XOR, mask, v, 0, 32); }
+
+// Shuffles move the value's bits (any type of up to 8 bytes, e.g. __half2).
+template <typename T> static inline T __gpuedu_shfl(int op, unsigned mask, T var, int arg, int width) {
+  static_assert(sizeof(T) <= 8, "warp shuffles move values of at most 8 bytes");
+  unsigned long long bits = 0;
+  memcpy(&bits, &var, sizeof(T));
+  bits = __gpuedu::warp_collective(op, mask, bits, arg, width);
+  T out;
+  memcpy((void*)&out, &bits, sizeof(T));
+  return out;
+}
+template <typename T> static inline T __shfl_sync(unsigned mask, T var, int src, int width = 32) {
+  return __gpuedu_shfl(__gpuedu::W_SHFL, mask, var, src, width);
+}
+template <typename T> static inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+  return __gpuedu_shfl(__gpuedu::W_SHFL_UP, mask, var, (int)delta, width);
+}
+template <typename T> static inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32) {
+  return __gpuedu_shfl(__gpuedu::W_SHFL_DOWN, mask, var, (int)delta, width);
+}
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32) {
+  return __gpuedu_shfl(__gpuedu::W_SHFL_XOR, mask, var, lane_mask, width);
+}
+
+// Device-side assert: stop the launch with the failed expression (as CUDA's
+// "device-side assert triggered").
+#undef assert
+#ifdef NDEBUG
+#define assert(e) ((void)0)
+#else
+#define assert(e) ((e) ? (void)0 : __gpuedu::fail(__gpuedu::ASSERT, "assertion `%s' failed at line %d", #e, __LINE__))
+#endif
+#define __trap() __gpuedu::fail(__gpuedu::ASSERT, "__trap() called")
+#define __brkpt() ((void)0)
+
+// ---- the launch entry ------------------------------------------------------------------
+extern "C" __attribute__((visibility("default"))) int gpuedu_launch(const __gpuedu::KernelInfo* k,
+                                                                     const unsigned* dims, int schedule, unsigned long long seed,
+                                                                     int force_fibers, const void* args);
+extern "C" __attribute__((visibility("default"))) const __gpuedu::ErrorInfo* gpuedu_error() { return &__gpuedu::E; }
+extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output() {
+  // The caller copies the text before the next launch; the length is reset here.
+  gpuedu_printf_len = 0;
+  return __gpuedu::R.out ? __gpuedu::R.out : "";
+}
+extern "C" __attribute__((visibility("default"))) void* gpuedu_dynamic_shared_address() {
+  return __gpuedu::dynamic_shared;
+}
+// Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
+extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
+  if (!__gpuedu::R.in_launch) return;
+  __gpuedu::R.stop_reason = reason;
+  pthread_kill(__gpuedu::R.launch_thread, SIGINT);
+}
+
+int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
+                    unsigned long long seed, int force_fibers, const void* args) {
+  using namespace __gpuedu;
+  // dims: grid x, y, z then block x, y, z
+  gridDim = dim3(dims[0], dims[1], dims[2]);
+  blockDim = dim3(dims[3], dims[4], dims[5]);
+  R.nthreads = dims[3] * dims[4] * dims[5];
+  R.schedule = schedule;
+  R.rng = seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
+  R.stop_reason = 0;
+  E.code = 0;
+  E.message[0] = 0;
+  R.launch_thread = pthread_self();
+  install_handlers();
+  R.in_launch = true;
+  int code = sigsetjmp(R.jump, 1);
+  if (code == 0) k->run(args, force_fibers || k->needs_fibers);
+  R.in_launch = false;
+  restore_handlers();
+  return code;
+}
+#endif  // GPUEDU_SCAN

@@ -1,0 +1,496 @@
+"""``SourceModule`` on the CPU: compile CUDA C as C++ with the system compiler.
+
+The kernel source is wrapped the way PyCUDA wraps it (``extern "C" { ... }``
+unless ``no_extern_c=True``), preceded by a prelude header that defines the
+CUDA device language (``_native/gpuedu_prelude.h``), followed by one generated
+entry point per ``__global__`` function, and built into a shared library that
+``function.Module`` loads with ctypes.
+
+Building happens in three steps:
+
+1. a preprocessing pass (``-E``) with ``__global__`` kept as a marker finds the
+   kernels and the functions they call, so that kernels with no barrier or warp
+   intrinsic can run their threads as a plain loop (see ``analyse``);
+2. the translation unit is compiled with ``-O2 -fPIC -shared``;
+3. the library is stored in the kernel cache (``cache_dir()``), keyed by the
+   source, the options, the compiler and the prelude, so the next
+   ``SourceModule`` of the same source only loads it.
+
+Teaching aid: ``set_schedule("reverse")`` (or ``GPUEDU_SCHEDULE=reverse``) runs
+the threads of a block in another order, so that a missing ``__syncthreads``
+shows up as a wrong answer; lessons reach it through ``gpuedu.emulator.compiler``.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+from . import function as _function
+from ._errors import CompileError
+from .function import Module
+
+NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
+
+# Intrinsics that make threads wait for one another: a kernel that reaches one
+# (directly or through the functions it calls) runs its threads as fibers.
+BARRIER_NAMES = frozenset("""
+    __syncthreads __syncthreads_count __syncthreads_and __syncthreads_or __syncwarp
+    __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync
+    __reduce_add_sync __reduce_min_sync __reduce_max_sync __reduce_and_sync __reduce_or_sync __reduce_xor_sync
+    __gpuedu_shfl block_barrier warp_collective
+""".split())
+
+CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing",
+             "-fno-math-errno", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
+
+_INSTALL_HINT = (
+    "the gpuedu CPU emulator compiles CUDA C with a C++ compiler, and none was found "
+    "(looked for $CXX, g++, clang++, c++). Install one:\n"
+    "  Debian/Ubuntu/WSL:  sudo apt install g++\n"
+    "  Fedora:             sudo dnf install gcc-c++\n"
+    "  macOS:              xcode-select --install\n"
+    "  conda:              conda install -c conda-forge cxx-compiler"
+)
+
+
+# ---- the C++ compiler and the cache ---------------------------------------------------
+
+_cxx = None
+
+
+def find_cxx():
+    """``(path, version_line)`` of the C++ compiler the emulator uses; CompileError if there is none.
+
+    ``$CXX`` wins; otherwise g++, clang++, then c++ on PATH.
+    """
+    global _cxx
+    if _cxx is not None:
+        return _cxx
+    wanted = os.environ.get("CXX")
+    candidates = [wanted] if wanted else ["g++", "clang++", "c++"]
+    for name in candidates:
+        path = shutil.which(name)
+        if not path:
+            continue
+        try:
+            out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.returncode == 0:
+            _cxx = (path, (out.stdout.splitlines() or [name])[0].strip())
+            return _cxx
+    if wanted:
+        raise CompileError(f"CXX={wanted!r} is not a working C++ compiler; unset CXX or fix it.\n" + _INSTALL_HINT)
+    raise CompileError(_INSTALL_HINT)
+
+
+def _cxx_identity():
+    """A cheap fingerprint of the compiler binary (path, size, mtime): no subprocess on cache hits."""
+    wanted = os.environ.get("CXX")
+    for name in ([wanted] if wanted else ["g++", "clang++", "c++"]):
+        path = shutil.which(name)
+        if path:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+            return f"{real}:{st.st_size}:{st.st_mtime_ns}"
+    find_cxx()  # raises the install hint
+    return ""
+
+
+def cache_dir():
+    """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR`` or ``~/.cache/gpuedu/kernels``."""
+    path = os.environ.get("GPUEDU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+_prelude_hash = None
+
+
+def _prelude_version():
+    global _prelude_hash
+    if _prelude_hash is None:
+        h = hashlib.sha256()
+        for name in sorted(os.listdir(NATIVE_DIR)):
+            with open(os.path.join(NATIVE_DIR, name), "rb") as f:
+                h.update(name.encode() + b"\0" + f.read())
+        h.update(" ".join(CXX_FLAGS).encode())
+        _prelude_hash = h.hexdigest()
+    return _prelude_hash
+
+
+# ---- teaching aid: the order in which a block's threads run ---------------------------------
+
+def set_schedule(order, seed=0):
+    """Run each block's threads ``"forward"``, ``"reverse"`` or in a ``"random"`` order.
+
+    A kernel that is missing a ``__syncthreads`` often still gives the right answer
+    in the forward order; ``"reverse"`` or ``"random"`` makes the race show up.
+    """
+    _function.set_schedule(order, seed)
+
+
+def get_schedule():
+    """The current thread order: ``"forward"``, ``"reverse"`` or ``"random"``."""
+    return _function.get_schedule()
+
+
+# ---- options -------------------------------------------------------------------------
+
+def _translate_options(options, include_dirs):
+    """nvcc options -> C++ compiler flags: defines and include paths honoured, the rest ignored."""
+    flags = []
+    opts = list(options or [])
+    i = 0
+    while i < len(opts):
+        opt = str(opts[i])
+        if opt in ("-D", "-I", "-U", "--define-macro", "--include-path") and i + 1 < len(opts):
+            letter = {"--define-macro": "-D", "--include-path": "-I"}.get(opt, opt)
+            flags.append(letter + str(opts[i + 1]))
+            i += 2
+            continue
+        if opt.startswith(("-D", "-U")):
+            flags.append(opt)
+        elif opt.startswith("-I"):
+            flags.append("-I" + os.path.abspath(opt[2:]))
+        elif opt.startswith(("--define-macro=", "--include-path=")):
+            key, value = opt.split("=", 1)
+            flags.append(("-D" if key == "--define-macro" else "-I") + value)
+        i += 1
+    for d in include_dirs or []:
+        flags.append("-I" + os.path.abspath(str(d)))
+    return flags
+
+
+# ---- finding kernels, and which ones need fibers ------------------------------------------
+
+_DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
+
+
+def _rewrite_source(source):
+    """Point every ``extern __shared__`` array at the runtime's dynamic shared buffer (same line count)."""
+    return _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");', source)
+
+
+_LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"(.*)$')
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_CHAR = re.compile(r"'(?:\\.|[^'\\\n])*'")
+_TOKEN = re.compile(r"[A-Za-z_]\w*|::|\S")
+
+
+def _user_code(preprocessed, tu_name):
+    """The preprocessed text of the user's own files, and the header files it came from."""
+    keep, out, files = False, [], set()
+    for line in preprocessed.splitlines():
+        if line.startswith("#"):
+            m = _LINE_MARKER.match(line)
+            if m:
+                fname, flags = m.group(2), m.group(3).split()
+                keep = ("3" not in flags and not fname.startswith("<")
+                        and not fname.startswith(NATIVE_DIR) and os.path.basename(fname) != tu_name)
+                if keep:
+                    files.add(fname)
+            continue
+        if keep:
+            out.append(line)
+    return "\n".join(out), files
+
+
+class Analysis:
+    """What the scan found: ``kernels`` [(expression, plain name)], ``needs_fibers`` {plain name: bool}."""
+
+    def __init__(self):
+        self.kernels = []
+        self.functions = {}       # plain name -> identifiers used in its bodies
+        self.uncertain = set()    # functions the call graph cannot follow (operators)
+        self.needs_fibers = {}
+
+
+def _skip_balanced(tokens, i, open_tok, close_tok):
+    depth = 0
+    while i < len(tokens):
+        if tokens[i] == open_tok:
+            depth += 1
+        elif tokens[i] == close_tok:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
+
+
+def _declarator(header):
+    """(name, template arguments text, is_template) of a function header's declarator."""
+    toks = []
+    i = 0
+    is_template = False
+    while i < len(header):
+        t = header[i]
+        if t == "__attribute__":
+            i = _skip_balanced(header, i + 1, "(", ")")
+            continue
+        if t == "template" and i + 1 < len(header) and header[i + 1] == "<":
+            is_template = True
+            i = _skip_balanced(header, i + 1, "<", ">")
+            continue
+        toks.append(t)
+        i += 1
+    if "(" not in toks:
+        return None, "", is_template
+    p = toks.index("(")
+    # name<args>( for explicit instantiations
+    targs = ""
+    j = p - 1
+    if j >= 0 and toks[j] == ">":
+        depth = 0
+        k = j
+        while k >= 0:
+            if toks[k] == ">":
+                depth += 1
+            elif toks[k] == "<":
+                depth -= 1
+                if depth == 0:
+                    break
+            k -= 1
+        targs = " ".join(toks[k:j + 1])
+        j = k - 1
+    if j < 0 or not re.match(r"[A-Za-z_]", toks[j]):
+        return None, "", is_template
+    name = toks[j]
+    if j >= 1 and toks[j - 1] == "operator":
+        name = "operator"
+    return name, targs, is_template
+
+
+def analyse(user_code):
+    """Find kernels and decide, per kernel, whether its threads need fibers.
+
+    A conservative scan of the preprocessed user code: top-level function
+    bodies, the identifiers each uses, and a fixpoint over calls by name.  A
+    kernel needs fibers when it, or anything it may call, uses a barrier or a
+    warp intrinsic; when unsure (operators, code outside any function), every
+    kernel gets fibers.
+    """
+    text = _CHAR.sub("0", _STRING.sub('""', user_code))
+    tokens = _TOKEN.findall(text)
+    a = Analysis()
+    scopes = []          # ("ns", name) | ("class", name) | ("init", None)
+    stmt = 0             # first token of the declaration being read
+    i = 0
+    n = len(tokens)
+    loose_barrier = False
+    while i < n:
+        t = tokens[i]
+        if t == ";":
+            header = tokens[stmt:i]
+            # explicit instantiation of a template kernel: template __global__ void k<float>(float*);
+            if header[:1] == ["template"] and header[1:2] != ["<"] and "__gpuedu_global__" in header:
+                name, targs, _ = _declarator(header[1:])
+                if name:
+                    a.kernels.append((_qualified(scopes, name) + targs.replace(" ", ""), name))
+            if any(tok in BARRIER_NAMES for tok in header):
+                loose_barrier = True
+            stmt = i + 1
+        elif t == "}":
+            if scopes:
+                scopes.pop()
+            stmt = i + 1
+        elif t == "{":
+            header = tokens[stmt:i]
+            if "namespace" in header:
+                k = header.index("namespace")
+                name = header[k + 1] if k + 1 < len(header) and re.match(r"[A-Za-z_]", header[k + 1]) else ""
+                scopes.append(("ns", name))
+                stmt = i + 1
+            elif header[:2] == ["extern", '""']:
+                scopes.append(("ns", ""))
+                stmt = i + 1
+            elif ")" in header and "=" not in header[:header.index("(")] if "(" in header else False:
+                end = _skip_balanced(tokens, i, "{", "}")
+                body = set(tok for tok in tokens[i + 1:end - 1] if tok[0].isalpha() or tok[0] == "_")
+                name, _, is_template = _declarator(header)
+                if name is None or name == "operator":
+                    if body & BARRIER_NAMES:
+                        loose_barrier = True
+                else:
+                    a.functions.setdefault(name, set()).update(body)
+                    if "__gpuedu_global__" in header and not is_template and not any(s[0] == "class" for s in scopes):
+                        a.kernels.append((_qualified(scopes, name), name))
+                i = end
+                stmt = i
+                continue
+            elif any(k in header for k in ("struct", "class", "union", "enum")) and "=" not in header:
+                scopes.append(("class", ""))
+                stmt = i + 1
+            else:
+                # an initializer list (= {...}) or something we do not model: skip it whole
+                end = _skip_balanced(tokens, i, "{", "}")
+                if any(tok in BARRIER_NAMES for tok in tokens[i:end]):
+                    loose_barrier = True
+                i = end
+                continue
+        i += 1
+    needs = {f for f, ids in a.functions.items() if ids & BARRIER_NAMES}
+    changed = True
+    while changed:
+        changed = False
+        for f, ids in a.functions.items():
+            if f not in needs and ids & needs:
+                needs.add(f)
+                changed = True
+    for _, plain in a.kernels:
+        a.needs_fibers[plain] = loose_barrier or plain in needs
+    return a
+
+
+def _qualified(scopes, name):
+    parts = [s[1] for s in scopes if s[0] == "ns" and s[1]]
+    return "::" + "::".join(parts + [name])
+
+
+def _entry_points(analysis):
+    lines = ["", "// ---- entry points generated by gpuedu.emulator.compiler ----",
+             "static const __gpuedu::KernelInfo __gpuedu_kernels[] = {"]
+    for expr, plain in analysis.kernels:
+        lines.append(f'  __gpuedu::kernel_info<&{expr}>("{plain}", {int(analysis.needs_fibers[plain])}),')
+    lines.append("  {nullptr, nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr},")
+    lines.append("};")
+    lines.append('extern "C" __attribute__((visibility("default"))) int gpuedu_kernel_count() '
+                 f"{{ return {len(analysis.kernels)}; }}")
+    lines.append('extern "C" __attribute__((visibility("default"))) const __gpuedu::KernelInfo* '
+                 "gpuedu_kernel_table() { return __gpuedu_kernels; }")
+    return "\n".join(lines) + "\n"
+
+
+# ---- compiling ---------------------------------------------------------------------------
+
+_C_LINKAGE_HINT = (
+    "cuda_fp16.h and mma.h are C++ headers and cannot be included inside the extern \"C\" { } block that "
+    "SourceModule wraps your code in (nvcc rejects this too). Pass no_extern_c=True to SourceModule and "
+    "declare each kernel extern \"C\" __global__ void name(...) so that get_function finds it by its plain name."
+)
+
+
+def _clean_log(log, build_dir):
+    """The compiler's output in terms of the user's file: drop build paths and include chains."""
+    out = []
+    for line in log.splitlines():
+        if line.startswith("In file included from") or line.lstrip().startswith("from "):
+            continue
+        out.append(line.replace(build_dir + os.sep, ""))
+    return "\n".join(out)
+
+
+def _run(cmd, cwd):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+def _translation_unit(no_extern_c):
+    head = '#include "gpuedu_prelude.h"\n'
+    if no_extern_c:
+        return head + '#include "kernel.cu"\n'
+    return head + 'extern "C" {\n#include "kernel.cu"\n}\n'
+
+
+def _compile_error(msg, cmd, proc, build_dir, source):
+    log = _clean_log(proc.stderr + proc.stdout, build_dir)
+    if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
+            r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16)\.h", source):
+        msg = msg + "\n" + _C_LINKAGE_HINT
+    return CompileError(msg, command_line=" ".join(cmd), stdout=proc.stdout, stderr=log)
+
+
+def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=None):
+    """Compile ``source`` (cached) and return the path of the shared library."""
+    if not isinstance(source, str):
+        raise TypeError(f"SourceModule needs the kernel source as a str, got {type(source).__name__}")
+    flags = _translate_options(options, include_dirs)
+    rewritten = _rewrite_source(source)
+    folder = cache_dir_ or cache_dir()
+    os.makedirs(folder, exist_ok=True)
+    key = hashlib.sha256(json.dumps(
+        [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten]).encode()).hexdigest()[:40]
+    lib_path = os.path.join(folder, f"k{key}.so")
+    meta_path = os.path.join(folder, f"k{key}.json")
+    if os.path.exists(lib_path) and _deps_unchanged(meta_path):
+        return lib_path
+
+    cxx, version = find_cxx()
+    build_dir = tempfile.mkdtemp(prefix="gpuedu-build-", dir=folder)
+    try:
+        with open(os.path.join(build_dir, "kernel.cu"), "w") as f:
+            f.write(rewritten)
+        tu = os.path.join(build_dir, "module.cpp")
+        base = [cxx] + CXX_FLAGS + ["-I" + NATIVE_DIR, "-I" + build_dir] + flags
+        with open(tu, "w") as f:
+            f.write(_translation_unit(no_extern_c))
+        scan_cmd = [c for c in base if c != "-shared"] + ["-E", "-DGPUEDU_SCAN", "module.cpp"]
+        proc = _run(scan_cmd, build_dir)
+        if proc.returncode != 0:
+            raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source)
+        user_code, files = _user_code(proc.stdout, "module.cpp")
+        analysis = analyse(user_code)
+        force = os.environ.get("GPUEDU_FIBERS", "") == "always"
+        if force:
+            analysis.needs_fibers = {k: True for k in analysis.needs_fibers}
+        with open(tu, "a") as f:
+            f.write(_entry_points(analysis))
+        out = os.path.join(build_dir, "module.so")
+        cmd = base + ["module.cpp", "-o", out]
+        proc = _run(cmd, build_dir)
+        if proc.returncode != 0:
+            raise _compile_error("compiling the kernel source failed (line numbers refer to your source, kernel.cu)",
+                                 cmd, proc, build_dir, source)
+        deps = {}
+        for fname in files:
+            path = fname if os.path.isabs(fname) else os.path.join(build_dir, fname)
+            if os.path.basename(path) == "kernel.cu" or not os.path.isfile(path):
+                continue
+            with open(path, "rb") as f:
+                deps[os.path.abspath(path)] = hashlib.sha256(f.read()).hexdigest()
+        tmp_meta = meta_path + f".{os.getpid()}.tmp"
+        with open(tmp_meta, "w") as f:
+            json.dump({"compiler": version, "deps": deps,
+                       "kernels": [[e, p, analysis.needs_fibers[p]] for e, p in analysis.kernels]}, f)
+        os.replace(tmp_meta, meta_path)
+        os.replace(out, lib_path)  # atomic: a concurrent process sees the old file or the whole new one
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
+    return lib_path
+
+
+def _deps_unchanged(meta_path):
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    for path, digest in meta.get("deps", {}).items():
+        try:
+            with open(path, "rb") as f:
+                if hashlib.sha256(f.read()).hexdigest() != digest:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,  # noqa: A001
+            cache_dir=None, target="cubin", include_dirs=[]):  # noqa: B006 - PyCUDA's signature
+    """Compile like ``pycuda.compiler.compile``; returns the module's binary (a shared library's bytes)."""
+    path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class SourceModule(Module):
+    """``pycuda.compiler.SourceModule``: compile CUDA C source and load it."""
+
+    def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,
+                 cache_dir=None, include_dirs=[]):  # noqa: B006 - PyCUDA's signature
+        path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
+        super().__init__(path)
+        self.source = source

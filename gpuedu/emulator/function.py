@@ -1,0 +1,550 @@
+"""``Module`` and ``Function``: a compiled kernel library, and launching its kernels.
+
+A module is the shared library ``compiler.build`` made; it exports a table of
+kernels (entry point, parameter sizes, alignments and kinds, whether the
+threads need fibers) and one launch entry, ``gpuedu_launch``.  ``Function``
+packs PyCUDA-style arguments into CUDA's parameter layout, checks the launch
+against the device's limits, runs the grid (synchronously) and turns the
+runtime's error codes into the exceptions PyCUDA raises.
+"""
+import ctypes
+import os
+import struct
+import sys
+import threading
+import time
+
+import numpy as np
+
+from . import _device, memory
+from ._alloc import DeviceAllocation
+from ._args import ArgumentHandler
+from ._errors import LaunchError, LogicError
+
+# ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
+OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
+    STACK_OVERFLOW, ASSERT = range(11)
+KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
+_KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
+               KIND_STRUCT: "struct"}
+
+
+class _KernelInfo(ctypes.Structure):
+    _fields_ = [("run", ctypes.c_void_p), ("address", ctypes.c_void_p), ("name", ctypes.c_char_p),
+                ("needs_fibers", ctypes.c_int), ("nparams", ctypes.c_int), ("sizes", ctypes.POINTER(ctypes.c_int)),
+                ("aligns", ctypes.POINTER(ctypes.c_int)), ("kinds", ctypes.POINTER(ctypes.c_int))]
+
+
+class _ErrorInfo(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("block", ctypes.c_uint * 3), ("thread", ctypes.c_uint * 3),
+                ("fault_is_write", ctypes.c_int), ("fault_address", ctypes.c_ulonglong),
+                ("message", ctypes.c_char * 768)]
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+_libdl = ctypes.CDLL(None)
+_dladdr = _libdl.dladdr
+_dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+_dladdr.restype = ctypes.c_int
+
+
+# ---- the thread order (teaching aid) and other run-time settings ------------------------------
+SCHEDULES = {"forward": 0, "reverse": 1, "random": 2}
+_settings = {"schedule": 0, "seed": 0}
+
+
+def set_schedule(order, seed=0):
+    if order not in SCHEDULES:
+        raise ValueError(f"unknown schedule {order!r}; use one of {sorted(SCHEDULES)}")
+    _settings["schedule"] = SCHEDULES[order]
+    _settings["seed"] = int(seed)
+
+
+def get_schedule():
+    return {v: k for k, v in SCHEDULES.items()}[_settings["schedule"]]
+
+
+set_schedule(os.environ.get("GPUEDU_SCHEDULE", "forward") or "forward")
+_force_fibers = 1 if os.environ.get("GPUEDU_FIBERS", "") == "always" else 0
+
+
+# ---- modules -----------------------------------------------------------------------------------
+
+class Module:
+    """A loaded kernel library (what ``SourceModule`` returns)."""
+
+    def __init__(self, library_path):
+        self._path = library_path
+        lib = ctypes.CDLL(library_path)
+        self._lib = lib
+        lib.gpuedu_launch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_ulonglong,
+                                        ctypes.c_int, ctypes.c_char_p]
+        lib.gpuedu_launch.restype = ctypes.c_int
+        lib.gpuedu_take_output.restype = ctypes.c_void_p
+        lib.gpuedu_error.restype = ctypes.POINTER(_ErrorInfo)
+        lib.gpuedu_kernel_table.restype = ctypes.c_void_p
+        lib.gpuedu_request_stop.argtypes = [ctypes.c_int]
+        self._printf_len = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_len")
+        self._error = lib.gpuedu_error().contents
+        count = lib.gpuedu_kernel_count()
+        table = lib.gpuedu_kernel_table()
+        self._kernels = {}       # symbol name -> (_KernelInfo address, info)
+        self._plain = {}         # plain source name -> symbol name
+        for i in range(count):
+            address = table + i * ctypes.sizeof(_KernelInfo)
+            info = _KernelInfo.from_address(address)
+            plain = info.name.decode()
+            symbol = _symbol_name(info.address) or plain
+            self._kernels[symbol] = (address, info)
+            self._plain.setdefault(plain, symbol)
+
+    def get_function(self, name):
+        """The kernel called ``name`` (its C++ mangled name for kernels without extern "C")."""
+        if name in self._kernels:
+            address, info = self._kernels[name]
+            return Function(self, name, address, info)
+        if name in self._plain:
+            symbol = self._plain[name]
+            raise LogicError(
+                f"cuModuleGetFunction failed: named symbol not found: kernel '{name}' has C++ linkage, so its "
+                f"name in the module is '{symbol}'. Declare it extern \"C\" __global__ void {name}(...) or "
+                f"call get_function('{symbol}').")
+        known = ", ".join(sorted(self._kernels)) or "none"
+        raise LogicError(f"cuModuleGetFunction failed: named symbol not found: no kernel '{name}' in this "
+                         f"module (kernels: {known})")
+
+    def get_global(self, name):
+        """``(pointer, size_in_bytes)`` of a ``__device__`` or ``__constant__`` variable."""
+        address = ctypes.c_void_p()
+        try:
+            address = ctypes.addressof(ctypes.c_char.in_dll(self._lib, name))
+        except ValueError:
+            raise LogicError(f"cuModuleGetGlobal failed: named symbol not found: no __device__ or __constant__ "
+                             f"variable '{name}' in this module") from None
+        size = _symbol_size(self._path, name)
+        return GlobalPointer(address, size), size
+
+    def get_texref(self, name):
+        raise LogicError("texture references are not supported by the CPU emulator (and are deprecated in CUDA)")
+
+    def get_surfref(self, name):
+        raise LogicError("surface references are not supported by the CPU emulator")
+
+    def _take_output(self):
+        text = ctypes.string_at(self._lib.gpuedu_take_output())
+        sys.stdout.write(text.decode("utf-8", "replace"))
+
+
+class GlobalPointer(int):
+    """The device address of a module global: ``int(ptr)`` works, so memcpy_htod/dtoh accept it."""
+
+    def __new__(cls, address, size):
+        obj = super().__new__(cls, address)
+        obj.size = size
+        return obj
+
+    def __repr__(self):
+        return f"<module global 0x{int(self):x}, {self.size} bytes>"
+
+
+def _symbol_name(address):
+    info = _DlInfo()
+    if _dladdr(address, ctypes.byref(info)) and info.dli_sname and info.dli_saddr == address:
+        return info.dli_sname.decode()
+    return None
+
+
+_symbol_sizes = {}
+
+
+def _symbol_size(path, name):
+    """st_size of a dynamic symbol, read from the ELF file (ctypes cannot tell sizes)."""
+    if path not in _symbol_sizes:
+        _symbol_sizes[path] = _read_elf_dynsym_sizes(path)
+    sizes = _symbol_sizes[path]
+    if name not in sizes:
+        raise LogicError(f"cuModuleGetGlobal failed: cannot tell the size of '{name}'")
+    return sizes[name]
+
+
+def _read_elf_dynsym_sizes(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return {}
+    end = "<" if data[5] == 1 else ">"
+    shoff, = struct.unpack_from(end + "Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
+    sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    sizes = {}
+    for sec in sections:
+        if sec[1] != 11:  # SHT_DYNSYM
+            continue
+        strtab = sections[sec[6]]
+        str_off = strtab[4]
+        for k in range(sec[5] // 24):
+            st_name, _, _, _, _, st_size = struct.unpack_from(end + "IBBHQQ", data, sec[4] + 24 * k)
+            stop = data.index(b"\0", str_off + st_name)
+            sizes[data[str_off + st_name:stop].decode()] = st_size
+    return sizes
+
+
+# ---- launching -------------------------------------------------------------------------------
+
+def _dims(value, what, limits):
+    if isinstance(value, (int, np.integer)):
+        value = (value,)
+    try:
+        dims = tuple(int(v) for v in value)
+    except TypeError:
+        raise TypeError(f"{what} must be a tuple of 1 to 3 positive ints, like (256, 1, 1); got {value!r}") from None
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"{what} must have 1 to 3 entries, got {len(dims)}: {value!r}")
+    dims = dims + (1,) * (3 - len(dims))
+    for axis, (d, lim) in enumerate(zip(dims, limits)):
+        if d <= 0:
+            raise LogicError(f"cuLaunchKernel failed: invalid argument: {what} {dims} has a non-positive "
+                             f"entry; every dimension must be at least 1")
+        if d > lim:
+            raise LogicError(f"cuLaunchKernel failed: invalid argument: {what} {dims}: dimension "
+                             f"{'xyz'[axis]} is {d}, the device allows at most {lim}")
+    return dims
+
+
+class Function:
+    """A kernel of a module; call it like ``pycuda.driver.Function``."""
+
+    def __init__(self, module, name, info_address, info):
+        self.module = module
+        self.name = name
+        self._info_address = info_address
+        self._launch = module._lib.gpuedu_launch
+        self._nparams = info.nparams
+        self._sizes = [info.sizes[i] for i in range(info.nparams)]
+        self._aligns = [info.aligns[i] for i in range(info.nparams)]
+        self._kinds = [info.kinds[i] for i in range(info.nparams)]
+        self.needs_fibers = bool(info.needs_fibers)
+        offsets, off = [], 0
+        for size, align in zip(self._sizes, self._aligns):
+            off = (off + align - 1) // align * align
+            offsets.append(off)
+            off += size
+        self._offsets = offsets
+        self._arg_bytes = off
+        self._max_dynamic_shared = _device.MAX_SHARED_MEMORY_PER_BLOCK
+        self._prepared = None
+        self.num_regs = 32
+        self.shared_size_bytes = 0
+        self.local_size_bytes = 0
+        self.const_size_bytes = 0
+        self.max_threads_per_block = _device.MAX_THREADS_PER_BLOCK
+
+    def __repr__(self):
+        return f"<Function {self.name!r} ({self._nparams} parameters)>"
+
+    # -- attributes
+    _ATTRIBUTES = {
+        "MAX_THREADS_PER_BLOCK": lambda f: f.max_threads_per_block,
+        "SHARED_SIZE_BYTES": lambda f: f.shared_size_bytes,
+        "CONST_SIZE_BYTES": lambda f: f.const_size_bytes,
+        "LOCAL_SIZE_BYTES": lambda f: f.local_size_bytes,
+        "NUM_REGS": lambda f: f.num_regs,
+        "PTX_VERSION": lambda f: 80,
+        "BINARY_VERSION": lambda f: 80,
+        "CACHE_MODE_CA": lambda f: 0,
+        "MAX_DYNAMIC_SHARED_SIZE_BYTES": lambda f: f._max_dynamic_shared,
+        "PREFERRED_SHARED_MEMORY_CARVEOUT": lambda f: -1,
+    }
+
+    def get_attribute(self, attr):
+        name = _attribute_name(attr)
+        if name not in self._ATTRIBUTES:
+            raise LogicError(f"cuFuncGetAttribute failed: unknown function attribute {attr!r}")
+        return self._ATTRIBUTES[name](self)
+
+    def set_attribute(self, attr, value):
+        name = _attribute_name(attr)
+        if name == "MAX_DYNAMIC_SHARED_SIZE_BYTES":
+            value = int(value)
+            if not 0 <= value <= _device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+                raise LogicError(f"cuFuncSetAttribute failed: invalid argument: {value} bytes of dynamic shared "
+                                 f"memory; the device allows at most {_device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN}")
+            self._max_dynamic_shared = value
+        elif name == "PREFERRED_SHARED_MEMORY_CARVEOUT":
+            pass  # a hint about the L1/shared split: nothing to do on the CPU
+        else:
+            raise LogicError(f"cuFuncSetAttribute failed: attribute {attr!r} cannot be set")
+
+    def set_block_shape(self, *args):
+        raise LogicError("set_block_shape is gone from PyCUDA; pass block=(x, y, z) to the call")
+
+    # -- arguments
+    def _pack(self, args):
+        """Pack arguments into CUDA's parameter buffer; returns (bytes, handlers)."""
+        if len(args) != self._nparams:
+            raise LogicError(f"kernel '{self.name}' takes {self._nparams} argument"
+                             f"{'s' if self._nparams != 1 else ''}, got {len(args)}")
+        buf = bytearray(self._arg_bytes)
+        handlers = []
+        for i, arg in enumerate(args):
+            size, kind, off = self._sizes[i], self._kinds[i], self._offsets[i]
+            if isinstance(arg, ArgumentHandler):
+                handlers.append(arg)
+                value = arg.get_device_alloc()
+                data = None
+            elif isinstance(arg, DeviceAllocation) or hasattr(arg, "gpudata") or isinstance(arg, GlobalPointer):
+                value = int(arg.gpudata) if hasattr(arg, "gpudata") else int(arg)
+                data = None
+            elif isinstance(arg, np.generic):
+                data = arg.tobytes()
+                value = None
+            elif isinstance(arg, (bool, int, float)):
+                hint = "np.float32(x)" if isinstance(arg, float) else "np.int32(n)"
+                raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' got a Python "
+                                f"{type(arg).__name__} ({arg!r}); pass a NumPy scalar of the parameter's type, "
+                                f"e.g. {hint}")
+            else:
+                raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' got "
+                                f"{type(arg).__name__}; pass device memory (mem_alloc, GPUArray), In/Out/InOut, "
+                                f"or a NumPy scalar")
+            if data is None:
+                if kind != KIND_POINTER:
+                    raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' expects a "
+                                    f"{size}-byte {_KIND_NAMES[kind]} there, got device memory")
+                struct.pack_into("P", buf, off, value)
+                continue
+            if len(data) != size:
+                raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' expects a "
+                                f"{size}-byte {_KIND_NAMES[kind]} there, got {arg.dtype} ({len(data)} bytes); "
+                                f"use e.g. {_suggest(kind, size)}")
+            dkind = arg.dtype.kind
+            ok = (kind == KIND_INTEGER and dkind in "iub") or (kind == KIND_FLOAT and dkind == "f") or \
+                 (kind == KIND_POINTER and dkind in "iu") or kind == KIND_STRUCT
+            if not ok:
+                raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' expects a "
+                                f"{size}-byte {_KIND_NAMES[kind]} there, got {arg.dtype}; use e.g. "
+                                f"{_suggest(kind, size)}")
+            buf[off:off + size] = data
+        return bytes(buf), handlers
+
+    # -- launching
+    def _check_launch(self, block, grid, shared):
+        block = _dims(block, "block", _device.MAX_BLOCK_DIM)
+        grid = _dims(grid, "grid", _device.MAX_GRID_DIM)
+        threads = block[0] * block[1] * block[2]
+        if threads > _device.MAX_THREADS_PER_BLOCK:
+            raise LogicError(f"cuLaunchKernel failed: invalid argument: block {block} has {threads} threads; "
+                             f"the device allows at most {_device.MAX_THREADS_PER_BLOCK} per block")
+        shared = int(shared or 0)
+        if shared < 0:
+            raise LogicError(f"cuLaunchKernel failed: invalid argument: shared={shared} is negative")
+        if shared > self._max_dynamic_shared:
+            raise LogicError(
+                f"cuLaunchKernel failed: invalid argument: {shared} bytes of dynamic shared memory; the limit "
+                f"for this kernel is {self._max_dynamic_shared} bytes (48 KiB unless raised with "
+                f"set_attribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ...), up to "
+                f"{_device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN})")
+        return struct.pack("6I", *grid, *block)
+
+    def _run(self, dims, argbuf):
+        module = self.module
+        timeout = os.environ.get("GPUEDU_KERNEL_TIMEOUT")
+        timer = None
+        if timeout:
+            timer = threading.Timer(float(timeout), module._lib.gpuedu_request_stop, (TIMEOUT,))
+            timer.daemon = True
+            timer.start()
+        try:
+            code = self._launch(self._info_address, dims, _settings["schedule"], _settings["seed"],
+                                _force_fibers, argbuf)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if module._printf_len.value:
+            module._take_output()
+        if code:
+            self._raise(code, dims, timeout)
+
+    def _raise(self, code, dims, timeout):
+        e = self.module._error
+        block = "({},{},{})".format(*e.block)
+        thread = "({},{},{})".format(*e.thread)
+        where = f"kernel '{self.name}' thread {thread} of block {block}"
+        message = e.message.decode("utf-8", "replace")
+        if code == FAULT:
+            raise LaunchError(_describe_fault(where, e.fault_address, e.fault_is_write))
+        if code == STACK_OVERFLOW:
+            raise LaunchError(f"{where} overflowed its stack (128 KiB per thread in the emulator): large local "
+                              f"arrays or deep recursion; move big arrays to shared or global memory")
+        if code == INTERRUPT:
+            raise KeyboardInterrupt(f"kernel '{self.name}' interrupted in block {block}")
+        if code == TIMEOUT:
+            raise LaunchError(f"kernel '{self.name}' ran longer than GPUEDU_KERNEL_TIMEOUT={timeout} s and was "
+                              f"stopped in block {block} (an endless loop? check the loop conditions)")
+        if code == ASSERT:
+            raise LaunchError(f"device-side assert triggered: {where}: {message}")
+        if code in (BARRIER_PARTIAL, WARP_EXITED, WARP_MISMATCH, DEADLOCK):
+            raise LaunchError(f"kernel '{self.name}' block {block}: {message}")
+        if code == LOOP_BARRIER:
+            raise LaunchError(f"{where} {message}")
+        raise LaunchError(f"{where}: launch failed with code {code}: {message}")
+
+    def __call__(self, *args, block=None, grid=(1, 1), shared=0, stream=None, time_kernel=False, texrefs=(),
+                 **kwargs):
+        unknown = set(kwargs) - {"shared_size"}
+        if unknown:
+            raise TypeError(f"unknown keyword argument(s) for a kernel launch: {', '.join(sorted(unknown))}")
+        shared = kwargs.get("shared_size", shared)
+        if block is None:
+            raise LogicError(f"kernel '{self.name}' launched without block=(x, y, z): give the block shape")
+        dims = self._check_launch(block, grid, shared)
+        argbuf, handlers = self._pack(args)
+        try:
+            for h in handlers:
+                h.pre_call(stream)
+            start = time.perf_counter()
+            self._run(dims, argbuf)
+            elapsed = time.perf_counter() - start
+            for h in handlers:
+                h.post_call(stream)
+        finally:
+            for h in handlers:
+                h.release()
+        if time_kernel:
+            return elapsed
+        return None
+
+    # -- prepared launches
+    def prepare(self, arg_types, block=None, shared=None, texrefs=()):
+        """Fix the argument types (a struct format like "PPi", or a list of dtypes) for prepared_call."""
+        if isinstance(arg_types, str):
+            codes = [c for c in arg_types if not c.isspace()]
+        else:
+            codes = []
+            for t in arg_types:
+                if t is None or t in ("P", np.intp, np.uintp):
+                    codes.append("P")
+                else:
+                    codes.append(np.dtype(t).char)
+        if len(codes) != self._nparams:
+            raise LogicError(f"prepare: kernel '{self.name}' takes {self._nparams} arguments, the type string "
+                             f"{arg_types!r} describes {len(codes)}")
+        fmt = "="
+        off = 0
+        for i, c in enumerate(codes):
+            size = struct.calcsize("=" + c) if c != "P" else struct.calcsize("P")
+            if size != self._sizes[i]:
+                raise LogicError(f"prepare: parameter #{i} of kernel '{self.name}' is {self._sizes[i]} bytes, "
+                                 f"but {c!r} is {size} bytes")
+            pad = self._offsets[i] - off
+            fmt += "x" * pad + ("Q" if c == "P" else c)
+            off = self._offsets[i] + size
+        fmt += "x" * (self._arg_bytes - off)
+        self._prepared = (struct.Struct(fmt), [i for i, c in enumerate(codes) if c == "P"])
+        if block is not None:
+            self._prepared_block = block
+        return self
+
+    def _prepared_args(self, args):
+        if self._prepared is None:
+            raise LogicError(f"kernel '{self.name}': call prepare(arg_types) before prepared_call")
+        packer, pointer_slots = self._prepared
+        args = list(args)
+        for i in pointer_slots:
+            a = args[i]
+            if hasattr(a, "gpudata"):
+                args[i] = int(a.gpudata)
+            elif not isinstance(a, int):
+                args[i] = int(a)
+        try:
+            return packer.pack(*args)
+        except struct.error as exc:
+            raise TypeError(f"prepared_call of kernel '{self.name}': arguments do not match the prepared types: "
+                            f"{exc}") from None
+
+    def prepared_call(self, grid, block, *args, shared_size=0):
+        dims = self._check_launch(block, grid, shared_size)
+        self._run(dims, self._prepared_args(args))
+
+    def prepared_timed_call(self, grid, block, *args, shared_size=0):
+        dims = self._check_launch(block, grid, shared_size)
+        argbuf = self._prepared_args(args)
+        start = time.perf_counter()
+        self._run(dims, argbuf)
+        elapsed = time.perf_counter() - start
+        return lambda: elapsed
+
+    def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
+        # Launches run synchronously in the emulator: the stream is already done afterwards.
+        self.prepared_call(grid, block, *args, shared_size=shared_size)
+
+
+_ATTRIBUTE_ORDER = ["MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES", "CONST_SIZE_BYTES", "LOCAL_SIZE_BYTES",
+                    "NUM_REGS", "PTX_VERSION", "BINARY_VERSION", "CACHE_MODE_CA", "MAX_DYNAMIC_SHARED_SIZE_BYTES",
+                    "PREFERRED_SHARED_MEMORY_CARVEOUT"]
+
+
+def _attribute_name(attr):
+    """CUDA's function attribute name for an enum member, a name, or CUDA's number."""
+    name = getattr(attr, "name", None)
+    if name is None:
+        if isinstance(attr, (int, np.integer)) and 0 <= int(attr) < len(_ATTRIBUTE_ORDER):
+            return _ATTRIBUTE_ORDER[int(attr)]
+        name = str(attr)
+    return name.rsplit(".", 1)[-1].upper()
+
+
+def module_from_file(filename):
+    """Load a module the emulator compiled (a shared library, e.g. written from ``compiler.compile``)."""
+    if not os.path.isfile(filename):
+        raise LogicError(f"cuModuleLoad failed: file not found: {filename}")
+    return Module(os.path.abspath(filename))
+
+
+def module_from_buffer(buffer, options=None, message_handler=None):
+    """Load the binary ``compiler.compile`` returned (kept in the kernel cache under its hash)."""
+    import hashlib
+    from .compiler import cache_dir
+    data = bytes(buffer)
+    if data[:4] != b"\x7fELF" and data[:4] != b"\xcf\xfa\xed\xfe":
+        raise LogicError("cuModuleLoadData failed: the buffer is not a module the CPU emulator compiled "
+                         "(PTX and cubin need a real GPU); build it with pycuda.compiler.compile or SourceModule")
+    path = os.path.join(cache_dir(), "b" + hashlib.sha256(data).hexdigest()[:40] + ".so")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    return Module(path)
+
+
+def _suggest(kind, size):
+    if kind == KIND_FLOAT:
+        return {2: "np.float16(x)", 4: "np.float32(x)", 8: "np.float64(x)"}.get(size, "a matching NumPy scalar")
+    if kind == KIND_INTEGER:
+        return {1: "np.int8(n)", 2: "np.int16(n)", 4: "np.int32(n)", 8: "np.int64(n)"}.get(size, "np.int32(n)")
+    if kind == KIND_POINTER:
+        return "a device allocation (drv.mem_alloc, gpuarray) or drv.In/Out/InOut(array)"
+    return f"a NumPy structured scalar (np.void) of {size} bytes"
+
+
+def _describe_fault(where, address, is_write):
+    verb = {1: "wrote", 0: "read"}.get(is_write, "accessed")
+    found = memory.find(address)
+    if found is None:
+        if address < 65536:
+            return (f"{where} {verb} address 0x{address:x}: a null (or nearly null) pointer; was an argument "
+                    f"left unset, or a pointer never allocated?")
+        return (f"{where} {verb} address 0x{address:x}, which is in no device allocation (a host pointer, a "
+                f"freed buffer, or an index far out of range)")
+    alloc, offset = found
+    if offset >= alloc.size:
+        past = offset - alloc.size
+        return (f"{where} {verb} past the end of a {alloc.size}-byte allocation (at byte offset {offset}, "
+                f"{past} bytes past its end); add a bounds guard such as `if (i < n)`")
+    return (f"{where} {verb} {-offset} bytes before the start of a {alloc.size}-byte allocation (a negative "
+            f"index?); check the index arithmetic")
