@@ -48,14 +48,17 @@ imported on first use)::
         launch="block = 256 threads, grid = ceil_div(n, 256) blocks",
         rtol=0, atol=0,                  # tolerance of the comparison (0, 0: exact)
         races=False,                     # True: also run under the reversed thread order
-        diagnoses=(),                    # callables (case, expected, got) -> hint str or None,
-                                         # tried when values are wrong, for exercise-specific causes
+        diagnoses=(),                    # callables (case, expected, got) -> hint str or None, tried
+                                         # in order when an output of 8+ elements is wrong; the first
+                                         # hint replaces the generic one (expected, got: dicts of arrays)
         run=None,                        # optional (function, args, case) -> None: custom launches
         options=(),                      # extra compiler flags
-    ))
+        no_extern_c=False,               # True: the source declares `extern "C" __global__` itself
+    ))                                   # (for C++ headers such as cuda_fp16.h)
 
-Sources are compiled inside ``extern "C" { ... }`` (write plain ``__global__ void name(...)``),
-with ``gpuedu/kernels`` on the include path (``#include "common.cuh"`` works).
+Sources are compiled as ``SourceModule`` compiles them, inside ``extern "C" { ... }`` (write plain
+``__global__ void name(...)``), with ``gpuedu/kernels`` on the include path (``#include
+"common.cuh"`` works).
 """
 import difflib
 import importlib
@@ -213,7 +216,7 @@ def _check(exercise_id, source, seed):
         result.notes.append("note: your source still contains the FILL ME IN marker.")
 
     try:
-        function = _runner.compile_kernel(source, ex.kernel, ex.options)
+        function = _runner.compile_kernel(source, ex.kernel, ex.options, ex.no_extern_c)
     except _runner.CompileFailed as exc:
         result.failure = Failure("compile_error", "your source does not compile.\n" +
                                  _compile_report(source, exc), "fix the first error first: later "
@@ -226,7 +229,7 @@ def _check(exercise_id, source, seed):
         return result
 
     block_threads_of = lambda case: int(_prod(case.block))  # noqa: E731
-    races = ex.races and _runner.emulator_schedule_setter() is not None
+    races = ex.races and _runner.emulator_scheduler() is not None
     if races:
         result.notes.append("(each case also ran with the threads of every block in reverse order)")
     for case in ex.make_cases(seed):
@@ -235,7 +238,7 @@ def _check(exercise_id, source, seed):
         expected = ex.expected(case)
         failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), None)
         if failure is None and races:
-            failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), "reversed")
+            failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), "reverse")
             if failure is not None and failure.kind not in ("launch_error",):
                 failure.kind = "race"
                 failure.message += " (only when the threads run in reverse order)"
@@ -246,12 +249,25 @@ def _check(exercise_id, source, seed):
         if failure is not None:
             failure.case = label
             result.failed_cases.append(case.label)
-            if result.failure is None:
+            # Report the most telling failure: an out-of-bounds write in any case says more than
+            # a wrong value in the first one (where n = 1 may match a wrong pattern by chance).
+            if result.failure is None or _rank(failure) < _rank(result.failure):
                 result.failure = failure
             if failure.kind == "launch_error" and _runner_backend_name() == "cuda":
                 break  # after a fault the GPU context is unusable; stop here
     result.passed = result.failure is None
     return result
+
+
+# Lower is more telling; among equals the first failing case is reported.
+_SEVERITY = {kind: rank for rank, kind in enumerate([
+    "launch_error", "out_of_bounds", "input_modified", "race", "untouched", "wrong_index", "tail",
+    "wrong_values"])}
+
+
+def _rank(failure):
+    """Lower is more telling: the kind first, then a hint from the exercise over a generic one."""
+    return _SEVERITY[failure.kind], not failure.specific
 
 
 def _runner_backend_name():
@@ -277,18 +293,23 @@ def _run_and_judge(ex, function, case, expected, block_threads, order):
                        output=name)
     for name in ex.outputs:
         finding = _diagnose.compare(name, expected[name], outcome.outputs[name], case,
-                                    ex.rtol, ex.atol, block_threads)
+                                    ex.rtol, ex.atol, block_threads, initial=case.inputs.get(name))
         if finding is None:
             continue
-        if finding.kind in ("wrong_values", "wrong_index", "tail"):
-            for diagnosis in ex.diagnoses:
-                hint = diagnosis(case, expected, outcome.outputs)
-                if hint:
-                    finding.hint = hint
-                    break
+        for diagnosis in ex.diagnoses if finding.n_total >= _DIAGNOSIS_MIN_ELEMENTS else ():
+            hint = diagnosis(case, expected, outcome.outputs)  # the exercise knows its mistakes best
+            if hint:
+                finding.hint = hint
+                break
+        else:
+            hint = None
         return Failure(finding.kind, finding.summary, finding.hint, output=name, index=finding.index,
-                       n_wrong=finding.n_wrong, n_total=finding.n_total)
+                       n_wrong=finding.n_wrong, n_total=finding.n_total, specific=bool(hint))
     return None
+
+
+# Below this many elements a wrong pattern matches by chance (with n = 1, "min(x, 0)" is 0 half the time).
+_DIAGNOSIS_MIN_ELEMENTS = 8
 
 
 def _prod(values):

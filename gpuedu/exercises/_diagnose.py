@@ -67,8 +67,12 @@ def _wrong_mask(expected, got, rtol, atol):
     return got != expected
 
 
-def compare(name, expected, got, case, rtol, atol, block_threads):
-    """A Finding for the first problem with output ``name``, or None when it matches."""
+def compare(name, expected, got, case, rtol, atol, block_threads, initial=None):
+    """A Finding for the first problem with output ``name``, or None when it matches.
+
+    ``initial`` is what the output held before the launch when it is updated in place; otherwise
+    it started as sentinels, and an element still holding one was never written.
+    """
     if got.shape != expected.shape:
         got = got.reshape(expected.shape)
     wrong = _wrong_mask(expected, got, rtol, atol)
@@ -76,7 +80,12 @@ def compare(name, expected, got, case, rtol, atol, block_threads):
     if n_wrong == 0:
         return None
     total = expected.size
-    untouched = _canary.is_sentinel(got) & ~_canary.is_sentinel(expected)
+    if initial is None:
+        untouched = _canary.is_sentinel(got) & ~_canary.is_sentinel(expected)
+    else:
+        before = _canary.bits(np.ascontiguousarray(initial, dtype=expected.dtype).reshape(-1))
+        untouched = ((_canary.bits(got.reshape(-1)) == before)
+                     & (_canary.bits(expected.reshape(-1)) != before)).reshape(expected.shape)
     flat_wrong = np.flatnonzero(wrong)
     first = int(flat_wrong[0])
     idx = _index(first, expected.shape)
@@ -88,7 +97,8 @@ def compare(name, expected, got, case, rtol, atol, block_threads):
 
     n_untouched = int(untouched.sum())
     if n_untouched == total:
-        return finding("untouched", "the kernel never wrote this output: is the write missing, does it "
+        return finding("untouched", "the kernel never wrote this output (it still holds what it held "
+                       "before the launch): is the write missing, does it "
                        "go to another parameter, or does every thread return before it?")
     if n_untouched == n_wrong:
         written = np.flatnonzero(~untouched.reshape(-1))

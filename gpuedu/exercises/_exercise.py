@@ -53,6 +53,7 @@ class Exercise:
     diagnoses: tuple = ()
     run: Optional[Callable] = None
     options: tuple = ()
+    no_extern_c: bool = False
     spec_text: str = field(default="", repr=False)
 
     def __post_init__(self):

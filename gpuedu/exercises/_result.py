@@ -14,6 +14,7 @@ class Failure:
     index: Optional[tuple] = None
     n_wrong: int = 0
     n_total: int = 0
+    specific: bool = False  # the hint came from the exercise's own diagnoses
 
 
 @dataclass

@@ -10,10 +10,10 @@ from .. import backend as _backend
 from . import _canary
 
 FILENAME = "exercise.cu"
-# Wrapped so that kernel names stay plain (extern "C") and the compiler's line numbers are the
-# learner's own: `#line 1` makes the next line line 1 of "exercise.cu", for g++ and nvcc alike.
-_PREFIX = 'extern "C" {\n#line 1 "' + FILENAME + '"\n'
-_SUFFIX = "\n}\n"
+# SourceModule wraps the source in extern "C" { } (kernel names stay plain) by adding a line before
+# it; `#line 1` makes the learner's first line line 1 of "exercise.cu", for g++ and nvcc alike, so
+# compiler messages carry the learner's own line numbers.
+_PREFIX = '#line 1 "' + FILENAME + '"\n'
 
 
 class CompileFailed(Exception):
@@ -37,14 +37,17 @@ def _include_dirs():
         return []
 
 
-def compile_kernel(source, kernel, options=()):
-    """Compile ``source`` and return the ``__global__`` function named ``kernel``."""
+def compile_kernel(source, kernel, options=(), no_extern_c=False):
+    """Compile ``source`` and return the ``__global__`` function named ``kernel``.
+
+    With ``no_extern_c`` the source declares its kernels ``extern "C"`` itself (needed when it
+    includes C++ headers such as cuda_fp16.h), as with SourceModule.
+    """
     active = _backend.active()
-    if active.name == "cuda":
-        importlib.import_module("pycuda.autoinit")
+    importlib.import_module("pycuda.autoinit")  # a current context, as a lesson's own code has
     drv = active.driver
     try:
-        module = active.compiler.SourceModule(_PREFIX + source + _SUFFIX, no_extern_c=True,
+        module = active.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c,
                                               options=list(options), include_dirs=_include_dirs())
     except drv.CompileError as exc:
         log = (getattr(exc, "stderr", None) or "") or str(exc)
@@ -70,28 +73,28 @@ def error_lines(log):
 
 @contextlib.contextmanager
 def schedule(order):
-    """Run the enclosed launches with the emulator's thread order ``order`` ("reversed" or
-    "forward"); a no-op on a real GPU, whose scheduler nobody chooses."""
-    setter = emulator_schedule_setter()
-    if setter is None or order is None:
+    """Run the enclosed launches with the emulator's thread order ``order`` ("reverse"); a no-op
+    (yielding False) on a real GPU, whose scheduler nobody chooses, or when ``order`` is None."""
+    compiler = emulator_scheduler()
+    if compiler is None or order is None:
         yield False
         return
-    previous = setter(order)
+    previous = compiler.get_schedule()
+    compiler.set_schedule(order)
     try:
         yield True
     finally:
-        setter(previous if previous is not None else "forward")
+        compiler.set_schedule(previous)
 
 
-def emulator_schedule_setter():
-    """The emulator's thread-order setter, or None on a GPU or an emulator without one."""
+def emulator_scheduler():
+    """The emulator's compiler module (it has set_schedule/get_schedule), or None on a GPU."""
     active = _backend.active()
     if active.name != "cpu":
         return None
-    for module in (active.compiler, active.driver):
-        setter = getattr(module, "set_schedule", None)
-        if callable(setter):
-            return setter
+    compiler = active.compiler
+    if callable(getattr(compiler, "set_schedule", None)) and callable(getattr(compiler, "get_schedule", None)):
+        return compiler
     return None
 
 
