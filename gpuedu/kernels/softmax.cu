@@ -36,6 +36,7 @@ extern "C" __global__ void softmax_kernel2(float* out, const float* in, int rows
     float m = -INFINITY, d = 0.0f;
     for (int c = 0; c < cols; c++) {
         float m_new = fmaxf(m, x[c]);
+        if (m_new == -INFINITY) continue;  // only -inf so far: exp(-inf) = 0 adds nothing
         // The sum so far was taken relative to the old maximum: rescale it to the new one.
         d = d * expf(m - m_new) + expf(x[c] - m_new);
         m = m_new;

@@ -1,0 +1,378 @@
+"""Python launchers for the kernels in ``gpuedu/kernels/``: check, allocate, size the grid, launch.
+
+One function per op, with the kernel version as a parameter (the ladders are described at the top
+of each ``.cu`` file):
+
+    ops.activation(x, "gelu", version=3)     ops.relu(x), ops.sigmoid(x), ...   (elementwise.cu)
+    ops.transpose(x, version=3)              ops.copy2d(x)                       (copy_transpose.cu)
+    ops.reduce_sum(x, version=6)                                                 (reduction.cu)
+    ops.softmax_rows(x, version=3)                                               (softmax.cu)
+    ops.matmul(a, b, version=5)                                                  (matmul.cu)
+
+Inputs are GPUArrays or NumPy arrays (copied to the device first), float32 and C-contiguous;
+anything else gets an error that says what to change. Results are new GPUArrays, or the ``out=``
+array you pass (handy when timing, so that allocation is not timed).
+"""
+import numpy as np
+
+from . import backend as _backend
+from . import kernels as _kernels
+from . import reference as _reference
+
+MAX_THREADS_PER_BLOCK = 1024
+#: Activation codes, as #defined at the top of elementwise.cu.
+ACTIVATION_CODES = {"relu": 0, "leaky_relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4, "silu": 5, "elu": 6}
+#: Default alpha of the activations that take one (leaky ReLU's slope, ELU's scale).
+DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
+
+
+def ceil_div(n, d):
+    """Number of blocks of size d needed to cover n items (the last one may be partial)."""
+    return -(-n // d)
+
+
+# ----------------------------------------------------------------------------------------------
+# checking and moving inputs
+
+def _gpuarray():
+    return _backend.active().gpuarray
+
+
+def _is_c_contiguous(x):
+    flags = getattr(x, "flags", None)
+    if flags is not None and hasattr(flags, "c_contiguous"):
+        return bool(flags.c_contiguous)
+    expected = x.dtype.itemsize
+    for size, stride in zip(reversed(x.shape), reversed(x.strides)):
+        if size > 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def as_device(x, name="x", ndim=None):
+    """``x`` as a float32, C-contiguous GPUArray; NumPy arrays are copied to the device.
+
+    Raises TypeError or ValueError that name the argument and say how to fix it.
+    """
+    if isinstance(x, (np.ndarray, list, tuple)):
+        host = np.asarray(x)
+        if host.dtype != np.float32:
+            raise TypeError(f"{name} has dtype {host.dtype}; the kernels take float32: "
+                            f"pass {name}.astype(np.float32)")
+        x = _gpuarray().to_gpu(np.ascontiguousarray(host))
+    elif not hasattr(x, "gpudata"):
+        raise TypeError(f"{name} must be a GPUArray or a NumPy array, got {type(x).__name__}")
+    if x.dtype != np.float32:
+        raise TypeError(f"{name} has dtype {x.dtype}; the kernels take float32: "
+                        f"pass {name}.astype(np.float32)")
+    if not _is_c_contiguous(x):
+        raise ValueError(f"{name} is not C-contiguous (strides {x.strides} for shape {x.shape}); "
+                         f"the kernels index it as one dense row-major block: copy it first")
+    if ndim is not None and len(x.shape) != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
+    if x.size >= 2**31:
+        raise ValueError(f"{name} has {x.size} elements; the kernels index with 32-bit ints (< 2**31)")
+    return x
+
+
+def _output(out, shape, name="out"):
+    if out is None:
+        return _gpuarray().empty(shape, np.float32)
+    if not hasattr(out, "gpudata"):
+        raise TypeError(f"{name} must be a GPUArray, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(shape) or out.dtype != np.float32 or not _is_c_contiguous(out):
+        raise ValueError(f"{name} must be a C-contiguous float32 GPUArray of shape {tuple(shape)}, "
+                         f"got {out.dtype} of shape {tuple(out.shape)}")
+    return out
+
+
+def _check_version(version, versions, op):
+    if version not in versions:
+        raise ValueError(f"{op} has versions {', '.join(map(str, versions))}; got version={version!r}")
+
+
+def _check_block(block_size, op, power_of_two=False, multiple_of=1, minimum=1):
+    if not isinstance(block_size, (int, np.integer)) or isinstance(block_size, bool):
+        raise TypeError(f"{op}: block_size must be an int, got {block_size!r}")
+    if not minimum <= block_size <= MAX_THREADS_PER_BLOCK:
+        raise ValueError(f"{op}: block_size must be in [{minimum}, {MAX_THREADS_PER_BLOCK}], got {block_size}")
+    if power_of_two and block_size & (block_size - 1):
+        raise ValueError(f"{op}: this version halves the block at each step, so block_size must be "
+                         f"a power of two (e.g. 128, 256); got {block_size}")
+    if block_size % multiple_of:
+        raise ValueError(f"{op}: block_size must be a multiple of {multiple_of} (whole warps), got {block_size}")
+
+
+# ----------------------------------------------------------------------------------------------
+# compiled kernels, memoised per backend, file, options and name
+
+_functions = {}
+
+
+def kernel(file, name, signature=None, options=()):
+    """The kernel ``name`` from ``<file>.cu``, prepared with ``signature`` (e.g. "PPi") if given."""
+    key = (_backend.active().name, file, tuple(options), name, signature)
+    fn = _functions.get(key)
+    if fn is None:
+        fn = _kernels.load(file, options).get_function(name)
+        if signature is not None:
+            fn.prepare(signature)
+        _functions[key] = fn
+    return fn
+
+
+# ----------------------------------------------------------------------------------------------
+# elementwise.cu
+
+ACTIVATION_VERSIONS = (1, 2, 3)
+GRID_STRIDE_MAX_BLOCKS = 1024   # versions 2 and 3: enough blocks to fill a large GPU, then loop
+
+
+def activation(x, name="relu", version=1, alpha=None, block_size=256, out=None):
+    """phi(x) elementwise; ``name`` is one of ``ACTIVATION_CODES`` (relu, gelu, ...)."""
+    if name not in ACTIVATION_CODES:
+        raise ValueError(f"unknown activation {name!r}; choose one of {', '.join(ACTIVATION_CODES)}")
+    _check_version(version, ACTIVATION_VERSIONS, "activation")
+    _check_block(block_size, "activation")
+    x = as_device(x)
+    out = _output(out, x.shape)
+    n = x.size
+    if n == 0:
+        return out
+    alpha = DEFAULT_ALPHA.get(name, 0.0) if alpha is None else alpha
+    if version == 1:
+        grid = ceil_div(n, block_size)
+    elif version == 2:
+        grid = min(ceil_div(n, block_size), GRID_STRIDE_MAX_BLOCKS)
+    else:  # one thread per float4; at least one block for the scalar tail
+        grid = max(1, min(ceil_div(n // 4, block_size), GRID_STRIDE_MAX_BLOCKS))
+    fn = kernel("elementwise", f"activation_kernel{version}", "PPiif")
+    fn.prepared_call((grid, 1), (block_size, 1, 1), out.gpudata, x.gpudata,
+                     np.int32(n), np.int32(ACTIVATION_CODES[name]), np.float32(alpha))
+    return out
+
+
+def relu(x, version=1, **kw):
+    return activation(x, "relu", version, **kw)
+
+
+def leaky_relu(x, version=1, alpha=0.01, **kw):
+    return activation(x, "leaky_relu", version, alpha=alpha, **kw)
+
+
+def sigmoid(x, version=1, **kw):
+    return activation(x, "sigmoid", version, **kw)
+
+
+def tanh(x, version=1, **kw):
+    return activation(x, "tanh", version, **kw)
+
+
+def gelu(x, version=1, **kw):
+    return activation(x, "gelu", version, **kw)
+
+
+def silu(x, version=1, **kw):
+    return activation(x, "silu", version, **kw)
+
+
+def elu(x, version=1, alpha=1.0, **kw):
+    return activation(x, "elu", version, alpha=alpha, **kw)
+
+
+# ----------------------------------------------------------------------------------------------
+# copy_transpose.cu
+
+TRANSPOSE_VERSIONS = (1, 2, 3)
+TRANSPOSE_TILE, TRANSPOSE_BLOCK_ROWS = 32, 8   # as #defined in copy_transpose.cu
+
+
+def _launch_tiled_2d(name, x, out):
+    rows, cols = x.shape
+    if rows and cols:
+        grid = (ceil_div(cols, TRANSPOSE_TILE), ceil_div(rows, TRANSPOSE_TILE))
+        fn = kernel("copy_transpose", name, "PPii")
+        fn.prepared_call(grid, (TRANSPOSE_TILE, TRANSPOSE_BLOCK_ROWS, 1), out.gpudata, x.gpudata,
+                         np.int32(rows), np.int32(cols))
+    return out
+
+
+def transpose(x, version=3, out=None):
+    """x^T for a 2-D matrix, as a new contiguous (cols, rows) GPUArray."""
+    _check_version(version, TRANSPOSE_VERSIONS, "transpose")
+    x = as_device(x, ndim=2)
+    out = _output(out, (x.shape[1], x.shape[0]))
+    return _launch_tiled_2d(f"transpose_kernel{version}", x, out)
+
+
+def copy2d(x, out=None):
+    """A copy of a 2-D matrix with the transposes' launch shape: the roof they are measured against."""
+    x = as_device(x, ndim=2)
+    out = _output(out, x.shape)
+    return _launch_tiled_2d("copy_kernel0", x, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# reduction.cu
+
+REDUCE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
+REDUCE_MAX_BLOCKS = 1024   # versions 6 and 7: grid-stride over at most this many blocks
+
+
+def _reduce_blocks(n, version, block_size):
+    """How many blocks (= partial sums) one pass of ``version`` makes from n elements."""
+    if version <= 3:
+        return ceil_div(n, block_size)
+    if version <= 5:
+        return ceil_div(n, 2 * block_size)    # two elements per thread in the first add
+    return min(ceil_div(n, block_size), REDUCE_MAX_BLOCKS)
+
+
+def _check_reduce_block(version, block_size):
+    op = f"reduce_sum version {version}"
+    if version <= 4:   # a 1-thread block would make one partial sum per element: no progress
+        _check_block(block_size, op, power_of_two=True, minimum=2)
+    elif version == 5:
+        _check_block(block_size, op, power_of_two=True, minimum=32)
+    else:
+        _check_block(block_size, op, multiple_of=32, minimum=32)
+
+
+def reduce_pass(x, version, block_size=256):
+    """One launch of ``reduce_kernel<version>`` (1-6): the per-block partial sums, a 1-D GPUArray."""
+    _check_version(version, REDUCE_VERSIONS[:-1], "reduce_pass")
+    _check_reduce_block(version, block_size)
+    x = as_device(x)
+    n = x.size
+    if n == 0:   # an empty array has no device buffer to pass; its sum is 0
+        return _gpuarray().zeros((1,), np.float32)
+    blocks = _reduce_blocks(n, version, block_size)
+    partial = _gpuarray().empty((blocks,), np.float32)
+    shared = block_size * 4 if version <= 5 else 0   # versions 1-5 use an extern __shared__ array
+    fn = kernel("reduction", f"reduce_kernel{version}", "PPi")
+    fn.prepared_call((blocks, 1), (block_size, 1, 1), partial.gpudata, x.gpudata, np.int32(n),
+                     shared_size=shared)
+    return partial
+
+
+def reduce_sum(x, version=6, block_size=256):
+    """The sum of all elements of x, as a GPUArray of shape (1,) (read it with ``.get()[0]``).
+
+    Versions 1-6 launch one pass per level, each pass reducing to one value per block, until one
+    value is left; version 7 launches once and adds the blocks' sums with atomicAdd.
+    """
+    _check_version(version, REDUCE_VERSIONS, "reduce_sum")
+    _check_reduce_block(version, block_size)
+    x = as_device(x)
+    if version == 7:
+        out = _gpuarray().zeros((1,), np.float32)   # atomicAdd accumulates onto 0
+        n = x.size
+        if n:
+            blocks = _reduce_blocks(n, 7, block_size)
+            fn = kernel("reduction", "reduce_kernel7", "PPi")
+            fn.prepared_call((blocks, 1), (block_size, 1, 1), out.gpudata, x.gpudata, np.int32(n))
+        return out
+    partial = reduce_pass(x, version, block_size)
+    while partial.size > 1:
+        partial = reduce_pass(partial, version, block_size)
+    return partial
+
+
+# ----------------------------------------------------------------------------------------------
+# softmax.cu
+
+SOFTMAX_VERSIONS = (1, 2, 3, 4)
+
+
+def softmax_rows(x, version=3, block_size=None, out=None):
+    """Softmax over each row of a 2-D matrix.
+
+    ``block_size`` defaults to 128 (versions 1-3: 128 rows or 4 warps a block) or 256 (version 4).
+    """
+    _check_version(version, SOFTMAX_VERSIONS, "softmax_rows")
+    if block_size is None:
+        block_size = 256 if version == 4 else 128
+    op = f"softmax_rows version {version}"
+    if version <= 2:
+        _check_block(block_size, op)
+    else:
+        _check_block(block_size, op, multiple_of=32, minimum=32)
+    x = as_device(x, ndim=2)
+    out = _output(out, x.shape)
+    rows, cols = x.shape
+    if rows == 0 or cols == 0:
+        return out
+    if version <= 2:
+        grid = ceil_div(rows, block_size)                 # a thread per row
+    elif version == 3:
+        grid = ceil_div(rows, block_size // 32)           # a warp per row
+    else:
+        grid = rows                                       # a block per row
+    fn = kernel("softmax", f"softmax_kernel{version}", "PPii")
+    fn.prepared_call((grid, 1), (block_size, 1, 1), out.gpudata, x.gpudata, np.int32(rows), np.int32(cols))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# matmul.cu
+
+MATMUL_VERSIONS = (1, 2, 3, 4, 5)
+MATMUL4_TILE = dict(BM=64, BN=64, TM=8)           # as #defined in matmul.cu (BM4, BN4, TM4)
+MATMUL5_TILE = dict(BM=128, BN=128, TM=8, TN=8)   # (BM5, BN5, TM, TN)
+
+
+def matmul(a, b, version=5, block_size=16, tile=32, out=None):
+    """C = A @ B for 2-D float32 matrices A (M x K) and B (K x N).
+
+    ``block_size`` is the side of the square thread block of versions 1-2 (at most 32);
+    ``tile`` the side of version 3's shared-memory tile (compiled in with -DTILE=tile).
+    Versions 4 and 5 use the block tiles fixed in matmul.cu.
+    """
+    _check_version(version, MATMUL_VERSIONS, "matmul")
+    a = as_device(a, "a", ndim=2)
+    b = as_device(b, "b", ndim=2)
+    (M, K), (K2, N) = a.shape, b.shape
+    if K != K2:
+        raise ValueError(f"matmul: inner dimensions differ: a is {M}x{K}, b is {K2}x{N} "
+                         f"(a's columns must equal b's rows)")
+    out = _output(out, (M, N))
+    if M == 0 or N == 0:
+        return out
+    if K == 0:   # an empty sum: C is zero, and no kernel needs to run
+        out.fill(np.float32(0))
+        return out
+    args = (out.gpudata, a.gpudata, b.gpudata, np.int32(M), np.int32(N), np.int32(K))
+    options = ()
+    if version in (1, 2):
+        if not isinstance(block_size, (int, np.integer)) or not 1 <= block_size <= 32:
+            raise ValueError(f"matmul version {version}: block_size is the side of a square block "
+                             f"of block_size**2 threads, so 1..32; got {block_size!r}")
+        block = (block_size, block_size, 1)
+        if version == 1:   # x runs down the rows of C
+            grid = (ceil_div(M, block_size), ceil_div(N, block_size))
+        else:              # x runs along the rows of C
+            grid = (ceil_div(N, block_size), ceil_div(M, block_size))
+    elif version == 3:
+        if tile not in (8, 16, 32):
+            raise ValueError(f"matmul version 3: tile must be 8, 16 or 32 (tile**2 threads), got {tile!r}")
+        options = () if tile == 32 else (f"-DTILE={tile}",)   # 32 is the file's default
+        block = (tile, tile, 1)
+        grid = (ceil_div(N, tile), ceil_div(M, tile))
+    elif version == 4:
+        t = MATMUL4_TILE
+        block = (t["BM"] * t["BN"] // t["TM"], 1, 1)
+        grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
+    else:
+        t = MATMUL5_TILE
+        block = (t["BM"] * t["BN"] // (t["TM"] * t["TN"]), 1, 1)
+        grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
+    fn = kernel("matmul", f"matmul_kernel{version}", "PPPiii", options)
+    fn.prepared_call(grid, block, *args)
+    return out
+
+
+def matmul_flops(M, N, K):
+    """FLOPs of an (M x K) @ (K x N) product: one multiply and one add per term."""
+    return 2 * M * N * K
+

@@ -1,0 +1,99 @@
+"""The launchers' contract: what they accept, what they return, and the errors for bad input."""
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu import ops
+
+backend = gpuedu.setup(verbose=False)
+gpuarray = backend.gpuarray
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+
+
+def test_ceil_div():
+    assert [ops.ceil_div(n, 4) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
+
+
+def test_numpy_and_gpuarray_inputs_give_the_same_gpuarray():
+    from_host = ops.relu(X)
+    from_device = ops.relu(gpuarray.to_gpu(X))
+    assert hasattr(from_host, "gpudata") and from_host.shape == X.shape
+    np.testing.assert_array_equal(from_host.get(), from_device.get())
+
+
+def test_out_argument_is_used_and_returned():
+    out = gpuarray.empty((4, 3), np.float32)
+    assert ops.transpose(X, out=out) is out
+    np.testing.assert_array_equal(out.get(), X.T)
+    with pytest.raises(ValueError, match=r"shape \(4, 3\)"):
+        ops.transpose(X, out=gpuarray.empty((3, 4), np.float32))
+
+
+def test_wrong_dtype_says_how_to_convert():
+    with pytest.raises(TypeError, match=r"float64.*astype\(np.float32\)"):
+        ops.relu(X.astype(np.float64))
+    with pytest.raises(TypeError, match="int32"):
+        ops.reduce_sum(gpuarray.to_gpu(np.arange(5, dtype=np.int32)))
+    with pytest.raises(TypeError, match="GPUArray or a NumPy array"):
+        ops.relu("not an array")
+
+
+def test_non_contiguous_host_input_is_copied_but_device_views_are_refused():
+    np.testing.assert_array_equal(ops.relu(X.T).get(), np.maximum(X.T, 0))
+    transposed_view = gpuarray.to_gpu(X).T          # a GPUArray view with swapped strides
+    assert not transposed_view.flags.c_contiguous
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        ops.relu(transposed_view)
+
+
+def test_shape_errors():
+    with pytest.raises(ValueError, match="inner dimensions differ: a is 3x4, b is 3x4"):
+        ops.matmul(X, X)
+    with pytest.raises(ValueError, match="must be 2-D"):
+        ops.softmax_rows(X.ravel())
+    with pytest.raises(ValueError, match="must be 2-D"):
+        ops.transpose(X.reshape(3, 2, 2))
+
+
+def test_version_and_block_errors():
+    with pytest.raises(ValueError, match="reduce_sum has versions 1, 2, 3, 4, 5, 6, 7; got version=9"):
+        ops.reduce_sum(X, version=9)
+    with pytest.raises(ValueError, match="power of two"):
+        ops.reduce_sum(X, version=3, block_size=96)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        ops.reduce_sum(X, version=6, block_size=100)
+    with pytest.raises(ValueError, match=r"\[2, 1024\]"):
+        ops.reduce_sum(X, version=1, block_size=1)
+    with pytest.raises(ValueError, match=r"\[1, 1024\]"):
+        ops.relu(X, block_size=2048)
+    with pytest.raises(TypeError, match="must be an int"):
+        ops.relu(X, block_size=256.0)
+    with pytest.raises(ValueError, match="1..32"):
+        ops.matmul(X, X.T, version=1, block_size=64)
+    with pytest.raises(ValueError, match="tile must be 8, 16 or 32"):
+        ops.matmul(X, X.T, version=3, tile=12)
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        ops.activation(X, "swish")
+    with pytest.raises(ValueError, match="multiple of 32"):
+        ops.softmax_rows(X, version=3, block_size=48)
+
+
+def test_empty_inputs_launch_nothing_and_return_the_right_shape():
+    empty = np.zeros((0, 5), np.float32)
+    assert ops.relu(empty).shape == (0, 5)
+    assert ops.transpose(empty).shape == (5, 0)
+    assert ops.softmax_rows(empty).shape == (0, 5)
+    assert ops.matmul(empty, np.zeros((5, 2), np.float32)).shape == (0, 2)
+
+
+def test_process_survives_bad_calls():
+    # after every error above, a good call still works (nothing left half-launched)
+    for bad in (lambda: ops.relu(X.astype(np.int64)), lambda: ops.matmul(X, X)):
+        with pytest.raises((TypeError, ValueError)):
+            bad()
+    assert ops.reduce_sum(X).get()[0] == X.sum()
+
+
+def test_matmul_flops():
+    assert ops.matmul_flops(2, 3, 4) == 48
