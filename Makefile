@@ -1,17 +1,39 @@
-# The two commands of README.md.  Each makes its own virtual environment in .venv.
+# The two commands of README.md, each self-contained on a fresh machine:
+#   make course   run every lesson headless, with a report per lesson (course-report/)
+#   make test     the whole test suite: unit tests and every lesson under nbval
+# Both make their own virtual environment in .venv (PYTHON picks the interpreter).
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
+JOBS ?= 2
+# Compiled kernels go inside the environment, so a fresh clone starts clean.
+export GPUEDU_CACHE_DIR ?= $(abspath $(VENV))/kernel-cache
+export PIP_NO_INPUT := 1
 
-.PHONY: test course venv
+.PHONY: test course lab doctor venv clean
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed
 
+# pytest exits 5 when it collected nothing: that is a broken checkout, not a pass.
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -n $(JOBS) --dist loadscope -q -p no:cacheprovider --timeout=1200 \
+	    tests lessons --nbval --nbval-cell-timeout=900; \
+	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+course: venv
+	$(PY) -m gpuedu course
+
+doctor: venv
+	$(PY) -m gpuedu doctor
+
+lab: venv
+	$(PY) -m pip install -q -e '.[test,lab]'
+	$(VENV)/bin/jupyter lab lessons/
+
+clean:
+	rm -rf course-report $(VENV)/kernel-cache

@@ -191,11 +191,12 @@ def test_unknown_backend_name_is_a_clear_error():
 def test_second_call_returns_the_same_backend_without_probing_again(tmp_path):
     fake = fake_device(tmp_path, init_error="cuInit failed: no CUDA-capable device is detected")
     out = ok(run_child('''
-        import subprocess, gpuedu
-        calls = []
+        import subprocess, sys, gpuedu
+        calls = []     # driver probes: children running this Python
         real_run = subprocess.run
         def counting_run(*a, **k):
-            calls.append(a[0])
+            if a[0][0] == sys.executable:
+                calls.append(a[0])
             return real_run(*a, **k)
         subprocess.run = counting_run
         first = gpuedu.setup(verbose=False)

@@ -1,0 +1,142 @@
+"""Install paths: pyproject.toml and environment.yml agree; the offline commands are built right;
+the package ships its kernels and its command."""
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# conda-forge names where they differ from PyPI's
+CONDA_NAME = {"nvidia-ml-py": "nvidia-ml-py"}
+CONDA_ONLY = {"python", "pip", "cxx-compiler"}
+
+
+def load_offline():
+    spec = importlib.util.spec_from_file_location("offline_install", os.path.join(REPO, "scripts", "offline_install.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def split(requirement):
+    """'numpy>=1.24' -> ('numpy', '>=1.24'), names lower-cased, spaces dropped."""
+    match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", requirement)
+    return match.group(1).lower().replace("_", "-"), match.group(2).replace(" ", "")
+
+
+def pyproject():
+    return load_offline().read_pyproject(os.path.join(REPO, "pyproject.toml"))
+
+
+def conda_environment():
+    with open(os.path.join(REPO, "environment.yml")) as f:
+        return yaml.safe_load(f)
+
+
+def test_environment_yml_has_the_same_packages_and_pins_as_pyproject():
+    project = pyproject()
+    wanted = dict(split(r) for r in project["dependencies"])
+    for extra in ("test", "lab"):
+        wanted.update(split(r) for r in project["optional-dependencies"][extra])
+    env = conda_environment()
+    assert env["channels"] == ["conda-forge"]
+    conda = {}
+    pip_section = None
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            pip_section = dep["pip"]
+        else:
+            name, pin = split(dep)
+            conda[name] = pin
+    assert pip_section == ["-e ."], "environment.yml installs gpuedu itself with pip"
+    assert "cxx-compiler" in conda, "the emulator needs a C++ compiler from conda-forge"
+    assert {n: p for n, p in conda.items() if n not in CONDA_ONLY} == \
+        {CONDA_NAME.get(n, n): p for n, p in wanted.items()}
+    # the same lowest Python
+    assert conda["python"] == project["requires-python"]
+
+
+def test_cuda_extra_requires_pycuda_after_the_cuda13_fix():
+    cuda = dict(split(r) for r in pyproject()["optional-dependencies"]["cuda"])
+    assert cuda["pycuda"] == ">2025.1.1"
+    assert load_offline().PYCUDA == "pycuda>2025.1.1"
+
+
+def test_console_script_points_at_the_cli():
+    from gpuedu.cli import main
+    target = load_offline().read_pyproject()["scripts"]["gpuedu"]
+    module, func = target.split(":")
+    assert getattr(importlib.import_module(module), func) is main
+
+
+def test_gather_commands_target_the_given_python_and_platform():
+    offline = load_offline()
+    commands = offline.gather_commands("wh", "3.12", ["manylinux2014_aarch64"], ["cuda", "test"], pip=["pip"])
+    binary, own_wheel, sdist = commands
+    assert binary[:3] == ["pip", "download", "--dest"] and binary[3] == "wh"
+    assert "--only-binary=:all:" in binary
+    for flag, value in [("--python-version", "312"), ("--platform", "manylinux2014_aarch64"),
+                        ("--implementation", "cp")]:
+        assert binary[binary.index(flag) + 1] == value
+    assert "cp312" in binary and "numpy>=1.24" in binary and "nbval>=0.11" in binary
+    # pycuda's runtime and build requirements come as wheels; pycuda itself only as source
+    assert "pytools>=2011.2" in binary and "mako" in binary and "setuptools" in binary
+    assert not any(a.startswith("pycuda") for a in binary)
+    assert own_wheel == ["pip", "wheel", "--no-deps", "--wheel-dir", "wh", REPO]
+    assert sdist == ["pip", "download", "--dest", "wh", "--no-deps", "--no-binary", "pycuda", "pycuda>2025.1.1"]
+
+
+def test_gather_without_cuda_downloads_no_pycuda():
+    commands = load_offline().gather_commands("wh", "3.11", ["manylinux2014_x86_64"], ["test"], pip=["pip"])
+    assert len(commands) == 2
+    assert not any("pycuda" in a or "pytools" in a for c in commands for a in c)
+
+
+@pytest.mark.parametrize("bad", ["3", "three.eleven", "3.11.2"])
+def test_gather_rejects_a_malformed_python(bad):
+    with pytest.raises(ValueError, match="--python must look like 3.11"):
+        load_offline().python_tags(bad)
+
+
+def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path):
+    script = os.path.join(REPO, "scripts", "offline_install.py")
+    gather = subprocess.run([sys.executable, script, "gather", "--dry-run", "--dest", str(tmp_path / "wh"),
+                             "--python", "3.11"], capture_output=True, text=True, timeout=60)
+    assert gather.returncode == 0, gather.stderr
+    assert gather.stdout.count("\n+ ") + gather.stdout.startswith("+ ") == 3
+    assert "--no-binary pycuda 'pycuda>2025.1.1'" in gather.stdout
+    assert not (tmp_path / "wh").exists()
+    install = subprocess.run([sys.executable, script, "install", "--dry-run", "--dest", "wh"],
+                             capture_output=True, text=True, timeout=60)
+    assert install.returncode == 0, install.stderr
+    assert "install --no-index --find-links wh 'gpuedu[cuda,test]'" in install.stdout
+    unknown = subprocess.run([sys.executable, script, "install", "--dry-run", "--extras", "rocm"],
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 0      # install only names the extra; pip reports unknown ones itself
+    bad = subprocess.run([sys.executable, script, "gather", "--dry-run", "--extras", "rocm"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown extra 'rocm'" in bad.stderr
+
+
+@pytest.mark.slow
+def test_wheel_ships_kernels_emulator_and_command(tmp_path):
+    """`pip install .` needs nothing but Python and a compiler later: the wheel holds everything."""
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "--wheel-dir", str(tmp_path), REPO],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and ("Could not find a version" in proc.stderr or "connection" in proc.stderr.lower()):
+        pytest.skip("building the wheel needs setuptools from the package index, which is unreachable")
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = [p for p in os.listdir(tmp_path) if p.endswith(".whl")]
+    names = zipfile.ZipFile(tmp_path / wheel).namelist()
+    assert "gpuedu/backend.py" in names and "gpuedu/emulator/memory.py" in names
+    kernels = [n for n in os.listdir(os.path.join(REPO, "gpuedu", "kernels")) if n.endswith((".cu", ".cuh"))]
+    assert kernels and all(f"gpuedu/kernels/{k}" in names for k in kernels)
+    entry_points = zipfile.ZipFile(tmp_path / wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
+    assert b"gpuedu = gpuedu.cli:main" in entry_points
+    assert not any(n.startswith(("tests/", "lessons/", "scripts/")) for n in names)
