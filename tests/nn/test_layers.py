@@ -1,0 +1,187 @@
+"""Device layers against the NumPy float64 reference: values, gradients, updates, and bad input."""
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu import nn
+from gpuedu.nn import reference as ref
+
+backend = gpuedu.setup(verbose=False)
+ga = backend.gpuarray
+
+ACTS = [None, "relu", "sigmoid", "tanh", "gelu"]
+
+
+def batch(rows=9, features=13, classes=6, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((rows, features)).astype(np.float32),
+            rng.integers(0, classes, rows).astype(np.int32))
+
+
+def device_grads(model, x, y):
+    loss = nn.SoftmaxCrossEntropy()
+    dlogits = loss(model.forward(x), y)
+    model.backward(dlogits)
+    return loss.result()[0], [p.grad.get() for p in model.parameters()]
+
+
+# Sizes that are not multiples of the 16-wide tile, so every edge guard is exercised.
+@pytest.mark.parametrize("activation", ACTS)
+def test_dense_mlp_gradients(activation):
+    x, y = batch()
+    model = nn.mlp([13, 21, 6], activation=activation, seed=1)
+    net = ref.Sequential.from_model(model)
+    x64 = x.astype(np.float64)
+    # 1) the reference's analytic gradients against float64 finite differences
+    ref_loss, ref_grads = net.loss_and_grads(x64, y)
+    ref_grads = [g.copy() for g in ref_grads]
+    for param, grad in zip(net.parameters(), ref_grads):
+        numeric = ref.numerical_gradient(lambda: net.loss(x64, y), param)
+        assert ref.relative_error(grad, numeric) < 1e-4
+    # 2) the device's float32 gradients against the reference's analytic ones
+    dev_loss, dev_grads = device_grads(model, x, y)
+    assert abs(dev_loss - ref_loss) < 1e-5 * max(1.0, abs(ref_loss))
+    for p, d, r in zip(model.parameters(), dev_grads, ref_grads):
+        assert d.shape == r.shape, p.name
+        assert ref.relative_error(d, r) < 1e-5, p.name
+
+
+@pytest.mark.parametrize("layer_class", [nn.ReLU, nn.Sigmoid, nn.Tanh, nn.GELU])
+def test_standalone_activation_layers(layer_class):
+    x, y = batch(rows=7, features=5, classes=4, seed=2)
+    model = nn.Sequential(nn.Dense(5, 18, seed=3), layer_class(), nn.Dense(18, 4, seed=4))
+    net = ref.Sequential.from_model(model)
+    ref_loss, ref_grads = net.loss_and_grads(x.astype(np.float64), y)
+    dev_loss, dev_grads = device_grads(model, x, y)
+    assert abs(dev_loss - ref_loss) < 1e-5 * max(1.0, abs(ref_loss))
+    for d, r in zip(dev_grads, ref_grads):
+        assert ref.relative_error(d, r) < 1e-5
+
+
+def test_forward_matches_reference_on_a_large_batch():
+    x, _ = batch(rows=300, features=64, seed=5)
+    model = nn.mlp([64, 40, 10], activation="tanh", seed=6)
+    out = model.forward(x).get()
+    np.testing.assert_allclose(out, ref.Sequential.from_model(model).forward(x.astype(np.float64)),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_cross_entropy_is_stable_and_counts_correct_rows():
+    logits = np.array([[1000.0, 0.0, -1000.0], [0.0, 3.0, 1.0], [5.0, 5.0, 1.0]], np.float32)
+    labels = np.array([0, 2, 1], np.int32)
+    loss = nn.SoftmaxCrossEntropy()
+    grad = loss(ga.to_gpu(logits), labels).get()
+    ref_loss, ref_grad = ref.softmax_cross_entropy(logits.astype(np.float64), labels)
+    mean, accuracy = loss.result()
+    assert np.isfinite(mean) and abs(mean - ref_loss) < 1e-4
+    assert accuracy == pytest.approx(1 / 3)       # row 0 right; row 1 wrong; row 2 a tie -> class 0, wrong
+    np.testing.assert_allclose(grad, ref_grad, atol=1e-6)
+    loss(ga.to_gpu(logits), labels)                # accumulates until reset
+    assert loss.rows == 6 and loss.result()[0] == pytest.approx(mean, rel=1e-6)
+    loss.reset()
+    with pytest.raises(RuntimeError, match="no batch"):
+        loss.result()
+
+
+def test_sgd_momentum_and_adam_match_numpy():
+    rng = np.random.default_rng(7)
+    w0, g = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
+    for opt_class, kwargs in ((nn.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
+                              (nn.Adam, dict(lr=0.01, weight_decay=0.0))):
+        p = nn.Parameter("w", w0)
+        p.grad.set(g.astype(np.float32))
+        opt = opt_class([p], **kwargs)
+        opt.step()
+        opt.step()
+        w, v, m, s = w0.copy(), np.zeros_like(w0), np.zeros_like(w0), np.zeros_like(w0)
+        for t in (1, 2):
+            if opt_class is nn.SGD:
+                v = 0.9 * v + g + 0.01 * w
+                w = w - 0.1 * v
+            else:
+                m = 0.9 * m + 0.1 * g
+                s = 0.999 * s + 0.001 * g * g
+                w = w - 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(s / (1 - 0.999 ** t)) + 1e-8)
+        np.testing.assert_allclose(p.numpy(), w, rtol=1e-5, atol=1e-6)
+
+
+def test_plain_sgd_is_the_update_rule():
+    p = nn.Parameter("w", np.ones(4))
+    p.grad.set(np.array([1, 2, 3, 4], np.float32))
+    nn.SGD([p], lr=0.5).step()
+    assert p.numpy().tolist() == [0.5, 0.0, -0.5, -1.0]
+
+
+def test_predict_and_accuracy():
+    x, _ = batch(rows=50, features=8, seed=8)
+    model = nn.mlp([8, 16, 3], seed=9)
+    logits = ref.Sequential.from_model(model).forward(x.astype(np.float64))
+    pred = model.predict(x)
+    assert pred.dtype == np.int32 and np.array_equal(pred, logits.argmax(axis=1))
+    assert model.accuracy(x, pred) == 1.0
+    assert model.accuracy(x, (pred + 1) % 3) == 0.0
+
+
+def test_initialisers_are_seeded_and_scaled():
+    a = nn.init.he_normal(400, 300, seed=1)
+    assert np.array_equal(a, nn.init.he_normal(400, 300, seed=1))
+    assert a.std() == pytest.approx(np.sqrt(2 / 400), rel=0.02)
+    b = nn.init.xavier_uniform(400, 300, seed=1)
+    limit = np.sqrt(6 / 700)
+    assert np.abs(b).max() <= limit and b.std() == pytest.approx(limit / np.sqrt(3), rel=0.02)
+    assert nn.Dense(4, 3, activation="relu").W.numpy().std() != nn.Dense(4, 3, activation="tanh").W.numpy().std()
+
+
+# ---- bad input --------------------------------------------------------------------------------
+def test_shapes_that_do_not_chain_fail_at_construction():
+    with pytest.raises(ValueError, match="takes 20 features but"):
+        nn.Sequential(nn.Dense(10, 30), nn.ReLU(), nn.Dense(20, 5))
+    with pytest.raises(TypeError, match="not a layer"):
+        nn.Sequential(nn.Dense(3, 4), "relu")
+    with pytest.raises(ValueError, match="positive integer"):
+        nn.Dense(0, 4)
+    with pytest.raises(ValueError, match="unknown activation"):
+        nn.Dense(3, 4, activation="swish")
+    with pytest.raises(ValueError, match="at least an input"):
+        nn.mlp([5])
+
+
+def test_bad_batches_fail_at_forward_with_a_clear_message():
+    model = nn.mlp([4, 8, 3])
+    good = np.ones((5, 4), np.float32)
+    with pytest.raises(ValueError, match="has 5 features per row, the model expects 4"):
+        model.forward(np.ones((2, 5), np.float32))
+    with pytest.raises(TypeError, match="astype"):
+        model.forward(good.astype(np.float64))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        model.forward(np.ones((4, 5), np.float32).T)
+    bad = good.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="row 3"):
+        model.forward(bad)
+    with pytest.raises(ValueError, match="no rows"):
+        model.forward(np.ones((0, 4), np.float32))
+    with pytest.raises(ValueError, match="2-D"):
+        model.forward(np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="features per row, the layer expects 4"):
+        model.forward(ga.to_gpu(np.ones((2, 6), np.float32)))
+    with pytest.raises(TypeError, match="dtype float64"):
+        model.forward(ga.to_gpu(np.ones((2, 4))))
+    assert model.forward(good).shape == (5, 3)         # and the process carries on
+
+
+def test_bad_labels_and_optimizer_arguments():
+    loss = nn.SoftmaxCrossEntropy()
+    logits = ga.to_gpu(np.zeros((3, 4), np.float32))
+    with pytest.raises(ValueError, match=r"\[0, 4\)"):
+        loss(logits, np.array([0, 4, 1], np.int32))
+    with pytest.raises(TypeError, match="int32"):
+        loss(logits, np.array([0, 1, 1]))
+    with pytest.raises(ValueError, match="3 rows"):
+        loss(logits, np.array([0, 1], np.int32))
+    with pytest.raises(ValueError, match="learning rate"):
+        nn.SGD(nn.mlp([2, 2]).parameters(), lr=-1)
+    with pytest.raises(ValueError, match="no parameters"):
+        nn.Adam([], lr=0.1)
+    with pytest.raises(RuntimeError, match="before forward"):
+        nn.Dense(2, 2).backward(logits)

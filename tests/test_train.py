@@ -1,0 +1,83 @@
+"""gpuedu.train.fit: the MLP learns digits on the device; history, progress, energy note, bad input."""
+import matplotlib
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu import data, nn, train
+
+matplotlib.use("Agg")
+backend = gpuedu.setup(verbose=False)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return data.load_digits(seed=0)
+
+
+def test_mlp_reaches_97_percent_on_digits(digits, capsys):
+    model = nn.mlp([64, 128, 10], activation="relu", seed=0)
+    loader = data.DataLoader(digits.x_train, digits.y_train, batch_size=32, seed=0)
+    history = train.fit(model, loader, epochs=20, optimizer=nn.Adam(model.parameters(), lr=1e-3),
+                        test=(digits.x_test, digits.y_test), progress=False)
+    assert history.test_accuracy[-1] >= 0.97, history.summary()
+    assert history.loss[-1] < 0.25 * history.loss[0]          # it learned, not guessed
+    assert len(history.epoch_seconds) == 20 and min(history.samples_per_second) > 0
+    out = capsys.readouterr().out
+    assert out.count("epoch ") == 20 and "test accuracy" in out
+    # The test accuracy fit reports is the model's own, recomputed independently here.
+    assert model.accuracy(digits.x_test, digits.y_test) == history.test_accuracy[-1]
+
+
+def test_without_the_optimizer_step_nothing_is_learned(digits):
+    class NoStep(nn.SGD):
+        def step(self):
+            pass
+
+    model = nn.mlp([64, 32, 10], seed=1)
+    loader = data.DataLoader(digits.x_train, digits.y_train, batch_size=128, seed=0)
+    history = train.fit(model, loader, epochs=2, optimizer=NoStep(model.parameters(), lr=0.1), quiet=True)
+    assert history.loss[0] == pytest.approx(history.loss[1], rel=1e-5)
+    assert history.train_accuracy[0] == history.train_accuracy[1]
+
+
+def test_energy_is_reported_unavailable_with_a_reason_on_the_emulator(digits):
+    model = nn.mlp([64, 10], seed=0)
+    loader = data.DataLoader(digits.x_train[:100], digits.y_train[:100], batch_size=50)
+    history = train.fit(model, loader, 1, nn.SGD(model.parameters(), lr=0.1), quiet=True)
+    if backend.name == "cpu":
+        assert history.energy_note == "unavailable: the CPU emulator has no power sensor"
+        assert history.energy_joules == [None]
+    else:
+        assert history.energy_note.startswith(("unavailable: ", "NVML"))
+
+
+def test_quiet_prints_nothing_and_the_bar_goes_to_stderr(digits, capsys):
+    model = nn.mlp([64, 10], seed=0)
+    loader = data.DataLoader(digits.x_train[:64], digits.y_train[:64], batch_size=16)
+    train.fit(model, loader, 2, nn.SGD(model.parameters(), lr=0.1), quiet=True)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    train.fit(model, loader, 1, nn.SGD(model.parameters(), lr=0.1))
+    captured = capsys.readouterr()
+    assert "epoch   1" in captured.out and "batch" in captured.err
+
+
+def test_fit_rejects_what_cannot_train(digits):
+    model = nn.mlp([64, 10], seed=0)
+    opt = nn.SGD(model.parameters(), lr=0.1)
+    loader = data.DataLoader(digits.x_train, digits.y_train, batch_size=64)
+    with pytest.raises(ValueError, match="epochs"):
+        train.fit(model, loader, 0, opt)
+    with pytest.raises(ValueError, match="the model takes 32"):
+        train.fit(nn.mlp([32, 10]), loader, 1, opt)
+    with pytest.raises(ValueError, match="labels go up to 9"):
+        train.fit(nn.mlp([64, 5]), loader, 1, opt)
+
+
+def test_plot_history_draws_every_curve(digits):
+    history = train.History(loss=[1.0, 0.5], train_accuracy=[0.5, 0.8], test_accuracy=[0.4, 0.7])
+    ax = train.plot_history(history, title="curves")
+    labels = [l.get_label() for l in ax.get_legend().get_lines()]
+    assert labels == ["training loss", "train accuracy", "test accuracy"]
+    assert "test accuracy 0.7000" in history.summary()
