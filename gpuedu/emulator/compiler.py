@@ -44,7 +44,7 @@ BARRIER_NAMES = frozenset("""
 """.split())
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing",
-             "-fno-math-errno", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
+             "-fno-math-errno", "-fno-finite-loops", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
 
 _INSTALL_HINT = (
     "the gpuedu CPU emulator compiles CUDA C with a C++ compiler, and none was found "
@@ -396,7 +396,7 @@ def _translation_unit(no_extern_c):
 
 
 def _compile_error(msg, cmd, proc, build_dir, source):
-    log = _clean_log(proc.stderr + proc.stdout, build_dir)
+    log = _clean_log(proc.stderr, build_dir)
     if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
             r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16)\.h", source):
         msg = msg + "\n" + _C_LINKAGE_HINT

@@ -1,0 +1,96 @@
+// mma.h for the CPU emulator: the WMMA API (nvcuda::wmma) on 16x16x16 tiles
+// (also 32x8x16 and 8x32x16). Each thread holds the whole tile and computes
+// it redundantly: the results are those of a warp, with no collective needed.
+// frag.x[i] is then the whole tile, row-major, and frag.num_elements its size,
+// so elementwise loops over x[] (scaling an accumulator) give the same result.
+//
+// A C++ header, like NVIDIA's: include it with no_extern_c=True.
+#pragma once
+#ifndef GPUEDU_SCAN
+#pragma GCC system_header
+#endif
+#include "gpuedu_prelude.h"
+#include "cuda_fp16.h"
+
+#ifndef GPUEDU_SCAN
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+namespace precision { struct tf32 {}; }
+
+template <typename Use, int M, int N, int K> struct __shape;
+template <int M, int N, int K> struct __shape<matrix_a, M, N, K> { static constexpr int rows = M, cols = K; };
+template <int M, int N, int K> struct __shape<matrix_b, M, N, K> { static constexpr int rows = K, cols = N; };
+template <int M, int N, int K> struct __shape<accumulator, M, N, K> { static constexpr int rows = M, cols = N; };
+
+template <typename T> struct __storage { using type = T; };
+template <> struct __storage<precision::tf32> { using type = float; };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  static_assert((M == 16 && N == 16 && K == 16) || (M == 32 && N == 8 && K == 16) || (M == 8 && N == 32 && K == 16),
+                "WMMA shapes: 16x16x16, 32x8x16 or 8x32x16");
+  using element_type = typename __storage<T>::type;
+  static constexpr int rows = __shape<Use, M, N, K>::rows;
+  static constexpr int cols = __shape<Use, M, N, K>::cols;
+  enum { num_elements = rows * cols };
+  element_type x[num_elements];
+};
+
+template <typename Use, int M, int N, int K, typename T, typename L, typename V>
+inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value) {
+  typename fragment<Use, M, N, K, T, L>::element_type v = value;
+  for (int i = 0; i < f.num_elements; ++i) f.x[i] = v;
+}
+
+template <typename F, typename P> inline void __load(F& f, const P* p, unsigned ldm, bool col) {
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+}
+
+template <typename Use, int M, int N, int K, typename T, typename P>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, row_major>& f, const P* p, unsigned ldm) {
+  __load(f, p, ldm, false);
+}
+template <typename Use, int M, int N, int K, typename T, typename P>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const P* p, unsigned ldm) {
+  __load(f, p, ldm, true);
+}
+template <int M, int N, int K, typename T, typename P>
+inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const P* p, unsigned ldm, layout_t layout) {
+  __load(f, p, ldm, layout == mem_col_major);
+}
+
+template <int M, int N, int K, typename T, typename P>
+inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm, layout_t layout) {
+  using F = fragment<accumulator, M, N, K, T, void>;
+  for (int r = 0; r < F::rows; ++r)
+    for (int c = 0; c < F::cols; ++c) {
+      P v = f.x[r * F::cols + c];
+      if (layout == mem_col_major) p[(size_t)c * ldm + r] = v;
+      else p[(size_t)r * ldm + c] = v;
+    }
+}
+
+// d = a * b + c, products and sums in float (as tensor cores accumulate).
+template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC, typename TD>
+inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+                     const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c,
+                     bool = false) {
+  float out[M * N];
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      float s = (float)c.x[i * N + j];
+      for (int k = 0; k < K; ++k) s += (float)a.x[i * K + k] * (float)b.x[k * N + j];
+      out[i * N + j] = s;
+    }
+  for (int i = 0; i < M * N; ++i) d.x[i] = out[i];
+}
+}  // namespace wmma
+}  // namespace nvcuda
+#endif  // GPUEDU_SCAN

@@ -1,0 +1,177 @@
+"""Bad kernels and bad launches raise the error PyCUDA would raise (or a clear LaunchError),
+and the process lives on: after each, the emulator still runs a kernel correctly."""
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from gpuedu.emulator._alloc import DeviceAllocation
+from gpuedu.emulator._args import In, InOut, Out
+from gpuedu.emulator._errors import CompileError, LaunchError, LogicError
+from gpuedu.emulator.compiler import SourceModule
+
+ERRORS_SRC = r"""
+__global__ void add_unguarded(float* c, const float* a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  c[i] = a[i] + 1.0f;                   // no `if (i < n)`: the last block runs past the end
+}
+__global__ void write_null(int* p) { int* q = 0; q[threadIdx.x] = 1; }
+__global__ void early_exit_then_barrier(float* x, int n) {
+  __shared__ float s[256];
+  int i = threadIdx.x;
+  if (i >= n) return;                    // some threads leave before the barrier
+  s[i] = x[i];
+  __syncthreads();
+  x[i] = s[(i + 1) % n];
+}
+__global__ void shuffle_after_exit(float* x) {
+  if (threadIdx.x >= 16) return;         // half the warp leaves
+  float v = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1);
+  x[threadIdx.x] = v;
+}
+__global__ void spin_forever(int* flag) {
+  while (flag[0] == 0) { }               // nobody ever sets the flag
+}
+__global__ void check_positive(const int* x) { assert(x[threadIdx.x] > 0); }
+__global__ void recurse(int* out, int depth) {
+  volatile char big[4096];
+  big[0] = (char)depth;
+  if (depth > 0) recurse(out, depth - 1);
+  out[0] = big[0];
+}
+__global__ void ok(int* out) { out[threadIdx.x] = threadIdx.x * 2; }
+"""
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return SourceModule(ERRORS_SRC)
+
+
+def still_works(mod):
+    out = np.zeros(64, np.int32)
+    mod.get_function("ok")(Out(out), block=(64, 1, 1))
+    np.testing.assert_array_equal(out, np.arange(64) * 2)
+
+
+def test_out_of_bounds_read_names_thread_block_and_allocation(mod):
+    n = 1000
+    a = DeviceAllocation(n * 4)
+    c = DeviceAllocation(n * 4)
+    with pytest.raises(LaunchError) as info:
+        mod.get_function("add_unguarded")(c, a, np.int32(n), block=(256, 1, 1), grid=(4, 1))
+    msg = str(info.value)
+    assert "kernel 'add_unguarded' thread (232,0,0) of block (3,0,0)" in msg
+    assert "read past the end of a 4000-byte allocation" in msg and "if (i < n)" in msg
+    still_works(mod)
+
+
+def test_null_pointer_write(mod):
+    with pytest.raises(LaunchError, match=r"wrote address 0x0: a null"):
+        mod.get_function("write_null")(DeviceAllocation(4), block=(1, 1, 1))
+    still_works(mod)
+
+
+def test_barrier_after_early_exit(mod):
+    x = np.ones(256, np.float32)
+    with pytest.raises(LaunchError, match=r"__syncthreads reached by 200 of 256 threads; 56 exited"):
+        mod.get_function("early_exit_then_barrier")(InOut(x), np.int32(200), block=(256, 1, 1))
+    still_works(mod)
+
+
+def test_shuffle_naming_exited_lanes(mod):
+    x = np.ones(32, np.float32)
+    with pytest.raises(LaunchError, match=r"16 threads at __shfl_down_sync\(mask=0xffffffff\), 16 exited"):
+        mod.get_function("shuffle_after_exit")(InOut(x), block=(32, 1, 1))
+    still_works(mod)
+
+
+def test_device_assert(mod):
+    with pytest.raises(LaunchError, match=r"device-side assert triggered.*x\[threadIdx.x\] > 0"):
+        mod.get_function("check_positive")(In(np.array([1, 2, 0, 4], np.int32)), block=(4, 1, 1))
+    still_works(mod)
+
+
+def test_endless_loop_stops_on_sigint(mod):
+    flag = DeviceAllocation(4)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="spin_forever"):
+            mod.get_function("spin_forever")(flag, block=(1, 1, 1))
+    finally:
+        timer.cancel()
+    still_works(mod)
+
+
+def test_endless_loop_stops_at_the_timeout(mod, monkeypatch):
+    monkeypatch.setenv("GPUEDU_KERNEL_TIMEOUT", "0.3")
+    with pytest.raises(LaunchError, match="GPUEDU_KERNEL_TIMEOUT=0.3"):
+        mod.get_function("spin_forever")(DeviceAllocation(4), block=(1, 1, 1))
+    still_works(mod)
+
+
+def test_python_handlers_restored_after_launch(mod):
+    before = signal.getsignal(signal.SIGINT)
+    still_works(mod)
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)   # Python's own handler is back in charge
+
+
+@pytest.mark.parametrize("block,grid,shared,match", [
+    ((64, 32, 1), (1, 1), 0, r"2048 threads; the device allows at most 1024"),
+    ((1, 1, 128), (1, 1), 0, r"dimension z is 128, the device allows at most 64"),
+    ((32, 1, 1), (1, 70000), 0, r"dimension y is 70000"),
+    ((0, 1, 1), (1, 1), 0, r"non-positive"),
+    ((32, 1, 1), (1, 1), 49 * 1024 + 1, r"50177 bytes of dynamic shared memory; the limit for this kernel is 49152"),
+])
+def test_launch_limits(mod, block, grid, shared, match):
+    with pytest.raises(LogicError, match=match):
+        mod.get_function("ok")(DeviceAllocation(4096), block=block, grid=grid, shared=shared)
+    still_works(mod)
+
+
+def test_wrong_argument_count(mod):
+    with pytest.raises(LogicError, match=r"kernel 'ok' takes 1 argument, got 2"):
+        mod.get_function("ok")(DeviceAllocation(256), np.int32(1), block=(64, 1, 1))
+    still_works(mod)
+
+
+def test_python_scalars_are_rejected_with_a_hint(mod):
+    a = DeviceAllocation(4000)
+    with pytest.raises(TypeError, match=r"invalid type on parameter #2 \(0-based\).*np.int32\(n\)"):
+        mod.get_function("add_unguarded")(a, a, 1000, block=(1, 1, 1))
+    with pytest.raises(TypeError, match=r"expects a 4-byte integer there, got float64"):
+        mod.get_function("add_unguarded")(a, a, np.float64(3), block=(1, 1, 1))
+    with pytest.raises(TypeError, match=r"expects a 8-byte pointer there, got int32"):
+        mod.get_function("add_unguarded")(np.int32(0), a, np.int32(1), block=(1, 1, 1))
+    still_works(mod)
+
+
+def test_compile_error_points_at_the_users_line():
+    src = "__global__ void broken(float* x) {\n  int i = threadIdx.x;\n  x[i] = undefined_name;\n}\n"
+    with pytest.raises(CompileError) as info:
+        SourceModule(src)
+    text = str(info.value)
+    assert "kernel.cu:3:" in text and "undefined_name" in text
+
+
+def test_fp16_header_inside_extern_c_fails_like_nvcc():
+    src = "#include <cuda_fp16.h>\n__global__ void k(__half* x) { x[0] = __hadd(x[0], x[1]); }\n"
+    with pytest.raises(CompileError, match=r"no_extern_c=True"):
+        SourceModule(src)
+
+
+def test_cxx_kernel_needs_its_mangled_name():
+    mod = SourceModule("__global__ void plain(int* x) { x[0] = 1; }\n"
+                       "extern \"C\" __global__ void c_named(int* x) { x[0] = 2; }\n", no_extern_c=True)
+    with pytest.raises(LogicError, match=r"C\+\+ linkage.*'_Z5plainPi'"):
+        mod.get_function("plain")
+    out = np.zeros(1, np.int32)
+    mod.get_function("_Z5plainPi")(Out(out), block=(1, 1, 1))
+    assert out[0] == 1
+    mod.get_function("c_named")(Out(out), block=(1, 1, 1))
+    assert out[0] == 2
