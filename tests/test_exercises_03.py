@@ -1,0 +1,104 @@
+"""Lesson 03's exercises: each check passes its solution and fails plausible wrong kernels,
+saying what is wrong."""
+import pytest
+
+import gpuedu
+from gpuedu import exercises
+
+gpuedu.setup(verbose=False)
+
+
+def _check(exercise_id, source):
+    return exercises.check(exercise_id, source, verbose=False)
+
+
+def _without(source, old, new=""):
+    assert old in source, f"the mutation target {old!r} is not in the solution"
+    return source.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("exercise_id", ["03.block_sum", "03.warp_sum", "03.histogram"])
+def test_solution_passes_and_stub_does_not(exercise_id):
+    ex = exercises.get(exercise_id)
+    assert _check(exercise_id, ex.solution).passed
+    assert not _check(exercise_id, ex.stub).passed
+
+
+BLOCK_SUM = exercises.get("03.block_sum").solution
+
+
+def test_block_sum_missing_guard_reads_past_the_end():
+    wrong = _without(BLOCK_SUM, "partial[tid] = (i < n) ? x[i] : 0.0f;", "partial[tid] = x[i];")
+    result = _check("03.block_sum", wrong)
+    assert not result.passed
+    assert "NaN" in result.report() or "past n" in result.report()
+
+
+def test_block_sum_missing_barrier_in_the_tree_is_a_race():
+    wrong = BLOCK_SUM.replace("            partial[tid] += partial[tid + s];\n        __syncthreads();",
+                              "            partial[tid] += partial[tid + s];\n")
+    assert wrong != BLOCK_SUM
+    result = _check("03.block_sum", wrong)
+    assert not result.passed
+    assert "__syncthreads" in result.report()
+
+
+def test_block_sum_tree_stopping_early_is_named():
+    wrong = _without(BLOCK_SUM, "s > 0;", "s > 1;")
+    result = _check("03.block_sum", wrong)
+    assert not result.passed
+    assert "one step early" in result.report()
+
+
+WARP_SUM = exercises.get("03.warp_sum").solution
+
+
+def test_warp_sum_missing_last_shuffle_step():
+    wrong = _without(WARP_SUM, "offset > 0;", "offset > 1;")
+    result = _check("03.warp_sum", wrong)
+    assert not result.passed
+    assert "offset = 1" in result.report()
+
+
+def test_warp_sum_empty_warps_writing_past_out():
+    wrong = _without(WARP_SUM, "if (lane == 0 && warp * 32 < n)", "if (lane == 0)")
+    result = _check("03.warp_sum", wrong)
+    assert not result.passed
+    assert result.failure.kind == "out_of_bounds"
+
+
+def test_warp_sum_reading_past_n():
+    wrong = _without(WARP_SUM, "float v = (i < n) ? x[i] : 0.0f;", "float v = x[i];")
+    assert not _check("03.warp_sum", wrong).passed
+
+
+HISTOGRAM = exercises.get("03.histogram").solution
+
+
+def test_histogram_missing_bounds_guard_counts_extra_values():
+    wrong = _without(HISTOGRAM, "    if (i < n)\n        atomicAdd(&local[x[i]], 1u);",
+                     "    atomicAdd(&local[x[i]], 1u);")
+    result = _check("03.histogram", wrong)
+    assert not result.passed
+    assert "more values than there are" in result.report()
+
+
+def test_histogram_missing_barrier_before_merge():
+    wrong = _without(HISTOGRAM, "    __syncthreads();                         // all counts are in", "    //")
+    result = _check("03.histogram", wrong)
+    assert not result.passed
+
+
+def test_histogram_missing_barrier_after_zeroing():
+    wrong = _without(HISTOGRAM, "    __syncthreads();                         // all bins are zero", "    //")
+    result = _check("03.histogram", wrong)
+    assert not result.passed
+
+
+def test_warp_sum_early_return_before_the_shuffle_is_refused():
+    # lanes past n leave before __shfl_down_sync: undefined on a GPU, a named error on the emulator
+    wrong = _without(WARP_SUM, "    float v = (i < n) ? x[i] : 0.0f;", "    if (i >= n) return;\n    float v = x[i];")
+    result = _check("03.warp_sum", wrong)
+    assert not result.passed
+    if gpuedu.backend.active().name == "cpu":
+        assert "__shfl_down_sync" in result.report()
