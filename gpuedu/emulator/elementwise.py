@@ -1,0 +1,332 @@
+"""``pycuda.elementwise.ElementwiseKernel``: one C expression applied at every index ``i``.
+
+``ElementwiseKernel("float a, float *x, float *y, float *z", "z[i] = a*x[i] + y[i]")``
+generates CUDA C with a grid-stride loop over ``i`` in ``[0, n)``, compiles it with
+``SourceModule`` (so in the emulator it runs as compiled C++) and calls it with
+GPUArrays and scalars.  ``print(kernel.source)`` shows the generated code.
+
+Checks that PyCUDA leaves to the GPU's memory system are made here, with a clear
+message: the argument count, each array's dtype against its C declaration, and that
+all GPUArray arguments have the same size (pass ``ary.gpudata`` for an array that is
+indexed some other way, e.g. a lookup table).
+"""
+import builtins
+import re
+
+import numpy as np
+
+from .tools import context_dependent_memoize, dtype_to_ctype, get_or_register_dtype
+
+__all__ = ["ElementwiseKernel", "VectorArg", "ScalarArg", "parse_c_arg", "get_elwise_module",
+           "get_elwise_range_module", "get_elwise_kernel", "get_elwise_kernel_and_types"]
+
+
+# --------------------------------------------------------------------------- argument declarations
+
+class VectorArg:
+    """A pointer argument: ``float *x``."""
+
+    def __init__(self, dtype, name):
+        self.dtype = np.dtype(dtype)
+        self.name = name
+
+    def declarator(self):
+        return f"{dtype_to_ctype(self.dtype)} *{self.name}"
+
+    struct_char = "P"
+
+    def __repr__(self):
+        return f"VectorArg({self.dtype}, {self.name!r})"
+
+
+class ScalarArg:
+    """A by-value argument: ``float a``."""
+
+    def __init__(self, dtype, name):
+        self.dtype = np.dtype(dtype)
+        self.name = name
+
+    def declarator(self):
+        return f"{dtype_to_ctype(self.dtype)} {self.name}"
+
+    @property
+    def struct_char(self):
+        return self.dtype.char
+
+    def __repr__(self):
+        return f"ScalarArg({self.dtype}, {self.name!r})"
+
+
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict"}
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
+
+
+def parse_c_arg(c_arg):
+    """``"const float *__restrict__ x"`` -> ``VectorArg(float32, "x")``; ``"int n"`` -> ScalarArg."""
+    text = c_arg.strip()
+    is_pointer = "*" in text
+    if text.count("*") > 1:
+        raise ValueError(f"cannot parse argument {c_arg!r}: pointers to pointers are not supported")
+    if text.endswith("[]"):               # "float x[]" is "float *x"
+        text, is_pointer = text[:-2], True
+    words = [w for w in text.replace("*", " ").split() if w not in _QUALIFIERS]
+    if len(words) < 2 or not _IDENTIFIER.match(words[-1]):
+        raise ValueError(f"cannot parse argument {c_arg!r}: expected a C declaration such as "
+                         "'float *x' or 'int n'")
+    c_type, name = " ".join(words[:-1]), words[-1]
+    try:
+        dtype = get_or_register_dtype(c_type)
+    except TypeError:
+        raise ValueError(f"unknown C type {c_type!r} in argument {c_arg!r} (known: float, double, "
+                         "int, unsigned int, long, char, short, ... or types registered with "
+                         "pycuda.tools.get_or_register_dtype)") from None
+    return VectorArg(dtype, name) if is_pointer else ScalarArg(dtype, name)
+
+
+def parse_arguments(arguments):
+    """A declaration string (comma-separated) or a list of Vector/ScalarArgs -> list of args."""
+    if isinstance(arguments, str):
+        parts = [p for p in arguments.split(",") if p.strip()]
+        if not parts:
+            raise ValueError("the argument list is empty: declare at least one argument, e.g. 'float *x'")
+        return [parse_c_arg(p) for p in parts]
+    args = list(arguments)
+    for a in args:
+        if not isinstance(a, (VectorArg, ScalarArg)):
+            raise TypeError(f"arguments must be a C declaration string or VectorArg/ScalarArg objects, "
+                            f"got {type(a).__name__}")
+    return args
+
+
+# --------------------------------------------------------------------------- code generation
+
+def _elementwise_source(arguments, operation, name, preamble, loop_prep, after_loop, with_range):
+    declarations = ", ".join(a.declarator() for a in arguments)
+    if with_range:
+        # i runs start, start+step, ... towards stop; a negative step counts down.
+        tail = "long start, long stop, long step"
+        index_decl = "long i;"
+        loop = ("for (i = start + (long)(cta_start + tid) * step;\n"
+                "       (step < 0) ? (i > stop) : (i < stop);\n"
+                "       i += (long)total_threads * step)")
+    else:
+        tail = "unsigned long n"
+        index_decl = "unsigned long i;"
+        loop = "for (i = cta_start + tid; i < n; i += total_threads)"
+    loop_prep = f"  {loop_prep};\n" if loop_prep.strip() else ""
+    after_loop = f"\n  {after_loop};\n" if after_loop.strip() else ""
+    return f"""{preamble}
+
+__global__ void {name}({declarations}, {tail})
+{{
+  // Grid-stride loop: each thread starts at its global index and jumps by the
+  // number of threads in the grid, so any grid size covers all n elements.
+  unsigned tid = threadIdx.x;
+  unsigned total_threads = gridDim.x * blockDim.x;
+  unsigned cta_start = blockDim.x * blockIdx.x;
+  {index_decl}
+{loop_prep}
+  {loop}
+  {{
+    {operation};
+  }}
+{after_loop}}}
+"""
+
+
+def _compile(source, name, keep, options):
+    from .compiler import SourceModule
+    return SourceModule(source, options=options, keep=keep).get_function(name)
+
+
+def get_elwise_module(arguments, operation, name="kernel", keep=False, options=None,
+                      preamble="", loop_prep="", after_loop=""):
+    from .compiler import SourceModule
+    source = _elementwise_source(parse_arguments(arguments), operation, name, preamble, loop_prep,
+                                 after_loop, with_range=False)
+    return SourceModule(source, options=options, keep=keep)
+
+
+def get_elwise_range_module(arguments, operation, name="kernel", keep=False, options=None,
+                            preamble="", loop_prep="", after_loop=""):
+    from .compiler import SourceModule
+    source = _elementwise_source(parse_arguments(arguments), operation, name, preamble, loop_prep,
+                                 after_loop, with_range=True)
+    return SourceModule(source, options=options, keep=keep)
+
+
+def get_elwise_kernel_and_types(arguments, operation, name="kernel", keep=False, options=None,
+                                use_range=False, **kwargs):
+    arguments = parse_arguments(arguments)
+    make = get_elwise_range_module if use_range else get_elwise_module
+    func = make(arguments, operation, name, keep, options, **kwargs).get_function(name)
+    return func, arguments
+
+
+def get_elwise_kernel(arguments, operation, name="kernel", keep=False, options=None, **kwargs):
+    """The compiled kernel (a ``Function``) whose last argument is ``n``."""
+    return get_elwise_kernel_and_types(arguments, operation, name, keep, options, **kwargs)[0]
+
+
+# --------------------------------------------------------------------------- the kernel object
+
+class ElementwiseKernel:
+    """``kernel(*args, range=None, slice=None, stream=None)`` runs ``operation`` for every ``i``."""
+
+    def __init__(self, arguments, operation, name="kernel", keep=False, options=None,
+                 preamble="", loop_prep="", after_loop=""):
+        self.arguments = parse_arguments(arguments)
+        # Without an array argument there is no n: only range= calls can run it.
+        self._needs_range = not any(isinstance(a, VectorArg) for a in self.arguments)
+        names = [a.name for a in self.arguments]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"argument names must be unique; repeated: {', '.join(duplicates)}")
+        reserved = {"i", "n", "tid", "total_threads", "cta_start", "start", "stop", "step"} & set(names)
+        if reserved:
+            raise ValueError(f"argument name(s) {', '.join(sorted(reserved))} clash with the generated "
+                             "loop's variables; rename them")
+        self.name = name
+        self.operation = operation
+        self._parts = dict(preamble=preamble, loop_prep=loop_prep, after_loop=after_loop)
+        self._keep, self._options = keep, options
+        self.source = _elementwise_source(self.arguments, operation, name, with_range=False, **self._parts)
+        self.range_source = _elementwise_source(self.arguments, operation, name + "_range",
+                                                with_range=True, **self._parts)
+        self._func = None if self._needs_range else _compile(self.source, name, keep, options)
+        self._range_func = None
+
+    def get_texref(self, name, use_range=False):
+        raise NotImplementedError("texture references are not supported by the CPU emulator")
+
+    def __call__(self, *args, range=None, slice=None, stream=None, **kwargs):  # noqa: A002
+        from .gpuarray import GPUArray, splay
+
+        if kwargs:
+            raise TypeError(f"unknown keyword argument(s) {', '.join(kwargs)}; "
+                            "ElementwiseKernel takes range=, slice= and stream=")
+        if len(args) != len(self.arguments):
+            declared = ", ".join(a.declarator() for a in self.arguments)
+            raise TypeError(f"{self.name} takes {len(self.arguments)} arguments ({declared}), "
+                            f"got {len(args)}")
+        if range is not None and slice is not None:
+            raise TypeError("give range= or slice=, not both")
+
+        invocation, sized = [], []
+        for value, decl in zip(args, self.arguments):
+            if isinstance(decl, VectorArg):
+                invocation.append(self._pointer(value, decl, GPUArray))
+                if isinstance(value, GPUArray):
+                    sized.append((decl.name, value))
+            else:
+                invocation.append(self._scalar(value, decl, GPUArray))
+
+        if sized:
+            first_name, first = sized[0]
+            for other_name, other in sized[1:]:
+                if other.size != first.size:
+                    raise ValueError(
+                        f"{self.name}: array arguments differ in size: {first_name} has {first.size} "
+                        f"elements, {other_name} has {other.size}.  i runs over 0..n-1 of every array; "
+                        f"pass {other_name}.gpudata to index an array of another size yourself")
+            n = first.size
+        elif range is None and slice is None:
+            raise ValueError(f"{self.name} has no GPUArray argument to take n from: pass range=")
+
+        if slice is not None:
+            if not sized:
+                raise ValueError("slice= needs a GPUArray argument to take the size from; use range=")
+            range = builtins.slice(*slice.indices(n))   # `slice` and `range` are parameters here
+        if range is not None:
+            start, stop, step = _range_triple(range)
+            count = builtins.max(0, -(-(stop - start) // step))
+            if count == 0:
+                return
+            if self._range_func is None:
+                self._range_func = _compile(self.range_source, self.name + "_range", self._keep,
+                                            self._options)
+            grid, block = splay(count)
+            self._range_func(*invocation, np.int64(start), np.int64(stop), np.int64(step),
+                             grid=grid, block=block, stream=stream)
+            return
+        if n == 0:
+            return
+        grid, block = splay(n)
+        self._func(*invocation, np.uint64(n), grid=grid, block=block, stream=stream)
+
+    def _pointer(self, value, decl, gpuarray_type):
+        if isinstance(value, gpuarray_type):
+            if value.dtype != decl.dtype:
+                raise TypeError(f"{self.name}: argument {decl.name} is declared "
+                                f"{dtype_to_ctype(decl.dtype)}* ({decl.dtype}) but got an array of "
+                                f"{value.dtype}; convert it with .astype(np.{decl.dtype.name})")
+            if not value.flags.forc:
+                raise RuntimeError(f"{self.name}: elementwise kernel cannot deal with non-contiguous "
+                                   f"arrays (argument {decl.name}); pass a contiguous copy")
+            return value.gpudata if value.gpudata is not None else np.uintp(0)
+        if isinstance(value, np.ndarray):
+            raise TypeError(f"{self.name}: argument {decl.name} is a pointer; pass a GPUArray "
+                            "(gpuarray.to_gpu(a)), not a host numpy array")
+        try:
+            int(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{self.name}: argument {decl.name} is a pointer; pass a GPUArray or a "
+                            f"device pointer, got {type(value).__name__}") from None
+        return value
+
+    def _scalar(self, value, decl, gpuarray_type):
+        if isinstance(value, (gpuarray_type, np.ndarray)) and getattr(value, "ndim", 0) > 0:
+            raise TypeError(f"{self.name}: argument {decl.name} is a scalar "
+                            f"({dtype_to_ctype(decl.dtype)}), got an array")
+        if not np.isscalar(value) and not (isinstance(value, np.ndarray) and value.ndim == 0):
+            raise TypeError(f"{self.name}: argument {decl.name} is a scalar, got {type(value).__name__}")
+        return decl.dtype.type(value)
+
+
+def _range_triple(r):
+    if isinstance(r, slice):
+        start, stop, step = r.start or 0, r.stop, 1 if r.step is None else r.step
+    elif isinstance(r, tuple) and len(r) == 3:
+        start, stop, step = r
+    elif isinstance(r, range):
+        start, stop, step = r.start, r.stop, r.step
+    else:
+        raise TypeError(f"range= takes a slice, a range or a (start, stop, step) tuple, got {r!r}")
+    if stop is None:
+        raise ValueError("range= needs a stop")
+    if step == 0:
+        raise ValueError("range= step must not be zero")
+    return int(start), int(stop), int(step)
+
+
+# --------------------------------------------------------------------------- ready-made kernels
+
+@context_dependent_memoize
+def get_linear_combination_kernel(summand_descriptors, dtype_z):
+    """``z = a0*x0 + a1*x1 + ...`` for ``summand_descriptors`` = ((scalar_dtype, vector_dtype), ...)."""
+    args, terms = [], []
+    for k, (scalar_dtype, vector_dtype) in enumerate(summand_descriptors):
+        args += [ScalarArg(scalar_dtype, f"a{k}"), VectorArg(vector_dtype, f"x{k}")]
+        terms.append(f"a{k}*x{k}[i]")
+    args.append(VectorArg(dtype_z, "z"))
+    return ElementwiseKernel(args, "z[i] = " + " + ".join(terms), "linear_combination")
+
+
+@context_dependent_memoize
+def get_axpbyz_kernel(dtype_x, dtype_y, dtype_z):
+    return ElementwiseKernel(
+        f"{dtype_to_ctype(dtype_z)} a, {dtype_to_ctype(dtype_x)} *x, {dtype_to_ctype(dtype_z)} b, "
+        f"{dtype_to_ctype(dtype_y)} *y, {dtype_to_ctype(dtype_z)} *z",
+        "z[i] = a*x[i] + b*y[i]", "axpbyz")
+
+
+@context_dependent_memoize
+def get_copy_kernel(dtype_dest, dtype_src):
+    return ElementwiseKernel(f"{dtype_to_ctype(dtype_dest)} *dest, {dtype_to_ctype(dtype_src)} *src",
+                             "dest[i] = src[i]", "copy")
+
+
+@context_dependent_memoize
+def get_fill_kernel(dtype):
+    return ElementwiseKernel(f"{dtype_to_ctype(dtype)} a, {dtype_to_ctype(dtype)} *z", "z[i] = a", "fill")
+

@@ -1,0 +1,121 @@
+"""ElementwiseKernel: generated CUDA C run through the emulator's compiler, checked against NumPy."""
+import numpy as np
+import pytest
+
+import gpuedu.emulator.driver as drv
+import gpuedu.emulator.gpuarray as gpuarray
+from gpuedu.emulator.elementwise import (ElementwiseKernel, ScalarArg, VectorArg, get_copy_kernel,
+                                         parse_arguments, parse_c_arg)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def context():
+    drv.init()
+    ctx = drv.Device(0).make_context()
+    yield ctx
+    ctx.detach()
+
+
+@pytest.fixture(scope="module")
+def axpbyz():
+    return ElementwiseKernel("float a, float *x, float b, float *y, float *z",
+                             "z[i] = a*x[i] + b*y[i]", "axpbyz")
+
+
+def test_parse_c_arguments():
+    x = parse_c_arg("const float *__restrict__ x")
+    assert isinstance(x, VectorArg) and x.dtype == np.float32 and x.name == "x"
+    n = parse_c_arg(" unsigned int n ")
+    assert isinstance(n, ScalarArg) and n.dtype == np.uint32 and n.name == "n"
+    assert parse_c_arg("double y[]").dtype == np.float64
+    assert [a.name for a in parse_arguments("float a, int *idx, double *out")] == ["a", "idx", "out"]
+    with pytest.raises(ValueError, match="unknown C type 'flaot'"):
+        parse_c_arg("flaot *x")
+    with pytest.raises(ValueError, match="cannot parse"):
+        parse_c_arg("x")
+    with pytest.raises(ValueError, match="empty"):
+        parse_arguments("  ")
+
+
+def test_generated_source_is_a_grid_stride_loop(axpbyz):
+    assert "__global__ void axpbyz(float a, float *x, float b, float *y, float *z, unsigned long n)" in axpbyz.source
+    assert "i += total_threads" in axpbyz.source
+    assert "z[i] = a*x[i] + b*y[i];" in axpbyz.source
+
+
+@pytest.mark.parametrize("n", [1, 33, 1000, 70_001])
+def test_axpbyz_matches_numpy(axpbyz, n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    gx, gy = gpuarray.to_gpu(x), gpuarray.to_gpu(y)
+    gz = gpuarray.empty_like(gx)
+    axpbyz(np.float32(2), gx, 3.0, gy, gz)    # a Python float is converted to the declared float
+    np.testing.assert_allclose(gz.get(), 2 * x + 3 * y, rtol=1e-6, atol=1e-6)
+
+
+def test_range_and_slice_touch_only_those_indices(axpbyz):
+    x = gpuarray.to_gpu(np.arange(100, dtype=np.float32))
+    y = gpuarray.zeros(100, np.float32)
+    z = gpuarray.zeros(100, np.float32)
+    axpbyz(np.float32(1), x, np.float32(0), y, z, range=slice(10, 50, 3))
+    expected = np.zeros(100, np.float32)
+    expected[10:50:3] = np.arange(100)[10:50:3]
+    np.testing.assert_array_equal(z.get(), expected)
+    z.fill(0)
+    axpbyz(np.float32(1), x, np.float32(0), y, z, slice=slice(-5, None))
+    assert z.get()[-6:].tolist() == [0, 95, 96, 97, 98, 99]
+    z.fill(0)
+    axpbyz(np.float32(1), x, np.float32(0), y, z, range=slice(99, 89, -2))
+    assert np.flatnonzero(z.get()).tolist() == [91, 93, 95, 97, 99]
+
+
+def test_preamble_loop_prep_and_other_dtypes():
+    kernel = ElementwiseKernel(
+        "double *x, int *out, int shift",
+        "out[i] = clamp_int(x[i]) + shift",
+        "clamp",
+        preamble="__device__ int clamp_int(double v) { return v < 0 ? 0 : (v > 9 ? 9 : (int)v); }")
+    x = gpuarray.to_gpu(np.array([-3.5, 0.2, 4.9, 12.0]))
+    out = gpuarray.empty(4, np.int32)
+    kernel(x, out, np.int32(100))
+    assert out.get().tolist() == [100, 100, 104, 109]
+
+
+def test_bad_calls_raise_clear_errors(axpbyz):
+    x = gpuarray.to_gpu(np.ones(10, np.float32))
+    z = gpuarray.empty(10, np.float32)
+    with pytest.raises(TypeError, match=r"takes 5 arguments \(float a, float \*x"):
+        axpbyz(np.float32(1), x, np.float32(1), x)
+    with pytest.raises(ValueError, match="differ in size: x has 10 elements, y has 11"):
+        axpbyz(np.float32(1), x, np.float32(1), gpuarray.empty(11, np.float32), z)
+    with pytest.raises(TypeError, match=r"declared float\* \(float32\) but got an array of float64"):
+        axpbyz(np.float32(1), x, np.float32(1), gpuarray.zeros(10, np.float64), z)
+    with pytest.raises(TypeError, match="not a host numpy array"):
+        axpbyz(np.float32(1), np.ones(10, np.float32), np.float32(1), x, z)
+    with pytest.raises(TypeError, match="is a scalar"):
+        axpbyz(x, x, np.float32(1), x, z)
+    with pytest.raises(RuntimeError, match="non-contiguous"):
+        big = gpuarray.zeros(20, np.float32)
+        axpbyz(np.float32(1), big[::2], np.float32(1), x, z)
+    with pytest.raises(ValueError, match="clash"):
+        ElementwiseKernel("float *i, float *z", "z[i] = i[i]")
+    with pytest.raises(TypeError, match="range="):
+        axpbyz(np.float32(1), x, np.float32(1), x, z, ranges=(0, 1, 1))
+
+
+def test_raw_pointer_skips_the_size_check():
+    gather = ElementwiseKernel("int *idx, float *table, float *out", "out[i] = table[idx[i]]", "gather")
+    table = gpuarray.to_gpu(np.array([10, 20, 30], np.float32))
+    idx = gpuarray.to_gpu(np.array([2, 0, 1, 2, 2], np.int32))
+    out = gpuarray.empty(5, np.float32)
+    gather(idx, table.gpudata, out)
+    assert out.get().tolist() == [30, 10, 20, 30, 30]
+
+
+def test_ready_made_copy_kernel_converts():
+    src = gpuarray.to_gpu(np.array([1.7, -2.2], np.float64))
+    dest = gpuarray.empty(2, np.int32)
+    get_copy_kernel(np.int32, np.float64)(dest, src)
+    assert dest.get().tolist() == [1, -2]
+    assert get_copy_kernel(np.int32, np.float64) is get_copy_kernel(np.int32, np.float64)
