@@ -113,7 +113,7 @@ def run_case(exercise, function, case, expected):
     Launch errors (``drv.Error``) propagate to the caller, which reports them.
     """
     drv = _backend.active().driver
-    buffers = {}   # name -> (allocation, padded host array, pad, shape)
+    buffers = {}   # name -> (allocation, padded host array, pad, shape, role)
     args = []
     try:
         for name in exercise.params:
@@ -132,25 +132,26 @@ def run_case(exercise, function, case, expected):
                     args.append(value)    # a NumPy scalar, passed by value
                     continue
                 body = value
+            role = "output" if name in exercise.outputs else "input"
             pad = _canary.pad_length(body.size)
-            host = _canary.padded(body, pad)
+            host = _canary.padded(body, pad, role)
             alloc = drv.mem_alloc(host.nbytes)
             drv.memcpy_htod(alloc, host)
-            buffers[name] = (alloc, host, pad, body.shape)
+            buffers[name] = (alloc, host, pad, body.shape, role)
             args.append(np.uintp(int(alloc) + pad * host.itemsize))
         runner = exercise.run or _launch_once
         runner(function, args, case)
         outputs, out_of_bounds, changed = {}, {}, []
-        for name, (alloc, host, pad, shape) in buffers.items():
+        for name, (alloc, host, pad, shape, role) in buffers.items():
             after = np.empty_like(host)
             drv.memcpy_dtoh(after, alloc)
-            before, past = _canary.changed_padding(after, pad)
+            before, past = _canary.changed_padding(after, pad, role)
             if len(before) or len(past):
                 out_of_bounds[name] = (before, past)
             body = after[pad:pad + int(np.prod(shape, dtype=np.int64))].reshape(shape)
             if name in exercise.outputs:
                 outputs[name] = body
-            elif not np.array_equal(_canary.bits(body), _canary.bits(np.ascontiguousarray(host[pad:pad + body.size]).reshape(shape))):
+            elif not np.array_equal(_canary.bits(body), _canary.bits(host[pad:pad + body.size].reshape(shape))):
                 changed.append(name)
         return Outcome(outputs, out_of_bounds, changed)
     finally:

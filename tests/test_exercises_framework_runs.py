@@ -1,0 +1,138 @@
+"""The exercises framework end to end on the active backend: compile errors, launch errors, canaries,
+races under the reversed thread order, inputs that must not change."""
+import numpy as np
+import pytest
+
+from gpuedu import exercises
+from gpuedu.exercises import Case, Exercise, _canary, _runner
+
+BLOCK = 64
+
+
+def shift_spec(x, n):
+    """out[i] = x[i - 1] within each block of 64 (0 for a block's first thread): needs shared memory."""
+    out = np.zeros_like(x)
+    for start in range(0, int(n), BLOCK):
+        out[start + 1:start + BLOCK] = x[start:start + BLOCK - 1]
+    return out
+
+
+def shift_cases(rng):
+    for n in (BLOCK, 3 * BLOCK):
+        yield Case(f"n = {n}", {"x": rng.standard_normal(n).astype(np.float32), "n": np.int32(n)},
+                   block=(BLOCK, 1, 1), grid=(n // BLOCK, 1))
+
+
+SHIFT_SOLUTION = r"""
+__global__ void shift_in_block(float* out, const float* x, int n) {
+    __shared__ float tile[64];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    tile[t] = x[i];
+    __syncthreads();                       // every thread's write is visible before anyone reads
+    out[i] = t > 0 ? tile[t - 1] : 0.0f;
+}
+"""
+
+SHIFT_NO_BARRIER = SHIFT_SOLUTION.replace("__syncthreads();", "")
+
+SHIFT_WRITES_INPUT = r"""
+__global__ void shift_in_block(float* out, float* x, int n) {
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    float left = t > 0 ? x[i - 1] : 0.0f;
+    __syncthreads();
+    x[i] = left;                           // BUG: writes the input (and never the output)
+    out[i] = left;
+}
+"""
+
+
+@pytest.fixture
+def shift_exercise():
+    ex = Exercise(id="98.shift_in_block", title="shift within a block", text="t", kernel="shift_in_block",
+                  params=("out", "x", "n"), outputs=("out",), reference=shift_spec, cases=shift_cases,
+                  stub="__global__ void shift_in_block(float* out, const float* x, int n) {\n"
+                       "    // FILL ME IN (roughly 5 lines)\n}\n",
+                  solution=SHIFT_SOLUTION, launch="blocks of 64", races=True)
+    exercises.register(ex)
+    yield ex
+    exercises._registry.pop(ex.id)
+
+
+def _check(exercise_id, source, capsys):
+    result = exercises.check(exercise_id, source)
+    return result, capsys.readouterr().out
+
+
+def test_compile_error_is_a_failed_check_with_the_learners_line(capsys):
+    source = ("__global__ void relu(float* out, const float* x, int n) {\n"
+              "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+              "    if (i < n) out[i] = fmaxf(x[i], zero);\n"
+              "}\n")
+    result, out = _check("01.relu", source, capsys)
+    assert not result and result.kind == "compile_error"
+    assert "line 3 of your source" in out and "fmaxf(x[i], zero)" in out
+    assert "zero" in result.failure.message and "Traceback" not in out
+
+
+def test_error_lines_are_read_from_gcc_and_nvcc_logs():
+    log = ("exercise.cu:4:7: error: 'y' was not declared\n"
+           "exercise.cu(9): error: identifier \"z\" is undefined\nexercise.cu:4:9: note: x")
+    assert _runner.error_lines(log) == [4, 9]
+
+
+def test_missing_kernel_names_the_expected_signature(capsys):
+    result, out = _check("01.relu", "__global__ void my_relu(float* out, const float* x, int n) {}\n", capsys)
+    assert not result and result.kind == "missing_kernel"
+    assert "__global__ void relu(float* out, const float* x, int n)" in out
+
+
+def test_canaries_catch_a_write_before_the_start(capsys):
+    source = ("__global__ void relu(float* out, const float* x, int n) {\n"
+              "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+              "    if (i < n) out[i - 1] = fmaxf(x[i], 0.0f);\n"
+              "}\n")
+    result, out = _check("01.relu", source, capsys)
+    assert not result and result.kind == "out_of_bounds"
+    assert "before the start of `out` (indices -1..-1)" in out
+
+
+def test_a_write_past_the_padding_is_a_launch_error_not_a_crash(capsys):
+    if exercises._backend.active().name != "cpu":
+        pytest.skip("only the emulator stops a stray write with a guard page")
+    pad = _canary.pad_length(1)
+    source = ("__global__ void relu(float* out, const float* x, int n) {\n"
+              f"    if (threadIdx.x == 0 && blockIdx.x == 0) out[n + {pad}] = 1.0f;  // just past the padding\n"
+              "}\n")
+    result, out = _check("01.relu", source, capsys)
+    assert not result and result.kind == "launch_error"
+    assert "LaunchError" in out and "bounds guard" in out
+    # the process and the backend live on: a right kernel passes right after
+    assert exercises.check("01.relu", exercises.get("01.relu").solution, verbose=False)
+
+
+def test_missing_barrier_fails_under_the_reversed_order(shift_exercise, capsys):
+    if _runner.emulator_scheduler() is None:
+        pytest.skip("the thread order can only be chosen on the emulator")
+    result, out = _check(shift_exercise.id, SHIFT_SOLUTION, capsys)
+    assert result, out
+    assert "reverse order" in out
+    result, out = _check(shift_exercise.id, SHIFT_NO_BARRIER, capsys)
+    assert not result and result.kind == "race", out
+    assert "__syncthreads()" in out and "only when the threads run in reverse order" in out
+    assert _runner.emulator_scheduler().get_schedule() == "forward"   # the order is restored
+
+
+def test_a_kernel_that_writes_its_input_is_told_so(shift_exercise, capsys):
+    result, out = _check(shift_exercise.id, SHIFT_WRITES_INPUT, capsys)
+    assert not result and result.kind == "input_modified"
+    assert "changed the input `x`" in out
+
+
+def test_checks_are_reproducible_and_seeded(capsys):
+    source = exercises.get("01.relu").solution.replace("fmaxf(x[i], 0.0f)", "x[i] > 0.5f ? x[i] : 0.0f")
+    first = exercises.check("01.relu", source, verbose=False)
+    again = exercises.check("01.relu", source, verbose=False)
+    other = exercises.check("01.relu", source, seed=1, verbose=False)
+    assert not first and first.report() == again.report()
+    assert first.failure.index is not None and first.failure.n_wrong > 0
+    assert other.report() != first.report()
