@@ -13,7 +13,8 @@ BLOCK = 256
 
 
 def float_to_half_spec(x, n):
-    return x.astype(np.float16)                  # numpy rounds to nearest, ties to even
+    with np.errstate(over="ignore"):             # past 65504 the answer is Inf, on purpose
+        return x.astype(np.float16)              # numpy rounds to nearest, ties to even
 
 
 def float_to_half_cases(rng):

@@ -26,15 +26,22 @@ extern "C" __global__ void softmax_xent_half(int batch, int classes,
     // Softmax in FP32: exp of FP16 logits overflows FP16 for z > 11.
     float z_max = __half2float(z[0]);
     for (int c = 1; c < classes; ++c) z_max = fmaxf(z_max, __half2float(z[c]));
-    float sum = 0.0f;
-    for (int c = 0; c < classes; ++c) sum += expf(__half2float(z[c]) - z_max);
+    // sum of exp over all classes, and over the wrong classes alone: for the label's class,
+    // p - 1 = -others / sum, which keeps its digits when p is within a few ulps of 1 (a
+    // confident model), where computing p first and then p - 1 would cancel them away.
     int y = labels[r];
+    float sum = 0.0f, others = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+        float e = expf(__half2float(z[c]) - z_max);
+        sum += e;
+        if (c != y) others += e;
+    }
     loss_rows[r] = logf(sum) - (__half2float(z[y]) - z_max);
     // d(mean loss)/dz = (softmax - onehot) / batch, times the loss scale S
     float g = grad_scale / (float)batch;
     for (int c = 0; c < classes; ++c) {
-        float p = expf(__half2float(z[c]) - z_max) / sum;
-        dlogits[r * classes + c] = __float2half_rn(g * (p - (c == y ? 1.0f : 0.0f)));
+        float p_minus_onehot = (c == y) ? -others / sum : expf(__half2float(z[c]) - z_max) / sum;
+        dlogits[r * classes + c] = __float2half_rn(g * p_minus_onehot);
     }
 }
 

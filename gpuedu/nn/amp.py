@@ -18,7 +18,8 @@ Pieces:
 ``HalfDense``            an ``nn.Dense`` in FP16 (its parameters become FP32 masters)
 ``MixedPrecisionMLP``    an ``nn`` MLP converted layer by layer; forward takes float32 input
 ``MixedPrecisionTrainer``  one training step: forward, scaled loss, backward, unscale, step or skip
-``train_fp32`` / ``train_mixed``  epochs over a ``gpuedu.data.DataLoader`` for either precision
+``train_mixed``          epochs over a ``gpuedu.data.DataLoader`` (the FP32 counterpart is
+                         ``gpuedu.train.fit``)
 
 The master ``Parameter`` objects are ordinary ``gpuedu.nn`` parameters (float32 ``.value``/``.grad``),
 so any ``gpuedu.nn`` optimizer (``SGD``, ``Adam``) updates them unchanged.
@@ -282,6 +283,7 @@ class MixedPrecisionTrainer:
         self.model = model
         self.optimizer = optimizer
         self.scaler = LossScaler() if scaler is None else scaler
+        self.scales = []                   # the loss scale used at every step, for plots
         masters = {id(p) for p in model.parameters()}
         if not all(id(p) in masters for p in optimizer.params):
             raise ValueError("the optimizer must update the mixed-precision model's FP32 masters: "
@@ -290,6 +292,7 @@ class MixedPrecisionTrainer:
     def step(self, x, labels):
         """Returns (mean loss of the batch, True if the update was applied / False if skipped)."""
         scale = self.scaler.scale
+        self.scales.append(scale)
         logits = self.model.forward(x)
         loss_rows, dlogits = softmax_xent(logits, labels, grad_scale=scale)
         self.model.backward(dlogits)
@@ -299,20 +302,6 @@ class MixedPrecisionTrainer:
             self.optimizer.step()          # on the FP32 masters
             self.model.refresh_half()      # then the FP16 copies follow
         return float(np.mean(loss_rows.get(), dtype=np.float64)), applied
-
-
-def train_fp32(model, optimizer, loader, epochs):
-    """Plain FP32 training of an ``nn`` model; returns the mean training loss of each epoch."""
-    from .loss import SoftmaxCrossEntropy
-    loss = SoftmaxCrossEntropy()
-    history = []
-    for _ in range(epochs):
-        loss.reset()
-        for xb, yb in loader:
-            model.backward(loss(model.forward(xb), yb))
-            optimizer.step()
-        history.append(loss.result()[0])
-    return history
 
 
 def train_mixed(trainer, loader, epochs):

@@ -14,8 +14,9 @@ HALF_MIN_SUBNORMAL = float(np.float16(2.0 ** -24))          # the smallest posit
 
 
 def to_half(x):
-    """float32 -> float16, round to nearest even (what ``__float2half_rn`` does)."""
-    return np.asarray(x, dtype=np.float32).astype(np.float16)
+    """float32 -> float16, round to nearest even (what ``__float2half_rn`` does); too large -> Inf."""
+    with np.errstate(over="ignore"):   # overflowing to Inf is the defined result, not an accident
+        return np.asarray(x, dtype=np.float32).astype(np.float16)
 
 
 def to_half_bits(x):

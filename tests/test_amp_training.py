@@ -1,0 +1,150 @@
+"""Mixed precision on the device: unscale-and-check, underflow rescued by loss scaling, overflow
+handled by the scaler (not by a NaN model), and FP16 training within 0.5 points of FP32 on digits."""
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu import data, nn, train
+from gpuedu.nn import amp
+from gpuedu.nn import fp16_ops as ops
+from gpuedu.nn import fp16_reference as ref
+
+backend = gpuedu.setup(verbose=False)
+ga = backend.gpuarray
+
+
+def test_unscale_divides_in_fp32_and_raises_the_flag_on_inf_or_nan():
+    scaler = amp.LossScaler(init_scale=1024.0)
+    p1 = nn.Parameter("p1", np.zeros(5, np.float32))
+    p2 = nn.Parameter("p2", np.zeros((2, 3), np.float32))
+    g1 = np.array([1024, -2048, 1, 0, 65504], np.float16)
+    g2 = np.arange(6, dtype=np.float16).reshape(2, 3)
+    assert scaler.unscale([(ga.to_gpu(g1), p1), (ga.to_gpu(g2), p2)]) is False
+    assert np.array_equal(p1.grad.get(), ref.unscale(g1, 1024.0)[0])
+    assert np.array_equal(p2.grad.get(), g2.astype(np.float32) / 1024)
+    for bad in (np.inf, -np.inf, np.nan):
+        g2_bad = g2.copy()
+        g2_bad[1, 2] = bad
+        assert scaler.unscale([(ga.to_gpu(g1), p1), (ga.to_gpu(g2_bad), p2)]) is True
+    # the flag is cleared between calls
+    assert scaler.unscale([(ga.to_gpu(g1), p1)]) is False
+
+
+def confident_logits(rows=256, classes=10, margin=13.0, seed=0):
+    """Logits of a model that is sure of every answer: p(wrong class) ~ e^-13 ~ 2e-6, so the
+    gradient (p - onehot) / 256 is ~ 1e-8, below FP16's smallest subnormal (6e-8)."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, rows).astype(np.int32)
+    logits = rng.uniform(-0.2, 0.2, (rows, classes))
+    logits[np.arange(rows), labels] += margin
+    return logits.astype(np.float16), labels
+
+
+def test_unscaled_fp16_gradients_underflow_and_loss_scaling_rescues_them():
+    logits, labels = confident_logits()
+    _, exact = ref.softmax_xent(logits, labels)          # float64, every entry nonzero
+    assert np.all(exact != 0) and np.abs(exact).max() < 2.0 ** -22
+
+    _, plain = amp.softmax_xent(ga.to_gpu(logits), labels, grad_scale=1.0)
+    plain = plain.get()
+    assert np.mean(plain == 0) > 0.85                    # most of the gradient is gone
+
+    scale = 2.0 ** 14
+    _, scaled = amp.softmax_xent(ga.to_gpu(logits), labels, grad_scale=scale)
+    scaled = scaled.get()
+    assert np.all(scaled != 0)
+    rel = np.abs(scaled.astype(np.float64) / scale - exact) / np.abs(exact)
+    assert rel.max() < 2.0 ** -10                        # one FP16 rounding, nothing lost
+
+    # The same through a layer's weight gradient dW = X^T dZ.
+    x = data.load_digits().x_train[:256].astype(np.float16)
+    layer = amp.HalfDense(nn.Dense(64, 10, seed=0))
+    dw_exact = x.astype(np.float64).T @ exact
+    errors = {}
+    for name, dz, s in (("plain", plain, 1.0), ("scaled", scaled, scale)):
+        layer.forward(ga.to_gpu(x))
+        layer.backward(ga.to_gpu(dz), need_input_grad=False)
+        dw = layer.W_grad16.get().astype(np.float64) / s
+        errors[name] = np.linalg.norm(dw - dw_exact) / np.linalg.norm(dw_exact)
+    assert errors["scaled"] < 2e-3
+    assert errors["plain"] > 0.2
+
+
+def small_batch(rows=64):
+    d = data.load_digits()
+    return d, d.x_train[:rows], d.y_train[:rows]
+
+
+def test_overflow_skips_steps_and_halves_the_scale_instead_of_poisoning_the_weights():
+    d, x, y = small_batch()
+    model = amp.MixedPrecisionMLP(nn.mlp([64, 32, 10], seed=0))
+    scaler = amp.LossScaler(init_scale=2.0 ** 24, growth_interval=1000)
+    trainer = amp.MixedPrecisionTrainer(model, nn.SGD(model.parameters(), lr=0.1), scaler)
+    before = [p.numpy() for p in model.parameters()]
+    # 2**24 * (p - onehot) / 64 is ~2e5 > 65504: the FP16 gradient is Inf
+    loss, applied = trainer.step(x, y)
+    assert not applied and scaler.scale == 2.0 ** 23 and scaler.skipped == 1
+    assert all(np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
+    skipped_in_a_row = 1
+    while not trainer.step(x, y)[1]:
+        skipped_in_a_row += 1
+        assert skipped_in_a_row < 20, "the scaler never found a scale without overflow"
+    assert scaler.scale == 2.0 ** (24 - skipped_in_a_row)
+    for _ in range(10):
+        loss, _ = trainer.step(x, y)
+    assert np.isfinite(loss)
+    assert all(np.all(np.isfinite(p.numpy())) for p in model.parameters())
+    assert all(np.all(np.isfinite(l.W16.get())) for l in model.layers)
+
+
+def test_without_the_skip_an_overflowing_step_would_make_the_model_nan():
+    # What the scaler prevents: apply the update although the FP16 gradients hold Inf.
+    d, x, y = small_batch()
+    model = amp.MixedPrecisionMLP(nn.mlp([64, 32, 10], seed=0))
+    optimizer = nn.SGD(model.parameters(), lr=0.1)
+    scaler = amp.LossScaler(init_scale=2.0 ** 24)
+    _, dlogits = amp.softmax_xent(model.forward(x), y, grad_scale=scaler.scale)
+    model.backward(dlogits)
+    assert scaler.unscale(model.half_grads()) is True
+    optimizer.step()
+    assert not all(np.all(np.isfinite(p.numpy())) for p in model.parameters())
+
+
+def test_the_optimizer_must_own_the_fp32_masters():
+    model = amp.MixedPrecisionMLP(nn.mlp([64, 16, 10], seed=0))
+    other = nn.mlp([64, 16, 10], seed=0)
+    with pytest.raises(ValueError, match="masters"):
+        amp.MixedPrecisionTrainer(model, nn.SGD(other.parameters(), lr=0.1))
+
+
+def test_master_weights_keep_updates_smaller_than_half_an_fp16_ulp():
+    # w = 1.0, update 1e-4: FP16 alone would round 1.0 - 1e-4 back to 1.0 (ulp 2**-10 ~ 1e-3).
+    dense = nn.Dense(1, 1, seed=0)
+    dense.W.value.set(np.ones((1, 1), np.float32))
+    layer = amp.HalfDense(dense)
+    optimizer = nn.SGD(layer.parameters(), lr=1e-4)
+    for _ in range(10):
+        layer.W.grad.set(np.ones((1, 1), np.float32))
+        layer.b.grad.set(np.zeros(1, np.float32))
+        optimizer.step()
+        layer.refresh_half()
+    assert np.float16(1.0) - np.float16(1e-4) == np.float16(1.0)      # the update alone vanishes
+    assert abs(layer.W.numpy()[0, 0] - (1.0 - 10e-4)) < 1e-6              # the master kept all ten
+    assert layer.W16.get()[0, 0] == np.float16(1.0 - 10e-4)               # and the copy follows it
+
+
+@pytest.mark.slow
+def test_mixed_precision_accuracy_is_within_half_a_point_of_fp32_on_digits():
+    d = data.load_digits(seed=0)
+    sizes, epochs, batch, lr = [64, 64, 10], 12, 64, 0.1
+    fp32 = nn.mlp(sizes, seed=0)
+    mixed = amp.MixedPrecisionMLP(fp32)          # copies the same initial weights
+    train.fit(fp32, data.DataLoader(d.x_train, d.y_train, batch, seed=0), epochs,
+              nn.SGD(fp32.parameters(), lr=lr, momentum=0.9), quiet=True)
+    trainer = amp.MixedPrecisionTrainer(mixed, nn.SGD(mixed.parameters(), lr=lr, momentum=0.9),
+                                        amp.LossScaler(growth_interval=100))
+    history = amp.train_mixed(trainer, data.DataLoader(d.x_train, d.y_train, batch, seed=0), epochs)
+    acc32 = fp32.accuracy(d.x_test, d.y_test)
+    acc16 = mixed.accuracy(d.x_test, d.y_test)
+    assert acc32 > 0.9 and history[-1] < history[0]
+    assert abs(acc16 - acc32) <= 0.005, f"FP32 {acc32:.4f} vs mixed {acc16:.4f}"

@@ -1,0 +1,191 @@
+"""FP16 kernels against numpy.float16: conversions and elementwise ops bit for bit, GEMMs within
+a bound derived from FP32 accumulation, and bad input refused with a clear message."""
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu.nn import fp16_ops as ops
+from gpuedu.nn import fp16_reference as ref
+
+backend = gpuedu.setup(verbose=False)
+ga = backend.gpuarray
+
+
+def bits(a):
+    return np.asarray(a).view(np.uint16)
+
+
+def special_floats(rng):
+    """float32 inputs that probe every branch of float -> half: all 65,536 halves widened, every
+    halfway point between neighbouring halves (ties) and its two float neighbours, overflow,
+    subnormals, underflow, signed zeros, Inf and NaN, plus random bit patterns."""
+    halves = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = np.sort(halves[np.isfinite(halves)].astype(np.float64))
+    finite = np.unique(finite)
+    mids = ((finite[:-1] + finite[1:]) / 2).astype(np.float32)      # exact in float32
+    near = np.concatenate([np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf))])
+    edges = np.array([65504, 65519.996, 65520, 65536, 1e10, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 * 1.0000001,
+                      2.0 ** -26, 1e-30, 0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    random_bits = rng.integers(0, 2 ** 32, 20_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    return np.concatenate([halves.astype(np.float32), mids, near, edges, -edges, random_bits])
+
+
+@pytest.fixture(scope="module")
+def floats():
+    return special_floats(np.random.default_rng(0))
+
+
+def test_float_to_half_is_bit_exact_with_numpy(floats):
+    got = ops.to_half(floats).get()
+    expected = ref.to_half(floats)
+    nan = np.isnan(floats)
+    assert np.array_equal(bits(got)[~nan], bits(expected)[~nan])
+    assert np.isnan(got[nan]).all()           # a GPU returns its own canonical NaN: only NaN-ness is fixed
+
+
+def test_hand_written_conversion_matches_numpy_bits_including_nan(floats):
+    got = ops.to_half_bits(floats).get()
+    assert got.dtype == np.uint16
+    mismatch = np.flatnonzero(got != ref.to_half_bits(floats))
+    assert mismatch.size == 0, (f"{mismatch.size} wrong, first: {floats[mismatch[0]]!r} -> "
+                                f"{got[mismatch[0]]:#06x}, numpy {ref.to_half_bits(floats)[mismatch[0]]:#06x}")
+
+
+def test_half_to_float_is_exact_for_every_half():
+    halves = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    got = ops.to_float(halves).get()
+    expected = halves.astype(np.float32)
+    nan = np.isnan(expected)
+    assert np.array_equal(got[~nan].view(np.uint32), expected[~nan].view(np.uint32))
+    assert np.isnan(got[nan]).all()
+
+
+def halves(rng, n, scale=4.0):
+    return (rng.standard_normal(n) * scale).astype(np.float16)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("n", [1, 2, 255, 512, 513, 3001])
+def test_axpy_is_bit_exact(version, n):
+    rng = np.random.default_rng(n)
+    x, y = halves(rng, n), halves(rng, n)
+    a = 0.3                                   # not a half: the kernel rounds it like the reference
+    y_dev = ga.to_gpu(y)
+    ops.axpy(a, x, y_dev, version=version)
+    assert np.array_equal(bits(y_dev.get()), bits(ref.axpy(a, x, y)))
+
+
+def test_axpy_overflows_to_inf_like_the_hardware():
+    x = np.array([60000, -60000, 1], np.float16)
+    y = np.array([60000, -60000, 1], np.float16)
+    y_dev = ga.to_gpu(y)
+    ops.axpy(1.0, x, y_dev)
+    assert np.array_equal(y_dev.get(), np.array([np.inf, -np.inf, 2], np.float16))
+
+
+@pytest.mark.parametrize("n", [1, 7, 256, 1001])
+def test_relu_and_its_backward_are_bit_exact(n):
+    rng = np.random.default_rng(n)
+    z, dy = halves(rng, n), halves(rng, n)
+    z[::5] = 0                                # ReLU'(0) is taken as 0
+    assert np.array_equal(bits(ops.relu(z).get()), bits(ref.relu(z)))
+    assert np.array_equal(bits(ops.relu_backward(dy, z).get()), bits(ref.relu_backward(dy, z)))
+
+
+def test_relu_backward_does_not_turn_inf_into_nan_where_the_unit_was_off():
+    dy = np.array([np.inf, -np.inf, 3], np.float16)
+    z = np.array([-1, 2, -4], np.float16)
+    assert np.array_equal(ops.relu_backward(dy, z).get(), np.array([0, -np.inf, 0], np.float16))
+
+
+@pytest.mark.parametrize("rows, cols", [(1, 1), (3, 5), (8, 16), (7, 33)])
+def test_bias_add_is_bit_exact_also_when_pairs_straddle_rows(rows, cols):
+    rng = np.random.default_rng(rows * cols)
+    x, b = halves(rng, rows * cols).reshape(rows, cols), halves(rng, cols)
+    assert np.array_equal(bits(ops.bias_add(x, b).get()), bits(ref.bias_add(x, b)))
+    x_dev = ga.to_gpu(x)
+    ops.bias_add(x_dev, b, out=x_dev)         # in place, as the layers use it
+    assert np.array_equal(bits(x_dev.get()), bits(ref.bias_add(x, b)))
+
+
+GEMM_SHAPES = [(1, 1, 1), (5, 3, 7), (64, 64, 16), (65, 70, 33), (17, 129, 80)]
+
+
+@pytest.mark.parametrize("m, n, k", GEMM_SHAPES)
+@pytest.mark.parametrize("version", ["naive", "tiled"])
+def test_gemm_with_fp32_sums_is_within_the_bound(m, n, k, version):
+    rng = np.random.default_rng(m + n + k)
+    a, b = halves(rng, m * k, 1.0).reshape(m, k), halves(rng, k * n, 1.0).reshape(k, n)
+    got = ops.matmul(a, b, alpha=0.5, version=version).get().astype(np.float64)
+    exact = ref.matmul(a, b, alpha=0.5, out_dtype=np.float64)
+    assert np.all(np.abs(got - exact) <= ref.matmul_tolerance(a, b, alpha=0.5))
+
+
+@pytest.mark.parametrize("transpose_a, transpose_b", [(True, False), (False, True), (True, True)])
+def test_gemm_reads_transposed_operands_through_strides(transpose_a, transpose_b):
+    rng = np.random.default_rng(3)
+    m, n, k = 37, 21, 45
+    a, b = halves(rng, m * k, 1.0).reshape(m, k), halves(rng, k * n, 1.0).reshape(k, n)
+    a_stored = np.ascontiguousarray(a.T) if transpose_a else a
+    b_stored = np.ascontiguousarray(b.T) if transpose_b else b
+    got = ops.matmul(a_stored, b_stored, transpose_a=transpose_a, transpose_b=transpose_b).get()
+    exact = ref.matmul(a, b, out_dtype=np.float64)
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= ref.matmul_tolerance(a, b))
+
+
+def test_gemm_float32_output_keeps_what_half_would_round_away():
+    rng = np.random.default_rng(4)
+    a, b = halves(rng, 30 * 50, 1.0).reshape(30, 50), halves(rng, 50 * 20, 1.0).reshape(50, 20)
+    got = ops.matmul(a, b, out_dtype=np.float32).get()
+    assert got.dtype == np.float32
+    exact = ref.matmul(a, b, out_dtype=np.float64)
+    bound = ref.matmul_tolerance(a, b, out_dtype=np.float32)
+    assert np.all(np.abs(got - exact) <= bound)
+    # and it is much closer than any float16 result can be
+    assert np.max(np.abs(got - exact)) < 0.1 * np.max(np.abs(exact.astype(np.float16) - exact))
+
+
+def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms():
+    # 1 followed by 511 terms of 2**-11: that is exactly half an FP16 ulp of 1.0, so each 1 + 2**-11
+    # is a tie and rounds to the even neighbour, 1.0: the FP16 running sum never moves.  FP32 keeps all.
+    k = 512
+    a = np.ones((1, k), np.float16)
+    b = np.full((k, 1), 2.0 ** -11, np.float16)
+    b[0, 0] = 1.0
+    half_sum = ops.matmul(a, b, version="half_accum").get()
+    assert np.array_equal(bits(half_sum), bits(ref.matmul_half_accum(a, b)))
+    assert half_sum[0, 0] == 1.0                                    # 511 additions of 2**-11 lost
+    float_sum = ops.matmul(a, b, version="tiled", out_dtype=np.float32).get()
+    assert float_sum[0, 0] == 1.0 + 511 * 2.0 ** -11
+    # random data: the model matches the kernel bit for bit, and FP32 sums are more accurate
+    rng = np.random.default_rng(5)
+    a, b = halves(rng, 9 * 300, 1.0).reshape(9, 300), halves(rng, 300 * 11, 1.0).reshape(300, 11)
+    got = ops.matmul(a, b, version="half_accum").get()
+    assert np.array_equal(bits(got), bits(ref.matmul_half_accum(a, b)))
+    exact = ref.matmul(a, b, out_dtype=np.float64)
+    err_half = np.abs(got - exact).mean()
+    err_fp32 = np.abs(ops.matmul(a, b).get() - exact).mean()
+    assert err_fp32 < err_half / 4
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ops.to_half(np.zeros(3, np.float64)), TypeError, "float32"),
+    (lambda: ops.to_float(np.zeros(3, np.float32)), TypeError, "float16"),
+    (lambda: ops.axpy(1.0, np.zeros(3, np.float16), np.zeros(3, np.float16)), TypeError, "in place"),
+    (lambda: ops.axpy(1.0, np.zeros(3, np.float16), ga.zeros(4, np.float16)), ValueError, "same shape"),
+    (lambda: ops.axpy(1.0, np.zeros(2, np.float16), ga.zeros(2, np.float16), version=3), ValueError,
+     "version"),
+    (lambda: ops.bias_add(np.zeros((2, 3), np.float16), np.zeros(4, np.float16)), ValueError, "columns"),
+    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((4, 2), np.float16)), ValueError,
+     "inner dimensions"),
+    (lambda: ops.matmul(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float16)), TypeError, "float16"),
+    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version="fast"),
+     ValueError, "unknown GEMM version"),
+    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version="naive",
+                        out_dtype=np.float32), ValueError, "tiled"),
+    (lambda: ops.relu([1.0, 2.0]), TypeError, "GPUArray or a numpy.ndarray"),
+    (lambda: ops.relu(np.zeros(4, np.float16), out=ga.zeros(5, np.float16)), ValueError, "shape"),
+])
+def test_bad_input_is_refused_with_a_message_that_says_what_to_do(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
