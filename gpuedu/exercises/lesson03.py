@@ -6,6 +6,7 @@ of the additions, so a correct kernel matches NumPy bit for bit and any differen
 import numpy as np
 
 from . import Case, Exercise, ceil_div, register, sizes_1d
+from ._canary import is_sentinel
 
 BLOCK = 256
 
@@ -31,8 +32,13 @@ def block_sum_cases(rng):
                    block=(BLOCK, 1, 1), grid=(ceil_div(n, BLOCK), 1))
 
 
+def _computed_nan(out):
+    """NaNs the kernel computed (the canary that marks "never written" is a NaN too: not those)."""
+    return np.isnan(out) & ~is_sentinel(out)
+
+
 def _block_sum_nan(case, expected, got):
-    if np.isnan(got["out"]).any():
+    if _computed_nan(got["out"]).any():
         return ("a block sum is NaN: threads past n read x[i] beyond the array. Load 0 for them "
                 "(`partial[tid] = (i < n) ? x[i] : 0.0f;`), they still take part in the tree.")
     return None
@@ -53,7 +59,7 @@ def _block_sum_stopped_early(case, expected, got):
 def _block_sum_unordered(case, expected, got):
     # Tried last: no simpler pattern explained the values. Sums that are off by amounts that no
     # indexing mistake explains come from reading a partial sum before its owner wrote it.
-    if not np.isnan(got["out"]).any():
+    if not np.isnan(got["out"]).any():   # no NaN: neither computed nor left unwritten
         return ("the block sums are wrong by amounts no indexing pattern explains: most likely a "
                 "thread reads partial[tid + s] before its owner has added into it. Every level of the "
                 "tree needs __syncthreads() after it (and one after the load), outside the `if`, so "
@@ -208,6 +214,13 @@ def _histogram_extra_counts(case, expected, got):
     return None
 
 
+def _histogram_nothing_counted(case, expected, got):
+    if np.array_equal(got["hist"], case.inputs["hist"]):
+        return ("hist is unchanged: nothing reached it. Count each x[i] into the block's bins with "
+                "atomicAdd(&local[x[i]], 1u), then add every bin to hist with atomicAdd(&hist[b], local[b]).")
+    return None
+
+
 def _histogram_lost_counts(case, expected, got):
     if got["hist"].sum() < expected["hist"].sum():
         return ("counts are missing: either several threads added to one bin without atomicAdd, "
@@ -256,5 +269,5 @@ register(Exercise(
     reference=histogram_spec, cases=histogram_cases, stub=HISTOGRAM_STUB, solution=HISTOGRAM_SOLUTION,
     launch=f"block = ({BINS}, 1, 1), grid = (ceil_div(n, {BINS}), 1); hist: 256 uint32 starting at 0",
     races=True,
-    diagnoses=(_histogram_extra_counts, _histogram_lost_counts),
+    diagnoses=(_histogram_nothing_counted, _histogram_extra_counts, _histogram_lost_counts),
 ))
