@@ -150,3 +150,25 @@ def plot_history(history, ax=None, title=None):
     if title:
         ax.set_title(title)
     return ax
+
+
+def median_seconds(run, repeats=5, warmup=1):
+    """Median wall-clock seconds of ``run()``, each call followed by a wait for the device to finish.
+
+    What a user of the device experiences: launch overheads included, so small problems show the cost
+    of issuing work, large ones the cost of the work.  ``warmup`` calls first (compilation, allocation).
+    """
+    from . import backend
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    drv = backend.active().driver
+    for _ in range(warmup):
+        run()
+    drv.Context.synchronize()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        drv.Context.synchronize()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))

@@ -81,3 +81,11 @@ def test_plot_history_draws_every_curve(digits):
     labels = [l.get_label() for l in ax.get_legend().get_lines()]
     assert labels == ["training loss", "train accuracy", "test accuracy"]
     assert "test accuracy 0.7000" in history.summary()
+
+
+def test_median_seconds_measures_the_call():
+    calls = []
+    seconds = train.median_seconds(lambda: (calls.append(1), __import__("time").sleep(0.01)), repeats=3, warmup=2)
+    assert len(calls) == 5 and 0.009 < seconds < 0.5
+    with pytest.raises(ValueError, match="repeats"):
+        train.median_seconds(lambda: None, repeats=0)

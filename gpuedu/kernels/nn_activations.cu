@@ -8,12 +8,14 @@
 // backward reads 12 B and writes 4 B: both are bandwidth-bound.
 #include "nn_activations.cuh"
 
+// y = act(x), one thread per element.
 extern "C" __global__ void activation_forward(const float* x, float* y, int n, int act) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)                      // the last block may run past the end
         y[i] = act_forward(act, x[i]);
 }
 
+// The local backward: dx = dy * act'(x), with y = act(x) from the forward (sigmoid and tanh use it).
 extern "C" __global__ void activation_backward(const float* x, const float* y, const float* dy, float* dx,
                                                int n, int act) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -8,6 +8,9 @@
 //                 epoch's loss and accuracy stay on the device until someone asks for them.
 //   argmax_rows   out[b] = argmax_j z[b, j] (the first one on ties).
 // One thread per row: C is small (10 classes), and a row's three passes stay in the thread.
+
+// Row b: loss m + log(sum_j exp(z_j - m)) - z_y (m the row maximum), the gradient (softmax - onehot) / B,
+// and the loss and the hit (argmax == label) added to the device accumulators.
 extern "C" __global__ void softmax_xent(const float* logits, const int* labels, float* dlogits,
                                         float* loss_sum, int* correct, int B, int C) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
@@ -29,6 +32,7 @@ extern "C" __global__ void softmax_xent(const float* logits, const int* labels, 
         dz[j] = expf(z[j] - m) * inv - (j == y ? 1.0f / (float)B : 0.0f);
 }
 
+// out[b] = the index of the largest logit of row b (the first one on ties).
 extern "C" __global__ void argmax_rows(const float* logits, int* out, int B, int C) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;

@@ -5,6 +5,8 @@
 //                w -= lr * (m c1) / (sqrt(v c2) + eps),  c1 = 1/(1-b1^t), c2 = 1/(1-b2^t) (bias correction,
 //                computed on the host in double because b^t needs the step count t)
 // Napkin math: SGD moves 16 B an element (read w, g, v; write w, v: 20 B), Adam 28 B: bandwidth-bound.
+
+// SGD with momentum and weight decay; momentum = 0 and weight_decay = 0 give w -= lr * g.
 extern "C" __global__ void sgd_update(float* w, const float* g, float* v, int n,
                                       float lr, float momentum, float weight_decay) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -15,6 +17,7 @@ extern "C" __global__ void sgd_update(float* w, const float* g, float* v, int n,
     w[i] -= lr * vel;
 }
 
+// Adam: moving averages of the gradient and its square, bias-corrected by c1 and c2.
 extern "C" __global__ void adam_update(float* w, const float* g, float* m, float* v, int n,
                                        float lr, float beta1, float beta2, float eps,
                                        float c1, float c2, float weight_decay) {
