@@ -43,7 +43,7 @@ BARRIER_NAMES = frozenset("""
     __gpuedu_shfl block_barrier warp_collective
 """.split())
 
-CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing",
+CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing", "-fno-threadsafe-statics",
              "-fno-math-errno", "-fno-finite-loops", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
 
 _INSTALL_HINT = (
@@ -170,9 +170,56 @@ def _translate_options(options, include_dirs):
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
 
 
+_STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}]*);")
+_ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|alignas\s*\([^()]*\)")
+
+
+def _declared_names(declaration):
+    """Names declared by ``float a[4][4], b[8]`` (the text after __shared__); [] if unsure."""
+    text = _ATTRIBUTES.sub(" ", declaration)
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        if ch in "[(<":
+            depth += 1
+        elif ch in "])>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    parts.append(text[start:])
+    names = []
+    for part in parts:
+        head = re.split(r"[\[=]", part, 1)[0]
+        found = re.findall(r"[A-Za-z_]\w*", head)
+        if not found or "(" in head:
+            return []
+        names.append(found[-1])
+    return names
+
+
 def _rewrite_source(source):
-    """Point every ``extern __shared__`` array at the runtime's dynamic shared buffer (same line count)."""
-    return _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");', source)
+    """Adapt CUDA declarations to the prelude, keeping every line where it was.
+
+    ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
+    each static ``__shared__`` variable registers itself (so the runtime can fill
+    shared memory with garbage before each block); ``static __shared__`` is the
+    same as ``__shared__``.
+    """
+    source = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", source)
+    source = _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");',
+                                 source)
+    counter = [0]
+
+    def register(m):
+        names = _declared_names(m.group(1))
+        regs = []
+        for name in names:
+            counter[0] += 1
+            regs.append(f"static const bool __gpuedu_shared_{counter[0]} = "
+                        f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")
+        return m.group(0) + " ".join(regs)
+
+    return _STATIC_SHARED.sub(register, source)
 
 
 _LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"(.*)$')

@@ -348,7 +348,7 @@ class Function:
                 f"for this kernel is {self._max_dynamic_shared} bytes (48 KiB unless raised with "
                 f"set_attribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ...), up to "
                 f"{_device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN})")
-        return struct.pack("6I", *grid, *block)
+        return struct.pack("7I", *grid, *block, shared)
 
     def _run(self, dims, argbuf):
         module = self.module

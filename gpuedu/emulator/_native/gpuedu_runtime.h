@@ -104,6 +104,10 @@ struct Runtime {
   unsigned n_ready, n_block, n_warp, n_done;
   int barrier_count, barrier_result;
   Warp warps[MAX_THREADS / 32];
+  // shared memory: the block's static __shared__ variables and the dynamic buffer's size
+  struct { void* p; size_t n; } shared[256];
+  int n_shared;
+  size_t dynamic_shared_bytes;
   // printf
   char* out;
   size_t out_cap;
@@ -134,6 +138,29 @@ inline void printf_append(const char* text, size_t n) {
   memcpy(R.out + gpuedu_printf_len, text, n);
   gpuedu_printf_len += n;
   R.out[gpuedu_printf_len] = 0;
+}
+
+// ---- shared memory -------------------------------------------------------------------
+// Shared memory starts each block with garbage on a GPU, often the previous
+// block's values, which hides a missing __syncthreads. The emulator fills it
+// with 0xff bytes (NaN as float, -1 as int) before every block instead, so
+// reading a value no thread of this block wrote shows. The compiler registers
+// each static __shared__ variable the first time its declaration runs.
+inline bool register_shared(void* p, size_t n) {
+  for (int i = 0; i < R.n_shared; ++i)
+    if (R.shared[i].p == p) return true;
+  if (R.n_shared < 256) {
+    R.shared[R.n_shared].p = p;
+    R.shared[R.n_shared].n = n;
+    ++R.n_shared;
+  }
+  memset(p, 0xff, n);
+  return true;
+}
+
+inline void poison_shared() {
+  for (int i = 0; i < R.n_shared; ++i) memset(R.shared[i].p, 0xff, R.shared[i].n);
+  if (R.dynamic_shared_bytes) memset(dynamic_shared, 0xff, R.dynamic_shared_bytes);
 }
 
 // ---- failing a launch ---------------------------------------------------------
@@ -597,6 +624,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     for (unsigned by = 0; by < gridDim.y; ++by)
       for (unsigned bx = 0; bx < gridDim.x; ++bx) {
         blockIdx = uint3{bx, by, bz};
+        poison_shared();
         if (R.fiber_mode) {
           run_block_fibers();
         } else {
@@ -774,10 +802,11 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int r
 int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
                     unsigned long long seed, int force_fibers, const void* args) {
   using namespace __gpuedu;
-  // dims: grid x, y, z then block x, y, z
+  // dims: grid x, y, z, block x, y, z, then the dynamic shared memory size in bytes
   gridDim = dim3(dims[0], dims[1], dims[2]);
   blockDim = dim3(dims[3], dims[4], dims[5]);
   R.nthreads = dims[3] * dims[4] * dims[5];
+  R.dynamic_shared_bytes = dims[6];
   R.schedule = schedule;
   R.rng = seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
   R.stop_reason = 0;
