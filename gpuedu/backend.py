@@ -19,6 +19,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import atexit
 import json
 import os
 import re
@@ -322,27 +323,81 @@ def nvcc_version(nvcc):
 
 _TINY_KERNEL = 'extern "C" __global__ void gpuedu_preflight(float *x) { x[threadIdx.x] = 1.0f; }\n'
 _nvcc_targets = {}
+_preflight_dir = None
+
+
+def _preflight_folder():
+    global _preflight_dir
+    if _preflight_dir is None:
+        _preflight_dir = tempfile.mkdtemp(prefix="gpuedu-preflight-")
+        atexit.register(shutil.rmtree, _preflight_dir, True)
+    return _preflight_dir
 
 
 def nvcc_can_target(nvcc, arch, timeout=120):
     """Build a one-line kernel with ``nvcc -cubin -arch=sm_<arch>``; (ok, first error line).
 
-    Cached per (nvcc, arch) for the life of the process.
+    Cached per (nvcc, arch) for the life of the process; the cubin is kept for ``probe_launch``.
     """
     key = (nvcc, str(arch))
     if key not in _nvcc_targets:
-        with tempfile.TemporaryDirectory(prefix="gpuedu-preflight-") as tmp:
-            src = os.path.join(tmp, "k.cu")
-            with open(src, "w") as f:
-                f.write(_TINY_KERNEL)
-            try:
-                proc = subprocess.run([nvcc, "-cubin", f"-arch=sm_{arch}", "-o", os.path.join(tmp, "k.cubin"), src],
-                                      capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-                lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-                _nvcc_targets[key] = (proc.returncode == 0, lines[0] if lines else "")
-            except (OSError, subprocess.TimeoutExpired) as e:
-                _nvcc_targets[key] = (False, f"{type(e).__name__}: {e}")
+        folder = _preflight_folder()
+        src = os.path.join(folder, f"sm_{arch}.cu")
+        with open(src, "w") as f:
+            f.write(_TINY_KERNEL)
+        try:
+            proc = subprocess.run([nvcc, "-cubin", f"-arch=sm_{arch}", "-o", preflight_cubin(arch), src],
+                                  capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+            _nvcc_targets[key] = (proc.returncode == 0, lines[0] if lines else "")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _nvcc_targets[key] = (False, f"{type(e).__name__}: {e}")
     return _nvcc_targets[key]
+
+
+def preflight_cubin(arch):
+    """Where ``nvcc_can_target`` writes the test kernel built for sm_<arch>."""
+    return os.path.join(_preflight_folder(), f"sm_{arch}.cubin")
+
+
+# Runs in a child process: load the preflight cubin on device 0 and run it once.
+_LAUNCH = r"""
+import json, sys
+import numpy as np
+import pycuda.driver as drv
+out = {}
+try:
+    drv.init()
+    context = drv.Device(0).make_context()
+    try:
+        kernel = drv.module_from_file(sys.argv[1]).get_function("gpuedu_preflight")
+        x = np.zeros(32, dtype=np.float32)
+        kernel(drv.Out(x), block=(32, 1, 1), grid=(1, 1))
+        out["ok"] = bool((x == 1.0).all())
+        if not out["ok"]:
+            out["error"] = "the test kernel ran but wrote wrong values"
+    finally:
+        context.pop()
+except Exception as e:
+    out["ok"], out["error"] = False, f"{type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+
+def probe_launch(pycuda_dir, cubin, timeout=120):
+    """Load ``cubin`` on device 0 and launch it, in a child process; {"ok": bool, "error": str}."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([pycuda_dir] + [p for p in [env.get("PYTHONPATH")] if p])
+    try:
+        proc = subprocess.run([sys.executable, "-c", _LAUNCH, cubin], env=env, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"the test kernel did not finish within {timeout} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"ok": False, "error": f"the launch probe exited with code {proc.returncode}: {tail}"}
+    return json.loads(lines[-1])
 
 
 def find_cxx():
@@ -369,12 +424,14 @@ def find_cxx():
 
 
 def kernel_cache_dir():
-    """Folder where compiled kernels are cached: $GPUEDU_CACHE_DIR, else $XDG_CACHE_HOME/gpuedu or ~/.cache/gpuedu."""
+    """Folder where the emulator caches compiled kernels: $GPUEDU_CACHE_DIR, else ~/.cache/gpuedu/kernels.
+
+    The same rule as the emulator's compiler (this only reports it, and creates nothing).
+    """
     explicit = os.environ.get(CACHE_ENV_VAR)
     if explicit:
         return os.path.abspath(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "gpuedu")
+    return os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
 
 
 def check_gpu():
@@ -399,6 +456,15 @@ def check_gpu():
     if not ok:
         return False, (f"nvcc {version or '(unknown version)'} cannot target sm_{device['arch']} "
                        f"of {device['name']} ({first_error})"), details
+    launch = probe_launch(pycuda_dir, preflight_cubin(device["arch"]))
+    details["launch"] = launch
+    if not launch.get("ok"):
+        error = launch.get("error", "")
+        if "toolchain" in error.lower() or "ptx" in error.lower():
+            return False, (f"the NVIDIA driver (CUDA {probe.get('cuda_driver_version', '?')}) cannot run code "
+                           f"built by nvcc {version} ({error}); update the driver, or use a CUDA toolkit "
+                           f"no newer than the driver"), details
+        return False, f"a test kernel built by nvcc {version} for sm_{device['arch']} did not run ({error})", details
     return True, "a usable GPU was found", details
 
 

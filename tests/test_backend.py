@@ -58,6 +58,9 @@ class Device:
 class Context:
     def __init__(self, device):
         self.device = device
+    def pop(self):
+        global _context
+        _context = None
     @staticmethod
     def get_current():
         if not _initialised:
@@ -66,6 +69,24 @@ class Context:
     @staticmethod
     def get_device():
         return _context.device
+'''
+
+FAKE_DRIVER_LAUNCH = '''
+class Out:
+    def __init__(self, array):
+        self.array = array
+
+class _Module:
+    def get_function(self, name):
+        def launch(out, block, grid):
+            out.array[:block[0]] = 1.0
+        return launch
+
+def module_from_file(path):
+    if FAKE_LOAD_ERROR:
+        raise RuntimeError(FAKE_LOAD_ERROR)
+    assert open(path, "rb").read(4) == b"\\x7fELF", "the preflight hands over a cubin"
+    return _Module()
 '''
 
 FAKE_AUTOINIT = '''
@@ -87,9 +108,9 @@ def make_fake_pycuda(root, driver_source):
     return root
 
 
-def fake_device(tmp_path, init_error=None, count=1, cc=(9, 0)):
+def fake_device(tmp_path, init_error=None, count=1, cc=(9, 0), load_error=None):
     source = (f"FAKE_INIT_ERROR = {init_error!r}\nFAKE_COUNT = {count}\nFAKE_CC = {tuple(cc)!r}\n"
-              + FAKE_DRIVER)
+              f"FAKE_LOAD_ERROR = {load_error!r}\n" + FAKE_DRIVER + FAKE_DRIVER_LAUNCH)
     return make_fake_pycuda(str(tmp_path / "fake"), source)
 
 
@@ -255,6 +276,16 @@ def test_usable_device_gives_cuda_and_real_pycuda(tmp_path):
     assert "ALIAS pycuda" in out          # the real package, not the emulator
     assert "CONTEXT True" in out          # setup() made the context, as pycuda.autoinit does
     assert "gpuedu: backend cuda, NVIDIA GPU Fake GPU (sm_90)" in out
+
+
+@needs_nvcc
+def test_driver_too_old_for_the_toolkit_gives_cpu(tmp_path):
+    fake = fake_device(tmp_path, cc=(9, 0), load_error="cuModuleLoadData failed: the provided PTX was "
+                                                       "compiled with an unsupported toolchain.")
+    out = ok(run_child(REPORT, fake=fake))
+    assert "NAME cpu" in out
+    assert "the NVIDIA driver (CUDA 13.0) cannot run code built by nvcc" in out
+    assert "update the driver" in out
 
 
 def test_initialised_real_pycuda_is_never_shadowed(tmp_path):
