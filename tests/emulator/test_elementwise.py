@@ -119,3 +119,22 @@ def test_ready_made_copy_kernel_converts():
     get_copy_kernel(np.int32, np.float64)(dest, src)
     assert dest.get().tolist() == [1, -2]
     assert get_copy_kernel(np.int32, np.float64) is get_copy_kernel(np.int32, np.float64)
+
+
+@pytest.mark.nvcc
+def test_generated_sources_are_real_cuda(tmp_path, axpbyz):
+    """What ElementwiseKernel and ReductionKernel generate must compile with nvcc too."""
+    import shutil
+    import subprocess
+
+    from gpuedu.emulator.reduction import ReductionKernel
+
+    dot = ReductionKernel(np.float32, "0", "a+b", "x[i]*y[i]", "float *x, float *y", name="dot")
+    # stage 2 is stage 1's template with other arguments, so one of them is enough
+    sources = [axpbyz.source + axpbyz.range_source, dot.stage1_source]
+    for k, source in enumerate(sources):
+        path = tmp_path / f"k{k}.cu"
+        path.write_text('extern "C" {\n' + source + "\n}\n")   # as SourceModule wraps it
+        proc = subprocess.run([shutil.which("nvcc"), "-cubin", "-arch=sm_90", "-o", str(tmp_path / f"k{k}.cubin"),
+                               str(path)], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{source}\n{proc.stderr}"
