@@ -55,6 +55,15 @@ def test_every_figure_is_measured_sanely_or_skipped_with_a_reason(quick_run):
             assert f["status"] == "skipped" and f["reason"].strip(), f
 
 
+def test_no_gpuedu_code_failed_while_measured(quick_run):
+    # "failed: ..." marks an exception in gpuedu code (or a wrong result caught before timing);
+    # anything else this machine lacks (no GPU, no PyTorch) is a plain skip.
+    results, _, _ = quick_run
+    failed = {f["name"]: f["reason"] for f in results["figures"]
+              if f["status"] == "skipped" and f["reason"].startswith("failed:")}
+    assert not failed, failed
+
+
 def test_every_measurement_is_there_with_its_yardstick(quick_run):
     results, _, _ = quick_run
     figures = {f["name"]: f for f in results["figures"]}

@@ -64,6 +64,13 @@ def main(argv=None):
         for path in plots.draw(results, folder, stem):
             print(f"wrote {path}")
         return 0
+    import gpuedu
+    from gpuedu import backend as _backend
+    try:
+        gpuedu.setup(verbose=True)
+    except (_backend.BackendError, ValueError) as exc:
+        print(f"gpuedu bench: {exc}", file=sys.stderr)
+        return 1
     results, out = run(quick=args.quick, only=args.only, out=args.out, repeats=args.repeats)
     print()
     print(report.figures_table(results))
@@ -88,7 +95,7 @@ def run(quick=False, only=None, out=None, repeats=None, log=print):
     import gpuedu
     started = time.perf_counter()
     date = environment.now_utc()
-    backend = gpuedu.setup(verbose=True)
+    backend = gpuedu.setup(verbose=False)
     on_gpu = backend.name == "cuda"
     drv, driver_problem = _driver(on_gpu)
     machine = environment.describe(backend, drv)
