@@ -128,7 +128,8 @@ def list(lesson=None):  # noqa: A001 - the name the course uses
     _load_all()
     if lesson is not None:
         lesson = f"{int(lesson):02d}"
-    ids = sorted(i for i in _registry if lesson is None or i[:2] == lesson)
+    # by lesson, and within a lesson in the order the lesson registered them (its teaching order)
+    ids = sorted((i for i in _registry if lesson is None or i[:2] == lesson), key=lambda i: i[:2])
     current = None
     for i in ids:
         if i[:2] != current:
