@@ -1,0 +1,98 @@
+"""The emulator's pycuda.tools: dtype names, device data, default contexts, memoisation, pools."""
+import gc
+
+import numpy as np
+import pytest
+
+import gpuedu.emulator.driver as drv
+from gpuedu.emulator import tools
+
+
+@pytest.fixture(autouse=True, scope="module")
+def context():
+    drv.init()
+    ctx = tools.make_default_context()
+    yield ctx
+    ctx.detach()
+
+
+def test_dtype_names_both_ways():
+    assert tools.dtype_to_ctype(np.float32) == "float"
+    assert tools.dtype_to_ctype(np.dtype(np.uint32)) == "unsigned int"
+    assert tools.dtype_to_ctype(np.int64) == "long"
+    assert tools.get_or_register_dtype("unsigned int") == np.uint32
+    assert tools.get_or_register_dtype(["double"]) == np.float64
+    with pytest.raises(ValueError, match="unable to map dtype"):
+        tools.dtype_to_ctype(np.dtype("U4"))
+    with pytest.raises(TypeError, match="not registered"):
+        tools.get_or_register_dtype("my_vec3")
+    vec3 = np.dtype([("x", np.float32), ("y", np.float32), ("z", np.float32)])
+    assert tools.get_or_register_dtype("my_vec3", vec3) == vec3
+    assert tools.dtype_to_ctype(vec3) == "my_vec3"
+    with pytest.raises(RuntimeError, match="already registered"):
+        tools.get_or_register_dtype("my_vec3", np.float64)
+
+
+def test_default_context_and_device_data(context):
+    assert drv.Context.get_current() is context
+    data = tools.DeviceData()
+    assert data.max_threads == 1024 and data.warp_size == 32
+    assert data.shared_memory == 49152
+    assert data.align_words(4) == 32 and data.align(100) == 128
+    with pytest.raises(ValueError):
+        data.align_bytes(3)
+
+
+def test_context_dependent_memoize_caches_per_context():
+    calls = []
+
+    @tools.context_dependent_memoize
+    def make(x):
+        calls.append(x)
+        return object()
+
+    first = make(1)
+    assert make(1) is first and calls == [1]
+    other = drv.Device(0).make_context()
+    try:
+        assert make(1) is not first          # another context: built again
+    finally:
+        other.detach()
+    tools.clear_context_caches()
+    make(1)
+    assert calls == [1, 1, 1]
+
+
+def test_page_locked_pool_reuses_buffers():
+    pool = tools.PageLockedMemoryPool()
+    a = pool.allocate((4, 4), np.float32)
+    assert a.shape == (4, 4) and a.dtype == np.float32 and pool.active_blocks == 1
+    assert _pagelocked_root(a)
+    address = a.ctypes.data
+    del a
+    gc.collect()
+    assert pool.active_blocks == 0 and pool.held_blocks == 1
+    b = pool.allocate((16,), np.float32)       # the same 64 bytes again
+    assert b.ctypes.data == address
+    pool.free_held()
+
+
+def _pagelocked_root(array):
+    while array is not None and not isinstance(array, drv.PagelockedHostAllocation):
+        array = getattr(array, "base", None)
+    return array is not None
+
+
+def test_device_pool_blocks_go_back_on_free():
+    pool = tools.DeviceMemoryPool()
+    block = pool.allocate(256)
+    address = int(block)
+    block.free()
+    with pytest.raises(drv.LogicError, match="already freed"):
+        block.free()
+    with pytest.raises(drv.LogicError, match="freed"):
+        int(block)
+    again = pool.allocate(256)
+    assert int(again) == address and pool.held_blocks == 0
+    drv.memcpy_htod(again, np.arange(64, dtype=np.float32))
+    assert drv.from_device(again, 64, np.float32)[63] == 63
