@@ -165,20 +165,26 @@ def parse_c_arg(c_arg):
 
 # --------------------------------------------------------------------------- memory pools
 
-class PooledDeviceAllocation:
-    """A device block on loan from a ``DeviceMemoryPool``; ``free()`` gives it back."""
+class PooledDeviceAllocation(drv.DeviceAllocation):
+    """A device block on loan from a ``DeviceMemoryPool``; ``free()`` gives it back.
 
-    __slots__ = ("_pool", "_alloc", "_size", "__weakref__")
+    It is a ``DeviceAllocation`` (as in PyCUDA), so kernels and copies accept it.
+    """
 
-    def __init__(self, pool, alloc, size):
+    __slots__ = ("_pool", "_block", "_size")
+
+    def __init__(self, pool, block, size):
+        # Not DeviceAllocation.__init__: the memory belongs to ``block``, which the
+        # pool keeps; the base class's own handle stays empty.
+        self._alloc = None
         self._pool = pool
-        self._alloc = alloc
+        self._block = block
         self._size = size
 
     def __int__(self):
-        if self._alloc is None:
+        if self._block is None:
             raise drv.LogicError("this pooled allocation has been freed")
-        return int(self._alloc)
+        return int(self._block)
 
     __index__ = __int__
 
@@ -187,18 +193,18 @@ class PooledDeviceAllocation:
         return self._size
 
     def free(self):
-        if self._alloc is None:
+        if self._block is None:
             raise drv.LogicError("this pooled allocation was already freed")
-        alloc, self._alloc = self._alloc, None
-        self._pool._give_back(alloc, self._size)
+        block, self._block = self._block, None
+        self._pool._give_back(block, self._size)
 
     def __del__(self):
-        if getattr(self, "_alloc", None) is not None:
+        if getattr(self, "_block", None) is not None:
             try:
-                self._pool._give_back(self._alloc, self._size)
+                self._pool._give_back(self._block, self._size)
             except Exception:  # interpreter shutdown
                 pass
-            self._alloc = None
+            self._block = None
 
     def __repr__(self):
         return f"<PooledDeviceAllocation {self._size} bytes>"

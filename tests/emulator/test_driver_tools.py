@@ -96,3 +96,13 @@ def test_device_pool_blocks_go_back_on_free():
     assert int(again) == address and pool.held_blocks == 0
     drv.memcpy_htod(again, np.arange(64, dtype=np.float32))
     assert drv.from_device(again, 64, np.float32)[63] == 63
+
+
+def test_pooled_blocks_are_device_allocations_kernels_accept():
+    from gpuedu.emulator.compiler import SourceModule
+    pool = tools.DeviceMemoryPool()
+    block = pool.allocate(4 * 8)
+    assert isinstance(block, drv.DeviceAllocation)
+    fill = SourceModule("__global__ void fill(float *x) { x[threadIdx.x] = threadIdx.x; }").get_function("fill")
+    fill(block, block=(8, 1, 1), grid=(1, 1))
+    assert drv.from_device(block, 8, np.float32).tolist() == list(range(8))
