@@ -34,7 +34,11 @@ def _xent_not_averaged(case, expected, got):
 
 
 def _xent_overflow(case, expected, got):
-    if not np.all(np.isfinite(got["dlogits"])):
+    # Only on the case whose logits overflow exp, and only if the kernel wrote something finite too
+    # (an output that was never written is NaN everywhere, which another hint explains).
+    out = got["dlogits"]
+    finite = np.isfinite(out)
+    if case.inputs["logits"].max() > 88.0 and finite.any() and not finite.all():
         return ("NaN or inf in dlogits: exp(200) overflows float. Subtract the row's maximum before exp; "
                 "softmax does not change when every logit of a row moves by the same amount.")
     return None
