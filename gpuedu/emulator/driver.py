@@ -27,7 +27,7 @@ __all__ = [
     "init", "get_version", "get_driver_version", "Device", "Context", "Stream", "Event",
     "mem_alloc", "mem_alloc_pitch", "mem_get_info", "memcpy_htod", "memcpy_dtoh", "memcpy_dtod",
     "memcpy_htod_async", "memcpy_dtoh_async", "memcpy_dtod_async", "memset_d8", "memset_d16",
-    "memset_d32", "memset_d8_async", "memset_d16_async", "memset_d32_async", "to_device",
+    "memset_d32", "Memcpy2D", "memset_d8_async", "memset_d16_async", "memset_d32_async", "to_device",
     "from_device", "from_device_like", "pagelocked_empty", "pagelocked_zeros",
     "pagelocked_empty_like", "pagelocked_zeros_like", "register_host_memory",
     "PagelockedHostAllocation", "DeviceAllocation", "In", "Out", "InOut", "ArgumentHandler",
@@ -621,6 +621,69 @@ def from_device_like(devptr, other_ary):
     result = np.empty_like(other_ary)
     memcpy_dtoh(result, devptr)
     return result
+
+
+class Memcpy2D:
+    """A copy of ``height`` rows of ``width_in_bytes`` between pitched buffers (``cuMemcpy2D``).
+
+    Set the source with ``set_src_host(array)`` or ``set_src_device(ptr)`` and the
+    destination likewise, the pitches (bytes from one row to the next) and the
+    sizes, then call it: ``copy()`` (or ``copy(stream)``).
+    """
+
+    def __init__(self):
+        self.src_x_in_bytes = self.src_y = self.dst_x_in_bytes = self.dst_y = 0
+        self.src_pitch = self.dst_pitch = self.width_in_bytes = self.height = None
+        self._src = self._dst = None
+
+    def set_src_host(self, buf):
+        self._src = ("host", buf)
+
+    def set_src_device(self, ptr):
+        self._src = ("device", ptr)
+
+    def set_dst_host(self, buf):
+        self._dst = ("host", buf)
+
+    def set_dst_device(self, ptr):
+        self._dst = ("device", ptr)
+
+    @staticmethod
+    def _start(side, role, extent):
+        """The buffer's start address, after checking that it holds ``extent`` bytes."""
+        kind, obj = side
+        if kind == "device":
+            return _device_address(obj, extent, "cuMemcpy2D", role)
+        address, nbytes = _host_buffer(obj, "cuMemcpy2D", role, writeable=role == "destination")
+        if extent > nbytes:
+            raise LogicError(f"cuMemcpy2D failed: the copy reaches byte {extent} of the host {role}, "
+                             f"which holds {nbytes} bytes")
+        return address
+
+    def __call__(self, stream=None, aligned=False):
+        if isinstance(stream, bool):   # copy(True): the aligned flag given positionally
+            stream = None
+        _check_stream(stream)
+        if self._src is None or self._dst is None:
+            raise LogicError("cuMemcpy2D failed: set the source and the destination first "
+                             "(set_src_host/set_src_device, set_dst_host/set_dst_device)")
+        width, height = self.width_in_bytes, self.height
+        if width is None or height is None:
+            raise LogicError("cuMemcpy2D failed: set width_in_bytes and height first")
+        src_pitch = width if self.src_pitch is None else self.src_pitch
+        dst_pitch = width if self.dst_pitch is None else self.dst_pitch
+        if src_pitch < width or dst_pitch < width:
+            raise LogicError(f"cuMemcpy2D failed: a pitch ({src_pitch}, {dst_pitch}) is smaller than the "
+                             f"row width ({width} bytes)")
+        if height == 0 or width == 0:
+            return
+        # Row r starts at (y + r) * pitch + x; the last row ends width bytes later.
+        src_first = self.src_y * src_pitch + self.src_x_in_bytes
+        dst_first = self.dst_y * dst_pitch + self.dst_x_in_bytes
+        src = self._start(self._src, "source", src_first + (height - 1) * src_pitch + width)
+        dst = self._start(self._dst, "destination", dst_first + (height - 1) * dst_pitch + width)
+        for row in range(height):
+            ctypes.memmove(dst + dst_first + row * dst_pitch, src + src_first + row * src_pitch, width)
 
 
 # --------------------------------------------------------------------------- page-locked host memory

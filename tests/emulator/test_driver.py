@@ -286,3 +286,27 @@ def test_allocation_memory_is_usable_through_ctypes():
     dev = drv.mem_alloc(8)
     ctypes.c_double.from_address(int(dev)).value = 2.5
     assert drv.from_device(dev, 1, np.float64)[0] == 2.5
+
+
+def test_memcpy2d_between_pitched_device_memory_and_a_host_matrix():
+    host = np.arange(5 * 7, dtype=np.float32).reshape(5, 7)
+    dev, pitch = drv.mem_alloc_pitch(7 * 4, 5, 4)
+    up = drv.Memcpy2D()
+    up.set_src_host(host)
+    up.set_dst_device(dev)
+    up.src_pitch, up.dst_pitch = 7 * 4, pitch
+    up.width_in_bytes, up.height = 7 * 4, 5
+    up()
+    # read back columns 2..5 of rows 1..4 only
+    back = np.zeros((4, 4), np.float32)
+    down = drv.Memcpy2D()
+    down.set_src_device(dev)
+    down.set_dst_host(back)
+    down.src_pitch, down.dst_pitch = pitch, 4 * 4
+    down.src_x_in_bytes, down.src_y = 2 * 4, 1
+    down.width_in_bytes, down.height = 4 * 4, 4
+    down(aligned=True)
+    np.testing.assert_array_equal(back, host[1:5, 2:6])
+    down.height = 5      # one row too many for the pitched allocation
+    with pytest.raises(drv.LogicError, match="holds"):
+        down()
