@@ -24,7 +24,7 @@ from . import memory
 __all__ = [
     "GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "empty_like", "zeros_like",
     "ones_like", "arange", "concatenate", "stack", "transpose", "reshape", "if_positive", "where",
-    "minimum", "maximum", "sum", "dot", "max", "min", "any", "all", "subset_sum", "subset_dot",
+    "minimum", "maximum", "take", "sum", "dot", "max", "min", "any", "all", "subset_sum", "subset_dot",
     "splay",
 ]
 
@@ -752,6 +752,23 @@ def stack(arrays, axis=0, allocator=None):
         raise ValueError("arrays must have the same shape")
     host = np.stack([a._host_view() for a in arrays], axis=axis)
     return to_gpu(host, allocator or arrays[0].allocator)
+
+
+def take(a, indices, out=None, stream=None):
+    """``out[k] = a[indices[k]]`` for a 1-D GPUArray of integer ``indices``."""
+    _require_gpuarray(a, "take")
+    _require_gpuarray(indices, "take")
+    if indices.ndim != 1 or indices.dtype.kind not in "iu":
+        raise ValueError(f"take: indices must be a 1-D integer GPUArray, got {indices.ndim}-D {indices.dtype}")
+    idx = indices._contiguous_view()
+    flat = a._contiguous_view().reshape(-1)
+    if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
+        raise IndexError(f"take: an index is outside 0..{flat.size - 1}")
+    if out is None:
+        out = GPUArray(indices.shape, a.dtype, a.allocator)
+    if out.size:
+        np.take(flat, idx, out=out._contiguous_view())
+    return out
 
 
 # --------------------------------------------------------------------------- conditionals

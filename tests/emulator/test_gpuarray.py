@@ -293,3 +293,11 @@ def test_cumath_matches_numpy(rng):
     np.testing.assert_allclose(cumath.ldexp(m, e).get(), a)
     with pytest.raises(TypeError, match="to_gpu"):
         cumath.exp(a)
+
+
+def test_take_gathers_by_index():
+    a = gpuarray.to_gpu(np.array([10, 20, 30, 40], np.float32))
+    idx = gpuarray.to_gpu(np.array([3, 0, 0, 2], np.int32))
+    assert gpuarray.take(a, idx).get().tolist() == [40, 10, 10, 30]
+    with pytest.raises(IndexError, match="outside"):
+        gpuarray.take(a, gpuarray.to_gpu(np.array([4], np.int32)))
