@@ -1,4 +1,6 @@
-"""Atomics with contention: every thread of a grid on one address, for each type CUDA defines."""
+"""Atomics with contention: every thread of a grid on one address, for each type CUDA defines.
+
+The overload set is CUDA's, so these sources also compile with nvcc (test_compile_nvcc)."""
 import numpy as np
 import pytest
 
@@ -39,7 +41,7 @@ extern "C" __global__ void float_atomics(const float* x, float* f, double* d, in
   atomicAdd(&f[0], x[i]);
   atomicAdd(&d[0], (double)x[i]);
   atomicExch(&f[1], 2.5f);
-  atomicSub(&f[2], 1.0f);
+  atomicAdd(&f[2], -1.0f);
 }
 """
 

@@ -10,6 +10,7 @@ from gpuedu.emulator._errors import LogicError
 from gpuedu.emulator.compiler import SourceModule, get_schedule, set_schedule
 
 DEVICE_SRC = r"""
+#include <cfloat>
 #include <math_constants.h>
 // op selects a float function; results are compared with NumPy's float32 versions.
 __global__ void unary_math(const float* x, float* y, int op, int n) {

@@ -35,11 +35,14 @@ __global__ void spin_forever(int* flag) {
   while (flag[0] == 0) { }               // nobody ever sets the flag
 }
 __global__ void check_positive(const int* x) { assert(x[threadIdx.x] > 0); }
-__global__ void recurse(int* out, int depth) {
-  volatile char big[4096];
+__device__ int deep(int depth) {
+  volatile char big[4096];              // 4 KiB of stack per call
   big[0] = (char)depth;
-  if (depth > 0) recurse(out, depth - 1);
-  out[0] = big[0];
+  return depth > 0 ? deep(depth - 1) + big[0] : big[0];
+}
+__global__ void recurse(int* out, int depth) {
+  __syncthreads();                       // a barrier: threads run as fibers, on 128 KiB stacks
+  out[0] = deep(depth);
 }
 __global__ void ok(int* out) { out[threadIdx.x] = threadIdx.x * 2; }
 """
@@ -110,6 +113,15 @@ def test_endless_loop_stops_at_the_timeout(mod, monkeypatch):
     monkeypatch.setenv("GPUEDU_KERNEL_TIMEOUT", "0.3")
     with pytest.raises(LaunchError, match="GPUEDU_KERNEL_TIMEOUT=0.3"):
         mod.get_function("spin_forever")(DeviceAllocation(4), block=(1, 1, 1))
+    still_works(mod)
+
+
+def test_stack_overflow_in_a_fiber(mod):
+    out = np.zeros(1, np.int32)
+    mod.get_function("recurse")(Out(out), np.int32(3), block=(2, 1, 1))
+    assert out[0] == 3 + 2 + 1
+    with pytest.raises(LaunchError, match=r"overflowed its stack"):
+        mod.get_function("recurse")(Out(out), np.int32(100000), block=(2, 1, 1))
     still_works(mod)
 
 

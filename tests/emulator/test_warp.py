@@ -69,10 +69,12 @@ __global__ void lane_mask(unsigned* out) {
   if (threadIdx.x < 20) out[threadIdx.x] = __activemask();
 }
 __global__ void reductions(const unsigned* x, unsigned* out) {
+#if __CUDA_ARCH__ >= 800                 // __reduce_*_sync need sm_80 (the emulator is sm_80)
   unsigned v = x[threadIdx.x];
   unsigned s = __reduce_add_sync(0xffffffffu, v);
   unsigned m = __reduce_max_sync(0xffffffffu, v);
   if (threadIdx.x == 0) { out[0] = s; out[1] = m; }
+#endif
 }
 """
 

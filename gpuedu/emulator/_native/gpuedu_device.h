@@ -272,24 +272,44 @@ static inline long long clock64() {
 #define clock() ((clock_t)clock64())
 
 // ---- atomics (GCC __atomic builtins; CAS loops for floating point) ----------
-#define GPUEDU_ATOMIC_INT(T) \
-  static inline T atomicAdd(T* a, T v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); } \
-  static inline T atomicSub(T* a, T v) { return __atomic_fetch_sub(a, v, __ATOMIC_RELAXED); } \
-  static inline T atomicExch(T* a, T v) { return __atomic_exchange_n(a, v, __ATOMIC_RELAXED); } \
-  static inline T atomicAnd(T* a, T v) { return __atomic_fetch_and(a, v, __ATOMIC_RELAXED); } \
-  static inline T atomicOr(T* a, T v) { return __atomic_fetch_or(a, v, __ATOMIC_RELAXED); } \
-  static inline T atomicXor(T* a, T v) { return __atomic_fetch_xor(a, v, __ATOMIC_RELAXED); } \
-  static inline T atomicCAS(T* a, T cmp, T v) { \
-    __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return cmp; } \
+// The overload set is CUDA's: e.g. atomicSub exists only for int and unsigned,
+// and there is no atomicAdd(long long*), so code the emulator accepts compiles with nvcc.
+#define GPUEDU_ATOMIC_OP(T, NAME, BUILTIN) \
+  static inline T NAME(T* a, T v) { return BUILTIN(a, v, __ATOMIC_RELAXED); }
+#define GPUEDU_ATOMIC_MINMAX(T) \
   static inline T atomicMin(T* a, T v) { T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
     while (v < old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; } \
   static inline T atomicMax(T* a, T v) { T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
     while (v > old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }
-GPUEDU_ATOMIC_INT(int)
-GPUEDU_ATOMIC_INT(unsigned int)
-GPUEDU_ATOMIC_INT(unsigned long long)
-GPUEDU_ATOMIC_INT(long long)
-#undef GPUEDU_ATOMIC_INT
+#define GPUEDU_ATOMIC_CAS(T) \
+  static inline T atomicCAS(T* a, T cmp, T v) { \
+    __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return cmp; }
+#define GPUEDU_ATOMIC_BITS(T) \
+  GPUEDU_ATOMIC_OP(T, atomicAnd, __atomic_fetch_and) GPUEDU_ATOMIC_OP(T, atomicOr, __atomic_fetch_or) \
+  GPUEDU_ATOMIC_OP(T, atomicXor, __atomic_fetch_xor)
+GPUEDU_ATOMIC_OP(int, atomicAdd, __atomic_fetch_add)
+GPUEDU_ATOMIC_OP(unsigned int, atomicAdd, __atomic_fetch_add)
+GPUEDU_ATOMIC_OP(unsigned long long, atomicAdd, __atomic_fetch_add)
+GPUEDU_ATOMIC_OP(int, atomicSub, __atomic_fetch_sub)
+GPUEDU_ATOMIC_OP(unsigned int, atomicSub, __atomic_fetch_sub)
+GPUEDU_ATOMIC_OP(int, atomicExch, __atomic_exchange_n)
+GPUEDU_ATOMIC_OP(unsigned int, atomicExch, __atomic_exchange_n)
+GPUEDU_ATOMIC_OP(unsigned long long, atomicExch, __atomic_exchange_n)
+GPUEDU_ATOMIC_MINMAX(int)
+GPUEDU_ATOMIC_MINMAX(unsigned int)
+GPUEDU_ATOMIC_MINMAX(long long)
+GPUEDU_ATOMIC_MINMAX(unsigned long long)
+GPUEDU_ATOMIC_CAS(int)
+GPUEDU_ATOMIC_CAS(unsigned int)
+GPUEDU_ATOMIC_CAS(unsigned long long)
+GPUEDU_ATOMIC_CAS(unsigned short)
+GPUEDU_ATOMIC_BITS(int)
+GPUEDU_ATOMIC_BITS(unsigned int)
+GPUEDU_ATOMIC_BITS(unsigned long long)
+#undef GPUEDU_ATOMIC_OP
+#undef GPUEDU_ATOMIC_MINMAX
+#undef GPUEDU_ATOMIC_CAS
+#undef GPUEDU_ATOMIC_BITS
 // atomicInc/Dec wrap as CUDA defines them: ((old >= v) ? 0 : old+1), ((old == 0 || old > v) ? v : old-1).
 static inline unsigned atomicInc(unsigned* a, unsigned v) {
   unsigned old = __atomic_load_n(a, __ATOMIC_RELAXED);
@@ -306,21 +326,18 @@ static inline unsigned atomicDec(unsigned* a, unsigned v) {
   static inline T atomicAdd(T* a, T v) { U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
     do { T f; memcpy(&f, &old, sizeof f); f += v; memcpy(&nw, &f, sizeof nw); } \
     while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
-    T r; memcpy(&r, &old, sizeof r); return r; } \
-  static inline T atomicSub(T* a, T v) { return atomicAdd(a, -v); } \
-  static inline T atomicExch(T* a, T v) { U nw; memcpy(&nw, &v, sizeof nw); \
-    U old = __atomic_exchange_n((U*)a, nw, __ATOMIC_RELAXED); T r; memcpy(&r, &old, sizeof r); return r; } \
-  static inline T atomicMin(T* a, T v) { U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
-    do { T f; memcpy(&f, &old, sizeof f); if (!(v < f)) return f; memcpy(&nw, &v, sizeof nw); } \
-    while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
-    T r; memcpy(&r, &old, sizeof r); return r; } \
-  static inline T atomicMax(T* a, T v) { U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
-    do { T f; memcpy(&f, &old, sizeof f); if (!(v > f)) return f; memcpy(&nw, &v, sizeof nw); } \
-    while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
     T r; memcpy(&r, &old, sizeof r); return r; }
 GPUEDU_ATOMIC_FP(float, unsigned int)
 GPUEDU_ATOMIC_FP(double, unsigned long long)
 #undef GPUEDU_ATOMIC_FP
+static inline float atomicExch(float* a, float v) {
+  unsigned nw, old;
+  memcpy(&nw, &v, 4);
+  old = __atomic_exchange_n((unsigned*)a, nw, __ATOMIC_RELAXED);
+  float r;
+  memcpy(&r, &old, 4);
+  return r;
+}
 #define atomicAdd_block atomicAdd
 #define atomicAdd_system atomicAdd
 #define atomicCAS_block atomicCAS

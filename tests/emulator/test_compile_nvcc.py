@@ -1,0 +1,43 @@
+"""Every kernel source the emulator's tests run also compiles with the real nvcc, for sm_75 and
+sm_90, wrapped the way SourceModule wraps it: nothing the emulator accepts is invalid CUDA."""
+import importlib
+import os
+import subprocess
+
+import pytest
+
+pytestmark = pytest.mark.nvcc
+
+# (test module, source constant, no_extern_c, extra nvcc options)
+SOURCES = [
+    ("test_launch", "INDEX_SRC", False, []),
+    ("test_warp", "WARP_SRC", False, []),
+    ("test_errors", "ERRORS_SRC", False, []),
+    ("test_device_language", "DEVICE_SRC", False, []),
+    ("test_device_language", "TEMPLATE_SRC", True, ["-DOFFSET=3"]),
+    ("test_fp16", "FP16_SRC", True, []),
+    ("test_wmma", "WMMA_SRC", True, []),
+    ("test_atomics", "ATOMICS_SRC", False, []),
+]
+
+
+def _source(module, name):
+    here = os.path.dirname(__file__)
+    spec = importlib.util.spec_from_file_location(f"_nvcc_{module}", os.path.join(here, module + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+@pytest.mark.parametrize("module,name,no_extern_c,options", SOURCES, ids=[f"{m}.{n}" for m, n, _, _ in SOURCES])
+def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, options):
+    src = _source(module, name)
+    if not no_extern_c:
+        src = 'extern "C" {\n' + src + "\n}\n"     # what SourceModule does by default
+    path = tmp_path / "kernel.cu"
+    path.write_text(src)
+    # one nvcc run builds both targets (a fatbin holding an sm_75 and an sm_90 cubin)
+    archs = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=sm_90"]
+    proc = subprocess.run(["nvcc", "-fatbin", *archs, *options, "-o", str(tmp_path / "k.fatbin"), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
