@@ -215,7 +215,7 @@ def _attribute_values():
         device_attribute.MULTIPROCESSOR_COUNT: _device.MULTIPROCESSOR_COUNT,
         device_attribute.KERNEL_EXEC_TIMEOUT: 0,
         device_attribute.INTEGRATED: 1,           # device memory *is* host memory
-        device_attribute.CAN_MAP_HOST_MEMORY: 0,
+        device_attribute.CAN_MAP_HOST_MEMORY: 1,   # PagelockedHostAllocation.get_device_pointer
         device_attribute.COMPUTE_MODE: 0,
         device_attribute.CONCURRENT_KERNELS: 0,   # blocks and kernels run one at a time
         device_attribute.ECC_ENABLED: 0,
@@ -697,6 +697,17 @@ class PagelockedHostAllocation(mmap.mmap):
 
     def get_flags(self):
         return getattr(self, "_flags", 0)
+
+    def get_device_pointer(self):
+        """The address kernels use for this memory (mapped, "zero-copy" memory).
+
+        Only for memory allocated with ``host_alloc_flags.DEVICEMAP``, as in CUDA.  In the
+        emulator the device reads host memory directly, so it is the host address.
+        """
+        if not self.get_flags() & host_alloc_flags.DEVICEMAP:
+            raise LogicError("cuMemHostGetDevicePointer failed: invalid value (allocate with "
+                             "mem_flags=host_alloc_flags.DEVICEMAP to map host memory into the device)")
+        return ctypes.addressof(ctypes.c_char.from_buffer(self))
 
     def free(self):
         """Release the memory; arrays over it must no longer be used."""

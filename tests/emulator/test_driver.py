@@ -310,3 +310,15 @@ def test_memcpy2d_between_pitched_device_memory_and_a_host_matrix():
     down.height = 5      # one row too many for the pitched allocation
     with pytest.raises(drv.LogicError, match="holds"):
         down()
+
+
+def test_mapped_host_memory_is_visible_to_kernels():
+    from gpuedu.emulator.compiler import SourceModule
+    host = drv.pagelocked_zeros(8, np.int32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+    ptr = host.base.get_device_pointer()
+    assert drv.Device(0).get_attribute(drv.device_attribute.CAN_MAP_HOST_MEMORY) == 1
+    kernel = SourceModule("__global__ void iota(int *x) { x[threadIdx.x] = 3 * threadIdx.x; }").get_function("iota")
+    kernel(np.intp(ptr), block=(8, 1, 1), grid=(1, 1))
+    assert host.tolist() == [3 * k for k in range(8)]
+    with pytest.raises(drv.LogicError, match="DEVICEMAP"):
+        drv.pagelocked_empty(4, np.int32).base.get_device_pointer()
