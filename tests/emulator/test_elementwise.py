@@ -138,3 +138,13 @@ def test_generated_sources_are_real_cuda(tmp_path, axpbyz):
         proc = subprocess.run([shutil.which("nvcc"), "-cubin", "-arch=sm_90", "-o", str(tmp_path / f"k{k}.cubin"),
                                str(path)], capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, f"{source}\n{proc.stderr}"
+
+
+def test_raw_pointers_only_need_a_range():
+    iota = ElementwiseKernel("int *out, int base", "out[i] = base + i", "iota")
+    out = gpuarray.zeros(10, np.int32)
+    with pytest.raises(ValueError, match="pass range="):
+        iota(out.gpudata, np.int32(100))
+    iota(out.gpudata, np.int32(100), range=slice(2, 8, 2))
+    assert out.get().tolist() == [0, 0, 102, 0, 104, 0, 106, 0, 0, 0]
+    iota(out.gpudata, np.int32(0), range=(0, 0, 1))    # an empty range launches nothing
