@@ -201,3 +201,11 @@ def test_standard_sizes_cover_the_edges():
     sizes = [n for _, n in exercises.sizes_1d(np.random.default_rng(1), 256)]
     assert sizes[:3] == [1, 256, 257]
     assert all(n % 256 for n in sizes[3:]) and sizes[-1] > 100_000
+
+
+def test_never_written_marks_only_untouched_elements():
+    out = _canary.sentinel_filled((2, 3), np.float32)
+    out[0, 1] = 5.0
+    out[1, 2] = np.nan                     # a computed NaN is a write, not the sentinel
+    mask = exercises.never_written(out)
+    assert mask.shape == (2, 3) and mask.sum() == 4 and not mask[0, 1] and not mask[1, 2]

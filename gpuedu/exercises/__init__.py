@@ -56,6 +56,8 @@ imported on first use)::
         no_extern_c=False,               # True: the source declares `extern "C" __global__` itself
     ))                                   # (for C++ headers such as cuda_fp16.h)
 
+In a diagnosis, ``never_written(got["out"])`` is the mask of elements the kernel did not write.
+
 Sources are compiled as ``SourceModule`` compiles them, inside ``extern "C" { ... }`` (write plain
 ``__global__ void name(...)``), with ``gpuedu/kernels`` on the include path (``#include
 "common.cuh"`` works).
@@ -66,16 +68,24 @@ import pkgutil
 import re
 import traceback
 
+import numpy as np
+
 from .. import backend as _backend
-from . import _diagnose, _runner
+from . import _canary, _diagnose, _runner
 from ._exercise import Case, Exercise, ceil_div, sizes_1d
 from ._result import CheckResult, Failure
 
-__all__ = ["Case", "Exercise", "CheckResult", "ceil_div", "sizes_1d", "register", "get", "list",
-           "show", "stub", "check", "solution"]
+__all__ = ["Case", "Exercise", "CheckResult", "ceil_div", "sizes_1d", "never_written", "register", "get",
+           "list", "show", "stub", "check", "solution"]
 
 _registry = {}
 _loaded_all = False
+
+
+def never_written(array):
+    """Boolean mask of the elements of a pure output that the kernel never wrote (for diagnoses):
+    before a launch every element of such an output holds a sentinel no computation produces."""
+    return _canary.is_sentinel(np.asarray(array))
 
 
 def register(exercise):
