@@ -47,8 +47,7 @@ CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-st
              "-fno-math-errno", "-fno-finite-loops", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
 
 _INSTALL_HINT = (
-    "the gpuedu CPU emulator compiles CUDA C with a C++ compiler, and none was found "
-    "(looked for $CXX, g++, clang++, c++). Install one:\n"
+    "the gpuedu CPU emulator compiles CUDA C with a C++ compiler (C++17). To install one:\n"
     "  Debian/Ubuntu/WSL:  sudo apt install g++\n"
     "  Fedora:             sudo dnf install gcc-c++\n"
     "  macOS:              xcode-select --install\n"
@@ -83,8 +82,9 @@ def find_cxx():
             _cxx = (path, (out.stdout.splitlines() or [name])[0].strip())
             return _cxx
     if wanted:
-        raise CompileError(f"CXX={wanted!r} is not a working C++ compiler; unset CXX or fix it.\n" + _INSTALL_HINT)
-    raise CompileError(_INSTALL_HINT)
+        raise CompileError(f"CXX={wanted!r} is not a working C++ compiler: unset CXX to use g++ or clang++ "
+                           f"from PATH, or point it at a compiler.\n" + _INSTALL_HINT)
+    raise CompileError("no C++ compiler found (looked for g++, clang++ and c++ on PATH); " + _INSTALL_HINT)
 
 
 def _cxx_identity():
@@ -455,15 +455,17 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     if not isinstance(source, str):
         raise TypeError(f"SourceModule needs the kernel source as a str, got {type(source).__name__}")
     flags = _translate_options(options, include_dirs)
+    if os.environ.get("GPUEDU_FIBER_IMPL", "") == "ucontext":
+        flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
     rewritten = _rewrite_source(source)
     folder = cache_dir_ or cache_dir()
     os.makedirs(folder, exist_ok=True)
     key = hashlib.sha256(json.dumps(
         [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten]).encode()).hexdigest()[:40]
-    lib_path = os.path.join(folder, f"k{key}.so")
     meta_path = os.path.join(folder, f"k{key}.json")
-    if os.path.exists(lib_path) and _deps_unchanged(meta_path):
-        return lib_path
+    cached = _cached_library(meta_path)
+    if cached:
+        return cached
 
     cxx, version = find_cxx()
     build_dir = tempfile.mkdtemp(prefix="gpuedu-build-", dir=folder)
@@ -498,31 +500,37 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
                 continue
             with open(path, "rb") as f:
                 deps[os.path.abspath(path)] = hashlib.sha256(f.read()).hexdigest()
+        # The library's name carries the headers' hashes too: a process that loaded an
+        # older build keeps it (dlopen returns the loaded library for a known path).
+        dep_hash = hashlib.sha256(json.dumps(sorted(deps.items())).encode()).hexdigest()[:12]
+        lib_path = os.path.join(folder, f"k{key}-{dep_hash}.so")
+        os.replace(out, lib_path)  # atomic: a concurrent process sees no file or the whole file
         tmp_meta = meta_path + f".{os.getpid()}.tmp"
         with open(tmp_meta, "w") as f:
-            json.dump({"compiler": version, "deps": deps,
+            json.dump({"library": os.path.basename(lib_path), "compiler": version, "deps": deps,
                        "kernels": [[e, p, analysis.needs_fibers[p]] for e, p in analysis.kernels]}, f)
         os.replace(tmp_meta, meta_path)
-        os.replace(out, lib_path)  # atomic: a concurrent process sees the old file or the whole new one
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
     return lib_path
 
 
-def _deps_unchanged(meta_path):
+def _cached_library(meta_path):
+    """The cached library for this key, if its user headers are unchanged; else None."""
     try:
         with open(meta_path) as f:
             meta = json.load(f)
     except (OSError, ValueError):
-        return False
+        return None
     for path, digest in meta.get("deps", {}).items():
         try:
             with open(path, "rb") as f:
                 if hashlib.sha256(f.read()).hexdigest() != digest:
-                    return False
+                    return None
         except OSError:
-            return False
-    return True
+            return None
+    lib_path = os.path.join(os.path.dirname(meta_path), meta.get("library", ""))
+    return lib_path if os.path.isfile(lib_path) else None
 
 
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,  # noqa: A001

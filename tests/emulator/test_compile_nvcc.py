@@ -18,6 +18,7 @@ SOURCES = [
     ("test_fp16", "FP16_SRC", True, []),
     ("test_wmma", "WMMA_SRC", True, []),
     ("test_atomics", "ATOMICS_SRC", False, []),
+    ("test_compile_cache", "CACHE_SRC", False, ["-DVALUE(i)=(i)"]),
 ]
 
 
