@@ -84,7 +84,8 @@ def check_pycuda():
     if version:
         return Finding("PyCUDA", version)
     return Finding("PyCUDA", "not installed (fine: the CPU emulator stands in for it)", True,
-                   "for a GPU: pip install '.[cuda]' on a machine with the NVIDIA driver and nvcc")
+                   "for a GPU: pip install 'gpuedu[cuda]' (in a checkout: pip install -e '.[cuda]') on a machine "
+                   "with the NVIDIA driver and nvcc")
 
 
 def check_driver():

@@ -42,7 +42,7 @@ def test_doctor_on_this_machine_reports_everything_and_passes():
     import numpy
     assert numpy.__version__ in line(out, "NumPy")
     assert "not installed" in line(out, "PyCUDA")
-    assert "pip install '.[cuda]'" in out           # what to do about it
+    assert "pip install 'gpuedu[cuda]'" in out       # what to do about it
     assert "[ok ]" in line(out, "C++ compiler")
     assert "compute capability" in line(out, "Emulated device")
     assert "cpu (CPU emulator), because no usable GPU: pycuda is not installed" in line(out, "Lessons will use")
