@@ -100,6 +100,8 @@ def half2_axpy_cases(rng):
 
 def _no_tail(case, expected, got):
     n = int(case.inputs["n"])
+    if np.array_equal(got["y"], case.inputs["y"]):
+        return None                              # nothing written at all: the generic hint says so
     wrong = np.flatnonzero(got["y"] != expected["y"])
     if n % 2 == 1 and wrong.size == 1 and wrong[0] == n - 1:
         return ("only the last element is wrong and n is odd: the thread whose pair starts at n - 1 has "
