@@ -171,7 +171,7 @@ class Backend:
         """The one line ``setup()`` prints."""
         if self.name == "cuda":
             dev = self.device or {}
-            what = f"NVIDIA GPU {dev.get('name', '?')} (sm_{dev.get('arch', '?')})"
+            what = f"{dev.get('name', 'NVIDIA GPU')} (sm_{dev.get('arch', '?')})"
             line = f"gpuedu: backend cuda, {what}, because {self.reason}"
         else:
             line = f"gpuedu: backend cpu, the CPU emulator, because {self.reason}"
@@ -491,7 +491,13 @@ def _emulator_backend(reason):
 
 
 def _cuda_backend(reason, details):
-    importlib.import_module("pycuda.autoinit")   # context on device 0, popped at exit
+    try:
+        importlib.import_module("pycuda.autoinit")   # context on device 0, popped at exit
+    except Exception as e:   # the child-process probe passed, so this is a change since, e.g. a GPU reset
+        raise BackendError(
+            f"the GPU passed the preflight in a child process but PyCUDA failed to start here "
+            f"({type(e).__name__}: {e}); restart the kernel, run `gpuedu doctor`, or set {ENV_VAR}=cpu "
+            f"to use the CPU emulator") from e
     return Backend("cuda", reason, device=details.get("device"), nvcc=details.get("nvcc"))
 
 

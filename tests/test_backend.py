@@ -96,7 +96,7 @@ context = cuda.Device(0).make_context()
 '''
 
 
-def make_fake_pycuda(root, driver_source):
+def make_fake_pycuda(root, driver_source, autoinit_source=None):
     pkg = os.path.join(root, "pycuda")
     os.makedirs(pkg)
     with open(os.path.join(pkg, "__init__.py"), "w") as f:
@@ -104,7 +104,7 @@ def make_fake_pycuda(root, driver_source):
     with open(os.path.join(pkg, "driver.py"), "w") as f:
         f.write(driver_source)
     with open(os.path.join(pkg, "autoinit.py"), "w") as f:
-        f.write(FAKE_AUTOINIT)
+        f.write(autoinit_source or FAKE_AUTOINIT)
     return root
 
 
@@ -275,7 +275,7 @@ def test_usable_device_gives_cuda_and_real_pycuda(tmp_path):
     assert "REASON a usable GPU was found" in out
     assert "ALIAS pycuda" in out          # the real package, not the emulator
     assert "CONTEXT True" in out          # setup() made the context, as pycuda.autoinit does
-    assert "gpuedu: backend cuda, NVIDIA GPU Fake GPU (sm_90)" in out
+    assert "gpuedu: backend cuda, Fake GPU (sm_90), because a usable GPU was found" in out
 
 
 @needs_nvcc
@@ -286,6 +286,22 @@ def test_driver_too_old_for_the_toolkit_gives_cpu(tmp_path):
     assert "NAME cpu" in out
     assert "the NVIDIA driver (CUDA 13.0) cannot run code built by nvcc" in out
     assert "update the driver" in out
+
+
+@needs_nvcc
+def test_gpu_that_fails_after_the_probe_is_a_clear_error(tmp_path):
+    fake = fake_device(tmp_path, cc=(9, 0))
+    with open(os.path.join(fake, "pycuda", "autoinit.py"), "w") as f:
+        f.write('raise RuntimeError("cuCtxCreate failed: out of memory")\n')
+    out = ok(run_child('''
+        import gpuedu
+        try:
+            gpuedu.setup()
+        except gpuedu.backend.BackendError as e:
+            print("ERROR", e)
+    ''', fake=fake))
+    assert "ERROR the GPU passed the preflight in a child process but PyCUDA failed to start here" in out
+    assert "cuCtxCreate failed: out of memory" in out and "GPUEDU_BACKEND=cpu" in out
 
 
 def test_initialised_real_pycuda_is_never_shadowed(tmp_path):
