@@ -107,12 +107,15 @@ def test_a_figure_name_is_recorded_once():
 
 
 # ---- targets -------------------------------------------------------------------------------------
-def _fig(name, median, baselines=(), ratios=None, status="ok", reason=None, unit="GFLOP/s"):
+def _fig(name, median, baselines=(), ratios=None, status="ok", reason=None, unit="GFLOP/s", sizes=None):
     f = {"name": name, "group": "g", "unit": unit, "status": status, "median": median,
-         "baselines": list(baselines), "ratios": ratios or {}, "sizes": {}}
+         "baselines": list(baselines), "ratios": ratios or {}, "sizes": sizes or {}}
     if reason:
         f["reason"] = reason
     return f
+
+
+GEMM_4096 = {"m": 4096, "n": 4096, "k": 4096}
 
 
 def _by_name(entries):
@@ -121,8 +124,8 @@ def _by_name(entries):
 
 def test_targets_pick_the_best_version_and_compare_with_the_goal():
     figures = {
-        "matmul_v1": _fig("matmul_v1", 10.0, ["cublas_sgemm"], {"cublas_sgemm": 0.01}),
-        "matmul_v5": _fig("matmul_v5", 800.0, ["cublas_sgemm"], {"cublas_sgemm": 0.8}),
+        "matmul_v1": _fig("matmul_v1", 10.0, ["cublas_sgemm"], {"cublas_sgemm": 0.01}, sizes=GEMM_4096),
+        "matmul_v5": _fig("matmul_v5", 800.0, ["cublas_sgemm"], {"cublas_sgemm": 0.8}, sizes=GEMM_4096),
         "cublas_sgemm": _fig("cublas_sgemm", 1000.0),
         "reduce_sum_v6": _fig("reduce_sum_v6", 4000.0, ["copy_dtod"], {"copy_dtod": 0.95}),
         "reduce_sum_v7": _fig("reduce_sum_v7", 3000.0, ["copy_dtod"], {"copy_dtod": 0.7}),
@@ -141,6 +144,16 @@ def test_targets_pick_the_best_version_and_compare_with_the_goal():
     assert "PyTorch not importable" in t["fp16_wmma_vs_cublas"]["reason"]
     assert t["mlp_step_b128_vs_torch"]["status"] == "unavailable"
     assert "not run" in t["mlp_step_b128_vs_torch"]["reason"]
+
+
+def test_a_goal_stated_at_a_size_does_not_apply_to_another_size():
+    small = {"m": 1024, "n": 1024, "k": 1024}
+    figures = {"matmul_v5": _fig("matmul_v5", 800.0, ["cublas_sgemm"], {"cublas_sgemm": 0.9}, sizes=small),
+               "amp_step": _fig("amp_step", 3.0, ["fp32_step"], {"fp32_step": 2.0},
+                                sizes={"widths": [784, 1024, 1024, 10], "batch": 256})}
+    t = _by_name(targets.evaluate(figures, on_gpu=True))
+    for name in ("sgemm_vs_cublas", "amp_step_vs_fp32"):
+        assert t[name]["status"] == "unavailable" and "without --quick" in t[name]["reason"]
 
 
 def test_gpu_targets_do_not_apply_on_the_cpu_but_launch_overhead_does():

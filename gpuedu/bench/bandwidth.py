@@ -109,7 +109,8 @@ def measure_reduction(run):
     prepared = None
     for version in versions:
         with run.figure(f"reduce_sum_v{version}", "bandwidth", "GB/s", {"n": n}, baselines,
-                        note="ops.reduce_sum(x, version), all passes; bytes moved = 4 n") as fig:
+                        note="ops.reduce_sum(x, version): every pass, and the launcher's "
+                             "allocation of the partial sums; bytes moved = 4 n") as fig:
             if prepared is None:
                 prepared = _input(run, n, seed=1)
             host, x = prepared

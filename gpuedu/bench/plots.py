@@ -47,7 +47,12 @@ def draw(results, folder, stem):
             ax.set_yticks(list(y))
             ax.set_yticklabels(names)
             ax.invert_yaxis()
-            ax.set_xlabel(f"{unit} (median, bars: interquartile range; grey: a baseline)")
+            label = f"{unit} (median, bars: interquartile range; grey: a baseline)"
+            if max(medians) > 50 * min(medians):
+                # Ladders span orders of magnitude (naive vs tuned, emulator vs NumPy).
+                ax.set_xscale("log")
+                label += "; log scale"
+            ax.set_xlabel(label)
         axes[0, 0].set_title(f"{group}: {title_tail}", fontsize=9)
         fig.tight_layout()
         path = os.path.join(folder, f"{stem}-{group}.png")

@@ -11,24 +11,27 @@ quantity compared (the figure's headline ratio, or its median) and the goal. Its
 NOT_APPLICABLE_CPU = "no GPU: the CPU emulator's speed says nothing about a GPU's"
 
 
-# name, description, how to pick the figure, metric, comparison, goal, needs a GPU
+MLP_WIDTHS = [784, 1024, 1024, 10]
+
+# name, description, how to pick the figure, metric, comparison, goal, needs a GPU,
+# sizes the figure must have been measured at for the goal to apply (None: any)
 TARGETS = [
     ("sgemm_vs_cublas", "best SGEMM version >= 70% of cuBLAS SGEMM at 4096^3",
-     ("best_ratio", "matmul_v", "cublas_sgemm"), "ratio", ">=", 0.70, True),
+     ("best_ratio", "matmul_v", "cublas_sgemm"), "ratio", ">=", 0.70, True, {"m": 4096, "n": 4096, "k": 4096}),
     ("elementwise_vs_copy", "best elementwise (ReLU) version >= 85% of the device-to-device copy bandwidth",
-     ("best_ratio", "relu_v", "copy_dtod"), "ratio", ">=", 0.85, True),
+     ("best_ratio", "relu_v", "copy_dtod"), "ratio", ">=", 0.85, True, None),
     ("reduction_vs_copy", "final reduction version >= 85% of the device-to-device copy bandwidth",
-     ("last_version", "reduce_sum_v", "copy_dtod"), "ratio", ">=", 0.85, True),
+     ("last_version", "reduce_sum_v", "copy_dtod"), "ratio", ">=", 0.85, True, None),
     ("fp16_wmma_vs_cublas", "FP16 tensor-core (WMMA) GEMM >= 30% of cuBLAS FP16",
-     ("figure", "wmma_gemm", "cublas_hgemm"), "ratio", ">=", 0.30, True),
+     ("figure", "wmma_gemm", "cublas_hgemm"), "ratio", ">=", 0.30, True, None),
     ("mlp_step_b128_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 1.0x PyTorch eager samples/s at batch 128",
-     ("figure", "mlp_step_b128", "torch_mlp_step_b128"), "ratio", ">=", 1.0, True),
+     ("figure", "mlp_step_b128", "torch_mlp_step_b128"), "ratio", ">=", 1.0, True, {"widths": MLP_WIDTHS}),
     ("mlp_step_b4096_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 0.8x PyTorch eager samples/s at batch 4096",
-     ("figure", "mlp_step_b4096", "torch_mlp_step_b4096"), "ratio", ">=", 0.8, True),
+     ("figure", "mlp_step_b4096", "torch_mlp_step_b4096"), "ratio", ">=", 0.8, True, {"widths": MLP_WIDTHS}),
     ("amp_step_vs_fp32", "mixed-precision step >= 1.5x gpuedu's FP32 step (width 4096, batch 512)",
-     ("figure", "amp_step", "fp32_step"), "ratio", ">=", 1.5, True),
+     ("figure", "amp_step", "fp32_step"), "ratio", ">=", 1.5, True, {"widths": [784, 4096, 4096, 10], "batch": 512}),
     ("prepared_call_overhead", "prepared_call <= 10 us a launch",
-     ("figure", "launch_prepared_call", None), "median", "<=", 10.0, False),
+     ("figure", "launch_prepared_call", None), "median", "<=", 10.0, False, None),
 ]
 
 
@@ -64,7 +67,7 @@ def _pick(figures, rule):
 def evaluate(figures, on_gpu):
     """The status of every target for this run's ``figures`` (a dict name -> figure with ratios)."""
     out = []
-    for name, description, rule, metric, comparison, goal, gpu_only in TARGETS:
+    for name, description, rule, metric, comparison, goal, gpu_only, required in TARGETS:
         baseline = rule[2]
         entry = {"name": name, "description": description, "metric": metric,
                  "comparison": comparison, "goal": goal, "figure": None, "baseline": baseline,
@@ -80,6 +83,11 @@ def evaluate(figures, on_gpu):
             entry["status"], entry["reason"] = "unavailable", why
         elif figure["status"] != "ok":
             entry["status"], entry["reason"] = "unavailable", f"{figure['name']}: {figure['reason']}"
+        elif required and any(figure["sizes"].get(k) != v for k, v in required.items()):
+            measured = {k: figure["sizes"].get(k) for k in required}
+            entry["status"], entry["reason"] = "unavailable", (
+                f"{figure['name']} was measured at {measured}; the goal is stated at {required} "
+                "(run without --quick)")
         elif entry["value"] is None:
             base = figures.get(baseline)
             why = base["reason"] if base is not None and base["status"] != "ok" else "not measured in this run"
