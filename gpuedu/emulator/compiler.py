@@ -43,7 +43,7 @@ BARRIER_NAMES = frozenset("""
     __gpuedu_shfl block_barrier warp_collective
 """.split())
 
-CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing", "-fno-threadsafe-statics",
+CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing", "-fno-semantic-interposition", "-fno-threadsafe-statics",
              "-fno-math-errno", "-fno-finite-loops", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
 
 _INSTALL_HINT = (
@@ -136,6 +136,11 @@ def set_schedule(order, seed=0):
 def get_schedule():
     """The current thread order: ``"forward"``, ``"reverse"`` or ``"random"``."""
     return _function.get_schedule()
+
+
+def set_kernel_timeout(seconds):
+    """Stop launches that run longer than ``seconds`` (None: no limit; env ``GPUEDU_KERNEL_TIMEOUT``)."""
+    _function.set_kernel_timeout(seconds)
 
 
 # ---- options -------------------------------------------------------------------------
@@ -455,6 +460,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     if not isinstance(source, str):
         raise TypeError(f"SourceModule needs the kernel source as a str, got {type(source).__name__}")
     flags = _translate_options(options, include_dirs)
+    flags += os.environ.get("GPUEDU_CXXFLAGS", "").split()  # extra host-compiler flags, e.g. -O3 -march=native
     if os.environ.get("GPUEDU_FIBER_IMPL", "") == "ucontext":
         flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
     rewritten = _rewrite_source(source)

@@ -72,6 +72,19 @@ set_schedule(os.environ.get("GPUEDU_SCHEDULE", "forward") or "forward")
 _force_fibers = 1 if os.environ.get("GPUEDU_FIBERS", "") == "always" else 0
 
 
+def set_kernel_timeout(seconds):
+    """Stop any launch that runs longer than ``seconds`` with a LaunchError (None: no limit).
+
+    ``GPUEDU_KERNEL_TIMEOUT`` (seconds) sets it when the emulator is imported.
+    """
+    if seconds is not None and float(seconds) <= 0:
+        raise ValueError(f"the kernel timeout must be positive seconds or None, got {seconds!r}")
+    _settings["timeout"] = None if seconds is None else float(seconds)
+
+
+set_kernel_timeout(os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
+
+
 # ---- modules -----------------------------------------------------------------------------------
 
 class Module:
@@ -237,6 +250,7 @@ class Function:
         self._arg_bytes = off
         self._max_dynamic_shared = _device.MAX_SHARED_MEMORY_PER_BLOCK
         self._prepared = None
+        self._shapes = {}
         self.num_regs = 32
         self.shared_size_bytes = 0
         self.local_size_bytes = 0
@@ -274,6 +288,7 @@ class Function:
                 raise LogicError(f"cuFuncSetAttribute failed: invalid argument: {value} bytes of dynamic shared "
                                  f"memory; the device allows at most {_device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN}")
             self._max_dynamic_shared = value
+            self._shapes.clear()
         elif name == "PREFERRED_SHARED_MEMORY_CARVEOUT":
             pass  # a hint about the L1/shared split: nothing to do on the CPU
         else:
@@ -333,6 +348,20 @@ class Function:
 
     # -- launching
     def _check_launch(self, block, grid, shared):
+        # A launch shape seen before was valid then: reuse its packed form (cheap launches in loops).
+        try:
+            return self._shapes[(block, grid, shared)]
+        except (KeyError, TypeError):
+            pass
+        dims = self._check_new_launch(block, grid, shared)
+        try:
+            if len(self._shapes) < 64:
+                self._shapes[(block, grid, shared)] = dims
+        except TypeError:  # unhashable (a list): fine, just not remembered
+            pass
+        return dims
+
+    def _check_new_launch(self, block, grid, shared):
         block = _dims(block, "block", _device.MAX_BLOCK_DIM)
         grid = _dims(grid, "grid", _device.MAX_GRID_DIM)
         threads = block[0] * block[1] * block[2]
@@ -352,10 +381,10 @@ class Function:
 
     def _run(self, dims, argbuf):
         module = self.module
-        timeout = os.environ.get("GPUEDU_KERNEL_TIMEOUT")
+        timeout = _settings["timeout"]
         timer = None
         if timeout:
-            timer = threading.Timer(float(timeout), module._lib.gpuedu_request_stop, (TIMEOUT,))
+            timer = threading.Timer(timeout, module._lib.gpuedu_request_stop, (TIMEOUT,))
             timer.daemon = True
             timer.start()
         try:
@@ -383,7 +412,8 @@ class Function:
         if code == INTERRUPT:
             raise KeyboardInterrupt(f"kernel '{self.name}' interrupted in block {block}")
         if code == TIMEOUT:
-            raise LaunchError(f"kernel '{self.name}' ran longer than GPUEDU_KERNEL_TIMEOUT={timeout} s and was "
+            raise LaunchError(f"kernel '{self.name}' ran longer than the kernel timeout ({timeout:g} s, "
+                              f"GPUEDU_KERNEL_TIMEOUT or set_kernel_timeout) and was "
                               f"stopped in block {block} (an endless loop? check the loop conditions)")
         if code == ASSERT:
             raise LaunchError(f"device-side assert triggered: {where}: {message}")

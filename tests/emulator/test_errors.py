@@ -10,7 +10,7 @@ import pytest
 from gpuedu.emulator._alloc import DeviceAllocation
 from gpuedu.emulator._args import In, InOut, Out
 from gpuedu.emulator._errors import CompileError, LaunchError, LogicError
-from gpuedu.emulator.compiler import SourceModule
+from gpuedu.emulator.compiler import SourceModule, set_kernel_timeout
 
 ERRORS_SRC = r"""
 __global__ void add_unguarded(float* c, const float* a, int n) {
@@ -109,10 +109,13 @@ def test_endless_loop_stops_on_sigint(mod):
     still_works(mod)
 
 
-def test_endless_loop_stops_at_the_timeout(mod, monkeypatch):
-    monkeypatch.setenv("GPUEDU_KERNEL_TIMEOUT", "0.3")
-    with pytest.raises(LaunchError, match="GPUEDU_KERNEL_TIMEOUT=0.3"):
-        mod.get_function("spin_forever")(DeviceAllocation(4), block=(1, 1, 1))
+def test_endless_loop_stops_at_the_timeout(mod):
+    set_kernel_timeout(0.3)
+    try:
+        with pytest.raises(LaunchError, match=r"ran longer than the kernel timeout \(0.3 s"):
+            mod.get_function("spin_forever")(DeviceAllocation(4), block=(1, 1, 1))
+    finally:
+        set_kernel_timeout(None)
     still_works(mod)
 
 

@@ -628,7 +628,10 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
         if (R.fiber_mode) {
           run_block_fibers();
         } else {
-          run_block_loop([&] { std::apply(F, args); });
+          // A copy whose address never escapes: the compiler may keep the
+          // arguments in registers across the kernel's stores.
+          typename P::Tuple local = args;
+          run_block_loop([&] { std::apply(F, local); });
         }
         if (R.stop_reason) fail(R.stop_reason, "stopped");
       }
@@ -652,7 +655,6 @@ template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibe
 
 // ---- signals: faults, Ctrl-C and timeouts during a launch ---------------------------
 GPUEDU_HIDDEN struct sigaction old_segv, old_bus, old_int;
-GPUEDU_HIDDEN stack_t old_altstack;
 alignas(16) GPUEDU_HIDDEN char alt_stack[64 * 1024];
 
 inline void on_fault(int sig, siginfo_t* info, void* ctx) {
@@ -692,12 +694,23 @@ inline void on_interrupt(int sig, siginfo_t*, void*) {
   siglongjmp(R.jump, code);
 }
 
+GPUEDU_HIDDEN thread_local bool altstack_checked;
+
 inline void install_handlers() {
-  stack_t ss;
-  ss.ss_sp = alt_stack;
-  ss.ss_size = sizeof alt_stack;
-  ss.ss_flags = 0;
-  sigaltstack(&ss, &old_altstack);
+  // The fault handler must run on an alternate stack (a fiber that overflows
+  // its stack cannot run it). Any alternate stack will do, e.g. faulthandler's:
+  // only a thread without one gets ours, once, and keeps it.
+  if (!altstack_checked) {
+    altstack_checked = true;
+    stack_t current;
+    if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+      stack_t ss;
+      ss.ss_sp = alt_stack;
+      ss.ss_size = sizeof alt_stack;
+      ss.ss_flags = 0;
+      sigaltstack(&ss, nullptr);
+    }
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = on_fault;
@@ -713,8 +726,6 @@ inline void restore_handlers() {
   sigaction(SIGSEGV, &old_segv, nullptr);
   sigaction(SIGBUS, &old_bus, nullptr);
   sigaction(SIGINT, &old_int, nullptr);
-  // Keep a handler's alternate stack (e.g. faulthandler's) as it was.
-  if (!(old_altstack.ss_flags & SS_ONSTACK)) sigaltstack(&old_altstack, nullptr);
 }
 
 }  // namespace __gpuedu
@@ -815,7 +826,9 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   R.launch_thread = pthread_self();
   install_handlers();
   R.in_launch = true;
-  int code = sigsetjmp(R.jump, 1);
+  // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
+  // one leaves the mask as it was (and saves a system call per launch).
+  int code = sigsetjmp(R.jump, 0);
   if (code == 0) k->run(args, force_fibers || k->needs_fibers);
   R.in_launch = false;
   restore_handlers();

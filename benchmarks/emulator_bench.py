@@ -1,0 +1,159 @@
+"""How fast the CPU emulator runs CUDA C, as ratios to NumPy measured in the same run.
+
+    .venv/bin/python benchmarks/emulator_bench.py [--out benchmarks/results/emulator.json]
+
+Figures (targets in brackets):
+  vector_add_vs_numpy      barrier-free a + b on 2^22 floats (a plain thread loop)  vs NumPy a + b   [<= 3x]
+  reduction_vs_numpy       shared-memory tree reduction of 2^20 floats, 256-thread blocks,
+                           __syncthreads every step (fibers)                         vs NumPy sum     [<= 500x]
+  fiber_switch_ns          one fiber switch, from a kernel that only does __syncthreads            [<= 20 ns]
+  cached_load_vs_compile   loading a module from the kernel cache vs compiling it the first time    [<= 1/20]
+  launch_overhead_us       prepared_call of a 1-thread kernel (informational)
+CPU timings are noisy: each figure is a median of repeats.
+"""
+import argparse
+import ctypes
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from gpuedu.emulator import compiler  # noqa: E402  (the benchmark measures the emulator itself)
+from gpuedu.emulator._alloc import DeviceAllocation  # noqa: E402
+
+BENCH_SRC = r"""
+__global__ void vector_add(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+__global__ void block_reduce(const float* x, float* partial, int n) {
+  __shared__ float s[256];
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  s[t] = i < n ? x[i] : 0.0f;
+  __syncthreads();                                  // all loads done
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();                                // this level done before the next reads it
+  }
+  if (t == 0) partial[blockIdx.x] = s[0];
+}
+__global__ void only_barriers(int iterations) {
+  for (int i = 0; i < iterations; ++i) __syncthreads();
+}
+__global__ void nothing(int n) { }
+"""
+
+
+def median_time(fn, repeats=7, warmup=1):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def to_device(array):
+    d = DeviceAllocation(array.nbytes)
+    ctypes.memmove(int(d), array.ctypes.data, array.nbytes)
+    return d
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                                      "emulator.json"))
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    mod = compiler.SourceModule(BENCH_SRC)
+    results = {}
+
+    # 1. vector add: a barrier-free kernel runs its threads as a plain loop
+    n = 1 << 22
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    da, db, dc = to_device(a), to_device(b), DeviceAllocation(n * 4)
+    add = mod.get_function("vector_add").prepare("PPPi")
+    grid = ((n + 255) // 256, 1)
+    t_emu = median_time(lambda: add.prepared_call(grid, (256, 1, 1), da, db, dc, np.int32(n)))
+    t_np = median_time(lambda: a + b)
+    check = np.empty_like(a)
+    ctypes.memmove(check.ctypes.data, int(dc), n * 4)
+    assert np.array_equal(check, a + b)
+    results["vector_add_vs_numpy"] = t_emu / t_np
+
+    # 2. tree reduction with a barrier per step: fibers
+    n = 1 << 20
+    x = rng.random(n, dtype=np.float32)
+    dx, dpart = to_device(x), DeviceAllocation((n // 256) * 4)
+    red = mod.get_function("block_reduce").prepare("PPi")
+    t_emu = median_time(lambda: red.prepared_call((n // 256, 1), (256, 1, 1), dx, dpart, np.int32(n)), repeats=3)
+    t_np = median_time(lambda: x.sum())
+    part = np.empty(n // 256, np.float32)
+    ctypes.memmove(part.ctypes.data, int(dpart), part.nbytes)
+    assert abs(part.sum(dtype=np.float64) - x.sum(dtype=np.float64)) < 1e-2
+    results["reduction_vs_numpy"] = t_emu / t_np
+
+    # 3. one fiber switch: 256 threads meeting at a barrier 2000 times = 512,000 switches
+    iterations, threads = 2000, 256
+    bar = mod.get_function("only_barriers").prepare("i")
+    t = median_time(lambda: bar.prepared_call((1, 1), (threads, 1, 1), np.int32(iterations)), repeats=5)
+    results["fiber_switch_ns"] = t / (iterations * threads) * 1e9
+
+    # 4. launch overhead of a prepared call
+    nothing = mod.get_function("nothing").prepare("i")
+    calls = 2000
+    t = median_time(lambda: [nothing.prepared_call((1, 1), (1, 1, 1), np.int32(0)) for _ in range(calls)], repeats=5)
+    results["launch_overhead_us"] = t / calls * 1e6
+
+    # 5. cached load vs first compile, each in a cache folder of its own (a fresh dlopen each time)
+    unique = BENCH_SRC + f"\n// {time.time_ns()}\n"
+    old = os.environ.get("GPUEDU_CACHE_DIR")
+    first_dir, second_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
+    try:
+        os.environ["GPUEDU_CACHE_DIR"] = first_dir
+        t0 = time.perf_counter()
+        compiler.SourceModule(unique)
+        t_compile = time.perf_counter() - t0
+        shutil.rmtree(second_dir)
+        shutil.copytree(first_dir, second_dir)
+        os.environ["GPUEDU_CACHE_DIR"] = second_dir
+        t0 = time.perf_counter()
+        compiler.SourceModule(unique)
+        t_load = time.perf_counter() - t0
+    finally:
+        if old is None:
+            os.environ.pop("GPUEDU_CACHE_DIR", None)
+        else:
+            os.environ["GPUEDU_CACHE_DIR"] = old
+        shutil.rmtree(first_dir, ignore_errors=True)
+        shutil.rmtree(second_dir, ignore_errors=True)
+    results["cached_load_vs_compile"] = t_load / t_compile
+    results["first_compile_s"] = t_compile
+
+    targets = {"vector_add_vs_numpy": 3.0, "reduction_vs_numpy": 500.0, "fiber_switch_ns": 20.0,
+               "cached_load_vs_compile": 1 / 20}
+    print(f"gpuedu CPU emulator on {platform.machine()}, {os.cpu_count()} cores, {compiler.find_cxx()[1]}")
+    for key, value in results.items():
+        target = targets.get(key)
+        verdict = "" if target is None else ("  ok" if value <= target else f"  MISSED (target <= {target:g})")
+        print(f"  {key:26s} {value:10.4g}{verdict}")
+    record = {"machine": platform.machine(), "cpus": os.cpu_count(), "compiler": compiler.find_cxx()[1],
+              "python": platform.python_version(), "results": results, "targets": targets}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(record, f, indent=2)
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
