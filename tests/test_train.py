@@ -89,3 +89,8 @@ def test_median_seconds_measures_the_call():
     assert len(calls) == 5 and 0.009 < seconds < 0.5
     with pytest.raises(ValueError, match="repeats"):
         train.median_seconds(lambda: None, repeats=0)
+    delays = iter([0.05, 0.001, 0.05])
+    fastest = train.median_seconds(lambda: __import__("time").sleep(next(delays)), repeats=3, warmup=0, reduce="min")
+    assert fastest < 0.04
+    with pytest.raises(ValueError, match="reduce"):
+        train.median_seconds(lambda: None, reduce="mean")
