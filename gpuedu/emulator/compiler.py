@@ -488,9 +488,6 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source)
         user_code, files = _user_code(proc.stdout, "module.cpp")
         analysis = analyse(user_code)
-        force = os.environ.get("GPUEDU_FIBERS", "") == "always"
-        if force:
-            analysis.needs_fibers = {k: True for k in analysis.needs_fibers}
         with open(tu, "a") as f:
             f.write(_entry_points(analysis))
         out = os.path.join(build_dir, "module.so")

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import pytest
 
+from gpuedu.emulator import function
 from gpuedu.emulator._alloc import DeviceAllocation
 from gpuedu.emulator._args import In, InOut, Out
 from gpuedu.emulator._errors import CompileError, LaunchError, LogicError
@@ -43,6 +44,14 @@ __device__ int deep(int depth) {
 __global__ void recurse(int* out, int depth) {
   __syncthreads();                       // a barrier: threads run as fibers, on 128 KiB stacks
   out[0] = deep(depth);
+}
+// The barrier hides behind a function pointer, which the emulator's analysis does not follow.
+__device__ void wait_for_block() { __syncthreads(); }
+typedef void (*step_fn)();
+__device__ step_fn steps[1] = {wait_for_block};
+__global__ void barrier_through_pointer(int* out) {
+  out[threadIdx.x] = 1;
+  steps[0]();
 }
 __global__ void ok(int* out) { out[threadIdx.x] = threadIdx.x * 2; }
 """
@@ -125,6 +134,19 @@ def test_stack_overflow_in_a_fiber(mod):
     assert out[0] == 3 + 2 + 1
     with pytest.raises(LaunchError, match=r"overflowed its stack"):
         mod.get_function("recurse")(Out(out), np.int32(100000), block=(2, 1, 1))
+    still_works(mod)
+
+
+def test_barrier_the_analysis_missed_is_an_error_not_garbage(mod, monkeypatch):
+    out = np.zeros(32, np.int32)
+    f = mod.get_function("barrier_through_pointer")
+    assert not f.needs_fibers
+    with pytest.raises(LaunchError, match=r"reached __syncthreads while running its threads as a plain loop.*"
+                                          r"GPUEDU_FIBERS=always"):
+        f(Out(out), block=(32, 1, 1))
+    monkeypatch.setattr(function, "_force_fibers", 1)   # what GPUEDU_FIBERS=always sets at import
+    f(Out(out), block=(32, 1, 1))
+    assert (out == 1).all()
     still_works(mod)
 
 

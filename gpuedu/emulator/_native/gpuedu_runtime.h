@@ -94,6 +94,7 @@ struct Runtime {
   Fiber* fibers;
   char* stacks;
   size_t stacks_bytes;
+  size_t stack_stride;        // a stack and its guard page
   void* main_sp;
 #ifdef GPUEDU_UCONTEXT
   ucontext_t main_uc;
@@ -302,13 +303,11 @@ inline void ensure_stacks() {
   for (unsigned i = 0; i < MAX_THREADS; ++i) mprotect((char*)p + i * one, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE);
   R.stacks = (char*)p;
   R.stacks_bytes = total;
+  R.stack_stride = one;
   R.fibers = (Fiber*)calloc(MAX_THREADS, sizeof(Fiber));
 }
 
-inline char* stack_top(unsigned i) {
-  size_t one = STACK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
-  return R.stacks + (i + 1) * one;
-}
+inline char* stack_top(unsigned i) { return R.stacks + (i + 1) * R.stack_stride; }
 
 // ---- the scheduler --------------------------------------------------------------
 inline const char* dims(char* buf, uint3 v) {
@@ -415,7 +414,10 @@ inline int block_barrier(int op, int predicate) {
   R.n_ready--;
   R.n_block++;
   R.barrier_count += predicate != 0;
-  run_next();
+  // Fast path: the next thread in schedule order is ready (the common case).
+  unsigned p = R.pos + 1;
+  if (p < R.nthreads && R.fibers[R.order[p]].state == READY) resume(p, me);
+  else run_next();
   int count = R.barrier_result;
   if (op == 1) return count;
   if (op == 2) return count == (int)R.nthreads;
