@@ -67,7 +67,8 @@ def run_lesson(path, report_dir, timeout):
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, km=_current_env_kernel_manager(),
+    kernel_manager = _current_env_kernel_manager()
+    client = NotebookClient(notebook, timeout=timeout, km=kernel_manager,
                             resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
     start = time.perf_counter()
     entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None}
@@ -77,6 +78,10 @@ def run_lesson(path, report_dir, timeout):
         entry["status"] = "failed"
         cell, error = _failing_cell(notebook)
         entry["cell"], entry["error"] = cell, error or str(e).strip().splitlines()[-1]
+    finally:
+        # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
+        if kernel_manager.has_kernel:
+            kernel_manager.shutdown_kernel(now=True)
     entry["seconds"] = round(time.perf_counter() - start, 1)
     entry["backend"] = backend_of(notebook)
     nbformat.write(notebook, os.path.join(report_dir, os.path.basename(path)))
