@@ -317,9 +317,9 @@ def softmax_rows(x, version=3, block_size=None, out=None):
 # ----------------------------------------------------------------------------------------------
 # matmul.cu
 
-MATMUL_VERSIONS = (1, 2, 3, 4, 5)
+MATMUL_VERSIONS = (1, 2, 3, 4, 5, 6)
 MATMUL4_TILE = dict(BM=64, BN=64, TM=8)           # as #defined in matmul.cu (BM4, BN4, TM4)
-MATMUL5_TILE = dict(BM=128, BN=128, TM=8, TN=8)   # (BM5, BN5, TM, TN)
+MATMUL5_TILE = dict(BM=128, BN=128, TM=8, TN=8)   # (BM5, BN5, TM, TN), also version 6's
 
 
 def matmul(a, b, version=5, block_size=16, tile=32, out=None):
@@ -327,7 +327,7 @@ def matmul(a, b, version=5, block_size=16, tile=32, out=None):
 
     ``block_size`` is the side of the square thread block of versions 1-2 (at most 32);
     ``tile`` the side of version 3's shared-memory tile (compiled in with -DTILE=tile).
-    Versions 4 and 5 use the block tiles fixed in matmul.cu.
+    Versions 4 to 6 use the block tiles fixed in matmul.cu.
     """
     _check_version(version, MATMUL_VERSIONS, "matmul")
     a = as_device(a, "a", ndim=2)

@@ -14,13 +14,16 @@
 //            block tile, reusing each B value from a register TM4 times.
 // version 5: 2D register blocking: each thread computes a TM x TN patch from TM values of A and
 //            TN values of B held in registers (TM*TN FMAs per TM+TN shared-memory loads).
+// version 6: as 5, with 16-byte (float4) global loads and stores where the row length allows it
+//            (K % 4 == 0 for A, N % 4 == 0 for B and C; scalar guarded accesses otherwise), and the
+//            A tile stored transposed so that a thread's TM values of A are consecutive in shared memory.
 //
 // Every tile load is guarded and zero-filled past the edges, so M, N, K need not be multiples
 // of anything. Launch shapes (the launcher in gpuedu/ops.py computes them):
 //   1: block (B, B), grid (ceil_div(M, B), ceil_div(N, B))   2: block (B, B), grid (ceil_div(N, B), ceil_div(M, B))
 //   3: block (TILE, TILE), grid (ceil_div(N, TILE), ceil_div(M, TILE))
 //   4: block (BM4 * BN4 / TM4), grid (ceil_div(N, BN4), ceil_div(M, BM4))     (512 threads)
-//   5: block (BM5 * BN5 / (TM * TN)), grid (ceil_div(N, BN5), ceil_div(M, BM5)) (256 threads)
+//   5, 6: block (BM5 * BN5 / (TM * TN)), grid (ceil_div(N, BN5), ceil_div(M, BM5)) (256 threads)
 #include "common.cuh"
 
 #ifndef TILE
@@ -173,6 +176,87 @@ extern "C" __global__ void matmul_kernel5(float* C, const float* A, const float*
             int col = block_col + thread_col * TN + j;
             if (row < M && col < N)
                 C[row * N + col] = acc[i][j];
+        }
+    }
+}
+
+#if TN % 4 != 0
+#error "matmul_kernel6 stores C in float4s: TN must be a multiple of 4"
+#endif
+extern "C" __global__ void matmul_kernel6(float* C, const float* A, const float* B, int M, int N, int K) {
+    __shared__ float As[BK5][BM5];   // transposed: As[k][r] = A[block_row + r][k0 + k]
+    __shared__ float Bs[BK5][BN5];
+    int t = threadIdx.x;
+    int thread_col = t % (BN5 / TN);
+    int thread_row = t / (BN5 / TN);
+    int block_row = blockIdx.y * BM5, block_col = blockIdx.x * BN5;
+    // A float4 access needs a 16-byte aligned address: rows of A start at multiples of K floats,
+    // rows of B and C at multiples of N, so those must be multiples of 4 (the base pointers from
+    // mem_alloc are aligned).
+    bool a_vec = (K % 4 == 0), bn_vec = (N % 4 == 0);
+    float acc[TM][TN];
+    for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++) acc[i][j] = 0.0f;
+    float a_reg[TM], b_reg[TN];
+    for (int k0 = 0; k0 < K; k0 += BK5) {
+        // The A tile is BM5 x BK5 floats = BM5 * BK5 / 4 float4s; each thread moves them in strides
+        // of the block (one each with the default 128 x 8 tile and 256 threads).
+        for (int e = t; e < BM5 * BK5 / 4; e += blockDim.x) {
+            int r = e / (BK5 / 4), c = (e % (BK5 / 4)) * 4;
+            int row = block_row + r, k = k0 + c;
+            float4 v;
+            if (a_vec && row < M && k + 3 < K) {
+                v = *reinterpret_cast<const float4*>(&A[row * K + k]);
+            } else {  // the ragged edge (or an unaligned K): one guarded float at a time
+                v.x = (row < M && k + 0 < K) ? A[row * K + k + 0] : 0.0f;
+                v.y = (row < M && k + 1 < K) ? A[row * K + k + 1] : 0.0f;
+                v.z = (row < M && k + 2 < K) ? A[row * K + k + 2] : 0.0f;
+                v.w = (row < M && k + 3 < K) ? A[row * K + k + 3] : 0.0f;
+            }
+            As[c + 0][r] = v.x;
+            As[c + 1][r] = v.y;
+            As[c + 2][r] = v.z;
+            As[c + 3][r] = v.w;
+        }
+        for (int e = t; e < BK5 * BN5 / 4; e += blockDim.x) {
+            int r = e / (BN5 / 4), c = (e % (BN5 / 4)) * 4;
+            int k = k0 + r, col = block_col + c;
+            float4 v;
+            if (bn_vec && k < K && col + 3 < N) {
+                v = *reinterpret_cast<const float4*>(&B[k * N + col]);
+            } else {
+                v.x = (k < K && col + 0 < N) ? B[k * N + col + 0] : 0.0f;
+                v.y = (k < K && col + 1 < N) ? B[k * N + col + 1] : 0.0f;
+                v.z = (k < K && col + 2 < N) ? B[k * N + col + 2] : 0.0f;
+                v.w = (k < K && col + 3 < N) ? B[k * N + col + 3] : 0.0f;
+            }
+            Bs[r][c + 0] = v.x;
+            Bs[r][c + 1] = v.y;
+            Bs[r][c + 2] = v.z;
+            Bs[r][c + 3] = v.w;
+        }
+        __syncthreads();  // tiles complete
+        for (int k = 0; k < BK5; k++) {
+            for (int i = 0; i < TM; i++) a_reg[i] = As[k][thread_row * TM + i];  // consecutive now
+            for (int j = 0; j < TN; j++) b_reg[j] = Bs[k][thread_col * TN + j];
+            for (int i = 0; i < TM; i++)
+                for (int j = 0; j < TN; j++)
+                    acc[i][j] += a_reg[i] * b_reg[j];
+        }
+        __syncthreads();  // tiles no longer needed
+    }
+    for (int i = 0; i < TM; i++) {
+        int row = block_row + thread_row * TM + i;
+        if (row >= M) break;  // later rows of the patch are further out
+        for (int j = 0; j < TN; j += 4) {
+            int col = block_col + thread_col * TN + j;
+            if (bn_vec && col + 3 < N) {
+                *reinterpret_cast<float4*>(&C[row * N + col]) =
+                    make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+            } else {
+                for (int jj = j; jj < j + 4 && col + (jj - j) < N; jj++)
+                    C[row * N + col + (jj - j)] = acc[i][jj];
+            }
         }
     }
 }
