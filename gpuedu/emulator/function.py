@@ -54,6 +54,7 @@ _dladdr.restype = ctypes.c_int
 
 # ---- the thread order (teaching aid) and other run-time settings ------------------------------
 SCHEDULES = {"forward": 0, "reverse": 1, "random": 2}
+_launch_lock = threading.Lock()
 _settings = {"schedule": 0, "seed": 0}
 
 
@@ -388,8 +389,11 @@ class Function:
             timer.daemon = True
             timer.start()
         try:
-            code = self._launch(self._info_address, dims, _settings["schedule"], _settings["seed"],
-                                _force_fibers, argbuf)
+            # One launch at a time in the process: launches share the signal handlers, and a
+            # module's runtime state (the emulated device runs one grid at a time anyway).
+            with _launch_lock:
+                code = self._launch(self._info_address, dims, _settings["schedule"], _settings["seed"],
+                                    _force_fibers, argbuf)
         finally:
             if timer is not None:
                 timer.cancel()

@@ -11,6 +11,7 @@ pytestmark = pytest.mark.nvcc
 # (test module, source constant, no_extern_c, extra nvcc options)
 SOURCES = [
     ("test_launch", "INDEX_SRC", False, []),
+    ("test_launch", "NAMESPACE_SRC", True, []),
     ("test_warp", "WARP_SRC", False, []),
     ("test_errors", "ERRORS_SRC", False, []),
     ("test_device_language", "DEVICE_SRC", False, []),

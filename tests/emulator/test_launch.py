@@ -149,3 +149,39 @@ def test_block_shapes_of_length_one_to_three(mod):
     x = np.zeros(8, np.float32)
     for block in [(8,), (8, 1), (8, 1, 1), 8]:
         mod.get_function("scale_inplace")(InOut(x), np.float32(1), np.int32(8), block=block, grid=(1,))
+
+
+NAMESPACE_SRC = r"""
+namespace layers {
+namespace detail { __device__ float relu(float v) { return v > 0.0f ? v : 0.0f; } }
+extern "C" __global__ void relu_forward(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = detail::relu(x[i]);
+}
+}
+"""
+
+
+def test_kernel_inside_a_namespace():
+    mod = SourceModule(NAMESPACE_SRC, no_extern_c=True)
+    x = np.linspace(-1, 1, 11).astype(np.float32)
+    y = np.zeros_like(x)
+    mod.get_function("relu_forward")(In(x), Out(y), np.int32(11), block=(16, 1, 1))
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_launches_from_several_threads(mod):
+    import threading
+    results = []
+
+    def worker(k):
+        x = np.full(256, k, np.float32)
+        mod.get_function("scale_inplace")(InOut(x), np.float32(2), np.int32(256), block=(64, 1, 1), grid=(4, 1))
+        results.append(bool((x == 2 * k).all()))
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
