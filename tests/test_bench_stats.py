@@ -244,3 +244,12 @@ def test_plot_only_redraws_from_a_results_file(tmp_path):
     assert main(["--plot-only", str(path), "--plots", str(tmp_path / "figs")]) == 0
     drawn = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert drawn == ["r-bandwidth.png", "r-ratios.png"]
+
+
+def test_the_closing_summary_names_failed_figures():
+    from gpuedu.bench import _summary
+    results = _results()
+    results["duration_s"] = 3.0
+    assert _summary(results) == "2 of 3 figures measured in 3 s"
+    results["figures"][2]["reason"] = "failed: RuntimeError: matmul version 2 is wrong"
+    assert _summary(results).endswith("FAILED (an error in gpuedu code, see the reasons): cublas_sgemm")

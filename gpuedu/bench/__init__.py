@@ -77,12 +77,23 @@ def main(argv=None):
     print()
     print(report.targets_table(results))
     print()
+    print(_summary(results))
     print(f"wrote {out}")
     if not args.no_plots:
         folder, stem = _plot_place(out, args.plots)
         for path in plots.draw(results, folder, stem):
             print(f"wrote {path}")
     return 0
+
+
+def _summary(results):
+    figures = results["figures"]
+    measured = sum(f["status"] == "ok" for f in figures)
+    failed = [f["name"] for f in figures if f["status"] != "ok" and f["reason"].startswith("failed:")]
+    line = f"{measured} of {len(figures)} figures measured in {results['duration_s']:.0f} s"
+    if failed:
+        line += f"; FAILED (an error in gpuedu code, see the reasons): {', '.join(failed)}"
+    return line
 
 
 def _plot_place(results_path, plots_dir):
