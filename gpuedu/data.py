@@ -229,9 +229,9 @@ class DataLoader:
     ``drop_last``).  Rows are shuffled every epoch from a generator seeded once, so a run is reproducible.
     The copy of batch i+1 is issued on ``copy_stream`` before batch i is handed out; on a GPU, if the
     model's kernels run on ``compute_stream`` (a non-default stream), the copy overlaps the compute.
-    Each batch's buffers are reused two batches later: the loader records an event on the compute stream
-    when you ask for the next batch and makes the copy wait for it, so a buffer is never overwritten while
-    a kernel may still read it.  A batch is valid until the loop asks for the batch after next.
+    The two buffers alternate: asking for batch i starts the copy of batch i+1 into batch i-1's buffer, after
+    an event recorded on the compute stream at that moment (so the kernels already issued on batch i-1 finish
+    reading it first).  A batch is therefore valid until the loop asks for the next one.
     """
 
     def __init__(self, x, y, batch_size, shuffle=True, seed=0, drop_last=False, compute_stream=None):

@@ -15,7 +15,7 @@ def make(n=10, features=3):
 
 
 def epoch(loader):
-    # Copy each batch to the host before asking for the next one (a batch lives two steps).
+    # Copy each batch to the host before asking for the next one (its buffer is then refilled).
     return [(xb.get().copy(), yb.get().copy()) for xb, yb in loader]
 
 
@@ -87,3 +87,15 @@ def test_bad_data():
         data.DataLoader(x, y.astype(np.int64), 2)
     with pytest.raises(ValueError, match="negative"):
         data.DataLoader(x, y - 1, 2)
+
+
+def test_the_buffer_of_the_previous_batch_is_refilled_when_the_next_is_asked_for():
+    x, y = make(12)
+    loader = data.DataLoader(x, y, batch_size=4, shuffle=False)
+    it = iter(loader)
+    first_x, _ = next(it)
+    first = first_x.get().copy()
+    assert np.array_equal(first, x[:4])
+    second_x, _ = next(it)                     # stages batch 3 into batch 1's buffer
+    assert np.array_equal(second_x.get(), x[4:8])
+    assert np.array_equal(first_x.get(), x[8:12])
