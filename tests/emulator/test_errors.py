@@ -32,6 +32,18 @@ __global__ void shuffle_after_exit(float* x) {
   float v = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1);
   x[threadIdx.x] = v;
 }
+__global__ void split_warp(float* x) {
+  float v = x[threadIdx.x];
+  if (threadIdx.x < 16) v = __shfl_sync(0xffffffffu, v, 0);   // waits for lanes 16..31...
+  else __syncthreads();                                       // ...which wait here for lanes 0..15
+  x[threadIdx.x] = v;
+}
+__global__ void different_intrinsics(int* x) {
+  int v = x[threadIdx.x];
+  if (threadIdx.x % 2) v = __shfl_xor_sync(0xffffffffu, v, 1);
+  else v = (int)__ballot_sync(0xffffffffu, v);
+  x[threadIdx.x] = v;
+}
 __global__ void spin_forever(int* flag) {
   while (flag[0] == 0) { }               // nobody ever sets the flag
 }
@@ -97,6 +109,21 @@ def test_shuffle_naming_exited_lanes(mod):
     x = np.ones(32, np.float32)
     with pytest.raises(LaunchError, match=r"16 threads at __shfl_down_sync\(mask=0xffffffff\), 16 exited"):
         mod.get_function("shuffle_after_exit")(InOut(x), block=(32, 1, 1))
+    still_works(mod)
+
+
+def test_deadlock_between_a_warp_intrinsic_and_a_barrier(mod):
+    x = np.ones(32, np.float32)
+    with pytest.raises(LaunchError, match=r"deadlock: warp 0 has 16 threads at __shfl_sync\(mask=0xffffffff\) "
+                                          r"waiting for 16 lanes that are at __syncthreads"):
+        mod.get_function("split_warp")(InOut(x), block=(32, 1, 1))
+    still_works(mod)
+
+
+def test_lanes_at_different_intrinsics(mod):
+    x = np.ones(32, np.int32)
+    with pytest.raises(LaunchError, match=r"meet at different warp intrinsics"):
+        mod.get_function("different_intrinsics")(InOut(x), block=(32, 1, 1))
     still_works(mod)
 
 

@@ -7,6 +7,10 @@
 #pragma GCC system_header
 #endif
 
+#if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
+#define _XOPEN_SOURCE 700   // macOS hides ucontext (the fiber fallback there) without it
+#define _DARWIN_C_SOURCE 1  // ...and the BSD names (MAP_ANONYMOUS) with it, unless this is set
+#endif
 #ifndef GPUEDU_SCAN
 #include <cfloat>
 #include <climits>
