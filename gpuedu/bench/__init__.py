@@ -71,7 +71,13 @@ def main(argv=None):
     except (_backend.BackendError, ValueError) as exc:
         print(f"gpuedu bench: {exc}", file=sys.stderr)
         return 1
-    results, out = run(quick=args.quick, only=args.only, out=args.out, repeats=args.repeats)
+    command = ["gpuedu", "bench"] + list(sys.argv[1:] if argv is None else argv)
+    try:
+        results, out = run(quick=args.quick, only=args.only, out=args.out, repeats=args.repeats,
+                           command=command)
+    except OSError as exc:   # the results file could not be written
+        print(f"gpuedu bench: {exc}; choose another place with --out", file=sys.stderr)
+        return 1
     print()
     print(report.figures_table(results))
     print()
@@ -101,7 +107,7 @@ def _plot_place(results_path, plots_dir):
     return (plots_dir or os.path.dirname(os.path.abspath(results_path))), stem
 
 
-def run(quick=False, only=None, out=None, repeats=None, log=print):
+def run(quick=False, only=None, out=None, repeats=None, log=print, command=None):
     """Run the suite on the active backend; write and return ``(results, path)``."""
     import gpuedu
     started = time.perf_counter()
@@ -112,6 +118,10 @@ def run(quick=False, only=None, out=None, repeats=None, log=print):
     machine = environment.describe(backend, drv)
     if driver_problem:
         machine["unknown"]["driver"] = driver_problem
+    slug = machine["device_slug"] + ("-quick" if quick else "")
+    path = out or os.path.join("benchmarks", "results", f"{slug}.json")
+    # Fail now, not after minutes of measuring, when the results cannot be written there.
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     l2 = machine["l2_cache_bytes"] or 0
     notes = []
     if on_gpu and not l2:
@@ -134,7 +144,8 @@ def run(quick=False, only=None, out=None, repeats=None, log=print):
         "schema_version": report.SCHEMA_VERSION,
         "date": date,
         "mode": "quick" if quick else "full",
-        "command": ["gpuedu", "bench"] + (["--quick"] if quick else []) + (["--only", *only] if only else []),
+        "command": command or (["gpuedu", "bench"] + (["--quick"] if quick else [])
+                               + (["--only", *only] if only else [])),
         "duration_s": round(time.perf_counter() - started, 2),
         "machine": machine,
         "timing": {
@@ -150,8 +161,6 @@ def run(quick=False, only=None, out=None, repeats=None, log=print):
         "targets": targets.evaluate(bench.figures, on_gpu),
         "notes": notes,
     }
-    slug = machine["device_slug"] + ("-quick" if quick else "")
-    path = out or os.path.join("benchmarks", "results", f"{slug}.json")
     report.write(results, path)
     return results, path
 
