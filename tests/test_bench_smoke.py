@@ -12,6 +12,9 @@ import sys
 
 import pytest
 
+# One --quick run (about 15 s with compiled kernels cached, under a minute cold) shared by the tests.
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
