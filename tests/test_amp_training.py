@@ -8,6 +8,7 @@ from gpuedu import data, nn, train
 from gpuedu.nn import amp
 from gpuedu.nn import fp16_ops as ops
 from gpuedu.nn import fp16_reference as ref
+from gpuedu.nn import reference as nn_reference
 
 backend = gpuedu.setup(verbose=False)
 ga = backend.gpuarray
@@ -150,3 +151,49 @@ def test_mixed_precision_accuracy_is_within_half_a_point_of_fp32_on_digits():
     # the short growth interval makes the scale overflow now and then: those steps were skipped
     assert 0 < trainer.scaler.skipped < trainer.scaler.steps // 10
     assert abs(acc16 - acc32) <= 0.005, f"FP32 {acc32:.4f} vs mixed {acc16:.4f}"
+
+
+def test_half_mlp_gradients_match_the_float64_reference_of_its_fp16_weights():
+    # Sizes off the 64-wide GEMM tile; the reference runs on the very values the FP16 model holds.
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0, 1, (37, 13)).astype(np.float32)
+    y = rng.integers(0, 6, 37).astype(np.int32)
+    model = amp.MixedPrecisionMLP(nn.mlp([13, 21, 6], seed=3))
+    net = nn_reference.Sequential([nn_reference.Dense(l.W16.get().astype(np.float64), l.b16.get().astype(np.float64),
+                                                      l.activation) for l in model.layers])
+    loss_ref, grads_ref = net.loss_and_grads(x.astype(np.float16).astype(np.float64), y)
+
+    scaler = amp.LossScaler(init_scale=1024.0)
+    loss_rows, dlogits = amp.softmax_xent(model.forward(x), y, grad_scale=scaler.scale)
+    model.backward(dlogits)
+    assert scaler.unscale(model.half_grads()) is False
+    assert abs(float(np.mean(loss_rows.get(), dtype=np.float64)) - loss_ref) < 5e-3 * abs(loss_ref)
+    for param, g_ref in zip(model.parameters(), grads_ref):
+        err = np.linalg.norm(param.grad.get() - g_ref) / np.linalg.norm(g_ref)
+        assert err < 1e-2, f"{param.name}: relative error {err:.2e}"
+
+
+def test_bias_grad_sums_columns_in_fp32():
+    rng = np.random.default_rng(8)
+    dz = rng.standard_normal((300, 7)).astype(np.float16)
+    got = amp.bias_grad(ga.to_gpu(dz)).get()
+    exact = dz.astype(np.float64).sum(axis=0)
+    assert got.dtype == np.float16
+    assert np.all(np.abs(got - exact) <= 2.0 ** -10 * np.abs(exact) + 1e-3)
+    # 4096 ones: an FP16 running sum would stall at 2048 (2048 + 1 rounds back to 2048)
+    ones = np.ones((4096, 1), np.float16)
+    assert amp.bias_grad(ga.to_gpu(ones)).get()[0] == 4096
+
+
+def test_softmax_xent_loss_rows_and_bad_labels():
+    rng = np.random.default_rng(9)
+    logits = (3 * rng.standard_normal((20, 10))).astype(np.float16)
+    labels = rng.integers(0, 10, 20).astype(np.int32)
+    loss_rows, dlogits = amp.softmax_xent(ga.to_gpu(logits), labels, grad_scale=8.0)
+    ref_rows, ref_grad = ref.softmax_xent(logits, labels, grad_scale=8.0)
+    assert np.allclose(loss_rows.get(), ref_rows, rtol=1e-5, atol=1e-5)
+    assert np.all(np.abs(dlogits.get() - ref_grad) <= 2.0 ** -10 * np.abs(ref_grad) + 1e-6)
+    with pytest.raises(ValueError, match=r"\[0, 10\)"):
+        amp.softmax_xent(ga.to_gpu(logits), np.full(20, 10, np.int32))
+    with pytest.raises(TypeError, match="float16"):
+        amp.softmax_xent(ga.to_gpu(logits.astype(np.float32)), labels)

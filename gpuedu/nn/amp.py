@@ -1,5 +1,7 @@
 """Mixed-precision training: FP16 storage and arithmetic where it is safe, FP32 where it is not.
 
+Introduced in lessons/07_mixed_precision.ipynb.
+
 The recipe (what deep-learning frameworks call automatic mixed precision):
 
 1. Weights and activations are stored in FP16 (half the bytes to move; tensor cores take FP16).

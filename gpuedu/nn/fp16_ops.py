@@ -1,5 +1,7 @@
 """Launchers for the FP16 kernels: check the arrays, allocate the output, size the grid, launch.
 
+Introduced in lessons/07_mixed_precision.ipynb.
+
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
 axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores).
 References: ``gpuedu.nn.fp16_reference``.
