@@ -48,6 +48,14 @@ def test_missing_vendor_libraries_are_skipped_with_what_to_install(gpu_mode_run)
     assert figures["matmul_v1"]["ratio"] is None and "cublas_sgemm" in figures["matmul_v1"]["ratio_missing"]
 
 
+def test_vendor_yardsticks_run_after_every_gpuedu_figure(gpu_mode_run):
+    order = list(gpu_mode_run.figures)
+    vendor = [order.index(n) for n in ("cublas_sgemm", "cublas_hgemm", "torch_mlp_step_b32")]
+    gpuedu_figures = [order.index(n) for n in ("matmul_v1", "wmma_gemm", "mlp_step_b32", "launch_prepared_call")]
+    assert min(vendor) > max(gpuedu_figures)
+    assert gpu_mode_run.deferred == []
+
+
 def test_gpu_targets_become_unavailable_with_a_reason(gpu_mode_run):
     entries = {t["name"]: t for t in targets.evaluate(gpu_mode_run.figures, on_gpu=True)}
     for name in ("sgemm_vs_cublas", "fp16_wmma_vs_cublas", "mlp_step_b128_vs_torch", "amp_step_vs_fp32"):

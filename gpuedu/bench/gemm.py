@@ -25,6 +25,25 @@ def _check_product(got, expected, k, what):
         raise RuntimeError(f"{what} is wrong: max |error| {err:.3g} against NumPy; fix it before timing it")
 
 
+def _vendor_gemm(run, figure_name, group, sizes, dtype, what):
+    """The cuBLAS GEMM of the same size through PyTorch or CuPy, measured at the end of the run."""
+    m, n, k = sizes["m"], sizes["n"], sizes["k"]
+
+    def measure():
+        with run.figure(figure_name, group, "GFLOP/s", sizes, note=f"{what} through the vendor library") as fig:
+            name, module = _baselines.vendor_gpu_library(run)
+            if name is None:
+                raise Skipped(module)
+            gemm = _baselines.vendor_matmul(name, module, m, n, k, dtype)
+            seconds = run.time(gemm, timer=_baselines.vendor_timer(run, name, module))
+            fig.record(stats.rates(seconds, 2.0 * m * n * k / 1e9), seconds, note=f"{what} through {name}")
+
+    if run.on_gpu:
+        run.later(measure)
+    else:
+        measure()    # records why it is unavailable; nothing is imported
+
+
 def measure_matmul(run):
     """Every version of matmul.cu at the mode's size, against cuBLAS SGEMM (GPU) or NumPy (CPU)."""
     size = run.sizes["matmul"]
@@ -56,14 +75,7 @@ def measure_matmul(run):
             seconds = run.time(lambda: ops.matmul(a, b, version=version, out=c))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
 
-    with run.figure("cublas_sgemm", "matmul", "GFLOP/s", sizes,
-                    note="cuBLAS SGEMM through the vendor library (TF32 off)") as fig:
-        name, module = _baselines.vendor_gpu_library(run)
-        if name is None:
-            raise Skipped(module)
-        gemm = _baselines.vendor_matmul(name, module, m, n, k, "float32")
-        seconds = run.time(gemm, timer=_baselines.vendor_timer(run, name, module))
-        fig.record(stats.rates(seconds, flops / 1e9), seconds, note=f"cuBLAS SGEMM through {name}")
+    _vendor_gemm(run, "cublas_sgemm", "matmul", sizes, "float32", "cuBLAS SGEMM")
 
     if not run.on_gpu:
         with run.figure("numpy_matmul", "matmul", "GFLOP/s", sizes,
@@ -119,14 +131,8 @@ def measure_fp16_gemm(run):
             seconds = run.time(lambda: call(fp16_ops, a, b, c))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
 
-    with run.figure("cublas_hgemm", "fp16_gemm", "GFLOP/s", dict(sizes, output="float16"),
-                    note="cuBLAS FP16 GEMM (tensor cores) through the vendor library") as fig:
-        name, module = _baselines.vendor_gpu_library(run)
-        if name is None:
-            raise Skipped(module)
-        gemm = _baselines.vendor_matmul(name, module, m, n, k, "float16")
-        seconds = run.time(gemm, timer=_baselines.vendor_timer(run, name, module))
-        fig.record(stats.rates(seconds, flops / 1e9), seconds, note=f"cuBLAS FP16 GEMM through {name}")
+    _vendor_gemm(run, "cublas_hgemm", "fp16_gemm", dict(sizes, output="float16"), "float16",
+                 "cuBLAS FP16 GEMM (tensor cores)")
 
     if not run.on_gpu:
         with run.figure("numpy_hgemm", "fp16_gemm", "GFLOP/s", dict(sizes, output="float32"),

@@ -45,6 +45,7 @@ class Run:
         self.log = log
         self.figures = {}
         self.third_party = {}    # name -> module or the reason it is unavailable (see baselines)
+        self.deferred = []       # measurements run after all others (see ``later``)
 
     # -- recording ----------------------------------------------------------------------------
     def add(self, name, group, unit, values, sizes, baselines=(), note=None, seconds=None):
@@ -98,6 +99,18 @@ class Run:
         """The figure ``name`` if it was measured, else None."""
         figure = self.figures.get(name)
         return figure if figure is not None and figure["status"] == "ok" else None
+
+    def later(self, function):
+        """Run ``function()`` after every measurement of the suite (the vendor libraries' yardsticks).
+
+        PyTorch and CuPy drive the GPU through the CUDA runtime, which may make its own primary
+        context current in this thread; run last, they cannot disturb a gpuedu figure.
+        """
+        self.deferred.append(function)
+
+    def run_deferred(self):
+        while self.deferred:
+            self.deferred.pop(0)()
 
     # -- timing helpers -----------------------------------------------------------------------
     def time(self, run, repeats=None, warmup=None, timer=None):

@@ -35,3 +35,6 @@ def run_all(run, names):
         function, what = MEASUREMENTS[name]
         run.log(f"{name}: {what}")
         function(run)
+    if run.deferred:
+        run.log("yardsticks from PyTorch / CuPy (run last: they may switch the thread's CUDA context)")
+        run.run_deferred()
