@@ -82,6 +82,23 @@ def allocate(nbytes):
     return alloc
 
 
+def register_external(address, size):
+    """Make ``size`` bytes at ``address`` that live elsewhere known to ``find``, for good.
+
+    Used for a loaded module's ``__device__`` and ``__constant__`` variables, so that
+    ``memcpy_htod(module.get_global(name)[0], host)`` passes the copy checks.  The
+    region has no guard pages and is never released.
+    """
+    alloc = Allocation(int(address), int(size), None, int(address))
+    with _lock:
+        existing = _by_start.get(alloc.address)
+        if existing is not None:
+            return existing
+        bisect.insort(_starts, alloc.address)
+        _by_start[alloc.address] = alloc
+    return alloc
+
+
 def release(alloc):
     """Unmap an allocation.  Releasing twice is a LogicError, as in CUDA."""
     with _lock:
