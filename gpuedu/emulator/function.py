@@ -140,6 +140,7 @@ class Module:
             raise LogicError(f"cuModuleGetGlobal failed: named symbol not found: no __device__ or __constant__ "
                              f"variable '{name}' in this module") from None
         size = _symbol_size(self._path, name)
+        memory.register_external(address, size)  # so the driver's checked copies accept it
         return GlobalPointer(address, size), size
 
     def get_texref(self, name):

@@ -5,6 +5,7 @@ import ctypes
 import numpy as np
 import pytest
 
+from gpuedu.emulator import driver as drv
 from gpuedu.emulator._args import In, InOut, Out
 from gpuedu.emulator._errors import LogicError
 from gpuedu.emulator.compiler import SourceModule, get_schedule, set_schedule
@@ -172,7 +173,12 @@ def test_constant_and_device_globals(mod):
     ptr, size = mod.get_global("coeffs")
     assert size == 16
     c = np.array([1, -2, 0.5, 0.25], np.float32)
-    ctypes.memmove(int(ptr), c.ctypes.data, c.nbytes)
+    drv.memcpy_htod(ptr, c)                      # as PyCUDA code sets constant memory
+    back = np.zeros(4, np.float32)
+    drv.memcpy_dtoh(back, ptr)
+    np.testing.assert_array_equal(back, c)
+    with pytest.raises(LogicError, match="past its end"):
+        drv.memcpy_htod(ptr, np.zeros(5, np.float32))
     counter, csize = mod.get_global("counter")
     assert csize == 4
     ctypes.memmove(int(counter), np.zeros(1, np.int32).ctypes.data, 4)
