@@ -94,3 +94,37 @@ def test_median_seconds_measures_the_call():
     assert fastest < 0.04
     with pytest.raises(ValueError, match="reduce"):
         train.median_seconds(lambda: None, reduce="mean")
+
+
+class FakeNVML:
+    """Stands in for pynvml: an energy counter in millijoules that rises 2.5 J per read."""
+
+    def __init__(self, fail=None):
+        self.fail, self.millijoules = fail, 1000
+
+    def nvmlInit(self):
+        if self.fail:
+            raise RuntimeError(self.fail)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("device", index)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self.millijoules += 2500
+        return self.millijoules
+
+
+def test_energy_meter_reads_nvml_on_a_gpu_and_says_why_not_elsewhere(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML())
+    meter = train.EnergyMeter("cuda")
+    assert meter.available and meter.reason == "NVML total energy counter"
+    a, b = meter.read_joules(), meter.read_joules()
+    assert b - a == pytest.approx(2.5)
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNVML(fail="NVML_ERROR_NOT_SUPPORTED"))
+    meter = train.EnergyMeter("cuda")
+    assert not meter.available and meter.read_joules() is None
+    assert meter.reason.startswith("unavailable: NVML cannot read") and "NOT_SUPPORTED" in meter.reason
+    monkeypatch.setitem(sys.modules, "pynvml", None)          # import pynvml raises ImportError
+    assert train.EnergyMeter("cuda").reason == "unavailable: pynvml is not installed (pip install nvidia-ml-py)"
+    assert train.EnergyMeter("cpu").reason == "unavailable: the CPU emulator has no power sensor"

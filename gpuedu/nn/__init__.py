@@ -13,7 +13,9 @@ The public API (a contract other modules build on)
     ``zero_grad``); ``.name``; ``.numpy()`` copies the value to the host.
 
 Layer protocol (``Dense``, ``ReLU``, ``Sigmoid``, ``Tanh``, ``GELU``; any object with these methods)
-    ``forward(x) -> y``            x: GPUArray [batch, in_features]; keeps what backward needs.
+    ``forward(x) -> y``            x: GPUArray [batch, in_features]; keeps what backward needs.  y is the
+                                   layer's own buffer for that batch size (nothing is allocated per step):
+                                   the next forward with as many rows overwrites it, so ``.get()`` what you keep.
     ``backward(dy, need_input_grad=True) -> dx``
                                    dy = dL/dy of the last forward; fills ``p.grad`` for every parameter and
                                    returns dL/dx (``None`` when ``need_input_grad`` is False: the first

@@ -185,3 +185,25 @@ def test_bad_labels_and_optimizer_arguments():
         nn.Adam([], lr=0.1)
     with pytest.raises(RuntimeError, match="before forward"):
         nn.Dense(2, 2).backward(logits)
+
+
+def test_on_a_stream_the_results_are_the_same():
+    x, y = batch(rows=11, features=9, classes=5, seed=10)
+    plain = nn.mlp([9, 17, 5], activation="gelu", seed=2)
+    streamed = nn.mlp([9, 17, 5], activation="gelu", seed=2)
+    stream = backend.driver.Stream()
+    streamed.stream = stream
+    assert all(layer.stream is stream for layer in streamed.layers)
+    loss_a, grads_a = device_grads(plain, x, y)
+    loss_b, grads_b = device_grads(streamed, x, y)
+    stream.synchronize()
+    assert loss_a == loss_b and all(np.array_equal(a, b) for a, b in zip(grads_a, grads_b))
+
+
+def test_forward_returns_the_layers_buffer_reused_for_the_same_batch_size():
+    model = nn.mlp([3, 4], seed=0)
+    first = model.forward(np.ones((2, 3), np.float32))
+    kept = first.get()
+    second = model.forward(np.zeros((2, 3), np.float32))
+    assert second is first and not np.array_equal(second.get(), kept)
+    assert model.forward(np.ones((5, 3), np.float32)) is not first
