@@ -44,7 +44,7 @@ BARRIER_NAMES = frozenset("""
 """.split())
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing", "-fno-semantic-interposition", "-fno-threadsafe-statics",
-             "-fno-math-errno", "-fno-finite-loops", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
+             "-fno-math-errno", "-fno-finite-loops", "-fstack-clash-protection", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
 
 _INSTALL_HINT = (
     "the gpuedu CPU emulator compiles CUDA C with a C++ compiler (C++17). To install one:\n"
@@ -440,6 +440,33 @@ def _run(cmd, cwd):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
 
 
+def _precompiled_prelude(cxx, version, folder):
+    """A folder holding ``gpuedu_prelude.h.gch`` for g++, built once per prelude; None if unavailable.
+
+    Parsing the prelude's C++ headers is most of a small module's compile time;
+    g++ picks the precompiled header up by itself when its folder comes first on
+    the include path (and ignores it if the flags do not match).
+    """
+    if "clang" in version.lower() or not re.search(r"g\+\+|gcc|GCC", version):
+        return None
+    key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
+    pch_dir = os.path.join(folder, f"pch-{key}")
+    gch = os.path.join(pch_dir, "gpuedu_prelude.h.gch")
+    if os.path.isfile(gch):
+        return pch_dir
+    os.makedirs(pch_dir, exist_ok=True)
+    tmp = f"{gch}.{os.getpid()}.tmp"
+    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + [
+        "-x", "c++-header", os.path.join(NATIVE_DIR, "gpuedu_prelude.h"), "-o", tmp]
+    proc = _run(cmd, pch_dir)
+    if proc.returncode != 0 or not os.path.isfile(tmp):
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        return None
+    os.replace(tmp, gch)
+    return pch_dir
+
+
 def _translation_unit(no_extern_c):
     head = '#include "gpuedu_prelude.h"\n'
     if no_extern_c:
@@ -480,6 +507,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             f.write(rewritten)
         tu = os.path.join(build_dir, "module.cpp")
         base = [cxx] + CXX_FLAGS + ["-I" + NATIVE_DIR, "-I" + build_dir] + flags
+        pch_dir = _precompiled_prelude(cxx, version, folder)
         with open(tu, "w") as f:
             f.write(_translation_unit(no_extern_c))
         scan_cmd = [c for c in base if c != "-shared"] + ["-E", "-DGPUEDU_SCAN", "module.cpp"]
@@ -491,7 +519,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         with open(tu, "a") as f:
             f.write(_entry_points(analysis))
         out = os.path.join(build_dir, "module.so")
-        cmd = base + ["module.cpp", "-o", out]
+        cmd = base[:1 + len(CXX_FLAGS)] + (["-I" + pch_dir] if pch_dir else []) + base[1 + len(CXX_FLAGS):] + [
+            "module.cpp", "-o", out]
         proc = _run(cmd, build_dir)
         if proc.returncode != 0:
             raise _compile_error("compiling the kernel source failed (line numbers refer to your source, kernel.cu)",

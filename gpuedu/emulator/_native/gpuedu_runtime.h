@@ -674,7 +674,13 @@ inline void on_fault(int sig, siginfo_t* info, void* ctx) {
 #endif
   char* a = (char*)info->si_addr;
   int code = FAULT;
-  if (R.fiber_mode && R.stacks && a >= R.stacks && a < R.stacks + R.stacks_bytes) code = STACK_OVERFLOW;
+  // A fault in a guard page between the fibers' stacks (or just under the first) is an
+  // overflow; the compiler probes large frames page by page (-fstack-clash-protection),
+  // so an overflow cannot jump over a guard page.
+  if (R.fiber_mode && R.stacks && a >= R.stacks - 65536 && a < R.stacks + R.stacks_bytes) {
+    size_t offset = a >= R.stacks ? (size_t)(a - R.stacks) % R.stack_stride : 0;
+    if (offset < R.stack_stride - STACK_BYTES) code = STACK_OVERFLOW;
+  }
   E.code = code;
   E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
