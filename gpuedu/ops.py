@@ -17,7 +17,6 @@ import numpy as np
 
 from . import backend as _backend
 from . import kernels as _kernels
-from . import reference as _reference
 
 MAX_THREADS_PER_BLOCK = 1024
 #: Activation codes, as #defined at the top of elementwise.cu.
