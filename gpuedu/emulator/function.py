@@ -23,7 +23,7 @@ from ._errors import LaunchError, LogicError
 
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
-    STACK_OVERFLOW, ASSERT = range(11)
+    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED = range(12)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -102,6 +102,8 @@ class Module:
         lib.gpuedu_error.restype = ctypes.POINTER(_ErrorInfo)
         lib.gpuedu_kernel_table.restype = ctypes.c_void_p
         lib.gpuedu_request_stop.argtypes = [ctypes.c_int]
+        lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
+        lib.gpuedu_static_shared.restype = ctypes.c_size_t
         self._printf_len = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_len")
         self._error = lib.gpuedu_error().contents
         count = lib.gpuedu_kernel_count()
@@ -254,13 +256,17 @@ class Function:
         self._prepared = None
         self._shapes = {}
         self.num_regs = 32
-        self.shared_size_bytes = 0
         self.local_size_bytes = 0
         self.const_size_bytes = 0
         self.max_threads_per_block = _device.MAX_THREADS_PER_BLOCK
 
     def __repr__(self):
         return f"<Function {self.name!r} ({self._nparams} parameters)>"
+
+    @property
+    def shared_size_bytes(self):
+        """Static __shared__ bytes of this kernel (known once it has run: declarations register on first use)."""
+        return int(self.module._lib.gpuedu_static_shared(ctypes.c_void_p(self._info_address)))
 
     # -- attributes
     _ATTRIBUTES = {
@@ -379,7 +385,9 @@ class Function:
                 f"for this kernel is {self._max_dynamic_shared} bytes (48 KiB unless raised with "
                 f"set_attribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, ...), up to "
                 f"{_device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN})")
-        return struct.pack("7I", *grid, *block, shared)
+        # Static + dynamic shared memory per block: 48 KiB, or what set_attribute allowed.
+        limit = max(_device.MAX_SHARED_MEMORY_PER_BLOCK, self._max_dynamic_shared)
+        return struct.pack("8I", *grid, *block, shared, limit)
 
     def _run(self, dims, argbuf):
         module = self.module
@@ -422,6 +430,8 @@ class Function:
                               f"stopped in block {block} (an endless loop? check the loop conditions)")
         if code == ASSERT:
             raise LaunchError(f"device-side assert triggered: {where}: {message}")
+        if code == TOO_MUCH_SHARED:
+            raise LaunchError(f"cuLaunchKernel failed: kernel '{self.name}': {message}")
         if code in (BARRIER_PARTIAL, WARP_EXITED, WARP_MISMATCH, DEADLOCK):
             raise LaunchError(f"kernel '{self.name}' block {block}: {message}")
         if code == LOOP_BARRIER:

@@ -65,6 +65,12 @@ __global__ void barrier_through_pointer(int* out) {
   out[threadIdx.x] = 1;
   steps[0]();
 }
+__global__ void big_tiles(float* out) {
+  __shared__ float a[64][64], b[64][64];   // 32 KiB of static shared memory
+  a[threadIdx.x][0] = 1.0f;
+  b[threadIdx.x][0] = 2.0f;
+  out[threadIdx.x] = a[threadIdx.x][0] + b[threadIdx.x][0];
+}
 __global__ void ok(int* out) { out[threadIdx.x] = threadIdx.x * 2; }
 """
 
@@ -195,6 +201,19 @@ def test_python_handlers_restored_after_launch(mod):
 def test_launch_limits(mod, block, grid, shared, match):
     with pytest.raises(LogicError, match=match):
         mod.get_function("ok")(DeviceAllocation(4096), block=block, grid=grid, shared=shared)
+    still_works(mod)
+
+
+def test_static_plus_dynamic_shared_memory_limit(mod):
+    f = mod.get_function("big_tiles")
+    out = np.zeros(64, np.float32)
+    f(Out(out), block=(64, 1, 1))
+    assert (out == 3).all() and f.shared_size_bytes == 32768
+    with pytest.raises(LaunchError, match=r"too many resources requested for launch: 32768 bytes of static "
+                                          r"__shared__ memory \+ 20480 bytes of dynamic"):
+        f(Out(out), block=(64, 1, 1), shared=20 * 1024)
+    f.set_attribute("MAX_DYNAMIC_SHARED_SIZE_BYTES", 64 * 1024)   # the opt-in, as on a real device
+    f(Out(out), block=(64, 1, 1), shared=20 * 1024)
     still_works(mod)
 
 

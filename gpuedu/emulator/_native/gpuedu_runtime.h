@@ -29,7 +29,7 @@ namespace __gpuedu {
 // Error codes returned by the launch entry (mirrored in function.py).
 enum : int {
   OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
-  LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10,
+  LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -106,7 +106,9 @@ struct Runtime {
   int barrier_count, barrier_result;
   Warp warps[MAX_THREADS / 32];
   // shared memory: the block's static __shared__ variables and the dynamic buffer's size
-  struct { void* p; size_t n; } shared[256];
+  struct { void* p; size_t n; const void* kernel; } shared[256];
+  const void* kernel;         // the KernelInfo of the running launch
+  size_t shared_limit;        // static + dynamic shared memory allowed per block
   int n_shared;
   size_t dynamic_shared_bytes;
   // printf
@@ -147,15 +149,29 @@ inline void printf_append(const char* text, size_t n) {
 // with 0xff bytes (NaN as float, -1 as int) before every block instead, so
 // reading a value no thread of this block wrote shows. The compiler registers
 // each static __shared__ variable the first time its declaration runs.
+// Static shared memory a kernel has declared so far (its declarations register
+// on first use, so this is known once a block has run).
+inline size_t static_shared_of(const void* kernel) {
+  size_t total = 0;
+  for (int i = 0; i < R.n_shared; ++i)
+    if (R.shared[i].kernel == kernel) total += R.shared[i].n;
+  return total;
+}
+
+[[noreturn]] void fail_too_much_shared(size_t static_bytes);
+
 inline bool register_shared(void* p, size_t n) {
   for (int i = 0; i < R.n_shared; ++i)
     if (R.shared[i].p == p) return true;
   if (R.n_shared < 256) {
     R.shared[R.n_shared].p = p;
     R.shared[R.n_shared].n = n;
+    R.shared[R.n_shared].kernel = R.kernel;
     ++R.n_shared;
   }
   memset(p, 0xff, n);
+  size_t static_bytes = static_shared_of(R.kernel);
+  if (static_bytes + R.dynamic_shared_bytes > R.shared_limit) fail_too_much_shared(static_bytes);
   return true;
 }
 
@@ -396,6 +412,13 @@ inline void fiber_entry() {
   // A lane that exits may leave lanes waiting for it forever; run_next finds out.
   run_next();
   __builtin_unreachable();
+}
+
+[[noreturn]] inline void fail_too_much_shared(size_t static_bytes) {
+  fail(TOO_MUCH_SHARED,
+       "too many resources requested for launch: %zu bytes of static __shared__ memory + %zu bytes of dynamic "
+       "(shared=) make %zu bytes per block; the limit is %zu bytes",
+       static_bytes, R.dynamic_shared_bytes, static_bytes + R.dynamic_shared_bytes, R.shared_limit);
 }
 
 [[noreturn]] inline void fail_loop_mode(const char* what) {
@@ -808,6 +831,9 @@ extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output
   gpuedu_printf_len = 0;
   return __gpuedu::R.out ? __gpuedu::R.out : "";
 }
+extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(const __gpuedu::KernelInfo* k) {
+  return __gpuedu::static_shared_of(k);
+}
 extern "C" __attribute__((visibility("default"))) void* gpuedu_dynamic_shared_address() {
   return __gpuedu::dynamic_shared;
 }
@@ -821,11 +847,15 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int r
 int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
                     unsigned long long seed, int force_fibers, const void* args) {
   using namespace __gpuedu;
-  // dims: grid x, y, z, block x, y, z, then the dynamic shared memory size in bytes
+  // dims: grid x, y, z, block x, y, z, the dynamic shared memory size and the shared memory limit (bytes)
   gridDim = dim3(dims[0], dims[1], dims[2]);
   blockDim = dim3(dims[3], dims[4], dims[5]);
   R.nthreads = dims[3] * dims[4] * dims[5];
   R.dynamic_shared_bytes = dims[6];
+  R.shared_limit = dims[7];
+  R.kernel = k;
+  // Declarations registered by earlier launches count now, before any block runs.
+  size_t known_static = __gpuedu::static_shared_of(k);
   R.schedule = schedule;
   R.rng = seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
   R.stop_reason = 0;
@@ -837,7 +867,10 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
   // one leaves the mask as it was (and saves a system call per launch).
   int code = sigsetjmp(R.jump, 0);
-  if (code == 0) k->run(args, force_fibers || k->needs_fibers);
+  if (code == 0) {
+    if (known_static + R.dynamic_shared_bytes > R.shared_limit) __gpuedu::fail_too_much_shared(known_static);
+    k->run(args, force_fibers || k->needs_fibers);
+  }
   R.in_launch = false;
   restore_handlers();
   return code;
