@@ -51,7 +51,7 @@ int main() {
   double want[4] = {0, 0, 0, 0};
   for (int i = 0; i < 1024; ++i) { x[i] = (float)(i % 7) * 0.25f; want[i / 256] += x[i]; }
   const void* sum_args[2] = {x, out};
-  unsigned dims[7] = {4, 1, 1, 256, 1, 1, 0};
+  unsigned dims[8] = {4, 1, 1, 256, 1, 1, 0, 49152};  // grid, block, dynamic shared, shared limit
   int ok = 1;
   for (int schedule = 0; schedule < 3; ++schedule) {
     ok &= gpuedu_launch(&t[0], dims, schedule, 1, 0, sum_args) == 0;
@@ -67,7 +67,7 @@ int main() {
   float* small = (float*)mmap(0, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   mprotect(small + 1024, 4096, PROT_NONE);
   const void* bad_args[1] = {small};
-  unsigned one[7] = {1, 1, 1, 1, 1, 1, 0};
+  unsigned one[8] = {1, 1, 1, 1, 1, 1, 0, 49152};
   ok &= gpuedu_launch(&t[2], one, 0, 1, 0, bad_args) == 1;      // FAULT, and the process goes on
   ok &= gpuedu_launch(&t[0], dims, 0, 1, 0, sum_args) == 0;
   puts(ok ? "ALL OK" : "FAILED");
