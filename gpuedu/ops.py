@@ -75,6 +75,16 @@ def as_device(x, name="x", ndim=None):
     return x
 
 
+def _check_aligned16(op, **arrays):
+    """float4 accesses need 16-byte aligned addresses: true for whole allocations, not for every view."""
+    for name, arr in arrays.items():
+        address = int(arr.gpudata)
+        if address % 16:
+            raise ValueError(f"{op} loads and stores float4s, which need 16-byte aligned arrays, but {name} "
+                             f"starts at an address that is {address % 16} bytes past a multiple of 16 (a view "
+                             f"into a larger array?): copy it (x.copy()) or use another version")
+
+
 def _output(out, shape, name="out"):
     if out is None:
         return _gpuarray().empty(shape, np.float32)
@@ -140,6 +150,8 @@ def activation(x, name="relu", version=1, alpha=None, block_size=256, out=None):
     if n == 0:
         return out
     alpha = DEFAULT_ALPHA.get(name, 0.0) if alpha is None else alpha
+    if version == 3:
+        _check_aligned16("activation version 3", x=x, out=out)
     if version == 1:
         grid = ceil_div(n, block_size)
     elif version == 2:
@@ -363,6 +375,8 @@ def matmul(a, b, version=5, block_size=16, tile=32, out=None):
         block = (t["BM"] * t["BN"] // t["TM"], 1, 1)
         grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
     else:
+        if version == 6:
+            _check_aligned16("matmul version 6", a=a, b=b, out=out)
         t = MATMUL5_TILE
         block = (t["BM"] * t["BN"] // (t["TM"] * t["TN"]), 1, 1)
         grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))

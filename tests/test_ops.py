@@ -47,6 +47,16 @@ def test_non_contiguous_host_input_is_copied_but_device_views_are_refused():
         ops.relu(transposed_view)
 
 
+def test_float4_versions_refuse_misaligned_views():
+    whole = gpuarray.to_gpu(np.arange(64, dtype=np.float32))
+    shifted = whole[1:33]                      # contiguous, but 4 bytes past an aligned address
+    np.testing.assert_array_equal(ops.relu(shifted, version=2).get(), np.arange(1, 33, dtype=np.float32))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        ops.relu(shifted, version=3)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        ops.matmul(shifted.reshape(4, 8), np.ones((8, 4), np.float32), version=6)
+
+
 def test_shape_errors():
     with pytest.raises(ValueError, match="inner dimensions differ: a is 3x4, b is 3x4"):
         ops.matmul(X, X)
