@@ -197,3 +197,23 @@ def test_softmax_xent_loss_rows_and_bad_labels():
         amp.softmax_xent(ga.to_gpu(logits), np.full(20, 10, np.int32))
     with pytest.raises(TypeError, match="float16"):
         amp.softmax_xent(ga.to_gpu(logits.astype(np.float32)), labels)
+
+
+def test_without_master_weights_small_updates_are_lost():
+    # The ablation: weights re-rounded to FP16 after every step.  With a tiny learning rate most
+    # updates fall below half an FP16 gap: without the FP32 masters they are lost, with them they
+    # accumulate until the FP16 copy moves.
+    d, x, y = small_batch()
+    moved = {}
+    for master in (True, False):
+        model = amp.MixedPrecisionMLP(nn.mlp([64, 32, 10], seed=0))
+        trainer = amp.MixedPrecisionTrainer(model, nn.SGD(model.parameters(), lr=1e-4),
+                                            amp.LossScaler(1024.0, dynamic=False), master_weights=master)
+        start = [l.W16.get() for l in model.layers]
+        for _ in range(20):
+            trainer.step(x, y)
+        moved[master] = [np.mean(l.W16.get() != w) for l, w in zip(model.layers, start)]
+        if not master:   # the masters hold exactly the FP16 values
+            assert all(np.array_equal(l.W.numpy(), l.W16.get().astype(np.float32)) for l in model.layers)
+    assert min(moved[True]) > 0.1                            # ~20% of the FP16 weights moved
+    assert max(moved[False]) < 0.25 * min(moved[True])      # ~2%: most updates were rounded away

@@ -183,6 +183,11 @@ class HalfDense:
         fp16_ops.to_half(self.W.value, out=self.W16)
         fp16_ops.to_half(self.b.value, out=self.b16)
 
+    def round_masters_to_half(self):
+        """Overwrite the FP32 masters with their FP16 copies (the no-master-weights ablation)."""
+        fp16_ops.to_float(self.W16, out=self.W.value)
+        fp16_ops.to_float(self.b16, out=self.b.value)
+
     def _bufs(self, rows):
         bufs = self._buffers.get(rows)
         if bufs is None:
@@ -245,6 +250,10 @@ class MixedPrecisionMLP:
         for l in self.layers:
             l.refresh_half()
 
+    def round_masters_to_half(self):
+        for l in self.layers:
+            l.round_masters_to_half()
+
     def forward(self, x):
         """Logits in FP16 for a float32 batch (NumPy or GPUArray), converted to FP16 on the device."""
         if x.dtype != np.float32:
@@ -279,12 +288,17 @@ class MixedPrecisionMLP:
 # ---- training -------------------------------------------------------------------------------------
 class MixedPrecisionTrainer:
     """One mixed-precision training step: forward in FP16, loss scaled by S, backward in FP16,
-    unscale into the FP32 master gradients, then the optimizer step, or a skip on overflow."""
+    unscale into the FP32 master gradients, then the optimizer step, or a skip on overflow.
 
-    def __init__(self, model, optimizer, scaler=None):
+    ``master_weights=False`` is an ablation for experiments: after every step the FP32 weights are
+    re-rounded to FP16, as if the model had no FP32 copy (updates below half an FP16 gap are lost).
+    """
+
+    def __init__(self, model, optimizer, scaler=None, master_weights=True):
         self.model = model
         self.optimizer = optimizer
         self.scaler = LossScaler() if scaler is None else scaler
+        self.master_weights = bool(master_weights)
         self.scales = []                   # the loss scale used at every step, for plots
         masters = {id(p) for p in model.parameters()}
         if not all(id(p) in masters for p in optimizer.params):
@@ -303,6 +317,8 @@ class MixedPrecisionTrainer:
         if applied:
             self.optimizer.step()          # on the FP32 masters
             self.model.refresh_half()      # then the FP16 copies follow
+            if not self.master_weights:
+                self.model.round_masters_to_half()
         return float(np.mean(loss_rows.get(), dtype=np.float64)), applied
 
 
