@@ -14,6 +14,7 @@ from gpuedu.emulator._errors import CompileError, LaunchError, LogicError
 from gpuedu.emulator.compiler import SourceModule, set_kernel_timeout
 
 ERRORS_SRC = r"""
+#include <assert.h>
 __global__ void add_unguarded(float* c, const float* a, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   c[i] = a[i] + 1.0f;                   // no `if (i < n)`: the last block runs past the end

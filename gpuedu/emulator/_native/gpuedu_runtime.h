@@ -811,13 +811,13 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T var, int 
 }
 
 // Device-side assert: stop the launch with the failed expression (as CUDA's
-// "device-side assert triggered").
-#undef assert
-#ifdef NDEBUG
-#define assert(e) ((void)0)
-#else
-#define assert(e) ((e) ? (void)0 : __gpuedu::fail(__gpuedu::ASSERT, "assertion `%s' failed at line %d", #e, __LINE__))
-#endif
+// "device-side assert triggered"); assert.h in this folder defines assert().
+namespace __gpuedu {
+[[noreturn]] inline void assert_failed(const char* expression, int line) {
+  fail(ASSERT, "assertion `%s' failed at line %d", expression, line);
+}
+}  // namespace __gpuedu
+#include "assert.h"
 #define __trap() __gpuedu::fail(__gpuedu::ASSERT, "__trap() called")
 #define __brkpt() ((void)0)
 
