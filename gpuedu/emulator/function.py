@@ -23,7 +23,7 @@ from ._errors import LaunchError, LogicError
 
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
-    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED = range(12)
+    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO = range(13)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -419,6 +419,9 @@ class Function:
         message = e.message.decode("utf-8", "replace")
         if code == FAULT:
             raise LaunchError(_describe_fault(where, e.fault_address, e.fault_is_write))
+        if code == DIVIDE_BY_ZERO:
+            raise LaunchError(f"{where} divided an integer by zero (or INT_MIN by -1); a GPU gives an unspecified "
+                              f"value there instead of stopping, so guard the divisor")
         if code == STACK_OVERFLOW:
             raise LaunchError(f"{where} overflowed its stack (128 KiB per thread in the emulator): large local "
                               f"arrays or deep recursion; move big arrays to shared or global memory")

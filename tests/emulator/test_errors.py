@@ -72,6 +72,7 @@ __global__ void big_tiles(float* out) {
   b[threadIdx.x][0] = 2.0f;
   out[threadIdx.x] = a[threadIdx.x][0] + b[threadIdx.x][0];
 }
+__global__ void divide(int* x, int d) { x[threadIdx.x] = x[threadIdx.x] / d; }
 __global__ void ok(int* out) { out[threadIdx.x] = threadIdx.x * 2; }
 """
 
@@ -131,6 +132,15 @@ def test_lanes_at_different_intrinsics(mod):
     x = np.ones(32, np.int32)
     with pytest.raises(LaunchError, match=r"meet at different warp intrinsics"):
         mod.get_function("different_intrinsics")(InOut(x), block=(32, 1, 1))
+    still_works(mod)
+
+
+def test_integer_division_by_zero(mod):
+    x = np.arange(8, dtype=np.int32)
+    with pytest.raises(LaunchError, match=r"thread \(0,0,0\) of block \(0,0,0\) divided an integer by zero"):
+        mod.get_function("divide")(InOut(x), np.int32(0), block=(8, 1, 1))
+    mod.get_function("divide")(InOut(x), np.int32(2), block=(8, 1, 1))
+    assert x.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
     still_works(mod)
 
 

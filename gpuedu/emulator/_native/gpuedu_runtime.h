@@ -30,6 +30,7 @@ namespace __gpuedu {
 enum : int {
   OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
   LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
+  DIVIDE_BY_ZERO = 12,
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -679,13 +680,13 @@ template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibe
 }
 
 // ---- signals: faults, Ctrl-C and timeouts during a launch ---------------------------
-GPUEDU_HIDDEN struct sigaction old_segv, old_bus, old_int;
+GPUEDU_HIDDEN struct sigaction old_segv, old_bus, old_fpe, old_int;
 alignas(16) GPUEDU_HIDDEN char alt_stack[64 * 1024];
 
 inline void on_fault(int sig, siginfo_t* info, void* ctx) {
   if (!R.in_launch || !pthread_equal(pthread_self(), R.launch_thread)) {
     // Not ours: put the previous handler back and let the access fault again.
-    sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, nullptr);
+    sigaction(sig, sig == SIGSEGV ? &old_segv : sig == SIGBUS ? &old_bus : &old_fpe, nullptr);
     return;
   }
   E.fault_address = (unsigned long long)(uintptr_t)info->si_addr;
@@ -696,11 +697,11 @@ inline void on_fault(int sig, siginfo_t* info, void* ctx) {
   (void)ctx;
 #endif
   char* a = (char*)info->si_addr;
-  int code = FAULT;
+  int code = sig == SIGFPE ? DIVIDE_BY_ZERO : FAULT;
   // A fault in a guard page between the fibers' stacks (or just under the first) is an
   // overflow; the compiler probes large frames page by page (-fstack-clash-protection),
   // so an overflow cannot jump over a guard page.
-  if (R.fiber_mode && R.stacks && a >= R.stacks - 65536 && a < R.stacks + R.stacks_bytes) {
+  if (code == FAULT && R.fiber_mode && R.stacks && a >= R.stacks - 65536 && a < R.stacks + R.stacks_bytes) {
     size_t offset = a >= R.stacks ? (size_t)(a - R.stacks) % R.stack_stride : 0;
     if (offset < R.stack_stride - STACK_BYTES) code = STACK_OVERFLOW;
   }
@@ -749,6 +750,7 @@ inline void install_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGSEGV, &sa, &old_segv);
   sigaction(SIGBUS, &sa, &old_bus);
+  sigaction(SIGFPE, &sa, &old_fpe);  // integer division by zero traps on the CPU (not on a GPU)
   sa.sa_sigaction = on_interrupt;
   sigaction(SIGINT, &sa, &old_int);
 }
@@ -756,6 +758,7 @@ inline void install_handlers() {
 inline void restore_handlers() {
   sigaction(SIGSEGV, &old_segv, nullptr);
   sigaction(SIGBUS, &old_bus, nullptr);
+  sigaction(SIGFPE, &old_fpe, nullptr);
   sigaction(SIGINT, &old_int, nullptr);
 }
 
