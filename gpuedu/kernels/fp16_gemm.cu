@@ -67,8 +67,10 @@ __device__ void hgemm_tiled_body(int M, int N, int K, float alpha,
         OutT* __restrict__ C)
 {
     // A's tile is stored k-major (As[k][i]) so that, in the inner loop, the 16
-    // threads of a row read 16 consecutive-ish halves of one k row.
-    __shared__ __half As[TILE_K][TILE_M];
+    // threads of a row read 16 consecutive halves of one k row.  The loads write
+    // it along k (neighbouring threads: neighbouring k), so rows are padded by 2
+    // halves: a row is then 33 words long and the 16 writes hit 16 different banks.
+    __shared__ __half As[TILE_K][TILE_M + 2];
     __shared__ __half Bs[TILE_K][TILE_N];
 
     const int tx = threadIdx.x, ty = threadIdx.y;
