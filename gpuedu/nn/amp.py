@@ -10,7 +10,7 @@ The recipe (what deep-learning frameworks call automatic mixed precision):
    backward passes is re-rounded from the master after every step.  An update lr*g is often smaller
    than half an FP16 ulp of the weight and would vanish if applied to the FP16 copy.
 4. Loss scaling: the loss (so every gradient) is multiplied by S before the backward pass, which
-   lifts small gradients out of FP16's underflow range (below 2**-24 they become 0); the FP16
+   lifts small gradients out of FP16's underflow range (at or below 2**-25 they become 0); the FP16
    gradients are divided by S again in FP32 before the update.  If any of them overflowed to Inf or
    became NaN (detected on the device), the step is skipped: a dynamic scaler then halves S, and
    doubles it again after ``growth_interval`` good steps in a row.
