@@ -49,7 +49,7 @@ def load_digits(test_fraction=0.2, seed=0):
     x = (bunch.data / 16.0).astype(np.float32)
     y = bunch.target.astype(np.int32)
     order = np.random.default_rng(seed).permutation(len(x))
-    n_test = int(round(test_fraction * len(x)))
+    n_test = round(test_fraction * len(x))
     test, train = order[:n_test], order[n_test:]
     return Dataset("digits", np.ascontiguousarray(x[train]), y[train].copy(),
                    np.ascontiguousarray(x[test]), y[test].copy(), (8, 8))

@@ -90,7 +90,7 @@ def fit(model, loader, epochs, optimizer, loss=None, test=None, quiet=False, pro
     history = History(energy_note=meter.reason)
     bar = None
     if progress and not quiet:
-        from tqdm import tqdm   # the plain bar: it writes to stderr even inside Jupyter
+        from tqdm import tqdm  # the plain bar: it writes to stderr even inside Jupyter
         bar = tqdm(total=epochs * len(loader), file=sys.stderr, unit="batch", leave=False)
     try:
         for epoch in range(epochs):

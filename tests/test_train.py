@@ -1,6 +1,5 @@
 """gpuedu.train.fit: the MLP learns digits on the device; history, progress, energy note, bad input."""
 import matplotlib
-import numpy as np
 import pytest
 
 import gpuedu

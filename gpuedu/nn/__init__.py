@@ -50,11 +50,11 @@ A training step::
     model.backward(dlogits)
     optimizer.step()
 """
-from .layers import ACTIVATIONS, Parameter, Dense, Activation, ReLU, Sigmoid, Tanh, GELU
+from . import init
+from .layers import ACTIVATIONS, GELU, Activation, Dense, Parameter, ReLU, Sigmoid, Tanh
 from .loss import SoftmaxCrossEntropy
 from .model import Sequential, mlp
-from .optim import Optimizer, SGD, Adam
-from . import init
+from .optim import SGD, Adam, Optimizer
 
-__all__ = ["ACTIVATIONS", "Parameter", "Dense", "Activation", "ReLU", "Sigmoid", "Tanh", "GELU",
-           "SoftmaxCrossEntropy", "Sequential", "mlp", "Optimizer", "SGD", "Adam", "init"]
+__all__ = ["ACTIVATIONS", "GELU", "SGD", "Activation", "Adam", "Dense", "Optimizer", "Parameter", "ReLU",
+           "Sequential", "Sigmoid", "SoftmaxCrossEntropy", "Tanh", "init", "mlp"]

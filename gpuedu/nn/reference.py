@@ -5,8 +5,9 @@ device layers (forward and local backward side by side); ``numerical_gradient`` 
 differences, so the reference's analytic gradients are themselves checked before the device's are
 compared with them.
 """
-import numpy as np
 from math import erf, pi, sqrt
+
+import numpy as np
 
 _erf = np.vectorize(erf, otypes=[np.float64])
 
