@@ -43,8 +43,17 @@ BARRIER_NAMES = frozenset("""
     __gpuedu_shfl block_barrier warp_collective
 """.split())
 
-CXX_FLAGS = ["-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread", "-fno-strict-aliasing", "-fno-semantic-interposition", "-fno-threadsafe-statics",
-             "-fno-math-errno", "-fno-finite-loops", "-fstack-clash-protection", "-U_FORTIFY_SOURCE", "-fvisibility=default"]
+CXX_FLAGS = [
+    "-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread",
+    "-fno-strict-aliasing",          # CUDA code reinterprets pointers freely (float4 loads, bit casts)
+    "-fno-semantic-interposition",   # lets kernels inline into the thread loop although they are exported
+    "-fno-threadsafe-statics",       # static __shared__ registration runs on one OS thread
+    "-fno-math-errno",
+    "-fno-finite-loops",             # a spin loop must spin (and stop on Ctrl-C), not vanish
+    "-fstack-clash-protection",      # big frames probe each page, so a fiber's overflow hits its guard page
+    "-U_FORTIFY_SOURCE",             # fortified longjmp refuses to leave a fiber's stack
+    "-fvisibility=default",
+]
 
 _INSTALL_HINT = (
     "the gpuedu CPU emulator compiles CUDA C with a C++ compiler (C++17). To install one:\n"

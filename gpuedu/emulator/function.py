@@ -59,6 +59,7 @@ _settings = {"schedule": 0, "seed": 0}
 
 
 def set_schedule(order, seed=0):
+    """The order a block's threads run in (see ``compiler.set_schedule``); ``seed`` fixes "random"."""
     if order not in SCHEDULES:
         raise ValueError(f"unknown schedule {order!r}; use one of {sorted(SCHEDULES)}")
     _settings["schedule"] = SCHEDULES[order]
@@ -66,6 +67,7 @@ def set_schedule(order, seed=0):
 
 
 def get_schedule():
+    """The current order: "forward", "reverse" or "random"."""
     return {v: k for k, v in SCHEDULES.items()}[_settings["schedule"]]
 
 
@@ -135,7 +137,6 @@ class Module:
 
     def get_global(self, name):
         """``(pointer, size_in_bytes)`` of a ``__device__`` or ``__constant__`` variable."""
-        address = ctypes.c_void_p()
         try:
             address = ctypes.addressof(ctypes.c_char.in_dll(self._lib, name))
         except ValueError:

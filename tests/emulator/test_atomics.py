@@ -21,7 +21,10 @@ extern "C" __global__ void int_atomics(const int* x, int* r, int n) {
   atomicExch(&r[7], 7);
   // a CAS loop (the pattern for operations CUDA lacks): multiply into r[8] mod 1000003
   int old = r[8], assumed;
-  do { assumed = old; old = atomicCAS(&r[8], assumed, (int)((long long)assumed * 3 % 1000003)); } while (old != assumed);
+  do {
+    assumed = old;
+    old = atomicCAS(&r[8], assumed, (int)((long long)assumed * 3 % 1000003));
+  } while (old != assumed);
 }
 extern "C" __global__ void unsigned_atomics(const unsigned* x, unsigned* r, unsigned long long* w, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

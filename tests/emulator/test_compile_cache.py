@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gpuedu.emulator import compiler, function
-from gpuedu.emulator._args import In, InOut, Out
+from gpuedu.emulator._args import In, Out
 from gpuedu.emulator._errors import CompileError
 
 CACHE_SRC = r"""
@@ -76,7 +76,8 @@ def test_find_cxx_and_a_missing_compiler(monkeypatch):
     monkeypatch.setattr(compiler, "_cxx", None)
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     monkeypatch.setattr(compiler, "_cxx", None)
-    with pytest.raises(CompileError, match=r"(?s)CXX='/nonexistent/g\+\+' is not a working.*apt install g\+\+.*xcode-select --install.*cxx-compiler"):
+    wanted = r"(?s)CXX='/nonexistent/g\+\+' is not a working.*apt install g\+\+.*xcode-select --install.*cxx-compiler"
+    with pytest.raises(CompileError, match=wanted):
         compiler.find_cxx()
 
 

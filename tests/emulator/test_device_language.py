@@ -87,7 +87,11 @@ __global__ void racy_shift(const int* x, int* y) {
   // (missing __syncthreads)
   y[t] = t + 1 < 64 ? s[t + 1] : 0;
 }
-__global__ void timed(long long* out) { long long a = clock64(); clock_t b = clock(); out[0] = clock64() - a + (b > 0 ? 0 : 1); }
+__global__ void timed(long long* out) {
+  long long a = clock64();
+  clock_t b = clock();
+  out[0] = clock64() - a + (b > 0 ? 0 : 1);
+}
 """
 
 TEMPLATE_SRC = r"""
