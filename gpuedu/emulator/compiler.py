@@ -184,7 +184,8 @@ def _translate_options(options, include_dirs):
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
 
 
-_STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}]*);")
+_STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}\n]*);")   # one-line declarations
+_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|alignas\s*\([^()]*\)")
 
 
@@ -217,23 +218,31 @@ def _rewrite_source(source):
     ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
     each static ``__shared__`` variable registers itself (so the runtime can fill
     shared memory with garbage before each block); ``static __shared__`` is the
-    same as ``__shared__``.
+    same as ``__shared__``.  Comments and string literals are left alone.
     """
-    source = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", source)
-    source = _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");',
-                                 source)
     counter = [0]
 
     def register(m):
-        names = _declared_names(m.group(1))
         regs = []
-        for name in names:
+        for name in _declared_names(m.group(1)):
             counter[0] += 1
             regs.append(f"static const bool __gpuedu_shared_{counter[0]} = "
                         f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")
         return m.group(0) + " ".join(regs)
 
-    return _STATIC_SHARED.sub(register, source)
+    def rewrite_code(code):
+        code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)
+        code = _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");',
+                                   code)
+        return _STATIC_SHARED.sub(register, code)
+
+    out, last = [], 0
+    for m in _NOT_CODE.finditer(source):
+        out.append(rewrite_code(source[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(rewrite_code(source[last:]))
+    return "".join(out)
 
 
 _LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"(.*)$')

@@ -8,6 +8,7 @@ from gpuedu.emulator.compiler import SourceModule
 WARP_SRC = r"""
 // Tree reduction in shared memory: a barrier after every step.
 __global__ void block_sum(const float* x, float* out) {
+  // s lives in __shared__ memory; one copy per block (the comment must not confuse the emulator)
   __shared__ float s[256];
   int t = threadIdx.x;
   s[t] = x[blockIdx.x * blockDim.x + t];
