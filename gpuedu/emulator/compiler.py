@@ -157,7 +157,7 @@ def set_kernel_timeout(seconds):
 def _translate_options(options, include_dirs):
     """nvcc options -> C++ compiler flags: defines and include paths honoured, the rest ignored."""
     flags = []
-    opts = list(options or [])
+    opts = options.split() if isinstance(options, str) else list(options or [])
     i = 0
     while i < len(opts):
         opt = str(opts[i])

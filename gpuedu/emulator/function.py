@@ -331,6 +331,10 @@ class Function:
                 raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' got a Python "
                                 f"{type(arg).__name__} ({arg!r}); pass a NumPy scalar of the parameter's type, "
                                 f"e.g. {hint}")
+            elif isinstance(arg, np.ndarray):
+                raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' got a NumPy "
+                                f"array, which lives in host memory; wrap it as drv.In(a), drv.Out(a) or "
+                                f"drv.InOut(a), or copy it to the device first (gpuarray.to_gpu(a))")
             else:
                 raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' got "
                                 f"{type(arg).__name__}; pass device memory (mem_alloc, GPUArray), In/Out/InOut, "

@@ -242,6 +242,8 @@ def test_python_scalars_are_rejected_with_a_hint(mod):
         mod.get_function("add_unguarded")(a, a, np.float64(3), block=(1, 1, 1))
     with pytest.raises(TypeError, match=r"expects a 8-byte pointer there, got int32"):
         mod.get_function("add_unguarded")(np.int32(0), a, np.int32(1), block=(1, 1, 1))
+    with pytest.raises(TypeError, match=r"got a NumPy array, which lives in host memory; wrap it as drv.In"):
+        mod.get_function("add_unguarded")(a, np.zeros(4, np.float32), np.int32(1), block=(1, 1, 1))
     still_works(mod)
 
 
