@@ -56,3 +56,14 @@ def test_function_source_returns_one_whole_function_with_its_comment():
     assert helper.startswith("//") and "__shfl_down_sync" in helper
     with pytest.raises(KeyError, match="no function 'nope' in reduction.cu"):
         kernels.function_source("reduction", "nope")
+
+
+def test_load_is_memoised_per_options_and_gives_plain_kernel_names():
+    import gpuedu
+    gpuedu.setup(verbose=False)
+    first = kernels.load("copy_transpose")
+    assert kernels.load("copy_transpose.cu") is first            # same file, same options: cached
+    tiled16 = kernels.load("copy_transpose", options=["-DTILE=16"])
+    assert tiled16 is not first and kernels.load("copy_transpose", ("-DTILE=16",)) is tiled16
+    # extern "C" kernels keep their names: no C++ mangling to look up
+    assert first.get_function("transpose_kernel3") is not None
