@@ -169,3 +169,13 @@ def test_load_mnist_download_end_to_end_with_a_fake_fetch(tmp_path):
 def test_known_mnist_checksums_are_well_formed():
     for name, (size, sha) in data.MNIST_FILES.items():
         assert name.endswith(".gz") and size > 0 and len(sha) == 64 and int(sha, 16) >= 0
+
+
+def test_load_dispatches_by_name(tmp_path, monkeypatch):
+    assert data.load("digits").name == "digits"
+    write_mnist(tmp_path)
+    assert data.load("mnist", folder=str(tmp_path)).x_test.shape == (5, 784)
+    monkeypatch.setenv("GPUEDU_MNIST", str(tmp_path))
+    assert "mnist" in repr(data.load("mnist"))
+    with pytest.raises(ValueError, match="'digits' or 'mnist'"):
+        data.load("cifar10")
