@@ -1,7 +1,5 @@
 """The timers' protocol (warm-up untimed, a flush before every repeat, events around the work, units),
 checked with a recording stand-in for pycuda.driver, so it runs without a GPU."""
-import pytest
-
 from gpuedu.bench import timing
 
 

@@ -19,7 +19,6 @@ the CPU time of this process measures their work and, unlike the wall clock, is 
 other processes share the host's cores (a CI machine often runs several jobs at once).
 """
 import glob
-import os
 import time
 
 import numpy as np

@@ -107,7 +107,6 @@ def torch_mlp_step(torch, widths, batch):
 
 def measure_mlp(run):
     """The gpuedu MLP training step at each batch of the mode, with its yardstick."""
-    from . import baselines as _baselines
     widths = run.sizes["mlp_widths"]
     for batch in run.sizes["mlp_batches"]:
         sizes = {"widths": list(widths), "batch": batch, "precision": "float32"}
