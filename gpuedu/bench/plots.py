@@ -69,6 +69,18 @@ def draw(results, folder, stem):
         ax.set_yticklabels([f"{f['name']} / {f['baselines'][0]}" for f in with_ratio], fontsize=8)
         ax.invert_yaxis()
         ax.axvline(1.0, color="k", lw=0.8)
+        # Each target's goal on the row of the figure it judges (when it judges that headline ratio).
+        rows = {f["name"]: i for i, f in enumerate(with_ratio)}
+        marked = False
+        for t in results.get("targets", []):
+            i = rows.get(t["figure"])
+            if (t["metric"] == "ratio" and t["status"] != "not applicable" and i is not None
+                    and with_ratio[i]["baselines"][0] == t["baseline"]):
+                ax.plot([t["goal"]], [i], marker="|", linestyle="none", color="tab:red", markersize=18,
+                        mew=2, label=None if marked else "target")
+                marked = True
+        if marked:
+            ax.legend(loc="lower right", fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("ratio of medians (figure / its headline baseline; log scale)")
         ax.set_title(f"ratios: {title_tail}", fontsize=9)
