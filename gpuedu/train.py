@@ -175,3 +175,21 @@ def median_seconds(run, repeats=5, warmup=1, reduce="median"):
         drv.Context.synchronize()
         times.append(time.perf_counter() - start)
     return float(np.median(times) if reduce == "median" else np.min(times))
+
+
+def plot_timeline(marks, ax=None, title=None):
+    """A copy/compute timeline: ``marks`` holds (copy start, copy end, compute start, compute end) per batch,
+    in milliseconds since a common origin (e.g. ``event.time_since(origin)``); one row of bars per engine."""
+    import matplotlib.pyplot as plt
+    marks = [tuple(float(t) for t in m) for m in marks]
+    if any(len(m) != 4 or m[1] < m[0] or m[3] < m[2] for m in marks):
+        raise ValueError("each mark must be (copy start, copy end, compute start, compute end) with ends >= starts")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 1.8))
+    ax.broken_barh([(c0, c1 - c0) for c0, c1, _, _ in marks], (10, 8), color="tab:orange")
+    ax.broken_barh([(k0, k1 - k0) for _, _, k0, k1 in marks], (0, 8), color="tab:blue")
+    ax.set_yticks([4, 14], ["compute", "copy"])
+    ax.set_xlabel("milliseconds")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax

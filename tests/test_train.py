@@ -127,3 +127,13 @@ def test_energy_meter_reads_nvml_on_a_gpu_and_says_why_not_elsewhere(monkeypatch
     monkeypatch.setitem(sys.modules, "pynvml", None)          # import pynvml raises ImportError
     assert train.EnergyMeter("cuda").reason == "unavailable: pynvml is not installed (pip install nvidia-ml-py)"
     assert train.EnergyMeter("cpu").reason == "unavailable: the CPU emulator has no power sensor"
+
+
+def test_plot_timeline_draws_a_bar_per_copy_and_per_step():
+    marks = [(0.0, 1.0, 1.0, 3.0), (1.0, 2.0, 3.0, 5.0)]
+    ax = train.plot_timeline(marks, title="overlapped")
+    copies, steps = ax.collections
+    assert len(copies.get_paths()) == 2 and len(steps.get_paths()) == 2
+    assert ax.get_title() == "overlapped"
+    with pytest.raises(ValueError, match="ends >= starts"):
+        train.plot_timeline([(2.0, 1.0, 0.0, 1.0)])
