@@ -253,3 +253,15 @@ def test_the_closing_summary_names_failed_figures():
     assert _summary(results) == "2 of 3 figures measured in 3 s"
     results["figures"][2]["reason"] = "failed: RuntimeError: matmul version 2 is wrong"
     assert _summary(results).endswith("FAILED (an error in gpuedu code, see the reasons): cublas_sgemm")
+
+
+def test_plots_of_a_gpu_run_mark_the_goals(tmp_path):
+    from gpuedu.bench import plots
+    run = _run()
+    run.add("copy_dtod", "bandwidth", "GB/s", [4000.0, 4100.0], {"bytes": 1 << 28})
+    run.add("relu_v3", "bandwidth", "GB/s", [3600.0, 3700.0], {"n": 1 << 26}, ["copy_dtod"])
+    run.compute_ratios()
+    results = {**_results(), "figures": run.figure_list(), "targets": targets.evaluate(run.figures, on_gpu=True)}
+    assert {t["name"]: t["status"] for t in results["targets"]}["elementwise_vs_copy"] == "met"
+    paths = plots.draw(results, str(tmp_path), "gpu")
+    assert sorted(p.rsplit("/", 1)[1] for p in paths) == ["gpu-bandwidth.png", "gpu-ratios.png"]
