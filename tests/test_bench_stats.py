@@ -265,3 +265,16 @@ def test_plots_of_a_gpu_run_mark_the_goals(tmp_path):
     assert {t["name"]: t["status"] for t in results["targets"]}["elementwise_vs_copy"] == "met"
     paths = plots.draw(results, str(tmp_path), "gpu")
     assert sorted(p.rsplit("/", 1)[1] for p in paths) == ["gpu-bandwidth.png", "gpu-ratios.png"]
+
+
+@pytest.mark.parametrize("quick", [False, True])
+@pytest.mark.parametrize("l2", [50 << 20, 96 << 20, 0])
+def test_gpu_sizes_keep_working_sets_above_4x_l2_and_at_least_10_repeats(quick, l2):
+    from gpuedu.bench import config
+    sizes = config.sizes_for(on_gpu=True, quick=quick, l2_bytes=l2)
+    assert sizes["copy_bytes"] >= max(4 * l2, 200 * 10**6)
+    assert 4 * sizes["elementwise_n"] >= 4 * l2 and 4 * sizes["reduce_n"] >= 4 * l2
+    assert sizes["repeats"] >= 10 and sizes["warmup"] >= 1
+    if not quick:
+        assert sizes["matmul"] == 4096 and sizes["mlp_batches"] == [128, 4096]
+        assert sizes["amp_widths"][1] == 4096 and sizes["amp_batch"] == 512
