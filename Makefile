@@ -21,7 +21,7 @@ venv: $(VENV)/.installed
 
 # pytest exits 5 when it collected nothing: that is a broken checkout, not a pass.
 test: venv
-	$(PY) -m pytest -n $(JOBS) --dist loadscope -q -p no:cacheprovider --timeout=1200 \
+	$(PY) -m pytest -n $(JOBS) --dist loadscope -q -p no:cacheprovider --timeout=600 --timeout-method=thread \
 	    tests lessons --nbval --nbval-cell-timeout=900; \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

@@ -30,7 +30,8 @@ def test_markers_are_declared(pytestconfig):
 
 
 def test_skip_reasons_name_what_is_missing(pytester):
-    from conftest import gpu_unavailable_reason
+    from gpuedu import backend
+    usable, reason, _ = backend.check_gpu()
     pytester.makeconftest(open(__file__.replace("test_tiers.py", "conftest.py")).read())
     pytester.makepyfile(test_x="""
         import pytest
@@ -40,8 +41,7 @@ def test_skip_reasons_name_what_is_missing(pytester):
     """)
     pytester.makeini("[pytest]\nmarkers =\n    gpu: real device\n    nvcc: nvcc\n")
     result = pytester.runpytest("-rs")
-    reason = gpu_unavailable_reason()
-    if reason is None:
+    if usable:
         result.assert_outcomes(passed=1)
     else:
         result.assert_outcomes(skipped=1)
