@@ -19,6 +19,17 @@ Building happens in three steps:
 Teaching aid: ``set_schedule("reverse")`` (or ``GPUEDU_SCHEDULE=reverse``) runs
 the threads of a block in another order, so that a missing ``__syncthreads``
 shows up as a wrong answer; lessons reach it through ``gpuedu.emulator.compiler``.
+
+Environment variables:
+
+- ``CXX``: the C++ compiler (default: g++, then clang++, then c++ on PATH);
+- ``GPUEDU_CACHE_DIR``: the kernel cache (default ``~/.cache/gpuedu/kernels``);
+- ``GPUEDU_SCHEDULE``: ``forward`` (default), ``reverse`` or ``random``;
+- ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError;
+- ``GPUEDU_FIBERS=always``: run every kernel's threads as fibers (if the analysis
+  missed a barrier, e.g. one called through a function pointer);
+- ``GPUEDU_CXXFLAGS``: extra host-compiler flags; ``GPUEDU_FIBER_IMPL=ucontext``
+  uses the portable (slower) context switch.
 """
 import hashlib
 import json

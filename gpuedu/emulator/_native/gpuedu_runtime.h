@@ -599,11 +599,14 @@ template <typename Body>
 inline void run_block_loop(Body&& body) {
   if (R.schedule == SCHED_FORWARD) {
     for (unsigned z = 0; z < blockDim.z; ++z)
-      for (unsigned y = 0; y < blockDim.y; ++y)
+      for (unsigned y = 0; y < blockDim.y; ++y) {
+        threadIdx.y = y;   // kernels never write threadIdx: only x changes in the inner loop
+        threadIdx.z = z;
         for (unsigned x = 0; x < blockDim.x; ++x) {
-          threadIdx = uint3{x, y, z};
+          threadIdx.x = x;
           body();
         }
+      }
   } else {
     make_order(R.nthreads);
     for (unsigned i = 0; i < R.nthreads; ++i) {
