@@ -271,3 +271,33 @@ def test_cxx_kernel_needs_its_mangled_name():
     assert out[0] == 1
     mod.get_function("c_named")(Out(out), block=(1, 1, 1))
     assert out[0] == 2
+
+
+def _run_python(code, **env):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+
+
+def test_faulthandler_still_reports_crashes_outside_launches():
+    code = (
+        "import faulthandler, ctypes, numpy as np\n"
+        "faulthandler.enable()\n"
+        "from gpuedu.emulator.compiler import SourceModule\n"
+        "from gpuedu.emulator._args import Out\n"
+        "m = SourceModule('__global__ void k(int* x) { x[threadIdx.x] = 1; }')\n"
+        "x = np.zeros(4, np.int32)\n"
+        "m.get_function('k')(Out(x), block=(4, 1, 1))\n"
+        "print('launched', x.sum(), flush=True)\n"
+        "ctypes.string_at(0)   # a real crash, outside any launch\n")
+    proc = _run_python(code)
+    assert "launched 4" in proc.stdout
+    assert proc.returncode != 0 and "Fatal Python error: Segmentation fault" in proc.stderr
+
+
+def test_schedule_from_the_environment():
+    code = ("from gpuedu.emulator import compiler\n"
+            "print(compiler.get_schedule())\n")
+    assert _run_python(code, GPUEDU_SCHEDULE="reverse").stdout.strip() == "reverse"
+    assert "unknown schedule" in _run_python(code, GPUEDU_SCHEDULE="sideways").stderr
