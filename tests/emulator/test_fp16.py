@@ -25,7 +25,7 @@ extern "C" __global__ void float_to_half_rn(const float* in, __half* out, int n)
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(in[i]);
 }
-// op: 0 add, 1 sub, 2 mul, 3 div, 4 fma (c = a), 5 max, 6 min, 7 neg(a), 8 abs(a), 9 operators a*b+a
+// op: 0 add, 1 sub, 2 mul, 3 div, 5 max, 6 min, 7 neg(a), 8 abs(a), 9 operators a*b+a, 10 sqrt(a)
 extern "C" __global__ void binary(const __half* a, const __half* b, __half* out, int op, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -39,6 +39,7 @@ extern "C" __global__ void binary(const __half* a, const __half* b, __half* out,
     case 6: r = __hmin(x, y); break;
     case 7: r = __hneg(x); break;
     case 8: r = __habs(x); break;
+    case 10: r = hsqrt(x); break;
     default: { __half t = x * y; t += x; r = t; }
   }
   out[i] = r;
@@ -131,7 +132,7 @@ def random_halves(rng, n):
 @pytest.mark.parametrize("op,ref", [
     (0, np.add), (1, np.subtract), (2, np.multiply), (3, np.divide),
     (5, np.fmax), (6, np.fmin), (7, lambda a, b: -a), (8, lambda a, b: np.abs(a)),
-    (9, lambda a, b: a * b + a),
+    (9, lambda a, b: a * b + a), (10, lambda a, b: np.sqrt(a)),
 ])
 def test_binary_ops_random_sweep(mod, op, ref):
     rng = np.random.default_rng(op)
