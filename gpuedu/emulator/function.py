@@ -217,9 +217,14 @@ def _dims(value, what, limits):
     if isinstance(value, (int, np.integer)):
         value = (value,)
     try:
-        dims = tuple(int(v) for v in value)
+        entries = tuple(value)
     except TypeError:
         raise TypeError(f"{what} must be a tuple of 1 to 3 positive ints, like (256, 1, 1); got {value!r}") from None
+    for v in entries:
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+            hint = " (n / 256 is a float in Python 3: use (n + 255) // 256)" if isinstance(v, float) else ""
+            raise TypeError(f"{what} entries must be ints, got {v!r} in {value!r}{hint}")
+    dims = tuple(int(v) for v in entries)
     if not 1 <= len(dims) <= 3:
         raise ValueError(f"{what} must have 1 to 3 entries, got {len(dims)}: {value!r}")
     dims = dims + (1,) * (3 - len(dims))

@@ -228,6 +228,12 @@ def test_static_plus_dynamic_shared_memory_limit(mod):
     still_works(mod)
 
 
+def test_float_grid_is_rejected_with_a_hint(mod):
+    with pytest.raises(TypeError, match=r"grid entries must be ints, got 3.90625.*\(n \+ 255\) // 256"):
+        mod.get_function("ok")(DeviceAllocation(4096), block=(64, 1, 1), grid=(1000 / 256, 1))
+    still_works(mod)
+
+
 def test_wrong_argument_count(mod):
     with pytest.raises(LogicError, match=r"kernel 'ok' takes 1 argument, got 2"):
         mod.get_function("ok")(DeviceAllocation(256), np.int32(1), block=(64, 1, 1))
