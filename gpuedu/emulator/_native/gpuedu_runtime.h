@@ -715,8 +715,16 @@ inline void on_fault(int sig, siginfo_t* info, void* ctx) {
   siglongjmp(R.jump, code);
 }
 
-inline void on_interrupt(int sig, siginfo_t*, void*) {
-  if (!R.in_launch) return;
+inline void on_interrupt(int sig, siginfo_t* info, void* ctx) {
+  if (!R.in_launch) {
+    // Just before the handlers are restored: hand the signal to the previous handler (Python's).
+    if (old_int.sa_flags & SA_SIGINFO) {
+      if (old_int.sa_sigaction) old_int.sa_sigaction(sig, info, ctx);
+    } else if (old_int.sa_handler != SIG_DFL && old_int.sa_handler != SIG_IGN) {
+      old_int.sa_handler(sig);
+    }
+    return;
+  }
   if (!pthread_equal(pthread_self(), R.launch_thread)) {
     pthread_kill(R.launch_thread, sig);  // the kernel runs on the launching thread: stop it there
     return;
