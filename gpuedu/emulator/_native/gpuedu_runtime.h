@@ -2,6 +2,8 @@
 // block by block, either as a plain loop over threads (kernels with no barrier)
 // or as fibers (one small stack per thread, switched at each barrier or warp
 // intrinsic), and turns faults, deadlocks and interrupts into error codes.
+// Its parts: the state and scheduler here, the context switch in
+// gpuedu_fiber.h, the launch entry and signal handling in gpuedu_launch.h.
 #pragma once
 #ifndef GPUEDU_SCAN  // in the scan, macro expansions must stay attributed to the user's file
 #pragma GCC system_header
@@ -195,120 +197,11 @@ __attribute__((noreturn, format(printf, 2, 3))) inline void fail(int code, const
   siglongjmp(R.jump, code);
 }
 
-// ---- context switch -----------------------------------------------------------
-#ifndef GPUEDU_UCONTEXT
-extern "C" GPUEDU_HIDDEN void __gpuedu_switch(void** save_sp, void* load_sp);
-#if defined(__x86_64__)
-// Save the callee-saved registers on the old stack, swap stacks, restore them
-// and jump (not ret) to the resume address: ret would mispredict every time.
-asm(R"(
-  .text
-  .p2align 4
-  .globl __gpuedu_switch
-  .hidden __gpuedu_switch
-  .type __gpuedu_switch,@function
-__gpuedu_switch:
-  pushq %rbp
-  pushq %rbx
-  pushq %r12
-  pushq %r13
-  pushq %r14
-  pushq %r15
-  movq %rsp, (%rdi)
-  movq %rsi, %rsp
-  popq %r15
-  popq %r14
-  popq %r13
-  popq %r12
-  popq %rbx
-  popq %rbp
-  popq %rcx
-  jmpq *%rcx
-  .size __gpuedu_switch, .-__gpuedu_switch
-)");
-#elif defined(__aarch64__)
-asm(R"(
-  .text
-  .p2align 4
-  .globl __gpuedu_switch
-  .hidden __gpuedu_switch
-  .type __gpuedu_switch,%function
-__gpuedu_switch:
-  sub sp, sp, #160
-  stp x19, x20, [sp, #0]
-  stp x21, x22, [sp, #16]
-  stp x23, x24, [sp, #32]
-  stp x25, x26, [sp, #48]
-  stp x27, x28, [sp, #64]
-  stp x29, x30, [sp, #80]
-  stp d8, d9, [sp, #96]
-  stp d10, d11, [sp, #112]
-  stp d12, d13, [sp, #128]
-  stp d14, d15, [sp, #144]
-  mov x9, sp
-  str x9, [x0]
-  mov sp, x1
-  ldp x19, x20, [sp, #0]
-  ldp x21, x22, [sp, #16]
-  ldp x23, x24, [sp, #32]
-  ldp x25, x26, [sp, #48]
-  ldp x27, x28, [sp, #64]
-  ldp x29, x30, [sp, #80]
-  ldp d8, d9, [sp, #96]
-  ldp d10, d11, [sp, #112]
-  ldp d12, d13, [sp, #128]
-  ldp d14, d15, [sp, #144]
-  add sp, sp, #160
-  br x30
-  .size __gpuedu_switch, .-__gpuedu_switch
-)");
-#endif
-#endif
+}  // namespace __gpuedu
 
-void fiber_entry();
+#include "gpuedu_fiber.h"
 
-// Prepare a fresh fiber so that the first switch to it starts fiber_entry.
-inline void fiber_init(Fiber& f, char* stack_top) {
-  uintptr_t top = (uintptr_t)stack_top & ~(uintptr_t)15;
-#if defined(GPUEDU_UCONTEXT)
-  getcontext(&f.uc);
-  f.uc.uc_stack.ss_sp = stack_top - STACK_BYTES;
-  f.uc.uc_stack.ss_size = STACK_BYTES;
-  f.uc.uc_link = nullptr;
-  makecontext(&f.uc, (void (*)())fiber_entry, 0);
-#elif defined(__x86_64__)
-  // [top-8]: fake return address (keeps the ABI's rsp%16==8 at entry),
-  // [top-16]: where the switch jumps, then six callee-saved registers.
-  uintptr_t* s = (uintptr_t*)top;
-  s[-1] = 0;
-  s[-2] = (uintptr_t)&fiber_entry;
-  for (int i = 3; i <= 8; ++i) s[-i] = 0;
-  f.sp = (void*)(s - 8);
-#else
-  uintptr_t* s = (uintptr_t*)(top - 160);
-  memset(s, 0, 160);
-  s[11] = (uintptr_t)&fiber_entry;  // x30: where the switch branches
-  f.sp = (void*)s;
-#endif
-}
-
-inline void switch_to(Fiber* from, void** from_sp, Fiber* to) {
-#ifdef GPUEDU_UCONTEXT
-  (void)from_sp;
-  swapcontext(from ? &from->uc : &R.main_uc, &to->uc);
-#else
-  (void)from;
-  __gpuedu_switch(from_sp, to->sp);
-#endif
-}
-
-inline void switch_to_main(Fiber* from) {
-#ifdef GPUEDU_UCONTEXT
-  swapcontext(&from->uc, &R.main_uc);
-#else
-  __gpuedu_switch(&from->sp, R.main_sp);
-#endif
-}
+namespace __gpuedu {
 
 inline void ensure_stacks() {
   if (R.stacks) return;
@@ -327,11 +220,6 @@ inline void ensure_stacks() {
 inline char* stack_top(unsigned i) { return R.stacks + (i + 1) * R.stack_stride; }
 
 // ---- the scheduler --------------------------------------------------------------
-inline const char* dims(char* buf, uint3 v) {
-  snprintf(buf, 48, "(%u,%u,%u)", v.x, v.y, v.z);
-  return buf;
-}
-
 inline void resume(unsigned pos, Fiber* me) {
   R.pos = pos;
   unsigned t = R.order[pos];
@@ -682,97 +570,6 @@ template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibe
   return KernelInfo{&run_grid<F>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds};
 }
 
-// ---- signals: faults, Ctrl-C and timeouts during a launch ---------------------------
-GPUEDU_HIDDEN struct sigaction old_segv, old_bus, old_fpe, old_int;
-alignas(16) GPUEDU_HIDDEN char alt_stack[64 * 1024];
-
-inline void on_fault(int sig, siginfo_t* info, void* ctx) {
-  if (!R.in_launch || !pthread_equal(pthread_self(), R.launch_thread)) {
-    // Not ours: put the previous handler back and let the access fault again.
-    sigaction(sig, sig == SIGSEGV ? &old_segv : sig == SIGBUS ? &old_bus : &old_fpe, nullptr);
-    return;
-  }
-  E.fault_address = (unsigned long long)(uintptr_t)info->si_addr;
-  E.fault_is_write = -1;
-#if defined(__x86_64__) && defined(__linux__)
-  E.fault_is_write = (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
-#else
-  (void)ctx;
-#endif
-  char* a = (char*)info->si_addr;
-  int code = sig == SIGFPE ? DIVIDE_BY_ZERO : FAULT;
-  // A fault in a guard page between the fibers' stacks (or just under the first) is an
-  // overflow; the compiler probes large frames page by page (-fstack-clash-protection),
-  // so an overflow cannot jump over a guard page.
-  if (code == FAULT && R.fiber_mode && R.stacks && a >= R.stacks - 65536 && a < R.stacks + R.stacks_bytes) {
-    size_t offset = a >= R.stacks ? (size_t)(a - R.stacks) % R.stack_stride : 0;
-    if (offset < R.stack_stride - STACK_BYTES) code = STACK_OVERFLOW;
-  }
-  E.code = code;
-  E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
-  E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
-  E.message[0] = 0;
-  siglongjmp(R.jump, code);
-}
-
-inline void on_interrupt(int sig, siginfo_t* info, void* ctx) {
-  if (!R.in_launch) {
-    // Just before the handlers are restored: hand the signal to the previous handler (Python's).
-    if (old_int.sa_flags & SA_SIGINFO) {
-      if (old_int.sa_sigaction) old_int.sa_sigaction(sig, info, ctx);
-    } else if (old_int.sa_handler != SIG_DFL && old_int.sa_handler != SIG_IGN) {
-      old_int.sa_handler(sig);
-    }
-    return;
-  }
-  if (!pthread_equal(pthread_self(), R.launch_thread)) {
-    pthread_kill(R.launch_thread, sig);  // the kernel runs on the launching thread: stop it there
-    return;
-  }
-  int code = R.stop_reason == TIMEOUT ? TIMEOUT : INTERRUPT;
-  E.code = code;
-  E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
-  E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
-  E.message[0] = 0;
-  siglongjmp(R.jump, code);
-}
-
-GPUEDU_HIDDEN thread_local bool altstack_checked;
-
-inline void install_handlers() {
-  // The fault handler must run on an alternate stack (a fiber that overflows
-  // its stack cannot run it). Any alternate stack will do, e.g. faulthandler's:
-  // only a thread without one gets ours, once, and keeps it.
-  if (!altstack_checked) {
-    altstack_checked = true;
-    stack_t current;
-    if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
-      stack_t ss;
-      ss.ss_sp = alt_stack;
-      ss.ss_size = sizeof alt_stack;
-      ss.ss_flags = 0;
-      sigaltstack(&ss, nullptr);
-    }
-  }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &old_segv);
-  sigaction(SIGBUS, &sa, &old_bus);
-  sigaction(SIGFPE, &sa, &old_fpe);  // integer division by zero traps on the CPU (not on a GPU)
-  sa.sa_sigaction = on_interrupt;
-  sigaction(SIGINT, &sa, &old_int);
-}
-
-inline void restore_handlers() {
-  sigaction(SIGSEGV, &old_segv, nullptr);
-  sigaction(SIGBUS, &old_bus, nullptr);
-  sigaction(SIGFPE, &old_fpe, nullptr);
-  sigaction(SIGINT, &old_int, nullptr);
-}
-
 }  // namespace __gpuedu
 
 // ---- the CUDA intrinsics that need the runtime --------------------------------------
@@ -835,58 +632,5 @@ namespace __gpuedu {
 #define __trap() __gpuedu::fail(__gpuedu::ASSERT, "__trap() called")
 #define __brkpt() ((void)0)
 
-// ---- the launch entry ------------------------------------------------------------------
-extern "C" __attribute__((visibility("default"))) int gpuedu_launch(const __gpuedu::KernelInfo* k,
-                                                                     const unsigned* dims, int schedule, unsigned long long seed,
-                                                                     int force_fibers, const void* args);
-extern "C" __attribute__((visibility("default"))) const __gpuedu::ErrorInfo* gpuedu_error() { return &__gpuedu::E; }
-extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output() {
-  // The caller copies the text before the next launch; the length is reset here.
-  gpuedu_printf_len = 0;
-  return __gpuedu::R.out ? __gpuedu::R.out : "";
-}
-extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(const __gpuedu::KernelInfo* k) {
-  return __gpuedu::static_shared_of(k);
-}
-extern "C" __attribute__((visibility("default"))) void* gpuedu_dynamic_shared_address() {
-  return __gpuedu::dynamic_shared;
-}
-// Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
-extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
-  if (!__gpuedu::R.in_launch) return;
-  __gpuedu::R.stop_reason = reason;
-  pthread_kill(__gpuedu::R.launch_thread, SIGINT);
-}
-
-int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
-                    unsigned long long seed, int force_fibers, const void* args) {
-  using namespace __gpuedu;
-  // dims: grid x, y, z, block x, y, z, the dynamic shared memory size and the shared memory limit (bytes)
-  gridDim = dim3(dims[0], dims[1], dims[2]);
-  blockDim = dim3(dims[3], dims[4], dims[5]);
-  R.nthreads = dims[3] * dims[4] * dims[5];
-  R.dynamic_shared_bytes = dims[6];
-  R.shared_limit = dims[7];
-  R.kernel = k;
-  // Declarations registered by earlier launches count now, before any block runs.
-  size_t known_static = __gpuedu::static_shared_of(k);
-  R.schedule = schedule;
-  R.rng = seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
-  R.stop_reason = 0;
-  E.code = 0;
-  E.message[0] = 0;
-  R.launch_thread = pthread_self();
-  install_handlers();
-  R.in_launch = true;
-  // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
-  // one leaves the mask as it was (and saves a system call per launch).
-  int code = sigsetjmp(R.jump, 0);
-  if (code == 0) {
-    if (known_static + R.dynamic_shared_bytes > R.shared_limit) __gpuedu::fail_too_much_shared(known_static);
-    k->run(args, force_fibers || k->needs_fibers);
-  }
-  R.in_launch = false;
-  restore_handlers();
-  return code;
-}
+#include "gpuedu_launch.h"
 #endif  // GPUEDU_SCAN
