@@ -14,6 +14,7 @@ for and how many the allocation holds: the teaching choice.
 import ctypes
 import enum
 import mmap
+import threading
 import time
 
 import numpy as np
@@ -194,7 +195,6 @@ def get_driver_version():
 # --------------------------------------------------------------------------- devices
 
 def _attribute_values():
-    free, total = memory.host_memory_info()
     cc = _device.COMPUTE_CAPABILITY
     return {
         device_attribute.MAX_THREADS_PER_BLOCK: _device.MAX_THREADS_PER_BLOCK,
@@ -327,8 +327,18 @@ class Device:
 
 # --------------------------------------------------------------------------- contexts
 
-_context_stack = []
+# As in CUDA, each host thread has its own stack of current contexts: a thread
+# that never pushed one has none, and memory calls from it fail the same way.
+_thread_state = threading.local()
 _primary_context = None
+
+
+def _stack():
+    try:
+        return _thread_state.contexts
+    except AttributeError:
+        _thread_state.contexts = []
+        return _thread_state.contexts
 
 
 class Context:
@@ -342,19 +352,20 @@ class Context:
     def push(self):
         if self._detached:
             raise LogicError("cuCtxPushCurrent failed: invalid context (this context was detached)")
-        _context_stack.append(self)
+        _stack().append(self)
 
     @staticmethod
     def pop():
         """Make the current context not current; the one below it (if any) becomes current."""
-        if not _context_stack:
+        if not _stack():
             raise LogicError("cuCtxPopCurrent failed: invalid context (no context is current)")
-        return _context_stack.pop()
+        return _stack().pop()
 
     @staticmethod
     def get_current():
         """The current context, or None."""
-        return _context_stack[-1] if _context_stack else None
+        stack = _stack()
+        return stack[-1] if stack else None
 
     @staticmethod
     def get_device():
@@ -368,8 +379,9 @@ class Context:
 
     def detach(self):
         """Drop this context: pop it if current; it cannot be used afterwards."""
-        while self in _context_stack:
-            _context_stack.remove(self)
+        stack = _stack()
+        while self in stack:
+            stack.remove(self)
         self._detached = True
 
     @staticmethod
@@ -418,10 +430,11 @@ class Context:
 
 def _require_context(call):
     _require_init(call)
-    if not _context_stack:
+    stack = _stack()
+    if not stack:
         raise LogicError(f"{call} failed: invalid device context (no context is current: "
                          "import pycuda.autoinit, or ctx = pycuda.driver.Device(0).make_context())")
-    return _context_stack[-1]
+    return stack[-1]
 
 
 # --------------------------------------------------------------------------- device memory

@@ -322,3 +322,24 @@ def test_mapped_host_memory_is_visible_to_kernels():
     assert host.tolist() == [3 * k for k in range(8)]
     with pytest.raises(drv.LogicError, match="DEVICEMAP"):
         drv.pagelocked_empty(4, np.int32).base.get_device_pointer()
+
+
+def test_each_host_thread_has_its_own_current_context(context):
+    import threading
+    seen = {}
+
+    def worker():
+        seen["before"] = drv.Context.get_current()
+        try:
+            drv.mem_alloc(16)
+        except drv.LogicError as e:
+            seen["error"] = str(e)
+        context.push()       # as in CUDA: push the context to use it from this thread
+        seen["alloc"] = drv.mem_alloc(16).size
+        drv.Context.pop()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen["before"] is None and "invalid device context" in seen["error"] and seen["alloc"] == 16
+    assert drv.Context.get_current() is context
