@@ -166,3 +166,24 @@ def test_warp_reduce_intrinsics(mod):
     out = np.zeros(2, np.uint32)
     mod.get_function("reductions")(In(x), Out(out), block=(32, 1, 1))
     assert out.tolist() == [int(x.sum()), int(x.max())]
+
+
+@pytest.mark.parametrize("order", ["reverse", "random"])
+def test_correct_kernels_give_the_same_answer_in_any_thread_order(mod, order):
+    from gpuedu.emulator.compiler import set_schedule
+    rng = np.random.default_rng(5)
+    x = rng.random(256 * 3, dtype=np.float32)
+    ints = rng.integers(0, 100, 32).astype(np.int32)
+    try:
+        set_schedule(order, seed=3)
+        out = np.zeros(3, np.float32)
+        mod.get_function("block_sum")(In(x), Out(out), block=(256, 1, 1), grid=(3, 1))
+        np.testing.assert_allclose(out, x.reshape(3, 256).sum(axis=1), rtol=1e-5)
+        sums = np.zeros(24, np.float32)
+        mod.get_function("warp_sums")(In(x), Out(sums), block=(128, 1, 1), grid=(6, 1))
+        np.testing.assert_allclose(sums, x.reshape(24, 32).sum(axis=1), rtol=1e-5)
+        shuffled = np.zeros(32 * 6, np.int32)
+        mod.get_function("shuffles")(In(ints), Out(shuffled), np.int32(16), block=(32, 1, 1))
+        np.testing.assert_array_equal(shuffled, _shuffle_reference(ints, 16))
+    finally:
+        set_schedule("forward")
