@@ -114,9 +114,6 @@ extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output
 extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(const __gpuedu::KernelInfo* k) {
   return __gpuedu::static_shared_of(k);
 }
-extern "C" __attribute__((visibility("default"))) void* gpuedu_dynamic_shared_address() {
-  return __gpuedu::dynamic_shared;
-}
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
   if (!__gpuedu::R.in_launch) return;
