@@ -94,6 +94,28 @@ class DeviceData:
         raise ValueError(f"no valid texture channel count for {size}")
 
 
+class OccupancyRecord:
+    """How many blocks of ``threads`` threads fit on one multiprocessor, and what limits it.
+
+    ``tb_per_mp`` blocks, ``warps_per_mp`` warps, ``occupancy`` = active warps / the most
+    warps a multiprocessor holds, and ``limited_by`` one of "device", "warps", "regs", "smem".
+    """
+
+    def __init__(self, devdata, threads, shared_mem=0, registers=0):
+        if threads > devdata.max_threads:
+            raise ValueError(f"{threads} threads are more than a block may have ({devdata.max_threads})")
+        warps = -(-threads // devdata.warp_size)   # a partial warp still takes a whole warp
+        limits = [(devdata.thread_blocks_per_mp, "device"), (devdata.warps_per_mp // warps, "warps")]
+        if registers:
+            limits.append((devdata.registers // (registers * warps * devdata.warp_size), "regs"))
+        if shared_mem:
+            limits.append((devdata.shared_memory // _round_up(shared_mem, devdata.smem_alloc_granularity),
+                           "smem"))
+        self.tb_per_mp, self.limited_by = min(limits, key=lambda limit: limit[0])
+        self.warps_per_mp = self.tb_per_mp * warps
+        self.occupancy = self.warps_per_mp / devdata.warps_per_mp
+
+
 def _round_up(n, m):
     return (n + m - 1) // m * m
 

@@ -106,3 +106,15 @@ def test_pooled_blocks_are_device_allocations_kernels_accept():
     fill = SourceModule("__global__ void fill(float *x) { x[threadIdx.x] = threadIdx.x; }").get_function("fill")
     fill(block, block=(8, 1, 1), grid=(1, 1))
     assert drv.from_device(block, 8, np.float32).tolist() == list(range(8))
+
+
+def test_occupancy_names_its_limit():
+    data = tools.DeviceData()
+    full = tools.OccupancyRecord(data, 256)
+    assert full.tb_per_mp == 4 and full.limited_by == "warps" and full.occupancy == 1.0
+    smem = tools.OccupancyRecord(data, 64, shared_mem=20_000)
+    assert smem.limited_by == "smem" and smem.tb_per_mp == 2 and smem.occupancy == pytest.approx(4 / 32)
+    regs = tools.OccupancyRecord(data, 128, registers=255)
+    assert regs.limited_by == "regs" and regs.tb_per_mp == 2
+    with pytest.raises(ValueError, match="more than a block"):
+        tools.OccupancyRecord(data, 2048)
