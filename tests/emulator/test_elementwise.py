@@ -148,3 +148,11 @@ def test_raw_pointers_only_need_a_range():
     iota(out.gpudata, np.int32(100), range=slice(2, 8, 2))
     assert out.get().tolist() == [0, 0, 102, 0, 104, 0, 106, 0, 0, 0]
     iota(out.gpudata, np.int32(0), range=(0, 0, 1))    # an empty range launches nothing
+
+
+def test_get_elwise_kernel_takes_n_last():
+    from gpuedu.emulator.elementwise import get_elwise_kernel
+    double = get_elwise_kernel("float *x", "x[i] *= 2", "double_it")
+    x = gpuarray.to_gpu(np.arange(5, dtype=np.float32))
+    double(x, np.uint64(3), block=(32, 1, 1), grid=(1, 1))   # only the first 3 elements
+    assert x.get().tolist() == [0, 2, 4, 3, 4]
