@@ -452,8 +452,10 @@ class GPUArray:
         """This array, treated as 1-D, in reverse order."""
         result = self._new_like_me()
         if self.size:
-            flat = self._contiguous_view().reshape(-1, order="K")
-            result._host_view().reshape(-1, order="K")[...] = flat[::-1]
+            # "As 1-D" means in memory order, which is F order for an F-contiguous array.
+            order = "C" if self.flags.c_contiguous else "F"
+            flat = self._contiguous_view().reshape(-1, order=order)
+            result._host_view().reshape(-1, order=order)[...] = flat[::-1]
         return result
 
     def astype(self, dtype, stream=None):

@@ -301,3 +301,15 @@ def test_take_gathers_by_index():
     assert gpuarray.take(a, idx).get().tolist() == [40, 10, 10, 30]
     with pytest.raises(IndexError, match="outside"):
         gpuarray.take(a, gpuarray.to_gpu(np.array([4], np.int32)))
+
+
+def test_mul_add_reverse_squeeze(rng):
+    a = rng.standard_normal(50).astype(np.float32)
+    b = rng.standard_normal(50).astype(np.float32)
+    ga, gb = gpuarray.to_gpu(a), gpuarray.to_gpu(b)
+    np.testing.assert_allclose(ga.mul_add(2.0, gb, -0.5).get(), 2 * a - 0.5 * b, rtol=1e-6)
+    np.testing.assert_array_equal(ga.reverse().get(), a[::-1])
+    m = gpuarray.to_gpu(np.arange(6, dtype=np.int32).reshape(1, 6, 1))
+    assert m.squeeze().shape == (6,) and m.squeeze().get().tolist() == list(range(6))
+    with pytest.raises(ValueError, match="not the same shape"):
+        ga.mul_add(1.0, gpuarray.zeros(3, np.float32), 1.0)
