@@ -156,3 +156,15 @@ def test_get_elwise_kernel_takes_n_last():
     x = gpuarray.to_gpu(np.arange(5, dtype=np.float32))
     double(x, np.uint64(3), block=(32, 1, 1), grid=(1, 1))   # only the first 3 elements
     assert x.get().tolist() == [0, 2, 4, 3, 4]
+
+
+def test_reading_past_a_raw_pointer_is_a_launch_error_and_the_process_lives_on():
+    gather = ElementwiseKernel("int *idx, float *table, float *out", "out[i] = table[idx[i]]", "gather")
+    table = gpuarray.to_gpu(np.array([10, 20, 30, 40], np.float32))
+    idx = gpuarray.to_gpu(np.array([0, 1, 2, 3 + 1024], np.int32))   # the last one is far past the end
+    out = gpuarray.empty(4, np.float32)
+    with pytest.raises(drv.LaunchError):
+        gather(idx, table.gpudata, out)
+    idx.set(np.array([3, 2, 1, 0], np.int32))
+    gather(idx, table.gpudata, out)
+    assert out.get().tolist() == [40, 30, 20, 10]
