@@ -90,6 +90,15 @@ set_kernel_timeout(os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
 
 # ---- modules -----------------------------------------------------------------------------------
 
+class _StackPool(ctypes.Structure):
+    # Mirrors __gpuedu::StackPool: the first module that needs fibers maps the
+    # stacks and records them here; every other module reuses them.
+    _fields_ = [("base", ctypes.c_void_p), ("bytes", ctypes.c_size_t), ("stride", ctypes.c_size_t)]
+
+
+_STACK_POOL = _StackPool()
+
+
 class Module:
     """A loaded kernel library (what ``SourceModule`` returns)."""
 
@@ -106,6 +115,8 @@ class Module:
         lib.gpuedu_request_stop.argtypes = [ctypes.c_int]
         lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
+        lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
+        lib.gpuedu_use_stack_pool(ctypes.addressof(_STACK_POOL))
         self._printf_len = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_len")
         self._error = lib.gpuedu_error().contents
         count = lib.gpuedu_kernel_count()

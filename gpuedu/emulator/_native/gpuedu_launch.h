@@ -114,6 +114,10 @@ extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output
 extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(const __gpuedu::KernelInfo* k) {
   return __gpuedu::static_shared_of(k);
 }
+// Share the process-wide fiber stack pool (see StackPool); called once at load.
+extern "C" __attribute__((visibility("default"))) void gpuedu_use_stack_pool(__gpuedu::StackPool* pool) {
+  __gpuedu::R.pool = pool;
+}
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
   if (!__gpuedu::R.in_launch) return;

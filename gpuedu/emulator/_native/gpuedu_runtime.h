@@ -81,7 +81,18 @@ struct Warp {
   unsigned long long result[32];
 };
 
+// The fiber stacks are mapped once per process and shared by every loaded
+// module (launches never overlap): a pool per module would cost each module
+// 2,049 memory mappings, and a test run loads hundreds of modules against
+// the kernel's limit of about 65,000 mappings.
+struct StackPool {
+  char* base;
+  size_t bytes;
+  size_t stride;
+};
+
 struct Runtime {
+  StackPool* pool;            // process-wide, set by Python when the module is loaded
   // launch
   void (*thread_fn)(void*);
   void* thread_arg;
@@ -205,15 +216,22 @@ namespace __gpuedu {
 
 inline void ensure_stacks() {
   if (R.stacks) return;
-  size_t one = STACK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
-  size_t total = one * MAX_THREADS;
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) fail(DEADLOCK, "could not map %zu bytes for the threads' stacks", total);
-  // A guard page under each stack: an overflow faults instead of corrupting the neighbour.
-  for (unsigned i = 0; i < MAX_THREADS; ++i) mprotect((char*)p + i * one, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE);
-  R.stacks = (char*)p;
-  R.stacks_bytes = total;
-  R.stack_stride = one;
+  if (!R.pool || !R.pool->base) {
+    size_t one = STACK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
+    size_t total = one * MAX_THREADS;
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) fail(DEADLOCK, "could not map %zu bytes for the threads' stacks", total);
+    // A guard page under each stack: an overflow faults instead of corrupting the neighbour.
+    for (unsigned i = 0; i < MAX_THREADS; ++i) mprotect((char*)p + i * one, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE);
+    static StackPool own;
+    if (!R.pool) R.pool = &own;
+    R.pool->base = (char*)p;
+    R.pool->bytes = total;
+    R.pool->stride = one;
+  }
+  R.stacks = R.pool->base;
+  R.stacks_bytes = R.pool->bytes;
+  R.stack_stride = R.pool->stride;
   R.fibers = (Fiber*)calloc(MAX_THREADS, sizeof(Fiber));
 }
 
