@@ -51,7 +51,9 @@ def test_energy_is_reported_unavailable_with_a_reason_on_the_emulator(digits):
         assert history.energy_note.startswith(("unavailable: ", "NVML"))
 
 
-def test_quiet_prints_nothing_and_the_bar_goes_to_stderr(digits, capsys):
+def test_quiet_prints_nothing_and_the_bar_goes_to_stderr(digits, capsys, monkeypatch):
+    # lessons/conftest.py turns bars off for notebook kernels; this test is about the bar itself.
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
     model = nn.mlp([64, 10], seed=0)
     loader = data.DataLoader(digits.x_train[:64], digits.y_train[:64], batch_size=16)
     train.fit(model, loader, 2, nn.SGD(model.parameters(), lr=0.1), quiet=True)
