@@ -27,9 +27,20 @@ _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.mprotect.restype = ctypes.c_int
 _PROT_NONE = 0
 
+_PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+
 _lock = threading.Lock()
 _starts = []          # sorted user-visible start addresses of live allocations
 _by_start = {}        # start address -> Allocation
+
+# Released mappings kept for reuse, by mapping size.  The first touch of a fresh page
+# costs a page fault (about 10 ms for 16 MB on a 2-core CI machine, several times the
+# arithmetic a GPUArray temporary of that size needs); a kept mapping is only zeroed
+# again.  While kept, its pages are inaccessible, so a kernel that uses a freed
+# pointer still faults.
+_KEEP_LIMIT = 256 << 20
+_kept = {}            # mapping bytes -> [(mmap, base address)]
+_kept_bytes = 0
 
 
 class Allocation:
@@ -64,22 +75,56 @@ def allocate(nbytes):
     body = _round_up(max(nbytes, 1), ALIGN)
     pages = _round_up(body, PAGE)
     total = pages + 2 * PAGE
-    try:
-        m = mmap.mmap(-1, total, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                      prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    except OSError as exc:
-        raise MemoryError(f"cannot allocate {nbytes} bytes of emulated device memory: {exc}") from None
-    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
-    for guard in (base, base + PAGE + pages):
-        if _libc.mprotect(guard, PAGE, _PROT_NONE) != 0:  # pragma: no cover - only on exotic hosts
-            err = ctypes.get_errno()
-            raise MemoryError(f"mprotect failed for a guard page: {os.strerror(err)}")
+    reused = _take_kept(total)
+    if reused is not None:
+        m, base = reused
+        _protect(base + PAGE, pages, _PROT_READ_WRITE)
+        ctypes.memset(base + PAGE, 0, pages)   # device memory starts zeroed, reused or not
+    else:
+        try:
+            m = mmap.mmap(-1, total, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as exc:
+            raise MemoryError(f"cannot allocate {nbytes} bytes of emulated device memory: {exc}") from None
+        base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        for guard in (base, base + PAGE + pages):
+            _protect(guard, PAGE, _PROT_NONE)
     address = base + PAGE + pages - body
     alloc = Allocation(address, nbytes, m, base)
     with _lock:
         bisect.insort(_starts, address)
         _by_start[address] = alloc
     return alloc
+
+
+def _protect(address, size, prot):
+    if _libc.mprotect(address, size, prot) != 0:  # pragma: no cover - only on exotic hosts
+        err = ctypes.get_errno()
+        raise MemoryError(f"mprotect failed: {os.strerror(err)}")
+
+
+def _take_kept(total):
+    global _kept_bytes
+    with _lock:
+        kept = _kept.get(total)
+        if not kept:
+            return None
+        _kept_bytes -= total
+        return kept.pop()
+
+
+def _keep(m, base):
+    """Keep a released mapping for reuse (body made inaccessible); False when the cache is full."""
+    global _kept_bytes
+    total = len(m)
+    with _lock:
+        if _kept_bytes + total > _KEEP_LIMIT:
+            return False
+        _kept_bytes += total
+    _protect(base + PAGE, total - 2 * PAGE, _PROT_NONE)
+    with _lock:
+        _kept.setdefault(total, []).append((m, base))
+    return True
 
 
 def register_external(address, size):
@@ -100,7 +145,8 @@ def register_external(address, size):
 
 
 def release(alloc):
-    """Unmap an allocation.  Releasing twice is a LogicError, as in CUDA."""
+    """Release an allocation (its mapping may be kept, inaccessible, for reuse).  Releasing twice is a
+    LogicError, as in CUDA."""
     with _lock:
         if _by_start.get(alloc.address) is not alloc:
             raise LogicError(f"cuMemFree failed: 0x{alloc.address:x} was already freed")
@@ -109,6 +155,8 @@ def release(alloc):
     # The mmap object holds an exported buffer (from_buffer); drop our view first.
     m = alloc._map
     alloc._map = None
+    if m is None or _keep(m, alloc._map_base):
+        return
     try:
         m.close()
     except BufferError:

@@ -343,3 +343,21 @@ def test_each_host_thread_has_its_own_current_context(context):
     t.join()
     assert seen["before"] is None and "invalid device context" in seen["error"] and seen["alloc"] == 16
     assert drv.Context.get_current() is context
+
+
+def test_reused_memory_is_zeroed_and_a_freed_pointer_still_faults_in_a_kernel():
+    from gpuedu.emulator.compiler import SourceModule
+    load = SourceModule("__global__ void load_first(int *p, int *out) { out[0] = p[0]; }").get_function("load_first")
+    out = drv.mem_alloc(4)
+    size = 3 << 16                          # a size no other test uses, so the reuse is ours
+    a = drv.mem_alloc(size)
+    drv.memset_d8(a, 0xAB, size)
+    stale = int(a)
+    a.free()
+    # the freed pages are kept for reuse but inaccessible: a kernel that reads them faults
+    with pytest.raises(drv.LaunchError):
+        load(np.intp(stale), out, block=(1, 1, 1), grid=(1, 1))
+    b = drv.mem_alloc(size)                 # reuses a's pages, which must come back zeroed
+    assert not drv.from_device(b, size, np.uint8).any()
+    load(b, out, block=(1, 1, 1), grid=(1, 1))
+    assert drv.from_device(out, 1, np.int32)[0] == 0
