@@ -9,9 +9,6 @@ import os
 
 SANITIZE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nbval_sanitize.cfg")
 
-# Kernels inherit this environment: no progress bars in cell output.
-os.environ.setdefault("TQDM_DISABLE", "1")
-
 
 def pytest_configure(config):
     option = config.option
