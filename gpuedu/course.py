@@ -88,10 +88,15 @@ def run_lesson(path, report_dir, timeout):
     return entry
 
 
+def _where(entry):
+    """'cell 3: ValueError: boom', or just the error when no cell failed (e.g. the kernel did not start)."""
+    return entry["error"] if entry["cell"] is None else f"cell {entry['cell']}: {entry['error']}"
+
+
 def format_table(entries):
     lines = ["| lesson | result | backend | seconds | error |", "|---|---|---|---|---|"]
     for e in entries:
-        error = "" if e["error"] is None else f"cell {e['cell']}: {e['error']}".replace("|", "\\|")
+        error = "" if e["error"] is None else _where(e).replace("|", "\\|")
         lines.append(f"| {e['lesson']} | {e['status']} | {e['backend']} | {e['seconds']:.1f} | {error} |")
     return "\n".join(lines)
 
@@ -120,7 +125,7 @@ def run(args):
         print(f"running {os.path.basename(path)} ...", flush=True)
         entry = run_lesson(path, args.report, args.timeout)
         print(f"  {entry['status']} on {entry['backend']} in {entry['seconds']:.1f} s"
-              + (f": cell {entry['cell']}: {entry['error']}" if entry["error"] else ""), flush=True)
+              + (f": {_where(entry)}" if entry["error"] else ""), flush=True)
         entries.append(entry)
     failed = [e for e in entries if e["status"] != "passed"]
     table = format_table(entries)
