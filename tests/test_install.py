@@ -4,6 +4,7 @@ import importlib
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -140,3 +141,30 @@ def test_wheel_ships_kernels_emulator_and_command(tmp_path):
     entry_points = zipfile.ZipFile(tmp_path / wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"gpuedu = gpuedu.cli:main" in entry_points
     assert not any(n.startswith(("tests/", "lessons/", "scripts/")) for n in names)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize("pytest_exit,make_fails,message", [
+    (0, False, None),
+    (1, True, None),                                       # a failing test fails CI
+    (5, True, "make test: pytest collected no tests"),     # nothing collected is not a pass
+])
+def test_make_test_exit_status(pytest_exit, make_fails, message):
+    # PY stands in for the venv's python: a shell that exits as pytest would.  -o skips the venv step.
+    fake_python = f"sh -c 'exit {pytest_exit}' fake-python"
+    proc = subprocess.run(["make", "-s", "-o", ".venv/.installed", "test", f"PY={fake_python}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert (proc.returncode != 0) == make_fails, proc.stdout + proc.stderr
+    if message:
+        assert message in proc.stderr
+
+
+def test_make_test_runs_units_and_every_lesson_under_nbval():
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    recipe = subprocess.run(["make", "-n", "-o", ".venv/.installed", "test"], cwd=REPO, capture_output=True,
+                            text=True, timeout=60).stdout
+    for piece in ("-m pytest", "tests lessons", "--nbval", "--dist loadscope", "--timeout="):
+        assert piece in recipe, f"make test lost {piece!r}:\n{recipe}"
+    with open(os.path.join(REPO, ".ci", "run")) as f:
+        assert "exec make test" in f.read(), ".ci/run must run exactly the README's test command"
