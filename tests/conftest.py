@@ -43,3 +43,31 @@ def gpu_context():
     assert context is not None, "gpuedu.setup() chose cuda but left no current context"
     yield drv
     context.synchronize()
+
+
+def _memory_mappings():
+    """(mappings this process holds, the kernel's limit) on Linux, else None."""
+    try:
+        with open("/proc/self/maps") as f:
+            held = sum(1 for _ in f)
+        with open("/proc/sys/vm/max_map_count") as f:
+            return held, int(f.read())
+    except OSError:
+        return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # A process that runs out of memory mappings fails in odd places ("failed to map segment from
+    # shared object", a library that "seems to be broken"); say what actually ran out.
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.excinfo is not None:
+        text = str(call.excinfo.value)
+        if "failed to map segment" in text or "Cannot allocate memory" in text or "seems to be broken" in text:
+            counts = _memory_mappings()
+            if counts:
+                report.sections.append(("memory mappings", (
+                    f"this test process holds {counts[0]:,} memory mappings; the kernel allows "
+                    f"{counts[1]:,} (vm.max_map_count). Each loaded kernel module that runs fibers keeps "
+                    f"its guarded thread stacks mapped; run fewer tests per process (make test JOBS=...).")))

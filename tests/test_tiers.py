@@ -46,3 +46,14 @@ def test_skip_reasons_name_what_is_missing(pytester):
     else:
         result.assert_outcomes(skipped=1)
         result.stdout.fnmatch_lines([f"*no usable GPU: {reason}*"])
+
+
+def test_running_out_of_memory_mappings_is_explained(pytester):
+    pytester.makeconftest(open(__file__.replace("test_tiers.py", "conftest.py")).read())
+    pytester.makepyfile(test_x="""
+        def test_loads_a_module():
+            raise OSError("/tmp/k.so: failed to map segment from shared object")
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*memory mappings*", "*this test process holds * memory mappings; the kernel allows*"])
