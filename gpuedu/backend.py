@@ -22,6 +22,7 @@ import importlib.util
 import atexit
 import json
 import os
+import pkgutil
 import re
 import shutil
 import subprocess
@@ -56,12 +57,22 @@ class _EmulatorFinder(importlib.abc.MetaPathFinder):
             return None
         target_name = "gpuedu.emulator" + fullname[len("pycuda"):]
         if importlib.util.find_spec(target_name) is None:
+            provided = ", ".join(f"pycuda.{name}" for name in emulated_modules())
             raise ModuleNotFoundError(
-                f"{fullname} is not part of the gpuedu CPU emulator, which provides pycuda.driver, "
-                f"pycuda.compiler, pycuda.gpuarray, pycuda.autoinit, pycuda.elementwise, pycuda.reduction "
-                f"and pycuda.tools; run this code on an NVIDIA GPU with real PyCUDA to use {fullname}",
-                name=fullname)
+                f"{fullname} is not part of the gpuedu CPU emulator, which provides {provided}; "
+                f"run this code on an NVIDIA GPU with real PyCUDA to use {fullname}", name=fullname)
         return importlib.util.spec_from_loader(fullname, _AliasLoader(target_name))
+
+
+# PyCUDA's own modules; the emulator provides those of them the lessons use.
+PYCUDA_MODULES = ("autoinit", "characterize", "compiler", "cumath", "curandom", "debug", "driver",
+                  "elementwise", "gl", "gpuarray", "reduction", "scan", "tools")
+
+
+def emulated_modules():
+    """The PyCUDA modules the emulator provides, sorted."""
+    emulator = importlib.import_module("gpuedu.emulator")
+    return sorted(m.name for m in pkgutil.iter_modules(emulator.__path__) if m.name in PYCUDA_MODULES)
 
 
 class _AliasLoader(importlib.abc.Loader):

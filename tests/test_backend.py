@@ -255,6 +255,7 @@ def test_emulator_modules_are_reachable_under_pycuda_names():
     '''))
     assert "SAME True gpuedu.emulator" in out
     assert "MISSING pycuda.curandom | pycuda.curandom is not part of the gpuedu CPU emulator" in out
+    assert "pycuda.driver" in out and "pycuda.gpuarray" in out and "pycuda.memory" not in out
 
 
 @needs_nvcc
