@@ -69,5 +69,6 @@ def pytest_runtest_makereport(item, call):
             if counts:
                 report.sections.append(("memory mappings", (
                     f"this test process holds {counts[0]:,} memory mappings; the kernel allows "
-                    f"{counts[1]:,} (vm.max_map_count). Each loaded kernel module that runs fibers keeps "
-                    f"its guarded thread stacks mapped; run fewer tests per process (make test JOBS=...).")))
+                    f"{counts[1]:,} (vm.max_map_count): something maps memory without releasing it "
+                    f"(device allocations kept alive, guard pages); run fewer tests per process "
+                    f"(make test JOBS=...) while you find it.")))
