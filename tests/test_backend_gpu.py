@@ -1,0 +1,32 @@
+"""setup() and doctor on a real NVIDIA GPU (the `gpu` tier; skipped with the reason elsewhere)."""
+import pytest
+
+from test_backend import REPORT, ok, run_child
+from test_doctor import doctor, line
+
+pytestmark = pytest.mark.gpu
+
+
+def test_auto_picks_the_gpu():
+    out = ok(run_child(REPORT + 'import pycuda.driver as drv\nprint("CONTEXT", drv.Context.get_current() is not None)\n'))
+    assert "NAME cuda" in out and "REASON a usable GPU was found" in out
+    assert "ALIAS pycuda" in out and "CONTEXT True" in out
+
+
+def test_forced_cpu_uses_the_emulator_even_on_a_gpu():
+    out = ok(run_child(REPORT, backend_env="cpu"))
+    assert "NAME cpu" in out and "ALIAS gpuedu.emulator" in out
+
+
+def test_doctor_lists_the_device_and_passes():
+    proc = doctor()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ": yes" in line(proc.stdout, "GPU 0")
+    assert "cuda (real GPU)" in line(proc.stdout, "Lessons will use")
+
+
+def test_gpu_context_fixture_gives_a_working_context(gpu_context):
+    import numpy as np
+    import pycuda.gpuarray as gpuarray
+    x = gpuarray.to_gpu(np.arange(1000, dtype=np.float32))
+    assert float(gpuarray.sum(x).get()) == 499500.0
