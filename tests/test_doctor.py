@@ -1,5 +1,6 @@
 """`gpuedu doctor` in the situations this machine can produce, each in a child process."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -114,3 +115,20 @@ def test_backend_command(value, code):
         assert "is not a backend gpuedu knows" in proc.stderr
     else:
         assert proc.stdout.startswith("gpuedu: backend cpu")
+
+
+def test_nvcc_off_path_is_found_and_the_fix_named(tmp_path, monkeypatch):
+    toolkit = tmp_path / "cuda" / "bin"
+    toolkit.mkdir(parents=True)
+    (toolkit / "nvcc").write_text("#!/bin/sh\nexit 1\n")
+    (toolkit / "nvcc").chmod(0o755)
+    only_cxx = tmp_path / "bin"
+    only_cxx.mkdir()
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler on this machine")
+    os.symlink(cxx, only_cxx / "g++")
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    proc = doctor(path=str(only_cxx))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"not on PATH (found {toolkit / 'nvcc'}: add {toolkit} to PATH)" in line(proc.stdout, "nvcc")
