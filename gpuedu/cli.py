@@ -1,15 +1,21 @@
-"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``."""
+"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``, ``gpuedu bench``."""
 import argparse
 import sys
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:   # gpuedu.bench parses its own options
+        from . import bench
+        return bench.main(argv[1:])
     parser = argparse.ArgumentParser(prog="gpuedu", description="GPU programming for deep learning, from first principles.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("doctor", help="report what this machine has for the course and what to do about what it lacks")
     from . import course
     course.build_parser(commands.add_parser("course", help="run every lesson headless and report on each"))
     commands.add_parser("backend", help="print the backend the lessons will get, and why")
+    commands.add_parser("bench", help="measure gpuedu's kernels against the memory roof, cuBLAS, PyTorch and NumPy "
+                                      "(gpuedu bench --help)")
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
