@@ -132,3 +132,10 @@ def test_nvcc_off_path_is_found_and_the_fix_named(tmp_path, monkeypatch):
     proc = doctor(path=str(only_cxx))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"not on PATH (found {toolkit / 'nvcc'}: add {toolkit} to PATH)" in line(proc.stdout, "nvcc")
+
+
+def test_cli_hands_bench_its_own_options():
+    proc = doctor(args=("-m", "gpuedu", "bench", "--help"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: gpuedu bench")
+    assert "bench" in doctor(args=("-m", "gpuedu", "--help")).stdout
