@@ -209,3 +209,13 @@ def test_never_written_marks_only_untouched_elements():
     out[1, 2] = np.nan                     # a computed NaN is a write, not the sentinel
     mask = exercises.never_written(out)
     assert mask.shape == (2, 3) and mask.sum() == 4 and not mask[0, 1] and not mask[1, 2]
+
+
+def test_wrong_only_at_block_edges_points_at_neighbours_and_barriers():
+    exp = np.arange(1024, dtype=np.float32)
+    got = exp.copy()
+    got[[256, 511, 512, 767]] = -1          # first or last thread of blocks of 256
+    f = _diagnose.compare("out", exp, got, None, 0, 0, 256)
+    assert f.kind == "block_edges" and "__syncthreads()" in f.hint and f.n_wrong == 4
+    got[300] = -1                           # one wrong element inside a block: no longer that pattern
+    assert _diagnose.compare("out", exp, got, None, 0, 0, 256).kind == "wrong_values"

@@ -136,3 +136,19 @@ def test_checks_are_reproducible_and_seeded(capsys):
     assert not first and first.report() == again.report()
     assert first.failure.index is not None and first.failure.n_wrong > 0
     assert other.report() != first.report()
+
+
+@pytest.mark.timeout(120)
+def test_an_endless_loop_is_stopped_and_reported(monkeypatch, capsys):
+    active = exercises._backend.active()
+    if active.name != "cpu" or not callable(getattr(active.compiler, "set_kernel_timeout", None)):
+        pytest.skip("only the emulator can stop a running kernel")
+    monkeypatch.setattr(exercises, "KERNEL_TIME_LIMIT_S", 1)
+    source = ("__global__ void grid_stride_copy(float* out, const float* x, int n) {\n"
+              "    int step = blockDim.x * gridDim.x;\n"
+              "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i + step)\n"
+              "        out[i] = x[i];\n"
+              "}\n")
+    result, out = _check("02.grid_stride_copy", source, capsys)
+    assert not result and result.kind == "launch_error"
+    assert "never finished" in out and "i += step" in out

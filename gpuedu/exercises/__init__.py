@@ -239,7 +239,6 @@ def _check(exercise_id, source, seed):
                                  f"keep the stub's name and parameters: `{_signature(ex.stub)}`")
         return result
 
-    block_threads_of = lambda case: int(_prod(case.block))  # noqa: E731
     races = ex.races and _runner.emulator_scheduler() is not None
     if races:
         result.notes.append("(each case also ran with the threads of every block in reverse order)")
@@ -247,9 +246,10 @@ def _check(exercise_id, source, seed):
         label = case.describe()
         result.cases.append(label)
         expected = ex.expected(case)
-        failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), None)
+        threads = _prod(case.block)
+        failure = _run_and_judge(ex, function, case, expected, threads, None)
         if failure is None and races:
-            failure = _run_and_judge(ex, function, case, expected, block_threads_of(case), "reverse")
+            failure = _run_and_judge(ex, function, case, expected, threads, "reverse")
             if failure is not None and failure.kind not in ("launch_error",):
                 failure.kind = "race"
                 failure.message += " (only when the threads run in reverse order)"
@@ -264,8 +264,9 @@ def _check(exercise_id, source, seed):
             # a wrong value in the first one (where n = 1 may match a wrong pattern by chance).
             if result.failure is None or _rank(failure) < _rank(result.failure):
                 result.failure = failure
-            if failure.kind == "launch_error" and _runner_backend_name() == "cuda":
-                break  # after a fault the GPU context is unusable; stop here
+            if failure.kind == "launch_error" and (_backend.active().name == "cuda"
+                                                   or "longer than" in failure.message):
+                break  # a fault leaves a GPU context unusable; an endless loop would only repeat
     result.passed = result.failure is None
     return result
 
@@ -273,7 +274,7 @@ def _check(exercise_id, source, seed):
 # Lower is more telling; among equals the first failing case is reported.
 _SEVERITY = {kind: rank for rank, kind in enumerate([
     "launch_error", "out_of_bounds", "input_modified", "race", "untouched", "wrong_index", "tail",
-    "wrong_values"])}
+    "block_edges", "wrong_values"])}
 
 
 def _rank(failure):
@@ -281,19 +282,14 @@ def _rank(failure):
     return _SEVERITY[failure.kind], not failure.specific
 
 
-def _runner_backend_name():
-    return _backend.active().name
-
-
 def _run_and_judge(ex, function, case, expected, block_threads, order):
     drv = _backend.active().driver
     try:
-        with _runner.schedule(order):
+        with _runner.schedule(order), _runner.time_limit(KERNEL_TIME_LIMIT_S):
             outcome = _runner.run_case(ex, function, case, expected)
     except drv.Error as exc:
         return Failure("launch_error", f"the launch failed: {type(exc).__name__}: {exc}",
-                       "an out-of-bounds access or a bad argument: check the bounds guard and the "
-                       "index arithmetic; pass sizes as np.int32(n) and arrays as device pointers.")
+                       _launch_error_hint(str(exc)))
     for name, (before, past) in outcome.out_of_bounds.items():
         size = int(expected[name].size) if name in expected else int(case.inputs[name].size)
         f = _diagnose.out_of_bounds(name, before, past, size)
@@ -317,6 +313,23 @@ def _run_and_judge(ex, function, case, expected, block_threads, order):
         return Failure(finding.kind, finding.summary, finding.hint, output=name, index=finding.index,
                        n_wrong=finding.n_wrong, n_total=finding.n_total, specific=bool(hint))
     return None
+
+
+# Exercise cases run in milliseconds; a kernel still running after this long loops forever (the
+# emulator stops it; a GPU cannot be stopped from here).
+KERNEL_TIME_LIMIT_S = 10
+
+
+def _launch_error_hint(message):
+    text = message.lower()
+    if "longer than" in text:
+        return ("the kernel never finished: a loop whose condition never becomes false (check the "
+                "increment, e.g. `i += step` rather than `i + step`).")
+    if "barrier" in text or "deadlock" in text or "exited" in text:
+        return ("threads wait at a barrier that others never reach: every thread of the block must "
+                "reach each __syncthreads(), so do not put it inside a branch or a guard some skip.")
+    return ("an out-of-bounds access or a bad argument: check the bounds guard and the index "
+            "arithmetic; pass sizes as np.int32(n) and arrays as device pointers.")
 
 
 # Below this many elements a wrong pattern matches by chance (with n = 1, "min(x, 0)" is 0 half the time).

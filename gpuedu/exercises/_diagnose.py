@@ -123,6 +123,12 @@ def compare(name, expected, got, case, rtol, atol, block_threads, initial=None):
         if tail_start < total and not flat[:tail_start].any():
             return finding("tail", "only the last, partial block is wrong: check how the kernel handles "
                            "threads near `n` (the bounds guard and any index past it).")
+        place = flat_wrong % block_threads
+        if block_threads > 2 and np.all((place == 0) | (place == block_threads - 1)):
+            return finding("block_edges", "only elements at the first or last thread of a block are "
+                           "wrong: they need a value held by a neighbouring thread. Check the "
+                           "`__syncthreads()` between writing shared memory and reading a neighbour's "
+                           "slot, and the elements a block needs from beyond its edges (the halo).")
     return finding("wrong_values", "the values differ from the NumPy spec: compare your arithmetic "
                    "with the spec above, element by element, on a small case.")
 

@@ -1,6 +1,7 @@
 """Compile the learner's source through the active backend and run one case with canaries."""
 import contextlib
 import importlib
+import os
 import re
 from dataclasses import dataclass
 
@@ -85,6 +86,25 @@ def schedule(order):
         yield True
     finally:
         compiler.set_schedule(previous)
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Stop an endless kernel after ``seconds`` (or the user's shorter limit) with a LaunchError,
+    through the emulator's kernel timeout; nothing on a real GPU."""
+    compiler = _backend.active().compiler if _backend.active().name == "cpu" else None
+    setter = getattr(compiler, "set_kernel_timeout", None)
+    if not callable(setter):
+        yield
+        return
+    getter = getattr(compiler, "get_kernel_timeout", None)
+    # without a getter, the user's setting is the environment variable read at import
+    previous = getter() if callable(getter) else (os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
+    setter(seconds if previous is None else min(float(seconds), float(previous)))
+    try:
+        yield
+    finally:
+        setter(previous)
 
 
 def emulator_scheduler():
