@@ -45,8 +45,8 @@ def compile_kernel(source, kernel, options=(), no_extern_c=False):
     includes C++ headers such as cuda_fp16.h), as with SourceModule.
     """
     active = _backend.active()
-    importlib.import_module("pycuda.autoinit")  # a current context, as a lesson's own code has
     drv = active.driver
+    _ensure_context(drv)
     try:
         module = active.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c,
                                               options=list(options), include_dirs=_include_dirs())
@@ -57,6 +57,16 @@ def compile_kernel(source, kernel, options=(), no_extern_c=False):
         return module.get_function(kernel)
     except drv.Error as exc:
         raise MissingKernel(str(exc)) from None
+
+
+def _ensure_context(drv):
+    """Use the lesson's current context; create the usual one (pycuda.autoinit) only if none is."""
+    try:
+        current = drv.Context.get_current()
+    except Exception:  # before cuInit, asking for the current context is itself an error
+        current = None
+    if current is None:
+        importlib.import_module("pycuda.autoinit")
 
 
 _LINE = re.compile(re.escape(FILENAME) + r"(?::(\d+)|\((\d+)\))")
