@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import backend as _backend
+from .. import kernels as _kernels
 from . import _canary
 
 FILENAME = "exercise.cu"
@@ -30,14 +31,6 @@ class MissingKernel(Exception):
     pass
 
 
-def _include_dirs():
-    try:
-        from .. import kernels
-        return [kernels.DIR]
-    except ImportError:  # pragma: no cover - the kernels package ships with gpuedu
-        return []
-
-
 def compile_kernel(source, kernel, options=(), no_extern_c=False):
     """Compile ``source`` and return the ``__global__`` function named ``kernel``.
 
@@ -49,9 +42,9 @@ def compile_kernel(source, kernel, options=(), no_extern_c=False):
     _ensure_context(drv)
     try:
         module = active.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c,
-                                              options=list(options), include_dirs=_include_dirs())
+                                              options=list(options), include_dirs=[_kernels.DIR])
     except drv.CompileError as exc:
-        log = (getattr(exc, "stderr", None) or "") or str(exc)
+        log = getattr(exc, "stderr", None) or str(exc)
         raise CompileFailed(log, error_lines(log)) from None
     try:
         return module.get_function(kernel)
@@ -102,7 +95,7 @@ def schedule(order):
 def time_limit(seconds):
     """Stop an endless kernel after ``seconds`` (or the user's shorter limit) with a LaunchError,
     through the emulator's kernel timeout; nothing on a real GPU."""
-    compiler = _backend.active().compiler if _backend.active().name == "cpu" else None
+    compiler = _emulator_compiler()
     setter = getattr(compiler, "set_kernel_timeout", None)
     if not callable(setter):
         yield
@@ -117,15 +110,17 @@ def time_limit(seconds):
         setter(previous)
 
 
-def emulator_scheduler():
-    """The emulator's compiler module (it has set_schedule/get_schedule), or None on a GPU."""
+def _emulator_compiler():
+    """The emulator's compiler module (its teaching knobs live there), or None on a real GPU."""
     active = _backend.active()
-    if active.name != "cpu":
-        return None
-    compiler = active.compiler
-    if callable(getattr(compiler, "set_schedule", None)) and callable(getattr(compiler, "get_schedule", None)):
-        return compiler
-    return None
+    return active.compiler if active.name == "cpu" else None
+
+
+def emulator_scheduler():
+    """The emulator's compiler module if it can set the thread order, else None (e.g. on a GPU)."""
+    compiler = _emulator_compiler()
+    knobs = ("set_schedule", "get_schedule")
+    return compiler if all(callable(getattr(compiler, k, None)) for k in knobs) else None
 
 
 @dataclass
