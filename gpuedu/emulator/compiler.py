@@ -129,6 +129,10 @@ def cache_dir():
 
 _prelude_hash = None
 
+# Bump when ``analyse`` or the generated entry points change: cached modules keep
+# the kernel list an older scan found (e.g. none inside an extern "C" { } block).
+SCANNER_VERSION = 3
+
 
 def _prelude_version():
     global _prelude_hash
@@ -138,6 +142,7 @@ def _prelude_version():
             with open(os.path.join(NATIVE_DIR, name), "rb") as f:
                 h.update(name.encode() + b"\0" + f.read())
         h.update(" ".join(CXX_FLAGS).encode())
+        h.update(f"scanner {SCANNER_VERSION}".encode())
         _prelude_hash = h.hexdigest()
     return _prelude_hash
 
@@ -259,7 +264,7 @@ def _rewrite_source(source):
 _LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"(.*)$')
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _CHAR = re.compile(r"'(?:\\.|[^'\\\n])*'")
-_TOKEN = re.compile(r"[A-Za-z_]\w*|::|\S")
+_TOKEN = re.compile(r'[A-Za-z_]\w*|::|""|\S')  # "" is a string literal after _STRING blanked it
 
 
 def _user_code(preprocessed, tu_name):
@@ -383,10 +388,11 @@ def analyse(user_code):
             header = tokens[stmt:i]
             if "namespace" in header:
                 k = header.index("namespace")
-                name = header[k + 1] if k + 1 < len(header) and re.match(r"[A-Za-z_]", header[k + 1]) else ""
+                # namespace a {, namespace a::b { (C++17 nested), namespace { (anonymous)
+                name = "".join(t for t in header[k + 1:] if t == "::" or re.match(r"[A-Za-z_]\w*$", t))
                 scopes.append(("ns", name))
                 stmt = i + 1
-            elif header[:2] == ["extern", '""']:
+            elif header == ["extern", '""']:  # extern "C" { (a linkage block, not a declaration)
                 scopes.append(("ns", ""))
                 stmt = i + 1
             elif ")" in header and "=" not in header[:header.index("(")] if "(" in header else False:

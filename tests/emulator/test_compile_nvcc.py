@@ -20,6 +20,7 @@ SOURCES = [
     ("test_wmma", "WMMA_SRC", True, []),
     ("test_atomics", "ATOMICS_SRC", False, []),
     ("test_compile_cache", "CACHE_SRC", False, ["-DVALUE(i)=(i)"]),
+    ("test_compile_linkage", "EXTERN_BLOCK_SRC", True, []),
 ]
 
 

@@ -1,0 +1,71 @@
+"""How kernels are declared: extern "C" { } blocks written by the user (no_extern_c=True), mixed with
+templates, device functions and nested namespaces, and kernels or device functions named like C library
+functions (read, write, time, ...), which nvcc accepts and the emulator must not confuse with the host's."""
+import numpy as np
+
+from gpuedu.emulator._args import InOut
+from gpuedu.emulator.compiler import SourceModule, analyse
+
+# A block of C-linkage kernels between C++ code: a template, a device function, a
+# kernel in a C++17 nested namespace and one in an extern "C" block inside a namespace.
+EXTERN_BLOCK_SRC = r"""
+template <typename T> __device__ T twice(T v) { return v + v; }
+__device__ float halve(float v) { return 0.5f * v; }
+
+extern "C" {
+__global__ void double_it(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = twice(x[i]);          // guard: the last block may be partial
+}
+__global__ void halve_it(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = halve(x[i]);
+}
+}  // extern "C"
+
+template <typename T> __global__ void fill(T* x, T v) { x[threadIdx.x] = v; }
+template __global__ void fill<int>(int*, int);
+
+namespace outer::inner {
+__device__ int offset() { return 100; }
+extern "C" __global__ void add_offset(int* x) { x[threadIdx.x] += offset(); }
+}
+
+namespace layers {
+extern "C" {
+__global__ void shared_reverse(float* x) {
+  __shared__ float tile[32];
+  tile[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();                        // every thread's value is in tile before any is read back
+  x[threadIdx.x] = tile[blockDim.x - 1 - threadIdx.x];
+}
+}
+}
+"""
+
+
+def test_extern_c_block_kernels_are_found():
+    mod = SourceModule(EXTERN_BLOCK_SRC, no_extern_c=True)
+    x = np.arange(40, dtype=np.float32)
+    mod.get_function("double_it")(InOut(x), np.int32(40), block=(32, 1, 1), grid=(2, 1))
+    np.testing.assert_array_equal(x, 2 * np.arange(40))
+    mod.get_function("halve_it")(InOut(x), np.int32(40), block=(32, 1, 1), grid=(2, 1))
+    np.testing.assert_array_equal(x, np.arange(40))
+
+
+def test_extern_c_block_beside_nested_namespaces_and_templates():
+    mod = SourceModule(EXTERN_BLOCK_SRC, no_extern_c=True)
+    y = np.arange(8, dtype=np.int32)
+    mod.get_function("add_offset")(InOut(y), block=(8, 1, 1))
+    np.testing.assert_array_equal(y, np.arange(8) + 100)
+    z = np.arange(32, dtype=np.float32)
+    mod.get_function("shared_reverse")(InOut(z), block=(32, 1, 1))
+    np.testing.assert_array_equal(z, np.arange(32)[::-1])
+
+
+def test_scan_names_and_qualifies_each_kernel():
+    a = analyse(EXTERN_BLOCK_SRC.replace("__global__", "__gpuedu_global__"))
+    found = dict((plain, expr) for expr, plain in a.kernels)
+    assert found == {"double_it": "::double_it", "halve_it": "::halve_it", "fill": "::fill<int>",
+                     "add_offset": "::outer::inner::add_offset", "shared_reverse": "::layers::shared_reverse"}
+    assert a.needs_fibers["shared_reverse"] and not a.needs_fibers["double_it"]
