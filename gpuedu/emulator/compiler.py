@@ -25,7 +25,8 @@ Environment variables:
 - ``CXX``: the C++ compiler (default: g++, then clang++, then c++ on PATH);
 - ``GPUEDU_CACHE_DIR``: the kernel cache (default ``~/.cache/gpuedu/kernels``);
 - ``GPUEDU_SCHEDULE``: ``forward`` (default), ``reverse`` or ``random``;
-- ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError;
+- ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError
+  (``set_kernel_timeout``/``get_kernel_timeout`` change and read it at run time);
 - ``GPUEDU_FIBERS=always``: run every kernel's threads as fibers (if the analysis
   missed a barrier, e.g. one called through a function pointer);
 - ``GPUEDU_CXXFLAGS``: extra host-compiler flags; ``GPUEDU_FIBER_IMPL=ucontext``
@@ -166,6 +167,21 @@ def get_schedule():
 def set_kernel_timeout(seconds):
     """Stop launches that run longer than ``seconds`` (None: no limit; env ``GPUEDU_KERNEL_TIMEOUT``)."""
     _function.set_kernel_timeout(seconds)
+
+
+def get_kernel_timeout():
+    """The current kernel timeout in seconds, or None for no limit.
+
+    Code that shortens the limit for a while restores it with this::
+
+        previous = get_kernel_timeout()
+        set_kernel_timeout(2.0)
+        try:
+            ...
+        finally:
+            set_kernel_timeout(previous)
+    """
+    return _function.get_kernel_timeout()
 
 
 # ---- options -------------------------------------------------------------------------

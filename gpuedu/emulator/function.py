@@ -85,6 +85,11 @@ def set_kernel_timeout(seconds):
     _settings["timeout"] = None if seconds is None else float(seconds)
 
 
+def get_kernel_timeout():
+    """The current kernel timeout in seconds (a float), or None when launches have no limit."""
+    return _settings["timeout"]
+
+
 set_kernel_timeout(os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
 
 

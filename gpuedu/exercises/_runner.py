@@ -1,7 +1,6 @@
 """Compile the learner's source through the active backend and run one case with canaries."""
 import contextlib
 import importlib
-import os
 import re
 from dataclasses import dataclass
 
@@ -96,18 +95,15 @@ def time_limit(seconds):
     """Stop an endless kernel after ``seconds`` (or the user's shorter limit) with a LaunchError,
     through the emulator's kernel timeout; nothing on a real GPU."""
     compiler = _emulator_compiler()
-    setter = getattr(compiler, "set_kernel_timeout", None)
-    if not callable(setter):
+    if compiler is None:
         yield
         return
-    getter = getattr(compiler, "get_kernel_timeout", None)
-    # without a getter, the user's setting is the environment variable read at import
-    previous = getter() if callable(getter) else (os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
-    setter(seconds if previous is None else min(float(seconds), float(previous)))
+    previous = compiler.get_kernel_timeout()   # the user's limit, restored afterwards
+    compiler.set_kernel_timeout(seconds if previous is None else min(float(seconds), previous))
     try:
         yield
     finally:
-        setter(previous)
+        compiler.set_kernel_timeout(previous)
 
 
 def _emulator_compiler():

@@ -11,7 +11,7 @@ from gpuedu.emulator import function
 from gpuedu.emulator._alloc import DeviceAllocation
 from gpuedu.emulator._args import In, InOut, Out
 from gpuedu.emulator._errors import CompileError, LaunchError, LogicError
-from gpuedu.emulator.compiler import SourceModule, set_kernel_timeout
+from gpuedu.emulator.compiler import SourceModule, get_kernel_timeout, set_kernel_timeout
 
 ERRORS_SRC = r"""
 #include <assert.h>
@@ -169,6 +169,25 @@ def test_endless_loop_stops_at_the_timeout(mod):
             mod.get_function("spin_forever")(DeviceAllocation(4), block=(1, 1, 1))
     finally:
         set_kernel_timeout(None)
+    still_works(mod)
+
+
+def test_kernel_timeout_can_be_read_and_restored(mod):
+    previous = get_kernel_timeout()
+    try:
+        set_kernel_timeout(2)
+        assert get_kernel_timeout() == 2.0
+        set_kernel_timeout(None)
+        assert get_kernel_timeout() is None
+        with pytest.raises(ValueError, match="positive seconds or None"):
+            set_kernel_timeout(0)
+        assert get_kernel_timeout() is None      # a rejected value leaves the limit as it was
+        set_kernel_timeout(0.3)
+        with pytest.raises(LaunchError, match=r"kernel timeout \(0.3 s"):
+            mod.get_function("spin_forever")(DeviceAllocation(4), block=(1, 1, 1))
+    finally:
+        set_kernel_timeout(previous)
+    assert get_kernel_timeout() == previous
     still_works(mod)
 
 
