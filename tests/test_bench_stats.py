@@ -278,3 +278,10 @@ def test_gpu_sizes_keep_working_sets_above_4x_l2_and_at_least_10_repeats(quick, 
     if not quick:
         assert sizes["matmul"] == 4096 and sizes["mlp_batches"] == [128, 4096]
         assert sizes["amp_widths"][1] == 4096 and sizes["amp_batch"] == 512
+
+
+def test_the_gpuedu_command_hands_bench_its_own_options(capsys):
+    from gpuedu.cli import main
+    assert main(["bench", "--list"]) == 0
+    assert "launch" in capsys.readouterr().out
+    assert main(["bench", "--only", "nope"]) == 2
