@@ -87,7 +87,7 @@ def test_fibers_and_faults_on_aarch64(tmp_path):
     (tmp_path / "module.cpp").write_text(unit + compiler._entry_points(analysis) + DRIVER)
     flags = [f for f in compiler.CXX_FLAGS if f not in ("-shared", "-fPIC")]
     build = subprocess.run(["aarch64-linux-gnu-g++", *flags, "-I" + compiler.NATIVE_DIR, "-I" + str(tmp_path),
-                            "module.cpp", "-o", "driver"], capture_output=True, text=True, cwd=tmp_path)
+                            "module.cpp", compiler.NATIVE_DIR + "/gpuedu_host.cpp", "-o", "driver"], capture_output=True, text=True, cwd=tmp_path)
     assert build.returncode == 0, build.stderr
     run = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "./driver"], capture_output=True, text=True,
                          cwd=tmp_path, timeout=120)

@@ -3,7 +3,7 @@ templates, device functions and nested namespaces, and kernels or device functio
 functions (read, write, time, ...), which nvcc accepts and the emulator must not confuse with the host's."""
 import numpy as np
 
-from gpuedu.emulator._args import InOut
+from gpuedu.emulator._args import In, InOut, Out
 from gpuedu.emulator.compiler import SourceModule, analyse
 
 # A block of C-linkage kernels between C++ code: a template, a device function, a
@@ -65,7 +65,63 @@ def test_extern_c_block_beside_nested_namespaces_and_templates():
 
 def test_scan_names_and_qualifies_each_kernel():
     a = analyse(EXTERN_BLOCK_SRC.replace("__global__", "__gpuedu_global__"))
-    found = dict((plain, expr) for expr, plain in a.kernels)
+    found = {plain: expr for expr, plain in a.kernels}
     assert found == {"double_it": "::double_it", "halve_it": "::halve_it", "fill": "::fill<int>",
                      "add_offset": "::outer::inner::add_offset", "shared_reverse": "::layers::shared_reverse"}
     assert a.needs_fibers["shared_reverse"] and not a.needs_fibers["double_it"]
+
+
+# Kernels and device functions named like functions of the C library and POSIX, with C
+# linkage (SourceModule's default). Not `time`: nvcc's own headers declare time() in C.
+LIBC_NAMES_SRC = r"""
+__device__ int index(int i) { return 2 * i; }
+__device__ float signal(float v) { return v > 0.0f ? 1.0f : -1.0f; }
+__global__ void read(const float* src, float* dst) { dst[threadIdx.x] = src[threadIdx.x]; }
+__global__ void write(float* dst, float v) { dst[threadIdx.x] = v; }
+__global__ void open(int* out) { out[threadIdx.x] = index(threadIdx.x); }
+__global__ void close(float* x) { x[threadIdx.x] = signal(x[threadIdx.x]); }
+__global__ void sleep(int* out) {
+  __shared__ int s[32];
+  s[threadIdx.x] = threadIdx.x;
+  __syncthreads();                        // all of s is written before neighbours read it
+  out[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];
+}
+"""
+
+# The same names with C++ linkage (no_extern_c=True), where `time` is allowed too: an overload.
+CXX_NAMES_SRC = r"""
+__device__ int read(const int* p) { return *p; }
+__device__ void write(int* p, int v) { *p = v; }
+__device__ int sleep(int v) { return v + 1; }
+__device__ int signal(int v) { return -v; }
+__global__ void time(int* out) { write(&out[threadIdx.x], signal(sleep(read(&out[threadIdx.x])))); }
+extern "C" __global__ void close(int* out) { out[threadIdx.x] = sleep(threadIdx.x); }
+"""
+
+
+def test_kernels_named_like_libc_functions_compile_and_run():
+    mod = SourceModule(LIBC_NAMES_SRC)
+    src = np.arange(16, dtype=np.float32)
+    dst = np.zeros(16, np.float32)
+    mod.get_function("read")(In(src), Out(dst), block=(16, 1, 1))
+    np.testing.assert_array_equal(dst, src)
+    mod.get_function("write")(Out(dst), np.float32(7), block=(16, 1, 1))
+    assert (dst == 7).all()
+    out = np.zeros(16, np.int32)
+    mod.get_function("open")(Out(out), block=(16, 1, 1))
+    np.testing.assert_array_equal(out, 2 * np.arange(16))
+    x = np.linspace(-1, 1, 16).astype(np.float32)
+    mod.get_function("close")(InOut(x), block=(16, 1, 1))
+    np.testing.assert_array_equal(x, np.where(np.linspace(-1, 1, 16) > 0, 1, -1))
+    mod.get_function("sleep")(Out(out), block=(16, 1, 1))
+    np.testing.assert_array_equal(out, (np.arange(16) + 1) % 16)
+
+
+def test_cxx_linkage_kernel_named_time_beside_device_functions_named_like_libc():
+    mod = SourceModule(CXX_NAMES_SRC, no_extern_c=True)
+    out = np.arange(8, dtype=np.int32)
+    mod.get_function("_Z4timePi")(InOut(out), block=(8, 1, 1))   # C++ linkage: the mangled name
+    np.testing.assert_array_equal(out, -(np.arange(8) + 1))
+    mod.get_function("close")(Out(out), block=(8, 1, 1))
+    np.testing.assert_array_equal(out, np.arange(8) + 1)
+

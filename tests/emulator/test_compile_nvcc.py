@@ -21,6 +21,8 @@ SOURCES = [
     ("test_atomics", "ATOMICS_SRC", False, []),
     ("test_compile_cache", "CACHE_SRC", False, ["-DVALUE(i)=(i)"]),
     ("test_compile_linkage", "EXTERN_BLOCK_SRC", True, []),
+    ("test_compile_linkage", "LIBC_NAMES_SRC", False, []),
+    ("test_compile_linkage", "CXX_NAMES_SRC", True, []),
 ]
 
 

@@ -1,6 +1,7 @@
-// The launch entry of a kernel module and the signal handling around it, part of
-// the emulator's runtime (included at the end of gpuedu_runtime.h): faults,
-// Ctrl-C and timeouts during a launch jump back here and become error codes.
+// The launch entry of a kernel module and what a fault or an interrupt records,
+// part of the emulator's runtime (included at the end of gpuedu_runtime.h):
+// faults, Ctrl-C and timeouts during a launch jump back here (through the
+// host side's handlers, gpuedu_host.cpp) and become error codes.
 #pragma once
 #ifndef GPUEDU_SCAN
 #pragma GCC system_header
@@ -8,25 +9,14 @@
 #ifndef GPUEDU_SCAN
 namespace __gpuedu {
 
-// ---- signals: faults, Ctrl-C and timeouts during a launch ---------------------------
-GPUEDU_HIDDEN struct sigaction old_segv, old_bus, old_fpe, old_int;
-alignas(16) GPUEDU_HIDDEN char alt_stack[64 * 1024];
+// ---- faults, Ctrl-C and timeouts during a launch ----------------------------------
+// The host side's signal handlers (gpuedu_host.cpp) ask these where the launch
+// stopped, then jump back to the launch entry with the code returned.
+namespace host {
 
-inline void on_fault(int sig, siginfo_t* info, void* ctx) {
-  if (!R.in_launch || !pthread_equal(pthread_self(), R.launch_thread)) {
-    // Not ours: put the previous handler back and let the access fault again.
-    sigaction(sig, sig == SIGSEGV ? &old_segv : sig == SIGBUS ? &old_bus : &old_fpe, nullptr);
-    return;
-  }
-  E.fault_address = (unsigned long long)(uintptr_t)info->si_addr;
-  E.fault_is_write = -1;
-#if defined(__x86_64__) && defined(__linux__)
-  E.fault_is_write = (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
-#else
-  (void)ctx;
-#endif
-  char* a = (char*)info->si_addr;
-  int code = sig == SIGFPE ? DIVIDE_BY_ZERO : FAULT;
+int on_fault(bool divide_by_zero, void* address, int is_write) {
+  char* a = (char*)address;
+  int code = divide_by_zero ? DIVIDE_BY_ZERO : FAULT;
   // A fault in a guard page between the fibers' stacks (or just under the first) is an
   // overflow; the compiler probes large frames page by page (-fstack-clash-protection),
   // so an overflow cannot jump over a guard page.
@@ -35,68 +25,36 @@ inline void on_fault(int sig, siginfo_t* info, void* ctx) {
     if (offset < R.stack_stride - STACK_BYTES) code = STACK_OVERFLOW;
   }
   E.code = code;
+  E.fault_address = (unsigned long long)(uintptr_t)address;
+  E.fault_is_write = is_write;
   E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
   E.message[0] = 0;
-  siglongjmp(R.jump, code);
+  return code;
 }
 
-inline void on_interrupt(int sig, siginfo_t* info, void* ctx) {
-  if (!R.in_launch) {
-    // Just before the handlers are restored: hand the signal to the previous handler (Python's).
-    if (old_int.sa_flags & SA_SIGINFO) {
-      if (old_int.sa_sigaction) old_int.sa_sigaction(sig, info, ctx);
-    } else if (old_int.sa_handler != SIG_DFL && old_int.sa_handler != SIG_IGN) {
-      old_int.sa_handler(sig);
-    }
-    return;
-  }
-  if (!pthread_equal(pthread_self(), R.launch_thread)) {
-    pthread_kill(R.launch_thread, sig);  // the kernel runs on the launching thread: stop it there
-    return;
-  }
+int on_interrupt() {
   int code = R.stop_reason == TIMEOUT ? TIMEOUT : INTERRUPT;
   E.code = code;
   E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
   E.message[0] = 0;
-  siglongjmp(R.jump, code);
+  return code;
 }
 
-GPUEDU_HIDDEN thread_local bool altstack_checked;
+}  // namespace host
 
-inline void install_handlers() {
-  // The fault handler must run on an alternate stack (a fiber that overflows
-  // its stack cannot run it). Any alternate stack will do, e.g. faulthandler's:
-  // only a thread without one gets ours, once, and keeps it.
-  if (!altstack_checked) {
-    altstack_checked = true;
-    stack_t current;
-    if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
-      stack_t ss;
-      ss.ss_sp = alt_stack;
-      ss.ss_size = sizeof alt_stack;
-      ss.ss_flags = 0;
-      sigaltstack(&ss, nullptr);
-    }
-  }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_fault;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGSEGV, &sa, &old_segv);
-  sigaction(SIGBUS, &sa, &old_bus);
-  sigaction(SIGFPE, &sa, &old_fpe);  // integer division by zero traps on the CPU (not on a GPU)
-  sa.sa_sigaction = on_interrupt;
-  sigaction(SIGINT, &sa, &old_int);
-}
+struct LaunchBody {
+  const KernelInfo* kernel;
+  const void* args;
+  int use_fibers;
+  size_t known_static;
+};
 
-inline void restore_handlers() {
-  sigaction(SIGSEGV, &old_segv, nullptr);
-  sigaction(SIGBUS, &old_bus, nullptr);
-  sigaction(SIGFPE, &old_fpe, nullptr);
-  sigaction(SIGINT, &old_int, nullptr);
+inline void run_launch(void* p) {
+  const LaunchBody& b = *(const LaunchBody*)p;
+  if (b.known_static + R.dynamic_shared_bytes > R.shared_limit) fail_too_much_shared(b.known_static);
+  b.kernel->run(b.args, b.use_fibers);
 }
 
 }  // namespace __gpuedu
@@ -120,9 +78,9 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_use_stack_pool(__g
 }
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
-  if (!__gpuedu::R.in_launch) return;
+  if (!__gpuedu::host::launching()) return;
   __gpuedu::R.stop_reason = reason;
-  pthread_kill(__gpuedu::R.launch_thread, SIGINT);
+  __gpuedu::host::interrupt_launch();
 }
 
 int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
@@ -142,18 +100,7 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   R.stop_reason = 0;
   E.code = 0;
   E.message[0] = 0;
-  R.launch_thread = pthread_self();
-  install_handlers();
-  R.in_launch = true;
-  // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
-  // one leaves the mask as it was (and saves a system call per launch).
-  int code = sigsetjmp(R.jump, 0);
-  if (code == 0) {
-    if (known_static + R.dynamic_shared_bytes > R.shared_limit) __gpuedu::fail_too_much_shared(known_static);
-    k->run(args, force_fibers || k->needs_fibers);
-  }
-  R.in_launch = false;
-  restore_handlers();
-  return code;
+  LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
+  return host::run_guarded(run_launch, &body);
 }
 #endif  // GPUEDU_SCAN

@@ -9,11 +9,9 @@
 #pragma GCC system_header
 #endif
 #ifndef GPUEDU_SCAN
-#include <csetjmp>
-#include <csignal>
-#include <pthread.h>
-#include <sys/mman.h>
-#include <unistd.h>
+// No system header beyond the C library's basics that CUDA sources also see:
+// the signal, mapping and thread calls live behind gpuedu_host.h.
+#include "gpuedu_host.h"
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -21,10 +19,8 @@
 #define GPUEDU_UCONTEXT 1
 #endif
 #ifdef GPUEDU_UCONTEXT
-#include <ucontext.h>
+#include <ucontext.h>  // the portable context switch's types (this one does bring signal.h along)
 #endif
-
-#define GPUEDU_HIDDEN __attribute__((visibility("hidden")))
 
 namespace __gpuedu {
 
@@ -100,10 +96,7 @@ struct Runtime {
   int schedule;
   unsigned long long rng;
   bool fiber_mode;
-  bool in_launch;
-  pthread_t launch_thread;
-  sigjmp_buf jump;
-  volatile sig_atomic_t stop_reason;
+  volatile int stop_reason;   // TIMEOUT when the watchdog asked the launch to stop
   // fibers of the current block
   Fiber* fibers;
   char* stacks;
@@ -195,7 +188,7 @@ inline void poison_shared() {
 }
 
 // ---- failing a launch ---------------------------------------------------------
-// Everything ends in siglongjmp back to the launch entry (on the main stack),
+// Everything ends in a jump (host::jump_out) back to the launch entry (on the main stack),
 // whether we are in the thread loop, on a fiber stack, or in a signal handler.
 __attribute__((noreturn, format(printf, 2, 3))) inline void fail(int code, const char* fmt, ...) {
   E.code = code;
@@ -205,7 +198,7 @@ __attribute__((noreturn, format(printf, 2, 3))) inline void fail(int code, const
   va_start(ap, fmt);
   vsnprintf(E.message, sizeof E.message, fmt, ap);
   va_end(ap);
-  siglongjmp(R.jump, code);
+  host::jump_out(code);
 }
 
 }  // namespace __gpuedu
@@ -217,17 +210,14 @@ namespace __gpuedu {
 inline void ensure_stacks() {
   if (R.stacks) return;
   if (!R.pool || !R.pool->base) {
-    size_t one = STACK_BYTES + (size_t)sysconf(_SC_PAGESIZE);
-    size_t total = one * MAX_THREADS;
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) fail(DEADLOCK, "could not map %zu bytes for the threads' stacks", total);
-    // A guard page under each stack: an overflow faults instead of corrupting the neighbour.
-    for (unsigned i = 0; i < MAX_THREADS; ++i) mprotect((char*)p + i * one, (size_t)sysconf(_SC_PAGESIZE), PROT_NONE);
+    size_t stride = 0, total = 0;
+    char* p = host::map_stacks(STACK_BYTES, MAX_THREADS, &stride, &total);  // a guard page under each
+    if (!p) fail(DEADLOCK, "could not map %zu bytes for the threads' stacks", (size_t)MAX_THREADS * STACK_BYTES);
     static StackPool own;
     if (!R.pool) R.pool = &own;
-    R.pool->base = (char*)p;
+    R.pool->base = p;
     R.pool->bytes = total;
-    R.pool->stride = one;
+    R.pool->stride = stride;
   }
   R.stacks = R.pool->base;
   R.stacks_bytes = R.pool->bytes;
@@ -582,6 +572,10 @@ struct KernelInfo {
   const int* aligns;
   const int* kinds;
 };
+
+// The kernel among functions of its name: a C++-linkage kernel may share its name
+// with a C library function (time, sleep), and only the kernel returns void.
+template <typename... A> constexpr auto as_kernel(void (*f)(A...)) { return f; }
 
 template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers) {
   using P = decltype(params_of(F));

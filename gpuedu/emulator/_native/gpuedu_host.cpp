@@ -1,0 +1,127 @@
+// The emulator's host side, compiled on its own (once per prelude, into the
+// kernel cache) and linked into every kernel module; see gpuedu_host.h for why.
+#include <csetjmp>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "gpuedu_host.h"
+
+namespace __gpuedu {
+namespace host {
+namespace {
+
+sigjmp_buf jump;
+pthread_t launch_thread;
+volatile sig_atomic_t in_launch;
+struct sigaction old_segv, old_bus, old_fpe, old_int;
+alignas(16) char alt_stack[64 * 1024];
+thread_local bool altstack_checked;
+
+void fault_handler(int sig, siginfo_t* info, void* ctx) {
+  if (!in_launch || !pthread_equal(pthread_self(), launch_thread)) {
+    // Not ours: put the previous handler back and let the access fault again.
+    sigaction(sig, sig == SIGSEGV ? &old_segv : sig == SIGBUS ? &old_bus : &old_fpe, nullptr);
+    return;
+  }
+  int is_write = -1;  // unknown unless the CPU tells
+#if defined(__x86_64__) && defined(__linux__)
+  is_write = (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#else
+  (void)ctx;
+#endif
+  siglongjmp(jump, on_fault(sig == SIGFPE, info->si_addr, is_write));
+}
+
+void interrupt_handler(int sig, siginfo_t* info, void* ctx) {
+  if (!in_launch) {
+    // Just before the handlers are restored: hand the signal to the previous handler (Python's).
+    if (old_int.sa_flags & SA_SIGINFO) {
+      if (old_int.sa_sigaction) old_int.sa_sigaction(sig, info, ctx);
+    } else if (old_int.sa_handler != SIG_DFL && old_int.sa_handler != SIG_IGN) {
+      old_int.sa_handler(sig);
+    }
+    return;
+  }
+  if (!pthread_equal(pthread_self(), launch_thread)) {
+    pthread_kill(launch_thread, sig);  // the kernel runs on the launching thread: stop it there
+    return;
+  }
+  siglongjmp(jump, on_interrupt());
+}
+
+void install_handlers() {
+  // The fault handler must run on an alternate stack (a fiber that overflows
+  // its stack cannot run it). Any alternate stack will do, e.g. faulthandler's:
+  // only a thread without one gets ours, once, and keeps it.
+  if (!altstack_checked) {
+    altstack_checked = true;
+    stack_t current;
+    if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+      stack_t ss;
+      ss.ss_sp = alt_stack;
+      ss.ss_size = sizeof alt_stack;
+      ss.ss_flags = 0;
+      sigaltstack(&ss, nullptr);
+    }
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = fault_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &old_bus);
+  sigaction(SIGFPE, &sa, &old_fpe);  // integer division by zero traps on the CPU (not on a GPU)
+  sa.sa_sigaction = interrupt_handler;
+  sigaction(SIGINT, &sa, &old_int);
+}
+
+void restore_handlers() {
+  sigaction(SIGSEGV, &old_segv, nullptr);
+  sigaction(SIGBUS, &old_bus, nullptr);
+  sigaction(SIGFPE, &old_fpe, nullptr);
+  sigaction(SIGINT, &old_int, nullptr);
+}
+
+}  // namespace
+
+int run_guarded(void (*body)(void*), void* arg) {
+  launch_thread = pthread_self();
+  install_handlers();
+  in_launch = 1;
+  // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
+  // one leaves the mask as it was (and saves a system call per launch).
+  int code = sigsetjmp(jump, 0);
+  if (code == 0) body(arg);
+  in_launch = 0;
+  restore_handlers();
+  return code;
+}
+
+void jump_out(int code) { siglongjmp(jump, code); }
+
+bool launching() { return in_launch != 0; }
+
+void interrupt_launch() {
+  if (in_launch) pthread_kill(launch_thread, SIGINT);
+}
+
+char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t one = stack_bytes + page;
+  void* p = mmap(nullptr, one * count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  // A guard page under each stack: an overflow faults instead of corrupting the neighbour.
+  for (unsigned i = 0; i < count; ++i) mprotect((char*)p + i * one, page, PROT_NONE);
+  *stride = one;
+  *total = one * count;
+  return (char*)p;
+}
+
+}  // namespace host
+}  // namespace __gpuedu

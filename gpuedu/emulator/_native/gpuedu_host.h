@@ -1,0 +1,37 @@
+// The boundary between a kernel module's code and the emulator's host side
+// (gpuedu_host.cpp): signal handlers, the jump out of a failed launch and the
+// fiber stacks' mappings. Only plain types cross it, so the system headers the
+// host side needs (unistd.h, signal.h, sys/mman.h, pthread.h) stay out of the
+// translation unit that holds the user's kernels: nvcc accepts kernels and
+// device functions called read, write, close, sleep or signal, so must we.
+#pragma once
+#ifndef GPUEDU_SCAN
+#pragma GCC system_header
+#endif
+#include <cstddef>
+
+#define GPUEDU_HIDDEN __attribute__((visibility("hidden")))
+
+namespace __gpuedu {
+namespace host {
+
+// Run body(arg) on this thread with the fault and Ctrl-C handlers installed;
+// returns 0, or the code that a fault, an interrupt or jump_out() ended it with.
+GPUEDU_HIDDEN int run_guarded(void (*body)(void*), void* arg);
+// Leave the running launch for run_guarded's caller with `code` (never returns).
+[[noreturn]] GPUEDU_HIDDEN void jump_out(int code);
+// Whether a launch is running (set and cleared by run_guarded).
+GPUEDU_HIDDEN bool launching();
+// Interrupt the running launch on its thread (from any thread); nothing if none runs.
+GPUEDU_HIDDEN void interrupt_launch();
+// Map `count` stacks of `stack_bytes` with an inaccessible guard page below each;
+// returns the base (nullptr on failure) and sets the stride and the total size.
+GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total);
+
+// Defined by the module (gpuedu_launch.h), called from the signal handlers
+// during a launch: record where it stopped and return the launch's error code.
+GPUEDU_HIDDEN int on_fault(bool divide_by_zero, void* address, int is_write);
+GPUEDU_HIDDEN int on_interrupt();
+
+}  // namespace host
+}  // namespace __gpuedu
