@@ -85,8 +85,9 @@ inline void fiber_init(Fiber& f, char* stack_top) {
   uintptr_t top = (uintptr_t)stack_top & ~(uintptr_t)15;
 #if defined(GPUEDU_UCONTEXT)
   getcontext(&f.uc);
-  f.uc.uc_stack.ss_sp = stack_top - STACK_BYTES;
-  f.uc.uc_stack.ss_size = STACK_BYTES;
+  // stack_top may lie up to STACK_COLOURS cache lines below the mapping's top
+  f.uc.uc_stack.ss_size = STACK_BYTES - STACK_COLOURS * STACK_COLOUR_BYTES;
+  f.uc.uc_stack.ss_sp = stack_top - f.uc.uc_stack.ss_size;
   f.uc.uc_link = nullptr;
   makecontext(&f.uc, (void (*)())fiber_entry, 0);
 #elif defined(__x86_64__)

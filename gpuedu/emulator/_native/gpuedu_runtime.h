@@ -44,6 +44,7 @@ static const char* const warp_op_names[] = {
 
 constexpr unsigned MAX_THREADS = 1024;
 constexpr size_t STACK_BYTES = 128 * 1024;  // per fiber; a guard page below each
+constexpr size_t STACK_COLOURS = 64, STACK_COLOUR_BYTES = 64;  // stack tops staggered by cache line (stack_top)
 constexpr size_t DYNAMIC_SHARED_BYTES = 96 * 1024;
 
 // What Python reads after a failed launch (layout mirrored in function.py).
@@ -225,7 +226,14 @@ inline void ensure_stacks() {
   R.fibers = (Fiber*)calloc(MAX_THREADS, sizeof(Fiber));
 }
 
-inline char* stack_top(unsigned i) { return R.stacks + (i + 1) * R.stack_stride; }
+// Stacks lie at a 132 KiB stride, so their tops would all share the same L1
+// cache sets (and alias each other mod 4 KiB): each block switches between
+// hundreds of them, and they would keep evicting one another. Starting each
+// stack up to 63 cache lines below its top (STACK_COLOURS) spreads them over
+// the cache's sets.
+inline char* stack_top(unsigned i) {
+  return R.stacks + (i + 1) * R.stack_stride - (i % STACK_COLOURS) * STACK_COLOUR_BYTES;
+}
 
 // ---- the scheduler --------------------------------------------------------------
 inline void resume(unsigned pos, Fiber* me) {
@@ -235,6 +243,13 @@ inline void resume(unsigned pos, Fiber* me) {
   Fiber* to = &R.fibers[t];
   R.cur = t;
   threadIdx = to->tid;
+  // The fibers after this one in schedule order usually run next: start loading
+  // the saved registers and frame of the one after next now (each stack top is a
+  // cache and TLB miss; one switch ahead is too late to hide it).
+  unsigned after = pos + 2 < R.nthreads ? pos + 2 : 0;
+  const char* next_sp = (const char*)R.fibers[R.order[after]].sp;
+  __builtin_prefetch(next_sp);
+  __builtin_prefetch(next_sp + 64);
   switch_to(me, me ? &me->sp : &R.main_sp, to);
 }
 
