@@ -63,7 +63,6 @@ struct Fiber {
   ucontext_t uc;
 #endif
   uint3 tid;
-  int state;
 };
 
 struct Warp {
@@ -108,6 +107,8 @@ struct Runtime {
   ucontext_t main_uc;
 #endif
   unsigned order[MAX_THREADS];
+  unsigned char state[MAX_THREADS];  // READY, AT_BLOCK, AT_WARP or DONE, by linear thread id (bytes:
+                                     // a barrier's release rewrites them all)
   unsigned pos;               // position in order[] of the running fiber
   unsigned cur;               // linear id of the running fiber
   unsigned n_ready, n_block, n_warp, n_done;
@@ -265,7 +266,7 @@ inline void run_next() {
     for (unsigned k = 1; k <= n; ++k) {
       unsigned p = R.pos + k;
       if (p >= n) p -= n;
-      if (R.fibers[R.order[p]].state == READY) { resume(p, me); return; }
+      if (R.state[R.order[p]] == READY) { resume(p, me); return; }
     }
   }
   if (R.n_done == n) { switch_to_main(me); return; }
@@ -280,7 +281,7 @@ inline void run_next() {
     // Everyone arrived: release the barrier and start again from the first thread in schedule order.
     R.barrier_result = R.barrier_count;
     R.barrier_count = 0;
-    for (unsigned i = 0; i < n; ++i) R.fibers[i].state = READY;
+    memset(R.state, READY, n);  // one vector store per 32 threads
     R.n_ready = n;
     R.n_block = 0;
     resume(0, me);
@@ -316,8 +317,7 @@ inline void report_deadlock() {
 
 inline void fiber_entry() {
   R.thread_fn(R.thread_arg);
-  Fiber* me = &R.fibers[R.cur];
-  me->state = DONE;
+  R.state[R.cur] = DONE;
   R.n_ready--;
   R.n_done++;
   R.warps[R.cur / 32].exited |= 1u << (R.cur % 32);
@@ -345,13 +345,13 @@ inline void fiber_entry() {
 inline int block_barrier(int op, int predicate) {
   if (!R.fiber_mode) fail_loop_mode("__syncthreads");
   Fiber* me = &R.fibers[R.cur];
-  me->state = AT_BLOCK;
+  R.state[R.cur] = AT_BLOCK;
   R.n_ready--;
   R.n_block++;
   R.barrier_count += predicate != 0;
   // Fast path: the next thread in schedule order is ready (the common case).
   unsigned p = R.pos + 1;
-  if (p < R.nthreads && R.fibers[R.order[p]].state == READY) resume(p, me);
+  if (p < R.nthreads && R.state[R.order[p]] == READY) resume(p, me);
   else run_next();
   int count = R.barrier_result;
   if (op == 1) return count;
@@ -423,8 +423,7 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
   W.need[lane] = need;
   W.arrived |= 1u << lane;
   if ((W.arrived & need) != need) {
-    Fiber* me = &R.fibers[t];
-    me->state = AT_WARP;
+    R.state[t] = AT_WARP;
     R.n_ready--;
     R.n_warp++;
     run_next();
@@ -443,8 +442,7 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     if ((need >> l) & 1u) W.result[l] = warp_result(W, l, need);
   for (unsigned l = 0; l < 32; ++l) {
     if (!((need >> l) & 1u) || l == lane) continue;
-    Fiber& f = R.fibers[(t / 32) * 32 + l];
-    f.state = READY;
+    R.state[(t / 32) * 32 + l] = READY;
     R.n_ready++;
     R.n_warp--;
   }
@@ -489,7 +487,7 @@ inline void run_block_fibers() {
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = R.fibers[i];
     f.tid = thread_of(i);
-    f.state = READY;
+    R.state[i] = READY;
     fiber_init(f, stack_top(i));
   }
   for (unsigned w = 0; w < (n + 31) / 32; ++w) {
