@@ -485,8 +485,7 @@ inline void run_block_fibers() {
   unsigned n = R.nthreads;
   make_order(n);
   for (unsigned i = 0; i < n; ++i) {
-    Fiber& f = R.fibers[i];
-    f.tid = thread_of(i);
+    Fiber& f = R.fibers[i];  // its tid was set once for the launch (run_grid)
     R.state[i] = READY;
     fiber_init(f, stack_top(i));
   }
@@ -555,6 +554,8 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
   R.fiber_mode = use_fibers != 0;
   if (R.fiber_mode) {
     ensure_stacks();
+    // Each fiber's threadIdx is the same in every block: three divisions per thread, once per launch.
+    for (unsigned i = 0; i < R.nthreads; ++i) R.fibers[i].tid = thread_of(i);
     R.thread_fn = [](void* a) { std::apply(F, *(typename P::Tuple*)a); };
     R.thread_arg = &args;
   }
