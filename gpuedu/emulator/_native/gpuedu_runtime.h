@@ -315,15 +315,19 @@ inline void report_deadlock() {
        R.n_done);
 }
 
+// A fiber runs its thread once per block: when the thread has finished, the
+// fiber waits (DONE) until the next block makes it READY, then runs it again
+// from the top of its stack, so fibers are prepared once per launch.
 inline void fiber_entry() {
-  R.thread_fn(R.thread_arg);
-  R.state[R.cur] = DONE;
-  R.n_ready--;
-  R.n_done++;
-  R.warps[R.cur / 32].exited |= 1u << (R.cur % 32);
-  // A lane that exits may leave lanes waiting for it forever; run_next finds out.
-  run_next();
-  __builtin_unreachable();
+  for (;;) {
+    R.thread_fn(R.thread_arg);
+    R.state[R.cur] = DONE;
+    R.n_ready--;
+    R.n_done++;
+    R.warps[R.cur / 32].exited |= 1u << (R.cur % 32);
+    // A lane that exits may leave lanes waiting for it forever; run_next finds out.
+    run_next();
+  }
 }
 
 [[noreturn]] inline void fail_too_much_shared(size_t static_bytes) {
@@ -484,11 +488,7 @@ inline uint3 thread_of(unsigned linear) {
 inline void run_block_fibers() {
   unsigned n = R.nthreads;
   make_order(n);
-  for (unsigned i = 0; i < n; ++i) {
-    Fiber& f = R.fibers[i];  // its tid was set once for the launch (run_grid)
-    R.state[i] = READY;
-    fiber_init(f, stack_top(i));
-  }
+  memset(R.state, READY, n);  // each fiber was prepared, and its tid set, once for the launch (run_grid)
   for (unsigned w = 0; w < (n + 31) / 32; ++w) {
     Warp& W = R.warps[w];
     unsigned left = n - w * 32;
@@ -555,7 +555,10 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
   if (R.fiber_mode) {
     ensure_stacks();
     // Each fiber's threadIdx is the same in every block: three divisions per thread, once per launch.
-    for (unsigned i = 0; i < R.nthreads; ++i) R.fibers[i].tid = thread_of(i);
+    for (unsigned i = 0; i < R.nthreads; ++i) {
+      R.fibers[i].tid = thread_of(i);
+      fiber_init(R.fibers[i], stack_top(i));  // fresh: a failed launch may have left it anywhere
+    }
     R.thread_fn = [](void* a) { std::apply(F, *(typename P::Tuple*)a); };
     R.thread_arg = &args;
   }
