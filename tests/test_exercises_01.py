@@ -2,6 +2,7 @@
 import pytest
 
 from gpuedu import exercises
+from exercise_helpers import check_printed as _check
 
 RELU_NO_GUARD = r"""
 __global__ void relu(float* out, const float* x, int n) {
@@ -83,11 +84,6 @@ __global__ void scale_2d(float* out, const float* a, const float* s, int rows, i
     if (row < rows && col < cols) out[row * rows + col] = s[row] * a[row * rows + col];
 }
 """
-
-
-def _check(exercise_id, source, capsys):
-    result = exercises.check(exercise_id, source)
-    return result, capsys.readouterr().out
 
 
 @pytest.mark.parametrize("exercise_id", ["01.relu", "01.saxpy", "01.scale_2d"])

@@ -2,6 +2,7 @@
 import pytest
 
 from gpuedu import exercises
+from exercise_helpers import check_printed as _check
 
 STRIDED_NO_STRIDE = r"""
 __global__ void strided_read(float* out, const float* x, int stride, int n) {
@@ -81,11 +82,6 @@ __global__ void transpose_naive(float* out, const float* a, int rows, int cols) 
 """
 
 IDS = ["02.strided_read", "02.grid_stride_copy", "02.transpose_naive"]
-
-
-def _check(exercise_id, source, capsys):
-    result = exercises.check(exercise_id, source)
-    return result, capsys.readouterr().out
 
 
 @pytest.mark.parametrize("exercise_id", IDS)

@@ -4,17 +4,9 @@ import pytest
 
 import gpuedu
 from gpuedu import exercises
+from exercise_helpers import check_quietly as _check, mutate as _without
 
 gpuedu.setup(verbose=False)
-
-
-def _check(exercise_id, source):
-    return exercises.check(exercise_id, source, verbose=False)
-
-
-def _without(source, old, new=""):
-    assert old in source, f"the mutation target {old!r} is not in the solution"
-    return source.replace(old, new, 1)
 
 
 @pytest.mark.parametrize("exercise_id", ["03.block_sum", "03.warp_sum", "03.histogram"])

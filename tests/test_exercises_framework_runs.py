@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from gpuedu import exercises
+from exercise_helpers import check_printed as _check
 from gpuedu.exercises import Case, Exercise, _canary, _runner
 
 BLOCK = 64
@@ -56,11 +57,6 @@ def shift_exercise():
     exercises.register(ex)
     yield ex
     exercises._registry.pop(ex.id)
-
-
-def _check(exercise_id, source, capsys):
-    result = exercises.check(exercise_id, source)
-    return result, capsys.readouterr().out
 
 
 def test_compile_error_is_a_failed_check_with_the_learners_line(capsys):
