@@ -61,31 +61,28 @@ def _pairs_grid(n):
 
 
 # ---- conversions ---------------------------------------------------------------------------------
-def to_half(x, out=None):
-    """float32 -> float16 on the device (``__float2half_rn``: round to nearest even)."""
-    x = _device(x, "x", np.float32)
-    out = _output(out, x.shape, np.float16)
-    f = K.function("fp16_convert", "float_to_half", "PPi")
+def _convert(x, out, in_dtype, out_dtype, kernel):
+    """Launch one of fp16_convert.cu's one-thread-per-element conversions."""
+    x = _device(x, "x", in_dtype)
+    out = _output(out, x.shape, out_dtype)
+    f = K.function("fp16_convert", kernel, "PPi")
     K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
     return out
+
+
+def to_half(x, out=None):
+    """float32 -> float16 on the device (``__float2half_rn``: round to nearest even)."""
+    return _convert(x, out, np.float32, np.float16, "float_to_half")
 
 
 def to_float(x, out=None):
     """float16 -> float32 on the device (exact)."""
-    x = _device(x, "x", np.float16)
-    out = _output(out, x.shape, np.float32)
-    f = K.function("fp16_convert", "half_to_float", "PPi")
-    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
-    return out
+    return _convert(x, out, np.float16, np.float32, "half_to_float")
 
 
 def to_half_bits(x, out=None):
     """float32 -> the uint16 bit patterns of float16, computed with integer operations (version 2)."""
-    x = _device(x, "x", np.float32)
-    out = _output(out, x.shape, np.uint16)
-    f = K.function("fp16_convert", "float_to_half_bits", "PPi")
-    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
-    return out
+    return _convert(x, out, np.float32, np.uint16, "float_to_half_bits")
 
 
 # ---- elementwise ---------------------------------------------------------------------------------
