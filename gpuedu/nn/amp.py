@@ -30,7 +30,7 @@ import numpy as np
 
 from . import _kernels as K
 from . import fp16_ops
-from .checks import check_host_labels, gpuarray_module, is_device_array
+from .checks import gpuarray_module, is_device_array, to_device_labels
 from .layers import Dense, Parameter
 
 THREADS = 256
@@ -117,12 +117,7 @@ def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None)
     if logits16.dtype != np.float16 or len(logits16.shape) != 2:
         raise TypeError(f"logits must be a 2-D float16 GPUArray, got {logits16.dtype} {tuple(logits16.shape)}")
     rows, classes = logits16.shape
-    if is_device_array(labels):
-        if labels.dtype != np.int32 or tuple(labels.shape) != (rows,):
-            raise ValueError(f"labels must be an int32 GPUArray of shape ({rows},), "
-                             f"got {labels.dtype} {tuple(labels.shape)}")
-    else:
-        labels = gpuarray_module().to_gpu(check_host_labels(labels, classes, rows))
+    labels = to_device_labels(labels, classes, rows)
     ga = gpuarray_module()
     loss_rows = ga.empty(rows, np.float32) if loss_rows is None else loss_rows
     dlogits = ga.empty((rows, classes), np.float16) if dlogits is None else dlogits

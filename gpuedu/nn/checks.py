@@ -73,3 +73,17 @@ def check_host_labels(y, classes=None, rows=None, name="labels"):
     if classes is not None and y.size and (y.min() < 0 or y.max() >= classes):
         raise ValueError(f"{name} must lie in [0, {classes}), found values from {y.min()} to {y.max()}")
     return y
+
+
+def to_device_labels(labels, classes, rows):
+    """Check class labels and return them as an int32 GPUArray of shape (rows,).
+
+    A GPUArray is checked for dtype and shape only (its values stay on the device); a NumPy
+    array is checked in full by ``check_host_labels`` and copied over.
+    """
+    if is_device_array(labels):
+        if labels.dtype != np.int32 or tuple(labels.shape) != (rows,):
+            raise ValueError(f"labels must be an int32 GPUArray of shape ({rows},), "
+                             f"got {labels.dtype} {tuple(labels.shape)}")
+        return labels
+    return gpuarray_module().to_gpu(check_host_labels(labels, classes, rows))

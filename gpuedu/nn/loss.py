@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import _kernels as K
-from .checks import check_device_features, check_host_labels, gpuarray_module, is_device_array
+from .checks import check_device_features, gpuarray_module, to_device_labels
 
 THREADS = 128
 
@@ -26,12 +26,7 @@ class SoftmaxCrossEntropy:
     def __call__(self, logits, labels):
         check_device_features(logits, "logits")
         rows, classes = logits.shape
-        if is_device_array(labels):
-            if labels.dtype != np.int32 or tuple(labels.shape) != (rows,):
-                raise ValueError(f"labels must be an int32 GPUArray of shape ({rows},), "
-                                 f"got {labels.dtype} {tuple(labels.shape)}")
-        else:
-            labels = gpuarray_module().to_gpu(check_host_labels(labels, classes, rows))
+        labels = to_device_labels(labels, classes, rows)
         dlogits = self._grad.get((rows, classes))
         if dlogits is None:
             dlogits = self._grad[(rows, classes)] = gpuarray_module().empty((rows, classes), np.float32)
