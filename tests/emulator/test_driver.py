@@ -10,12 +10,7 @@ import pytest
 import gpuedu.emulator.driver as drv
 
 
-@pytest.fixture(autouse=True, scope="module")
-def context():
-    drv.init()
-    ctx = drv.Device(0).make_context()
-    yield ctx
-    ctx.detach()
+pytestmark = pytest.mark.usefixtures("context")
 
 
 def run_fresh(code):

@@ -8,12 +8,7 @@ from gpuedu.emulator.elementwise import (ElementwiseKernel, ScalarArg, VectorArg
                                          parse_arguments, parse_c_arg)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def context():
-    drv.init()
-    ctx = drv.Device(0).make_context()
-    yield ctx
-    ctx.detach()
+pytestmark = pytest.mark.usefixtures("context")
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,7 @@ import gpuedu.emulator.driver as drv
 import gpuedu.emulator.gpuarray as gpuarray
 
 
-@pytest.fixture(autouse=True, scope="module")
-def context():
-    drv.init()
-    ctx = drv.Device(0).make_context()
-    yield ctx
-    ctx.detach()
+pytestmark = pytest.mark.usefixtures("context")
 
 
 @pytest.fixture

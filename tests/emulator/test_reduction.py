@@ -7,12 +7,7 @@ import gpuedu.emulator.gpuarray as gpuarray
 from gpuedu.emulator.reduction import ReductionKernel, get_dot_kernel, get_sum_kernel
 
 
-@pytest.fixture(autouse=True, scope="module")
-def context():
-    drv.init()
-    ctx = drv.Device(0).make_context()
-    yield ctx
-    ctx.detach()
+pytestmark = pytest.mark.usefixtures("context")
 
 
 @pytest.fixture(scope="module")
