@@ -10,7 +10,12 @@ Steps 2 and 3 are exactly where mismatched installs fail later with messages suc
 "PTX was compiled with an unsupported toolchain" or "nvcc fatal: Value 'sm_30' is not defined
 for option 'gpu-architecture'", so the preflight checks them once, up front, and says which
 one failed.  Step 2 runs in a child process: a broken driver can fail halfway through
-``import pycuda.autoinit`` and leave this process with a half-made context.
+initialisation and leave this process with a half-made context.
+
+On the GPU, setup() imports ``pycuda.autoprimaryctx``: PyCUDA works in device 0's primary context,
+the same one PyTorch and CuPy use, so the bench's cuBLAS yardsticks and gpuedu's kernels share
+one process.  A learner who imported ``pycuda.autoinit`` (or autoprimaryctx) before setup() keeps
+the context they made.
 
 Otherwise (or with ``GPUEDU_BACKEND=cpu``) ``import pycuda.driver``, ``pycuda.compiler``,
 ``pycuda.gpuarray`` ... resolve to ``gpuedu.emulator.*`` for the rest of the process.
@@ -65,8 +70,8 @@ class _EmulatorFinder(importlib.abc.MetaPathFinder):
 
 
 # PyCUDA's own modules; the emulator provides those of them the lessons use.
-PYCUDA_MODULES = ("autoinit", "characterize", "compiler", "cumath", "curandom", "debug", "driver",
-                  "elementwise", "gl", "gpuarray", "reduction", "scan", "tools")
+PYCUDA_MODULES = ("autoinit", "autoprimaryctx", "characterize", "compiler", "cumath", "curandom", "debug",
+                  "driver", "elementwise", "gl", "gpuarray", "reduction", "scan", "tools")
 
 
 def emulated_modules():
@@ -102,12 +107,17 @@ def _loaded_real_pycuda():
             and not _is_emulator_module(mod)]
 
 
+# The PyCUDA modules whose import leaves a context current (autoinit: a new one; autoprimaryctx:
+# the device's primary context, the one the CUDA runtime behind PyTorch and CuPy uses).
+CONTEXT_MODULES = ("pycuda.autoinit", "pycuda.autoprimaryctx")
+
+
 def _real_pycuda_is_initialised():
     """True when real PyCUDA in this process already holds a CUDA context (e.g. pycuda.autoinit ran)."""
     driver = sys.modules.get("pycuda.driver")
     if driver is None or _is_emulator_module(driver):
         return False
-    if "pycuda.autoinit" in sys.modules:
+    if any(name in sys.modules for name in CONTEXT_MODULES):
         return True
     try:
         return driver.Context.get_current() is not None
@@ -493,17 +503,17 @@ def _cpu_backend(reason):
 def _emulator_backend(reason):
     use_emulator()
     backend = _cpu_backend(reason)
-    try:
-        importlib.import_module("pycuda.autoinit")   # the emulated device's context, as on a GPU
-    except ModuleNotFoundError as e:
-        if "autoinit" not in str(e):
-            raise
+    importlib.import_module("pycuda.autoprimaryctx")   # the emulated device's primary context, as on a GPU
     return backend
 
 
 def _cuda_backend(reason, details):
+    # The device's primary context, not a new one (pycuda.autoinit's cuCtxCreate): the CUDA runtime
+    # behind PyTorch and CuPy makes the primary context current on this thread the first time it is
+    # used, after which PyCUDA objects made in a context of their own are "invalid resource handle"s.
+    # Sharing the primary context lets kernels, GPUArrays and torch tensors mix in one process.
     try:
-        importlib.import_module("pycuda.autoinit")   # context on device 0, popped at exit
+        importlib.import_module("pycuda.autoprimaryctx")   # retained and pushed on device 0, popped at exit
     except Exception as e:   # the child-process probe passed, so this is a change since, e.g. a GPU reset
         raise BackendError(
             f"the GPU passed the preflight in a child process but PyCUDA failed to start here "

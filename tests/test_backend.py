@@ -54,10 +54,21 @@ class Device:
         global _context
         _context = Context(self)
         return _context
+    def retain_primary_context(self):
+        global _primary
+        if _primary is None:
+            _primary = Context(self, primary=True)
+        return _primary
+
+_primary = None
 
 class Context:
-    def __init__(self, device):
+    def __init__(self, device, primary=False):
         self.device = device
+        self.primary = primary
+    def push(self):
+        global _context
+        _context = self
     def pop(self):
         global _context
         _context = None
@@ -95,6 +106,13 @@ cuda.init()
 context = cuda.Device(0).make_context()
 '''
 
+FAKE_AUTOPRIMARYCTX = '''
+import pycuda.driver as cuda
+cuda.init()
+context = cuda.Device(0).retain_primary_context()
+context.push()
+'''
+
 
 def make_fake_pycuda(root, driver_source, autoinit_source=None):
     pkg = os.path.join(root, "pycuda")
@@ -105,6 +123,8 @@ def make_fake_pycuda(root, driver_source, autoinit_source=None):
         f.write(driver_source)
     with open(os.path.join(pkg, "autoinit.py"), "w") as f:
         f.write(autoinit_source or FAKE_AUTOINIT)
+    with open(os.path.join(pkg, "autoprimaryctx.py"), "w") as f:
+        f.write(FAKE_AUTOPRIMARYCTX)
     return root
 
 
@@ -292,8 +312,8 @@ def test_driver_too_old_for_the_toolkit_gives_cpu(tmp_path):
 @needs_nvcc
 def test_gpu_that_fails_after_the_probe_is_a_clear_error(tmp_path):
     fake = fake_device(tmp_path, cc=(9, 0))
-    with open(os.path.join(fake, "pycuda", "autoinit.py"), "w") as f:
-        f.write('raise RuntimeError("cuCtxCreate failed: out of memory")\n')
+    with open(os.path.join(fake, "pycuda", "autoprimaryctx.py"), "w") as f:
+        f.write('raise RuntimeError("cuDevicePrimaryCtxRetain failed: out of memory")\n')
     out = ok(run_child('''
         import gpuedu
         try:
@@ -302,7 +322,36 @@ def test_gpu_that_fails_after_the_probe_is_a_clear_error(tmp_path):
             print("ERROR", e)
     ''', fake=fake))
     assert "ERROR the GPU passed the preflight in a child process but PyCUDA failed to start here" in out
-    assert "cuCtxCreate failed: out of memory" in out and "GPUEDU_BACKEND=cpu" in out
+    assert "cuDevicePrimaryCtxRetain failed: out of memory" in out and "GPUEDU_BACKEND=cpu" in out
+
+
+@needs_nvcc
+def test_gpu_backend_uses_the_primary_context_that_torch_and_cupy_share(tmp_path):
+    fake = fake_device(tmp_path, cc=(9, 0))
+    out = ok(run_child(REPORT + '''
+drv = sys.modules["pycuda.driver"]
+print("PRIMARY", drv.Context.get_current().primary)
+print("MODULES", "pycuda.autoprimaryctx" in sys.modules, "pycuda.autoinit" in sys.modules)
+''', fake=fake))
+    assert "NAME cuda" in out
+    assert "PRIMARY True" in out          # retained and pushed, not a new context from cuCtxCreate
+    assert "MODULES True False" in out    # pycuda.autoinit would have made a second context
+
+
+@pytest.mark.parametrize("module", ["autoinit", "autoprimaryctx"])
+def test_a_context_the_learner_made_first_is_kept(tmp_path, module):
+    fake = fake_device(tmp_path, cc=(9, 0))
+    out = ok(run_child(f'''
+        import pycuda.{module}          # the learner initialised PyCUDA before gpuedu
+        import sys, gpuedu
+        before = sys.modules["pycuda.driver"].Context.get_current()
+        b = gpuedu.setup(verbose=False)
+        after = sys.modules["pycuda.driver"].Context.get_current()
+        print("NAME", b.name, "|", b.reason)
+        print("SAME", before is after, after.primary)
+    ''', fake=fake, backend_env="auto"))
+    assert "NAME cuda | real PyCUDA was already initialised in this process" in out
+    assert f"SAME True {module == 'autoprimaryctx'}" in out
 
 
 def test_initialised_real_pycuda_is_never_shadowed(tmp_path):

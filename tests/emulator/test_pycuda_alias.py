@@ -57,3 +57,32 @@ def test_autoinit_detaches_its_context_at_exit():
         print(drv.Context.get_current(), ctx._detached)
     """)
     assert out.split() == ["None", "True"]
+
+
+def test_autoprimaryctx_makes_the_primary_context_current_and_pops_it_at_exit():
+    out = run_fresh("""
+        import gpuedu.emulator.autoprimaryctx as autoprimaryctx
+        import gpuedu.emulator.driver as drv
+        ctx = autoprimaryctx.context
+        print(drv.Context.get_current() is ctx, ctx is drv.Device(0).retain_primary_context(),
+              autoprimaryctx.device == drv.Device(0))
+        autoprimaryctx._finish_up()      # what atexit runs
+        print(drv.Context.get_current(), ctx._detached)
+    """)
+    # Popped, not destroyed: the device keeps its primary context for the next to retain it.
+    assert out.split() == ["True", "True", "True", "None", "False"]
+
+
+def test_setup_cpu_gives_the_emulators_autoprimaryctx():
+    out = run_fresh("""
+        import sys, gpuedu
+        gpuedu.setup("cpu", verbose=False)
+        import pycuda.autoprimaryctx
+        import pycuda.driver as drv
+        import gpuedu.emulator.autoprimaryctx
+        print(pycuda.autoprimaryctx is gpuedu.emulator.autoprimaryctx,
+              drv.Context.get_current() is pycuda.autoprimaryctx.context)
+        import numpy as np, pycuda.gpuarray as gpuarray
+        print((gpuarray.to_gpu(np.ones(3, np.float32)) + 1).get().tolist())
+    """)
+    assert out.splitlines() == ["True True", "[2.0, 2.0, 2.0]"]
