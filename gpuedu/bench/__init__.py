@@ -170,7 +170,7 @@ def _driver(on_gpu):
     try:
         import pycuda.driver as drv
         if on_gpu:
-            import pycuda.autoinit  # noqa: F401  (creates and activates a context on device 0)
+            import pycuda.autoprimaryctx  # noqa: F401  (device 0's primary context, shared with torch and CuPy)
         return drv, None
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
