@@ -51,11 +51,12 @@ NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
 
 # Intrinsics that make threads wait for one another: a kernel that reaches one
 # (directly or through the functions it calls) runs its threads as fibers.
+# wmma::mma_sync is one: a warp's lanes meet there to compute its product once (mma.h).
 BARRIER_NAMES = frozenset("""
     __syncthreads __syncthreads_count __syncthreads_and __syncthreads_or __syncwarp
     __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync
     __reduce_add_sync __reduce_min_sync __reduce_max_sync __reduce_and_sync __reduce_or_sync __reduce_xor_sync
-    __gpuedu_shfl block_barrier warp_collective
+    __gpuedu_shfl block_barrier warp_collective mma_sync
 """.split())
 
 CXX_FLAGS = [
@@ -135,7 +136,7 @@ _prelude_hash = None
 
 # Bump when ``analyse`` or the generated entry points change: cached modules keep
 # the kernel list an older scan found (e.g. none inside an extern "C" { } block).
-SCANNER_VERSION = 3
+SCANNER_VERSION = 4
 
 
 def _prelude_version():

@@ -35,11 +35,12 @@ enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
 enum : int {
   W_SYNC = 0, W_SHFL = 1, W_SHFL_UP = 2, W_SHFL_DOWN = 3, W_SHFL_XOR = 4, W_BALLOT = 5, W_ANY = 6, W_ALL = 7,
   W_RED_ADD = 8, W_RED_MIN = 9, W_RED_MAX = 10, W_RED_AND = 11, W_RED_OR = 12, W_RED_XOR = 13,
+  W_MMA = 14,  // mma.h: the lanes meet so that one of them computes the warp's product
 };
 static const char* const warp_op_names[] = {
   "__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
   "__any_sync", "__all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
-  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "wmma::mma_sync",
 };
 
 constexpr unsigned MAX_THREADS = 1024;

@@ -1,8 +1,14 @@
 // mma.h for the CPU emulator: the WMMA API (nvcuda::wmma) on 16x16x16 tiles
-// (also 32x8x16 and 8x32x16). Each thread holds the whole tile and computes
-// it redundantly: the results are those of a warp, with no collective needed.
-// frag.x[i] is then the whole tile, row-major, and frag.num_elements its size,
-// so elementwise loops over x[] (scaling an accumulator) give the same result.
+// (also 32x8x16 and 8x32x16). Each thread holds the whole tile: frag.x[i] is
+// the whole tile, row-major, and frag.num_elements its size, so elementwise
+// loops over x[] (scaling an accumulator) give the same result as on a GPU.
+// Loads and stores are done by every lane (cheap: one tile each); the product
+// in mma_sync, 16 times the work of a load, is computed once per warp: the
+// lanes meet there (they are fibers, like at __shfl_sync) and the last lane
+// to arrive computes it from its own fragments, which are every lane's, and
+// writes the result into each lane's accumulator. A kernel that calls
+// mma_sync therefore runs as fibers (the compiler's scan lists mma_sync among
+// the warp intrinsics); run as a plain loop, each lane computes it alone.
 //
 // A C++ header, like NVIDIA's: include it with no_extern_c=True.
 #pragma once
@@ -77,19 +83,55 @@ inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void
     }
 }
 
-// d = a * b + c, products and sums in float (as tensor cores accumulate).
+// d = a * b + c, products and sums in float (as tensor cores accumulate); each
+// d[i][j] is c[i][j] + a[i][0] b[0][j] + a[i][1] b[1][j] + ... in that order.
+template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC, typename E>
+inline void __mma_tile(E* d,
+                       const fragment<matrix_a, M, N, K, TA, LA>& a, const fragment<matrix_b, M, N, K, TB, LB>& b,
+                       const fragment<accumulator, M, N, K, TC, void>& c) {
+  float af[M * K], bf[K * N], acc[M * N];
+  for (int i = 0; i < M * K; ++i) af[i] = (float)a.x[i];
+  for (int i = 0; i < K * N; ++i) bf[i] = (float)b.x[i];
+  for (int i = 0; i < M * N; ++i) acc[i] = (float)c.x[i];
+  // j innermost: the sums of a row advance together (vectorisable), each still in k order.
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) {
+      float aik = af[i * K + k];
+      for (int j = 0; j < N; ++j) acc[i * N + j] += aik * bf[k * N + j];
+    }
+  for (int i = 0; i < M * N; ++i) d[i] = acc[i];
+}
+
+// Where the lanes of each warp leave their accumulators' addresses at mma_sync.
+static void* __mma_meeting[__gpuedu::MAX_THREADS / 32][32];
+
 template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC, typename TD>
 inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
                      const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c,
                      bool = false) {
-  float out[M * N];
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      float s = (float)c.x[i * N + j];
-      for (int k = 0; k < K; ++k) s += (float)a.x[i * K + k] * (float)b.x[k * N + j];
-      out[i * N + j] = s;
-    }
-  for (int i = 0; i < M * N; ++i) d.x[i] = out[i];
+  using D = fragment<accumulator, M, N, K, TD, void>;
+  if (!__gpuedu::R.fiber_mode) {  // a plain loop runs one lane at a time: nobody to share the work with
+    __mma_tile(d.x, a, b, c);
+    return;
+  }
+  unsigned t = __gpuedu::R.cur, lane = t % 32;
+  const __gpuedu::Warp& W = __gpuedu::R.warps[t / 32];
+  __mma_meeting[t / 32][lane] = d.x;
+  // The last lane to arrive (every other lane of the warp waits here, at this intrinsic)
+  // computes the product once, from its own fragments, which are every lane's, and
+  // hands it to each lane before releasing them (d may be c: into a copy first).
+  unsigned others = W.existing & ~(1u << lane);
+  bool all_here = (W.arrived & others) == others;
+  for (unsigned l = 0; all_here && l < 32; ++l)
+    if (((others >> l) & 1u) && W.op[l] != __gpuedu::W_MMA) all_here = false;  // the collective reports it
+  if (all_here) {
+    typename D::element_type out[D::num_elements];
+    __mma_tile(out, a, b, c);
+    for (unsigned l = 0; l < 32; ++l)
+      if ((W.existing >> l) & 1u) memcpy(__mma_meeting[t / 32][l], out, sizeof out);
+  }
+  // Wait for every lane of the warp (a lane that exited or waits elsewhere is reported).
+  __gpuedu::warp_collective(__gpuedu::W_MMA, 0xffffffffu, 0, 0, 32);
 }
 }  // namespace wmma
 }  // namespace nvcuda

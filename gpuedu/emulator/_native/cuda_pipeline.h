@@ -1,0 +1,77 @@
+// cuda_pipeline.h for the CPU emulator: CUDA's pipeline primitives, the C
+// interface to cp.async (asynchronous global -> shared copies, sm_80+).
+//
+//   __pipeline_memcpy_async(dst_shared, src_global, size_and_align, zfill = 0)
+//       copy size_and_align - zfill bytes from src_global to dst_shared and
+//       write zfill zero bytes after them; size_and_align is 4, 8 or 16 and
+//       both pointers must be aligned to it.
+//   __pipeline_commit()        close the batch of copies issued since the last commit
+//   __pipeline_wait_prior(N)   wait until at most the N most recent batches are pending
+//
+// Here each copy happens when it is issued, so every batch is complete before
+// it is even committed.  That is a valid implementation: a GPU guarantees only
+// that a batch has landed once a wait lets it through, never that it is still
+// in flight before that, so a kernel that is correct on a GPU reads the same
+// bytes here (a wait can only make data visible earlier, never later).  What
+// the emulator cannot show is a missing wait: a kernel that reads a stage it
+// never waited for works here and races on a GPU; the missing __syncthreads
+// after the wait, which lets other threads see the copies, still shows up
+// with the emulator's reverse and random schedules.
+//
+// The checks fail like a GPU would (a misaligned cp.async is a launch error,
+// "misaligned address"): sizes other than 4, 8, 16, zfill larger than the
+// size, pointers not aligned to the size, and a destination outside shared
+// memory (cp.async writes shared memory only).
+#pragma once
+#ifndef GPUEDU_SCAN
+#pragma GCC system_header
+#endif
+#include "gpuedu_prelude.h"
+
+#ifndef GPUEDU_SCAN
+namespace __gpuedu {
+// Does [p, p + n) lie inside the block's shared memory: a static __shared__
+// variable registered so far, or the dynamic (extern __shared__) buffer?
+inline bool in_shared_memory(const void* p, size_t n) {
+  const unsigned char* b = (const unsigned char*)p;
+  if (b >= dynamic_shared && b + n <= dynamic_shared + R.dynamic_shared_bytes) return true;
+  for (int i = 0; i < R.n_shared; ++i) {
+    const unsigned char* s = (const unsigned char*)R.shared[i].p;
+    if (b >= s && b + n <= s + R.shared[i].n) return true;
+  }
+  return false;
+}
+
+inline void pipeline_copy(void* dst, const void* src, size_t size, size_t zfill) {
+  if (size != 4 && size != 8 && size != 16)
+    fail(ASSERT,
+         "__pipeline_memcpy_async(size_and_align=%zu): cp.async copies 4, 8 or 16 bytes; split larger copies",
+         size);
+  if (zfill > size)
+    fail(ASSERT, "__pipeline_memcpy_async(size_and_align=%zu, zfill=%zu): zfill may not exceed the size", size,
+         zfill);
+  if (((uintptr_t)dst | (uintptr_t)src) % size != 0)
+    fail(ASSERT,
+         "misaligned address: __pipeline_memcpy_async of %zu bytes needs both pointers aligned to %zu bytes, got "
+         "dst_shared=%p src_global=%p (a 16-byte copy of halves needs a row stride that is a multiple of 8 "
+         "elements and a column that is a multiple of 8)",
+         size, size, dst, src);
+  if (!in_shared_memory(dst, size))
+    fail(ASSERT,
+         "__pipeline_memcpy_async: dst_shared=%p is not in the block's shared memory (cp.async writes shared "
+         "memory only; copy to a __shared__ array)",
+         dst);
+  // The bytes past size - zfill are zeros and src is not read there: zfill == size reads nothing.
+  if (size > zfill) memcpy(dst, src, size - zfill);
+  if (zfill) memset((unsigned char*)dst + (size - zfill), 0, zfill);
+}
+}  // namespace __gpuedu
+
+static inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
+                                           size_t size_and_align, size_t zfill = 0) {
+  __gpuedu::pipeline_copy(dst_shared, src_global, size_and_align, zfill);
+}
+// Every copy is complete when issued (see above): committing and waiting have nothing left to do.
+static inline void __pipeline_commit() {}
+static inline void __pipeline_wait_prior(size_t) {}
+#endif  // GPUEDU_SCAN
