@@ -2,6 +2,9 @@
 #   make course   run every lesson headless, with a report per lesson (course-report/)
 #   make test     the whole test suite: unit tests and every lesson under nbval
 # Both make their own virtual environment in .venv (PYTHON picks the interpreter).
+# And on a machine with an NVIDIA GPU:
+#   make gpu-check  doctor, the gpu tests, the suite, every lesson and the full bench on the GPU,
+#                   recorded in benchmarks/results/<device>-checks.json (README.md, "Using a GPU")
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +14,7 @@ JOBS ?= 2
 export GPUEDU_CACHE_DIR ?= $(abspath $(VENV))/kernel-cache
 export PIP_NO_INPUT := 1
 
-.PHONY: test course lab doctor venv clean
+.PHONY: test course lab doctor venv clean gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,9 +35,16 @@ course: venv
 doctor: venv
 	$(PY) -m gpuedu doctor
 
+# No `venv` prerequisite: a GPU node is often offline, and its .venv comes from
+# scripts/offline_install.py (or `make venv` plus `pip install -e '.[cuda]'` where pip can reach PyPI).
+# Exit status: 0 all passed, 1 a step failed, 3 no usable GPU here.
+gpu-check:
+	@test -x $(PY) || { echo "make gpu-check: no $(PY); create it first: make venv && $(PY) -m pip install -e '.[cuda,test]', or offline: python3 scripts/offline_install.py install --system-site-packages" >&2; exit 2; }
+	$(PY) -m gpuedu gpu-check $(GPU_CHECK_ARGS)
+
 lab: venv
 	$(PY) -m pip install -q -e '.[test,lab]'
 	$(VENV)/bin/jupyter lab lessons/
 
 clean:
-	rm -rf course-report $(VENV)/kernel-cache
+	rm -rf course-report gpu-check-logs $(VENV)/kernel-cache

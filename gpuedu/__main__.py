@@ -1,4 +1,4 @@
-"""``python -m gpuedu doctor|course|backend``: the same as the ``gpuedu`` command."""
+"""``python -m gpuedu doctor|course|backend|bench|gpu-check``: the same as the ``gpuedu`` command."""
 import sys
 
 from .cli import main

@@ -1,4 +1,5 @@
-"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``, ``gpuedu bench``."""
+"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``, ``gpuedu bench``,
+``gpuedu gpu-check``."""
 import argparse
 import sys
 
@@ -16,6 +17,10 @@ def main(argv=None):
     commands.add_parser("backend", help="print the backend the lessons will get, and why")
     commands.add_parser("bench", help="measure gpuedu's kernels against the memory roof, cuBLAS, PyTorch and NumPy "
                                       "(gpuedu bench --help)")
+    from . import gpu_check
+    gpu_check.build_parser(commands.add_parser(
+        "gpu-check", help="on a GPU machine: doctor, the gpu tests, the test suite, every lesson and the bench, "
+                          "recorded in benchmarks/results/<device>-checks.json"))
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
@@ -23,6 +28,8 @@ def main(argv=None):
         return doctor.main()
     if args.command == "course":
         return course.run(args)
+    if args.command == "gpu-check":
+        return gpu_check.run(args, argv[1:])
     if args.command == "backend":
         from . import backend
         try:

@@ -1,0 +1,378 @@
+"""``gpuedu gpu-check`` (``make gpu-check``): run everything the course promises about GPUs, and record it.
+
+On a machine with an NVIDIA GPU, one command runs, each step in its own process and each step
+whatever happened in the one before:
+
+    doctor      ``gpuedu doctor`` with GPUEDU_BACKEND=cuda; fails unless the lessons get the GPU
+    gpu-tests   ``pytest -m gpu tests``: what only a real device shows
+    tests       the rest of the test suite, on the GPU backend (``-m "not gpu"``)
+    lessons     every lesson under nbval with real PyCUDA
+    bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots
+
+and writes ``benchmarks/results/<device>-checks.json`` beside the bench's results: the device, the
+software versions, and per step its command, exit code, pass/fail/skip counts, the names of what
+failed, the duration and the tail of its output when it failed.  Each step's full output goes to
+``gpu-check-logs/<step>.log``.  Both JSON files can be committed as the record of the run.
+
+Exit status: 0 every step passed; 1 at least one failed (all are reported); 3 there is no usable
+GPU here, so nothing was run; 2 the command was used wrongly.
+"""
+import argparse
+import datetime
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ElementTree
+
+from . import backend as backend_module
+
+NO_GPU_EXIT = 3
+STEP_NAMES = ("doctor", "gpu-tests", "tests", "lessons", "bench")
+DEFAULT_LOG_DIR = "gpu-check-logs"
+TAIL_LINES = 40
+# Distributions whose versions the record keeps: the course, its GPU stack and its yardsticks.
+VERSIONED = ("gpuedu", "numpy", "pycuda", "torch", "cupy-cuda13x", "cupy-cuda12x", "cupy", "pytest",
+             "pytest-xdist", "pytest-timeout", "nbval", "nbclient", "ipykernel", "jupyter_client")
+
+
+class Step:
+    """One step: a command run from the repository root with GPUEDU_BACKEND=cuda."""
+
+    def __init__(self, name, what, command, junit=None, timeout_s=4 * 3600):
+        self.name = name
+        self.what = what
+        self.command = list(command)
+        self.junit = junit            # path of the JUnit XML pytest writes, for the counts and names
+        self.timeout_s = timeout_s
+
+
+def _has_module(name):
+    return importlib.util.find_spec(name) is not None
+
+
+def default_jobs():
+    """Test processes for the suite: one per two cores, at most 8 (each holds a CUDA context)."""
+    return max(1, min(8, (os.cpu_count() or 2) // 2))
+
+
+def build_steps(log_dir, jobs=None, python=sys.executable):
+    """The five steps, in order; pytest plugins that are not installed are simply not asked for."""
+    jobs = default_jobs() if jobs is None else jobs
+    pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]   # list failures and skips
+    timeout = ["--timeout=1800", "--timeout-method=thread"] if _has_module("pytest_timeout") else []
+    parallel = ["-n", str(jobs), "--dist", "loadscope"] if jobs > 1 and _has_module("xdist") else []
+
+    def junit(step):
+        return os.path.join(log_dir, f"{step}.xml")
+
+    return [
+        Step("doctor", "gpuedu doctor; the lessons must get the cuda backend",
+             [python, "-m", "gpuedu", "doctor"], timeout_s=600),
+        Step("gpu-tests", "pytest -m gpu: what only a real device shows",
+             pytest + timeout + ["-m", "gpu", "tests", f"--junitxml={junit('gpu-tests')}"], junit=junit("gpu-tests")),
+        Step("tests", "the test suite on the GPU backend (the gpu-marked tests ran in gpu-tests)",
+             pytest + timeout + parallel + ["-m", "not gpu", "tests", f"--junitxml={junit('tests')}"],
+             junit=junit("tests")),
+        # One notebook at a time: the lessons time kernels, and two at once would share the GPU.
+        Step("lessons", "every lesson under nbval with real PyCUDA",
+             pytest + timeout + ["--nbval", "--nbval-cell-timeout=1800", "lessons", f"--junitxml={junit('lessons')}"],
+             junit=junit("lessons")),
+        Step("bench", "gpuedu bench, the full suite", [python, "-m", "gpuedu", "bench"], timeout_s=6 * 3600),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Running a step
+# --------------------------------------------------------------------------------------------
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_command(command, log_path, env, cwd, timeout_s, echo=True):
+    """Run ``command``, copying its output to the terminal and to ``log_path``; (exit code, output lines).
+
+    The command gets a process group of its own, so that a step past its time limit is stopped with
+    everything it started (pytest workers, notebook kernels).  Exit code None: it ran out of time.
+    """
+    lines = []
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(command) + "\n")
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
+                                start_new_session=True)
+        expired = threading.Event()
+
+        def stop():                  # runs on the timer's thread when the time limit passes
+            expired.set()
+            _kill_group(proc)
+
+        watchdog = threading.Timer(timeout_s, stop)
+        watchdog.start()
+        try:
+            for line in proc.stdout:   # ends when the group is killed: its output pipe closes
+                lines.append(line.rstrip("\n"))
+                log.write(line)
+                if echo:
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
+            proc.wait()
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise
+        finally:
+            watchdog.cancel()
+        if expired.is_set():
+            note = f"gpu-check: stopped after {timeout_s} s, the step's time limit"
+            lines.append(note)
+            log.write(note + "\n")
+            return None, lines
+    return proc.returncode, lines
+
+
+def read_junit(path):
+    """Counts and names from a pytest JUnit XML file; None when pytest wrote none (it did not get that far)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return None
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failures, skip_reasons = [], {}
+    for case in root.iter("testcase"):
+        name = "::".join(p for p in (case.get("classname", ""), case.get("name", "")) if p)
+        kinds = {child.tag for child in case}
+        if "failure" in kinds:
+            counts["failed"] += 1
+            failures.append(name)
+        elif "error" in kinds:
+            counts["errors"] += 1
+            failures.append(name)
+        elif "skipped" in kinds:
+            counts["skipped"] += 1
+            reason = next(child.get("message", "") for child in case if child.tag == "skipped")
+            skip_reasons[reason] = skip_reasons.get(reason, 0) + 1
+        else:
+            counts["passed"] += 1
+    return {"counts": counts, "failures": failures, "skip_reasons": skip_reasons}
+
+
+def judge_step(step, returncode, lines):
+    """(ok, problem, extra) for a finished step: what passing means differs per step."""
+    extra = {}
+    if returncode is None:
+        return False, f"did not finish within {step.timeout_s} s", extra
+    if step.junit:
+        junit = read_junit(step.junit)
+        if junit is None:
+            return False, f"pytest exited with code {returncode} before writing any results", extra
+        extra.update(junit)
+        counts = junit["counts"]
+        if counts["passed"] == 0:
+            return False, "no test passed (all skipped or none collected)", extra
+        if returncode != 0 or counts["failed"] or counts["errors"]:
+            return False, f"{counts['failed']} failed, {counts['errors']} errors (pytest exit code {returncode})", extra
+        return True, "", extra
+    if step.name == "doctor":
+        using_gpu = any("Lessons will use:" in ln and "cuda (real GPU)" in ln for ln in lines)
+        if not using_gpu:
+            return False, "the lessons would not get the cuda backend (see the doctor's report)", extra
+    if step.name == "bench":
+        extra.update(bench_summary(lines))
+        if extra.get("failed_figures"):
+            return False, f"figures failed with an error: {', '.join(extra['failed_figures'])}", extra
+    if returncode != 0:
+        return False, f"exit code {returncode}", extra
+    return True, "", extra
+
+
+def bench_summary(lines):
+    """The results file the bench wrote (from its ``wrote ...json`` line), its figures and targets."""
+    written = [ln.split("wrote ", 1)[1].strip() for ln in lines if ln.startswith("wrote ") and ln.endswith(".json")]
+    if not written:
+        return {}
+    summary = {"results_file": written[-1]}
+    try:
+        with open(written[-1], encoding="utf-8") as f:
+            results = json.load(f)
+    except (OSError, ValueError) as exc:
+        summary["results_error"] = f"{type(exc).__name__}: {exc}"
+        return summary
+    figures = results.get("figures", [])
+    summary["figures_measured"] = sum(f.get("status") == "ok" for f in figures)
+    summary["figures_total"] = len(figures)
+    summary["failed_figures"] = [f["name"] for f in figures
+                                 if f.get("status") != "ok" and str(f.get("reason", "")).startswith("failed:")]
+    summary["targets"] = [{k: t.get(k) for k in ("name", "status", "value", "goal", "reason")}
+                          for t in results.get("targets", [])]
+    return summary
+
+
+def run_step(step, log_dir, env, cwd, echo=True):
+    """Run one step and return its entry for the record."""
+    if step.junit and os.path.exists(step.junit):
+        os.remove(step.junit)          # a file left by an earlier run must not pass for this one
+    log_path = os.path.join(log_dir, f"{step.name}.log")
+    if echo:
+        print(f"\n=== gpu-check: {step.name}: {step.what}", flush=True)
+    started = time.perf_counter()
+    try:
+        returncode, lines = run_command(step.command, log_path, env, cwd, step.timeout_s, echo=echo)
+    except OSError as exc:             # the command itself could not start
+        returncode, lines = 127, [f"gpu-check: could not start {step.command[0]}: {exc}"]
+    duration = time.perf_counter() - started
+    ok, problem, extra = judge_step(step, returncode, lines)
+    entry = {"name": step.name, "what": step.what, "command": " ".join(step.command),
+             "returncode": returncode, "ok": ok, "problem": problem, "duration_s": round(duration, 1),
+             "log": log_path}
+    entry.update(extra)
+    if not ok:
+        entry["tail"] = lines[-TAIL_LINES:]
+    if echo:
+        print(f"=== gpu-check: {step.name}: {'passed' if ok else 'FAILED: ' + problem} ({duration:.0f} s)", flush=True)
+    return entry
+
+
+# --------------------------------------------------------------------------------------------
+# The record
+# --------------------------------------------------------------------------------------------
+
+def versions():
+    """Installed versions of what the results depend on (None: not installed)."""
+    found = {"python": platform.python_version()}
+    for dist in VERSIONED:
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            if not dist.startswith("cupy"):
+                found[dist] = None
+    nvcc = backend_module.find_nvcc()
+    found["nvcc"] = backend_module.nvcc_version(nvcc) if nvcc else None
+    from . import doctor
+    found["nvidia_driver"] = doctor.nvidia_driver_version()
+    return found
+
+
+def git_state(cwd):
+    """{"commit": sha, "dirty": bool} of the checkout, or None outside git."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=30, stdin=subprocess.DEVNULL)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if sha.returncode != 0:
+        return None
+    return {"commit": sha.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def record_path(device_name, results_dir):
+    from .bench.environment import slug
+    return os.path.join(results_dir, f"{slug(device_name)}-checks.json")
+
+
+def write_record(record, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+
+
+def no_gpu_message(reason):
+    return (f"gpuedu gpu-check: no usable GPU on this machine ({reason}), so nothing was run.\n"
+            f"This command records the course's GPU results: it needs an NVIDIA GPU with its driver, the CUDA "
+            f"toolkit (nvcc on PATH) and pycuda (pip install -e '.[cuda]'; offline: scripts/offline_install.py).\n"
+            f"`gpuedu doctor` says what this machine lacks; README.md, \"Using a GPU\", says how to get one "
+            f"(e.g. a cloud GPU instance or Google Colab). On this machine `make test` runs everything on the CPU emulator.")
+
+
+def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=()):
+    """Run ``steps`` in order, write the record, and return (record, its path)."""
+    os.makedirs(log_dir, exist_ok=True)
+    env = dict(os.environ)
+    env[backend_module.ENV_VAR] = "cuda"
+    started = time.perf_counter()
+    record = {
+        "kind": "gpuedu gpu-check",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": ["gpuedu", "gpu-check", *argv],
+        "device": device,
+        "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "versions": versions(),
+        "git": git_state(cwd),
+        "logs": log_dir,
+        "steps": [],
+    }
+    path = record_path(device.get("name", "device"), results_dir)
+    for step in steps:
+        record["steps"].append(run_step(step, log_dir, env, cwd, echo=echo))
+        record["duration_s"] = round(time.perf_counter() - started, 1)
+        record["ok"] = all(s["ok"] for s in record["steps"])
+        record["failed_steps"] = [s["name"] for s in record["steps"] if not s["ok"]]
+        write_record(record, path)     # after every step: a run cut short still leaves its record
+    return record, path
+
+
+def summary_lines(record, path):
+    lines = ["", "gpu-check summary"]
+    for s in record["steps"]:
+        counts = s.get("counts")
+        detail = (f"{counts['passed']} passed, {counts['failed']} failed, {counts['errors']} errors, "
+                  f"{counts['skipped']} skipped" if counts else f"exit code {s['returncode']}")
+        lines.append(f"  [{'ok ' if s['ok'] else 'BAD'}] {s['name']:<10} {detail} ({s['duration_s']:.0f} s)"
+                     + ("" if s["ok"] else f": {s['problem']}"))
+        for name in s.get("failures", [])[:20]:
+            lines.append(f"          failed: {name}")
+    lines.append(f"wrote {path}")
+    lines.append("Result: " + ("every step passed." if record["ok"] else
+                               f"FAILED steps: {', '.join(record['failed_steps'])} (full output in {record['logs']})"))
+    return lines
+
+
+def build_parser(parser):
+    parser.add_argument("--steps", nargs="+", choices=STEP_NAMES, metavar="STEP",
+                        help=f"run only these steps, in the usual order ({', '.join(STEP_NAMES)}; default: all)")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help=f"test processes for the tests step (default here: {default_jobs()})")
+    parser.add_argument("--results", default=os.path.join("benchmarks", "results"), metavar="DIR",
+                        help="folder of the record <device>-checks.json (default: benchmarks/results)")
+    parser.add_argument("--logs", default=DEFAULT_LOG_DIR, metavar="DIR",
+                        help=f"folder of each step's full output (default: {DEFAULT_LOG_DIR})")
+    return parser
+
+
+def run(args, argv=()):
+    """``gpuedu gpu-check``; returns the exit status."""
+    if args.jobs is not None and args.jobs < 1:
+        print("gpuedu gpu-check: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    cwd = os.getcwd()
+    if not (os.path.isdir(os.path.join(cwd, "tests")) and os.path.isdir(os.path.join(cwd, "lessons"))):
+        print("gpuedu gpu-check: run it from the repository root (the folder with tests/ and lessons/), "
+              "e.g. `make gpu-check`", file=sys.stderr)
+        return 2
+    ok, reason, details = backend_module.check_gpu()   # child-process probes: this process keeps no context
+    if not ok:
+        print(no_gpu_message(reason), file=sys.stderr)
+        return NO_GPU_EXIT
+    probe = details.get("probe", {})
+    device = dict(details.get("device", {}))
+    device["cuda_driver_version"] = probe.get("cuda_driver_version")
+    device["pycuda_version"] = probe.get("pycuda_version")
+    log_dir = os.path.abspath(args.logs)
+    wanted = args.steps or STEP_NAMES
+    steps = [s for s in build_steps(log_dir, args.jobs) if s.name in wanted]
+    print(f"gpuedu gpu-check on {device.get('name')} (sm_{device.get('arch')}): {', '.join(s.name for s in steps)}")
+    record, path = run_checks(steps, log_dir, args.results, device, cwd, argv=argv)
+    print("\n".join(summary_lines(record, path)))
+    return 0 if record["ok"] else 1

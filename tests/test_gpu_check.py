@@ -1,0 +1,179 @@
+"""`gpuedu gpu-check`: refuses without a GPU, runs every step whatever the others did, records it all.
+
+The real steps need a GPU; here the same machinery runs small stand-in steps (a pytest run with a
+pass, a failure and a skip; a command that fails; one that outlives its time limit), and the whole
+command runs its doctor step against the fake PyCUDA of test_backend.py.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from gpuedu import gpu_check
+from test_backend import REPO, fake_device, needs_nvcc, run_child
+
+DEVICE = {"name": "Test GPU", "arch": "90"}
+
+
+def python_step(name, code, timeout_s=120):
+    return gpu_check.Step(name, f"stand-in {name}", [sys.executable, "-c", textwrap.dedent(code)],
+                          timeout_s=timeout_s)
+
+
+def pytest_step(tmp_path, body):
+    test_file = tmp_path / "test_standin.py"
+    test_file.write_text(textwrap.dedent(body))
+    junit = str(tmp_path / "logs" / "tests.xml")
+    return gpu_check.Step("tests", "stand-in tests",
+                          [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", str(test_file),
+                           f"--junitxml={junit}"], junit=junit)
+
+
+def run(tmp_path, steps):
+    return gpu_check.run_checks(steps, str(tmp_path / "logs"), str(tmp_path / "results"), DEVICE,
+                                cwd=str(tmp_path), echo=False)
+
+
+def test_no_gpu_is_refused_with_what_to_do_and_its_own_exit_code():
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
+    if proc.returncode != gpu_check.NO_GPU_EXIT and "no usable GPU" not in proc.stderr:
+        pytest.skip("this machine has a usable GPU: gpu-check would run for real")
+    assert proc.returncode == gpu_check.NO_GPU_EXIT == 3
+    assert "no usable GPU on this machine" in proc.stderr and "nothing was run" in proc.stderr
+    assert "Using a GPU" in proc.stderr and "gpuedu doctor" in proc.stderr
+
+
+def test_a_failing_step_does_not_stop_the_others_and_all_are_recorded(tmp_path):
+    steps = [
+        pytest_step(tmp_path, """
+            import pytest
+            def test_good():
+                assert 1 + 1 == 2
+            def test_bad():
+                assert 1 + 1 == 3
+            @pytest.mark.skip(reason="needs something absent")
+            def test_skipped():
+                pass
+        """),
+        python_step("bench", "import sys; print('bench ran'); sys.exit(4)"),
+        python_step("doctor", "print('  [ok ] Lessons will use: cuda (real GPU), because a usable GPU was found')"),
+    ]
+    record, path = run(tmp_path, steps)
+    assert path == str(tmp_path / "results" / "test-gpu-checks.json")
+    with open(path) as f:
+        assert json.load(f) == record
+    tests, bench, doctor = record["steps"]
+    assert tests["counts"] == {"passed": 1, "failed": 1, "errors": 0, "skipped": 1}
+    assert tests["failures"] == ["test_standin::test_bad"] and not tests["ok"]
+    assert tests["skip_reasons"] == {"needs something absent": 1}
+    assert any("FAILED" in line and "test_bad" in line for line in tests["tail"])
+    assert (bench["ok"], bench["returncode"], bench["problem"]) == (False, 4, "exit code 4")
+    assert doctor["ok"] and "tail" not in doctor
+    assert record["ok"] is False and record["failed_steps"] == ["tests", "bench"]
+    assert record["device"] == DEVICE and record["versions"]["numpy"]
+    with open(bench["log"]) as f:
+        assert "bench ran" in f.read()
+
+
+def test_doctor_step_fails_unless_the_lessons_get_the_gpu(tmp_path):
+    record, _ = run(tmp_path, [python_step(
+        "doctor", "print('  [ok ] Lessons will use: cpu (CPU emulator), because no usable GPU')")])
+    step = record["steps"][0]
+    assert step["returncode"] == 0 and not step["ok"]
+    assert "would not get the cuda backend" in step["problem"]
+
+
+def test_a_pytest_run_where_nothing_passed_is_a_failure(tmp_path):
+    step = pytest_step(tmp_path, """
+        import pytest
+        @pytest.mark.skip(reason="no usable GPU: pycuda is not installed")
+        def test_on_the_device():
+            pass
+    """)
+    entry = run(tmp_path, [step])[0]["steps"][0]
+    assert entry["returncode"] == 0 and not entry["ok"]
+    assert entry["problem"] == "no test passed (all skipped or none collected)"
+
+
+def test_a_step_past_its_time_limit_is_stopped_with_its_children(tmp_path):
+    step = python_step("lessons", """
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        print(child.pid, flush=True)
+        time.sleep(60)
+    """, timeout_s=2)
+    entry = run(tmp_path, [step])[0]["steps"][0]
+    assert entry["returncode"] is None and not entry["ok"]
+    assert entry["problem"] == "did not finish within 2 s" and entry["duration_s"] < 30
+    grandchild = int(entry["tail"][0])
+    for _ in range(100):                        # the whole process group went, not only the step
+        if not running(grandchild):
+            break
+        time.sleep(0.1)
+    assert not running(grandchild)
+
+
+def running(pid):
+    """Whether a process is alive (a zombie waiting for a parent to reap it counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" not in f.read()
+    except FileNotFoundError:
+        return False
+
+
+def test_bench_step_reports_the_results_file_its_figures_and_targets(tmp_path):
+    results = tmp_path / "h200.json"
+    results.write_text(json.dumps({
+        "figures": [{"name": "copy_dtod", "status": "ok"},
+                    {"name": "matmul_v3", "status": "unavailable", "reason": "failed: CompileError: boom"},
+                    {"name": "cublas_sgemm", "status": "unavailable", "reason": "no torch or CuPy"}],
+        "targets": [{"name": "sgemm_vs_cublas", "status": "unavailable", "value": None, "goal": 0.7,
+                     "reason": "baseline cublas_sgemm: no torch or CuPy", "figure": "matmul_v3"}]}))
+    entry = run(tmp_path, [python_step("bench", f"print('wrote {results}')")])[0]["steps"][0]
+    assert entry["results_file"] == str(results)
+    assert (entry["figures_measured"], entry["figures_total"]) == (1, 3)
+    assert entry["failed_figures"] == ["matmul_v3"] and not entry["ok"]
+    assert entry["targets"] == [{"name": "sgemm_vs_cublas", "status": "unavailable", "value": None, "goal": 0.7,
+                                 "reason": "baseline cublas_sgemm: no torch or CuPy"}]
+
+
+def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
+    steps = gpu_check.build_steps(str(tmp_path), jobs=4)
+    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES)
+    commands = {s.name: s.command for s in steps}
+    assert commands["gpu-tests"][-3:-1] == ["gpu", "tests"] and commands["tests"][-3:-1] == ["not gpu", "tests"]
+    assert "--nbval" in commands["lessons"] and "lessons" in commands["lessons"]
+    assert "-n" not in commands["lessons"]      # one notebook at a time: lessons time kernels
+    assert commands["bench"][-2:] == ["gpuedu", "bench"]
+    assert all(s.junit for s in steps if "pytest" in s.command)
+
+
+@needs_nvcc
+def test_the_command_runs_on_a_gpu_that_passes_the_preflight(tmp_path):
+    fake = fake_device(tmp_path, cc=(9, 0))
+    out = run_child(f"""
+        import sys
+        from gpuedu import cli
+        sys.exit(cli.main(["gpu-check", "--steps", "doctor", "--results", {str(tmp_path / 'results')!r},
+                           "--logs", {str(tmp_path / 'logs')!r}]))
+    """, fake=fake)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gpuedu gpu-check on Fake GPU (sm_90): doctor" in out.stdout
+    with open(tmp_path / "results" / "fake-gpu-checks.json") as f:
+        record = json.load(f)
+    assert record["ok"] and [s["name"] for s in record["steps"]] == ["doctor"]
+    assert record["device"]["name"] == "Fake GPU" and record["device"]["pycuda_version"] == "2099.1"
+    assert "cuda (real GPU)" in (tmp_path / "logs" / "doctor.log").read_text()
+
+
+def test_make_gpu_check_runs_the_command():
+    with open(os.path.join(REPO, "Makefile")) as f:
+        makefile = f.read()
+    assert "\ngpu-check:" in makefile and "-m gpuedu gpu-check" in makefile
