@@ -1,30 +1,39 @@
 #!/usr/bin/env python3
 """Install gpuedu on an air-gapped machine (a GPU cluster node with no internet).
 
-Step 1, on a machine with internet (any OS), gather everything into one folder:
+Step 1, on a machine with internet (any OS), gather everything into one folder, for the target's
+Python (here 3.12):
 
-    python scripts/offline_install.py gather --dest wheelhouse --python 3.11 --platform manylinux2014_x86_64
+    python scripts/offline_install.py gather --dest wheelhouse --python 3.12
 
   It downloads binary wheels of gpuedu's dependencies (and of the extras asked for, default
   ``cuda,test``) built for the target Python and platform, builds the gpuedu wheel from this
   checkout, and downloads the PyCUDA source distribution (PyCUDA publishes no Linux wheels).
 
-Step 2, copy the folder and this checkout to the target, then on the target:
+Step 2, copy the folder and this checkout to the target, then on the target, in the checkout:
 
-    python scripts/offline_install.py install --dest wheelhouse
+    python3 scripts/offline_install.py install --dest wheelhouse --system-site-packages
 
-  It makes ``.venv`` and installs with ``pip --no-index --find-links wheelhouse``.  Building
-  PyCUDA from its source needs, on the target: the NVIDIA driver (``libcuda.so``), the CUDA
-  toolkit (``nvcc`` on PATH and ``cuda.h``; set CUDA_ROOT if it is not /usr/local/cuda) and a C++
-  compiler.  Without the ``cuda`` extra nothing needs building.
+  It makes ``.venv`` and installs this checkout into it (editable, so the tests, the lessons and
+  ``gpuedu`` all use the same code) with ``pip --no-index --find-links wheelhouse``.
+  ``--system-site-packages`` lets the environment see what the machine already has, e.g. PyTorch
+  and CuPy, the bench's cuBLAS yardsticks.  Building PyCUDA from its source needs, on the target:
+  the NVIDIA driver (``libcuda.so``), the CUDA toolkit (``nvcc`` on PATH, ``cuda.h``; set CUDA_ROOT
+  when the toolkit is not at nvcc's ``..``), a C++ compiler and Python's headers (``Python.h``,
+  e.g. the python3.12-dev package); the install step checks these first and says what is missing.
+  Without the ``cuda`` extra nothing needs building.
 
 ``--dry-run`` prints the commands without running them.
 """
 import argparse
+import ctypes.util
+import glob
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import sysconfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYCUDA = "pycuda>2025.1.1"
@@ -83,11 +92,42 @@ def gather_commands(dest, python, platforms, extras, pip=(sys.executable, "-m", 
     return commands
 
 
-def install_commands(dest, extras, venv=".venv", python=sys.executable):
+def install_commands(dest, extras, venv=".venv", python=sys.executable, system_site_packages=False):
     pip = [os.path.join(venv, "bin", "python"), "-m", "pip"]
-    spec = f"gpuedu[{','.join(extras)}]" if extras else "gpuedu"
-    return [[python, "-m", "venv", venv],
-            pip + ["install", "--no-index", "--find-links", dest, spec]]
+    spec = f"{REPO}[{','.join(extras)}]" if extras else REPO
+    make_venv = [python, "-m", "venv", venv] + (["--system-site-packages"] if system_site_packages else [])
+    return [make_venv, pip + ["install", "--no-index", "--find-links", dest, "-e", spec]]
+
+
+def cuda_root():
+    """The CUDA toolkit PyCUDA's build will use: $CUDA_ROOT, else the folder above nvcc's bin/, else None."""
+    if os.environ.get("CUDA_ROOT"):
+        return os.environ["CUDA_ROOT"]
+    nvcc = shutil.which("nvcc")
+    return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+
+
+def pycuda_build_problems(python_include=None):
+    """What building PyCUDA from source on this machine would trip over, each with what to do; [] if nothing."""
+    problems = []
+    include = python_include or sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(include, "Python.h")):
+        problems.append(f"Python's headers are missing ({include}/Python.h): install them, e.g. "
+                        f"`apt install python{sys.version_info.major}.{sys.version_info.minor}-dev`")
+    if not any(shutil.which(c) for c in [os.environ.get("CXX"), "c++", "g++", "clang++"] if c):
+        problems.append("no C++ compiler: install one, e.g. `apt install g++`")
+    root = cuda_root()
+    if root is None:
+        problems.append("nvcc is not on PATH and CUDA_ROOT is not set: put the CUDA toolkit's bin/ on PATH "
+                        "(e.g. export PATH=/usr/local/cuda/bin:$PATH) or set CUDA_ROOT to the toolkit")
+    elif not os.path.isfile(os.path.join(root, "include", "cuda.h")):
+        problems.append(f"no cuda.h under {root}/include: set CUDA_ROOT to the CUDA toolkit's folder "
+                        f"(the one with include/ and lib64/)")
+    # PyCUDA links -lcuda: the driver's library, or the toolkit's stub of it.
+    stubs = glob.glob(os.path.join(root, "lib*", "stubs", "libcuda.so")) if root else []
+    if not stubs and ctypes.util.find_library("cuda") is None:
+        problems.append("libcuda.so (the NVIDIA driver's library) is not found: install the NVIDIA driver")
+    return problems
 
 
 def run(commands, dry_run):
@@ -108,6 +148,8 @@ def main(argv=None):
                              "and manylinux_2_28_x86_64 (aarch64 for ARM nodes)")
     install = sub.add_parser("install", help="on the target: install from the folder, offline")
     install.add_argument("--venv", default=".venv")
+    install.add_argument("--system-site-packages", action="store_true",
+                         help="let .venv see the machine's packages (PyTorch, CuPy: the bench's yardsticks)")
     for p in (gather, install):
         p.add_argument("--dest", default="wheelhouse", help="the folder (default: wheelhouse)")
         p.add_argument("--extras", default="cuda,test", help="comma-separated extras (default: cuda,test)")
@@ -119,9 +161,18 @@ def main(argv=None):
             platforms = args.platform or ["manylinux2014_x86_64", "manylinux_2_28_x86_64"]
             commands = gather_commands(args.dest, args.python, platforms, extras)
         else:
-            commands = install_commands(args.dest, extras, venv=args.venv)
+            commands = install_commands(args.dest, extras, venv=args.venv,
+                                        system_site_packages=args.system_site_packages)
     except ValueError as e:
         parser.error(str(e))
+    if args.step == "install" and "cuda" in extras:
+        problems = pycuda_build_problems()
+        for problem in problems:
+            print(f"offline_install.py: building pycuda will fail: {problem}", file=sys.stderr)
+        if problems and not args.dry_run:
+            print("offline_install.py: fix the above and run this again (or leave PyCUDA out: --extras test)",
+                  file=sys.stderr)
+            return 1
     try:
         run(commands, args.dry_run)
     except subprocess.CalledProcessError as e:

@@ -116,13 +116,61 @@ def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path):
     install = subprocess.run([sys.executable, script, "install", "--dry-run", "--dest", "wh"],
                              capture_output=True, text=True, timeout=60)
     assert install.returncode == 0, install.stderr
-    assert "install --no-index --find-links wh 'gpuedu[cuda,test]'" in install.stdout
+    # this checkout, editable: the tests, the lessons and the gpuedu command all run the same code
+    assert f"install --no-index --find-links wh -e '{REPO}[cuda,test]'" in install.stdout
     unknown = subprocess.run([sys.executable, script, "install", "--dry-run", "--extras", "rocm"],
                              capture_output=True, text=True, timeout=60)
     assert unknown.returncode == 0      # install only names the extra; pip reports unknown ones itself
     bad = subprocess.run([sys.executable, script, "gather", "--dry-run", "--extras", "rocm"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown extra 'rocm'" in bad.stderr
+
+
+def test_install_can_let_the_environment_see_the_machines_torch_and_cupy():
+    offline = load_offline()
+    plain, shared = (offline.install_commands("wh", ["cuda"], venv="v", python="py", system_site_packages=flag)[0]
+                     for flag in (False, True))
+    assert plain == ["py", "-m", "venv", "v"]
+    assert shared == ["py", "-m", "venv", "v", "--system-site-packages"]
+
+
+def fake_toolkit(tmp_path, with_header=True, with_stub=True):
+    root = tmp_path / "cuda"
+    (root / "include").mkdir(parents=True)
+    (root / "lib64" / "stubs").mkdir(parents=True)
+    if with_header:
+        (root / "include" / "cuda.h").write_text("/* the driver API */\n")
+    if with_stub:
+        (root / "lib64" / "stubs" / "libcuda.so").write_text("")
+    headers = tmp_path / "python-include"
+    headers.mkdir()
+    (headers / "Python.h").write_text("")
+    return str(root), str(headers)
+
+
+def test_pycuda_build_prerequisites_are_checked_before_pip_runs(tmp_path, monkeypatch):
+    offline = load_offline()
+    root, headers = fake_toolkit(tmp_path)
+    monkeypatch.setenv("CUDA_ROOT", root)
+    monkeypatch.setattr(offline.ctypes.util, "find_library", lambda name: None)   # no driver installed
+    assert offline.pycuda_build_problems(python_include=headers) == []
+    (tmp_path / "cuda" / "include" / "cuda.h").unlink()
+    (tmp_path / "cuda" / "lib64" / "stubs" / "libcuda.so").unlink()
+    problems = offline.pycuda_build_problems(python_include=str(tmp_path / "cuda"))
+    assert any("Python.h" in p and "-dev" in p for p in problems)
+    assert any(f"no cuda.h under {root}/include" in p for p in problems)
+    assert any("libcuda.so" in p and "install the NVIDIA driver" in p for p in problems)
+
+
+def test_install_refuses_before_making_anything_when_pycuda_cannot_build(tmp_path):
+    root, _ = fake_toolkit(tmp_path, with_header=False)
+    script = os.path.join(REPO, "scripts", "offline_install.py")
+    venv = tmp_path / "venv"
+    proc = subprocess.run([sys.executable, script, "install", "--dest", str(tmp_path), "--venv", str(venv)],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "CUDA_ROOT": root})
+    assert proc.returncode == 1
+    assert f"building pycuda will fail: no cuda.h under {root}/include" in proc.stderr
+    assert "--extras test" in proc.stderr and not venv.exists()
 
 
 @pytest.mark.slow
