@@ -216,3 +216,18 @@ def test_make_test_runs_units_and_every_lesson_under_nbval():
         assert piece in recipe, f"make test lost {piece!r}:\n{recipe}"
     with open(os.path.join(REPO, ".ci", "run")) as f:
         assert "exec make test" in f.read(), ".ci/run must run exactly the README's test command"
+
+
+def test_the_readmes_offline_commands_are_ones_the_script_accepts():
+    with open(os.path.join(REPO, "README.md")) as f:
+        readme = f.read()
+    commands = [ln.split("#")[0].strip() for ln in readme.splitlines()
+                if ln.lstrip().startswith(("python scripts/offline_install.py", "python3 scripts/offline_install.py"))]
+    steps = {c.split()[2] for c in commands}
+    assert steps == {"gather", "install"}, commands
+    assert any("--system-site-packages" in c for c in commands), "the GPU node's torch and CuPy must stay visible"
+    for command in commands:
+        args = command.split()[2:] + ["--dry-run"]
+        proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "offline_install.py"), *args],
+                              capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert proc.returncode == 0, f"README command {command!r} fails: {proc.stderr}"
