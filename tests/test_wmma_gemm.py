@@ -1,5 +1,9 @@
-"""The WMMA tensor-core GEMM against float64 sums of its float16 inputs, at sizes that are and are
-not multiples of the 16x16x16 tile (the kernel pads the edges with zeros and guards its writes)."""
+"""The WMMA tensor-core GEMMs against float64 sums of their float16 inputs, at sizes that are and are
+not multiples of the 16x16x16 tile (the kernels pad the edges with zeros and guard their writes).
+
+Version 1 (``wmma_matmul``) is the plain kernel; version 2 (``matmul(version="tensor")``) is the
+pipelined one: every transpose, alpha, FP16 and FP32 outputs, rows that take the 16-byte cp.async path
+and rows that do not (K = 37, a base pointer 2 bytes off), empty and 1x1x1 products."""
 import numpy as np
 import pytest
 
@@ -57,3 +61,139 @@ def test_wmma_gemm_writes_nothing_outside_c():
 def test_bad_operands_are_refused(a, b, error, message):
     with pytest.raises(error, match=message):
         ops.wmma_matmul(a, b)
+
+
+# ---- version 2: matmul(version="tensor") ------------------------------------------------------
+def stored(m, n, k, transpose_a, transpose_b, seed):
+    """Operands as stored (a^T is stored K x M, b^T N x K) and the logical op(a), op(b)."""
+    a, b = operands(m, n, k, seed)
+    a_st = np.ascontiguousarray(a.T) if transpose_a else a
+    b_st = np.ascontiguousarray(b.T) if transpose_b else b
+    return a_st, b_st, a, b
+
+
+def assert_close_to_exact(got, a, b, alpha, out_dtype):
+    exact = ref.matmul(a, b, alpha=alpha, out_dtype=np.float64)
+    # as for version 1: FP32 sums (tensor cores may truncate when aligning addends: 4x the bound)
+    bound = 4 * ref.matmul_tolerance(a, b, alpha=alpha, out_dtype=out_dtype)
+    assert got.dtype == np.dtype(out_dtype) and got.shape == exact.shape
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= bound)
+
+
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("m, n, k", [(128, 128, 64), (40, 24, 48), (130, 129, 100), (33, 17, 37)])
+def test_tensor_gemm_every_layout(m, n, k, transpose_a, transpose_b):
+    # 128/40/24/48: rows of 8 halves, the 16-byte path; 130/129/100/37 mix it with the element path.
+    a_st, b_st, a, b = stored(m, n, k, transpose_a, transpose_b, seed=m + n + k)
+    got = ops.matmul(a_st, b_st, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=np.float32,
+                     version="tensor").get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+@pytest.mark.parametrize("out_dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("alpha", [1.0, -0.375])
+def test_tensor_gemm_alpha_and_output_dtypes(out_dtype, alpha):
+    a_st, b_st, a, b = stored(72, 136, 56, True, False, seed=5)
+    got = ops.matmul(a_st, b_st, transpose_a=True, alpha=alpha, out_dtype=out_dtype, version="tensor").get()
+    assert_close_to_exact(got, a, b, alpha, out_dtype)
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (1, 200, 3), (150, 1, 40), (16, 16, 0)])
+def test_tensor_gemm_tiny_and_empty_k(m, n, k):
+    a, b = operands(m, n, k, seed=11)
+    got = ops.matmul(a, b, out_dtype=np.float32, version="tensor").get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)   # K = 0: a sum of nothing, zeros
+
+
+@pytest.mark.parametrize("m, n", [(0, 5), (5, 0), (0, 0)])
+def test_tensor_gemm_with_an_empty_output(m, n):
+    a, b = operands(m, n, 8, seed=2)
+    got = ops.matmul(a, b, version="tensor").get()
+    assert got.shape == (m, n)
+
+
+def test_tensor_gemm_agrees_with_the_tiled_gemm():
+    # Both sum in FP32; they differ only in the order of the additions.
+    a_st, b_st, _, _ = stored(96, 80, 200, False, True, seed=3)
+    tensor = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version="tensor").get()
+    tiled = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version="tiled").get()
+    magnitude = np.abs(a_st.astype(np.float64)) @ np.abs(b_st.T.astype(np.float64))
+    assert np.all(np.abs(tensor - tiled) <= 2 * 200 * 2.0 ** -24 * magnitude + 1e-30)
+
+
+def test_tensor_gemm_reads_unaligned_operands_element_by_element():
+    # a starts 2 bytes into its buffer: not 16-byte aligned, so the kernel must not use cp.async
+    # on it (the emulator, like a GPU, fails a misaligned cp.async) and still get every element.
+    m, n, k = 24, 32, 40
+    a, b = operands(m, n, k, seed=8)
+    whole = ga.to_gpu(np.concatenate([np.zeros(1, np.float16), a.ravel()]))
+    a_view = whole[1:].reshape(m, k)
+    got = ops.matmul(a_view, b, out_dtype=np.float32, version="tensor").get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+@pytest.mark.parametrize("out_dtype", [np.float16, np.float32])
+def test_tensor_gemm_writes_nothing_outside_c(out_dtype):
+    m, n, k = 131, 9, 21
+    a, b = operands(m, n, k, seed=4)
+    whole = ga.to_gpu(np.full(m * n + 64, 7.0, out_dtype))
+    c = whole[:m * n].reshape(m, n)
+    ops.matmul(a, b, out=c, out_dtype=out_dtype, version="tensor")
+    host = whole.get()
+    assert np.all(host[m * n:] == 7.0)
+    assert_close_to_exact(host[:m * n].reshape(m, n), a, b, 1.0, out_dtype)
+
+
+def test_wmma_matmul_version_2_is_the_tensor_gemm():
+    a, b = operands(70, 90, 50, seed=6)
+    v2 = ops.wmma_matmul(a, b, version=2).get()
+    np.testing.assert_array_equal(v2, ops.matmul(a, b, out_dtype=np.float32, version="tensor").get())
+    assert_close_to_exact(v2, a, b, 1.0, np.float32)
+    with pytest.raises(ValueError, match="version must be 1"):
+        ops.wmma_matmul(a, b, version=3)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(a=np.zeros((4, 5), np.float16), b=np.zeros((4, 2), np.float16)), ValueError, "inner dimensions"),
+    (dict(a=np.zeros((5, 4), np.float16), b=np.zeros((5, 2), np.float16), transpose_a=True), None, None),
+    (dict(a=np.zeros((4, 5), np.float16), b=np.zeros((2, 6), np.float16), transpose_b=True), ValueError,
+     "inner dimensions"),
+    (dict(a=np.zeros((4, 5), np.float32), b=np.zeros((5, 2), np.float16)), TypeError, "float16"),
+    (dict(a=np.zeros((4, 5), np.float16), b=np.zeros((5, 2), np.float16), out_dtype=np.float64), ValueError,
+     "out_dtype"),
+    (dict(a=np.zeros(5, np.float16), b=np.zeros((5, 2), np.float16)), ValueError, "2-D"),
+])
+def test_tensor_gemm_checks_its_input(kwargs, error, message):
+    if error is None:
+        assert ops.matmul(version="tensor", **kwargs).get().shape == (4, 2)
+        return
+    with pytest.raises(error, match=message):
+        ops.matmul(version="tensor", **kwargs)
+
+
+def test_tensor_gemm_refuses_a_non_contiguous_operand():
+    b = ga.to_gpu(np.zeros((5, 4), np.float16))[:, ::2]
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        ops.matmul(np.zeros((3, 5), np.float16), b, version="tensor")
+
+
+def test_tensor_gemm_refuses_a_wrong_output_buffer():
+    out = ga.to_gpu(np.zeros((4, 2), np.float16))
+    with pytest.raises(ValueError, match="float32 GPUArray of shape"):
+        ops.matmul(np.zeros((4, 5), np.float16), np.zeros((5, 2), np.float16), out=out, out_dtype=np.float32,
+                   version="tensor")
+
+
+@pytest.mark.skipif(not backend.is_emulator, reason="choosing the order of a block's threads is the emulator's")
+@pytest.mark.parametrize("schedule", ["reverse", "random"])
+def test_tensor_gemm_barriers_hold_in_any_thread_order(schedule):
+    # A missing __syncthreads (a stage overwritten while a warp still reads it) shows up when
+    # the threads run in another order; K = 160 runs the 3-stage ring round more than once.
+    a, b = operands(64, 48, 160, seed=12)
+    try:
+        backend.compiler.set_schedule(schedule, seed=7)
+        got = ops.matmul(a, b, out_dtype=np.float32, version="tensor").get()
+    finally:
+        backend.compiler.set_schedule("forward")
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
