@@ -7,7 +7,7 @@ of each ``.cu`` file):
     ops.transpose(x, version=3)              ops.copy2d(x)                       (copy_transpose.cu)
     ops.reduce_sum(x, version=6)                                                 (reduction.cu)
     ops.softmax_rows(x, version=3)                                               (softmax.cu)
-    ops.matmul(a, b, version=5)                                                  (matmul.cu)
+    ops.matmul(a, b, version=7)                                                  (matmul.cu)
 
 Inputs are GPUArrays or NumPy arrays (copied to the device first), float32 and C-contiguous;
 anything else gets an error that says what to change. Results are new GPUArrays, or the ``out=``
@@ -328,9 +328,10 @@ def softmax_rows(x, version=3, block_size=None, out=None):
 # ----------------------------------------------------------------------------------------------
 # matmul.cu
 
-MATMUL_VERSIONS = (1, 2, 3, 4, 5, 6)
+MATMUL_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 MATMUL4_TILE = dict(BM=64, BN=64, TM=8)           # as #defined in matmul.cu (BM4, BN4, TM4)
 MATMUL5_TILE = dict(BM=128, BN=128, TM=8, TN=8)   # (BM5, BN5, TM, TN), also version 6's
+MATMUL7_TILE = dict(BM=128, BN=128, THREADS=256)  # Tile128x128 of gemm_warptile.cuh
 
 
 def matmul(a, b, version=5, block_size=16, tile=32, out=None):
@@ -338,7 +339,7 @@ def matmul(a, b, version=5, block_size=16, tile=32, out=None):
 
     ``block_size`` is the side of the square thread block of versions 1-2 (at most 32);
     ``tile`` the side of version 3's shared-memory tile (compiled in with -DTILE=tile).
-    Versions 4 to 6 use the block tiles fixed in matmul.cu.
+    Versions 4 to 7 use the block tiles fixed in matmul.cu (7: gemm_warptile.cuh's 128 x 128).
     """
     _check_version(version, MATMUL_VERSIONS, "matmul")
     a = as_device(a, "a", ndim=2)
@@ -373,6 +374,11 @@ def matmul(a, b, version=5, block_size=16, tile=32, out=None):
     elif version == 4:
         t = MATMUL4_TILE
         block = (t["BM"] * t["BN"] // t["TM"], 1, 1)
+        grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
+    elif version == 7:
+        _check_aligned16("matmul version 7", a=a, b=b, out=out)
+        t = MATMUL7_TILE
+        block = (t["THREADS"], 1, 1)
         grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
     else:
         if version == 6:

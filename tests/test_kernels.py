@@ -145,6 +145,33 @@ def test_matmul_every_version(version):
                                    err_msg=f"v{version} M={M} N={N} K={K}")
 
 
+# Version 7's 128 x 128 tile and 16-deep K slabs: a single element, shapes one short of / past a tile,
+# K not a multiple of 16 (and not of 4: scalar loads), several slabs so the double buffer swaps.
+MATMUL7_SHAPES = [(1, 1, 1), (127, 129, 65), (256, 256, 256), (256, 256, 250), (129, 257, 17),
+                  (200, 8, 48), (3, 300, 7)]
+
+
+def test_matmul_v7_warp_tiling_against_numpy_and_version_6():
+    for M, N, K in MATMUL7_SHAPES:
+        a, b = _randn(M, K), _randn(K, N)
+        got = ops.matmul(a, b, version=7).get()
+        np.testing.assert_allclose(got, ref.matmul(a, b), rtol=1e-4, atol=1e-4 * np.sqrt(K),
+                                   err_msg=f"M={M} N={N} K={K}")
+        # the same products summed in the same (ascending k) order: the same bits as version 6
+        np.testing.assert_array_equal(got, ops.matmul(a, b, version=6).get(), err_msg=f"M={M} N={N} K={K}")
+
+
+def test_matmul_v7_writes_only_inside_c():
+    # C is the front of a larger buffer filled with a marker: every element of the ragged C must be
+    # computed, and the stores of the edge block (past row 70) must not reach the marker behind it.
+    a, b = _randn(70, 33), _randn(33, 45)
+    buffer = gpuedu.backend.active().gpuarray.to_gpu(np.full(70 * 45 + 4096, 7.0, np.float32))
+    out = buffer[:70 * 45].reshape(70, 45)
+    ops.matmul(a, b, version=7, out=out)
+    np.testing.assert_allclose(out.get(), ref.matmul(a, b), rtol=1e-4, atol=1e-4)
+    assert (buffer.get()[70 * 45:] == 7.0).all()
+
+
 @pytest.mark.parametrize("block_size", [8, 16, 32])
 def test_matmul_naive_block_sizes_and_tiles(block_size):
     a, b = _randn(37, 23), _randn(23, 41)

@@ -55,6 +55,8 @@ def test_float4_versions_refuse_misaligned_views():
         ops.relu(shifted, version=3)
     with pytest.raises(ValueError, match="16-byte aligned"):
         ops.matmul(shifted.reshape(4, 8), np.ones((8, 4), np.float32), version=6)
+    with pytest.raises(ValueError, match="matmul version 7 .* 16-byte aligned"):
+        ops.matmul(shifted.reshape(4, 8), np.ones((8, 4), np.float32), version=7)
 
 
 def test_shape_errors():

@@ -1,80 +1,153 @@
 // nn_dense.cu: a dense (fully connected) layer, Y = act(X W + b), forward and backward.
 //
-//   dense_forward        one launch: the tiled GEMM X[B,K] W[K,N], then the epilogue adds the bias and
-//                        applies the activation while the sum is still in a register (no extra pass
-//                        over Y); it also keeps the pre-activation Z for the backward pass.
-//   dense_backward_bias  dZ = dY * act'(Z) and db = sum over the batch of dZ (one thread per column).
-//   gemm_strided         C[M,N] = A[M,K] B[K,N] where A and B are read through strides, so the two
-//                        gradient GEMMs read transposes without copying them:
-//                          dW[K,N] = X^T dZ     dX[B,K] = dZ W^T
+//   dense_forward_<tile>   one launch: the GEMM X[B,K] W[K,N], then the epilogue adds the bias and
+//                          applies the activation while the sums are still in registers (no extra pass
+//                          over Y); it also keeps the pre-activation Z for the backward pass.
+//   dense_act_grad_partial dZ = dY * act'(Z), and the column sums of dZ over chunks of rows
+//   dense_bias_grad        db = the sum of those chunk sums, in a fixed order (deterministic)
+//   gemm_tn_<tile>         dW[K,N] = X^T dZ: reads X, stored [B,K], as its transpose
+//   gemm_nt_<tile>         dX[B,K] = dZ W^T: reads W, stored [K,N], as its transpose
+//
+// All three GEMMs are one main loop, warptile_gemm in gemm_warptile.cuh (also matmul version 7): a
+// block tile in shared memory, a warp tile per warp, a 4 x 4 register patch per lane, double-buffered
+// slabs of K. The transposed operands are loaded with float4s along their contiguous dimension, so
+// every global read is coalesced; no transpose is ever copied.
+//
+// <tile> is the block tile, picked per GEMM shape by the launcher (gpuedu/nn/layers.py) so that a small
+// batch still gives the GPU enough blocks and a 10-wide output does not fill a 128-wide tile:
+//   128x128 (256 threads), 64x64 (128), 32x32 (64), 64x16 (64, for N <= 16).
+// Every output sums its products in ascending k into one register, whatever the tile: the tile changes
+// the speed, not a bit of the result.
 //
 // Layout: row-major float32 everywhere; X is [batch, in], W is [in, out], Y and Z are [batch, out].
-// Napkin math for the forward: 2*B*K*N FLOPs over 4*(B*K + K*N + 2*B*N) bytes.
+// Napkin math for the forward: 2*B*K*N FLOPs over 4*(B*K + K*N + 2*B*N) bytes; at B = 4096,
+// K = N = 1024 that is 8.6 GFLOP on 37 MB, 230 FLOP a byte: compute-bound, like any large GEMM.
+// Registers / shared memory per kernel: `nvcc -cubin -arch=sm_90 -Xptxas -v gpuedu/kernels/nn_dense.cu`.
 #include "nn_activations.cuh"
+#include "gemm_warptile.cuh"
 
-#define TILE 16   // a block computes a TILE x TILE tile of the output; blockDim = (TILE, TILE)
-
-// The dot product that gives this thread's output element C[row, col] = sum_k A(row,k) B(k,col), read
-// one TILE-wide slab of k at a time through shared memory: each element of A and B loaded from global
-// memory is used TILE times.  A(r,k) = A[r*a_rs + k*a_cs] and B(k,c) = B[k*b_rs + c*b_cs].
-// Every thread of the block must call it (it has barriers), including threads outside C.
-__device__ float tiled_dot(const float* A, const float* Bm, int M, int N, int K,
-                          int a_rs, int a_cs, int b_rs, int b_cs, int row, int col) {
-    __shared__ float As[TILE][TILE];
-    __shared__ float Bs[TILE][TILE];
-    int tx = threadIdx.x, ty = threadIdx.y;
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += TILE) {
-        // Each thread loads one element of each tile; out-of-range elements load as 0 so the
-        // inner loop needs no guard (0 * anything adds nothing).
-        int ka = k0 + tx, kb = k0 + ty;
-        As[ty][tx] = (row < M && ka < K) ? A[row * a_rs + ka * a_cs] : 0.0f;
-        Bs[ty][tx] = (kb < K && col < N) ? Bm[kb * b_rs + col * b_cs] : 0.0f;
-        __syncthreads();            // the tiles are complete before anyone reads them
-        for (int k = 0; k < TILE; ++k)
-            acc += As[ty][k] * Bs[k][tx];
-        __syncthreads();            // everyone is done reading before the next slab overwrites them
+// The forward's epilogue for one activation ACT, a compile-time constant: act_forward's switch folds
+// away, so the unrolled loops below stay within the registers the main loop leaves free.
+// acc is indexed by constants only (unrolled loops), so it stays in registers.
+template <class T, int ACT>
+__device__ __forceinline__ void dense_epilogue(const float (&acc)[T::ACC_M][T::ACC_N], const float* bias,
+                                               float* Z, float* Y, int B, int N) {
+#pragma unroll
+    for (int i = 0; i < T::ACC_M; i++) {
+        int row = acc_row<T>(i);
+        if (row >= B) continue;   // the edge block hangs over the batch
+#pragma unroll
+        for (int j = 0; j < T::ACC_N; j += 4) {   // 4 consecutive columns of one row at a time
+            int col = acc_col<T>(j);
+            float z[4], y[4];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                z[q] = acc[i][j + q] + (col + q < N ? bias[col + q] : 0.0f);
+                y[q] = act_forward(ACT, z[q]);
+            }
+            if (Z) store4_guarded(Z, row, col, N, make_float4(z[0], z[1], z[2], z[3]));
+            store4_guarded(Y, row, col, N, make_float4(y[0], y[1], y[2], y[3]));
+        }
     }
-    return acc;
 }
 
 // Y[b,n] = act(sum_k X[b,k] W[k,n] + bias[n]); Z gets the pre-activation (pass Z = NULL to skip it,
-// e.g. at inference).  grid = (ceil(N/TILE), ceil(B/TILE)), block = (TILE, TILE).
-extern "C" __global__ void dense_forward(const float* X, const float* W, const float* bias,
-                                         float* Z, float* Y, int B, int K, int N, int act) {
-    int row = blockIdx.y * TILE + threadIdx.y;   // sample in the batch
-    int col = blockIdx.x * TILE + threadIdx.x;   // output feature
-    float acc = tiled_dot(X, W, B, N, K, /*a_rs=*/K, /*a_cs=*/1, /*b_rs=*/N, /*b_cs=*/1, row, col);
-    if (row < B && col < N) {       // the edge blocks hang over the output
-        float z = acc + bias[col];
-        if (Z) Z[row * N + col] = z;
-        Y[row * N + col] = act_forward(act, z);
+// e.g. at inference).  grid = (ceil(N/BN), ceil(B/BM)), block = T::THREADS.
+template <class T>
+__device__ __forceinline__ void dense_forward_tile(const float* X, const float* W, const float* bias,
+                                                   float* Z, float* Y, int B, int K, int N, int act) {
+    float acc[T::ACC_M][T::ACC_N];
+    warptile_gemm<T, false, false>(acc, X, W, B, N, K, /*lda=*/K, /*ldb=*/N);
+    switch (act) {   // the same for the whole grid: no divergence
+    case ACT_RELU:    dense_epilogue<T, ACT_RELU>(acc, bias, Z, Y, B, N); break;
+    case ACT_SIGMOID: dense_epilogue<T, ACT_SIGMOID>(acc, bias, Z, Y, B, N); break;
+    case ACT_TANH:    dense_epilogue<T, ACT_TANH>(acc, bias, Z, Y, B, N); break;
+    case ACT_GELU:    dense_epilogue<T, ACT_GELU>(acc, bias, Z, Y, B, N); break;
+    default:          dense_epilogue<T, ACT_NONE>(acc, bias, Z, Y, B, N); break;
     }
 }
 
-// dZ = dY * act'(Z) (Y is the forward's output, used by sigmoid/tanh), and db[n] = sum_b dZ[b,n].
-// One thread per output column walks down the batch: adjacent threads read adjacent columns, so each
-// row's loads are coalesced, and the column sum needs no atomics or barriers.
-extern "C" __global__ void dense_backward_bias(const float* dY, const float* Z, const float* Y,
-                                               float* dZ, float* db, int B, int N, int act) {
-    int col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (col >= N) return;           // the last block may run past the last column
+// C[M,N] = op(A) op(B) with one operand read transposed (see gemm_warptile.cuh for the layouts).
+template <class T, bool A_TRANS, bool B_TRANS>
+__device__ __forceinline__ void gemm_tile(const float* A, const float* Bm, float* C, int M, int N, int K,
+                                          int lda, int ldb) {
+    float acc[T::ACC_M][T::ACC_N];
+    warptile_gemm<T, A_TRANS, B_TRANS>(acc, A, Bm, M, N, K, lda, ldb);
+#pragma unroll
+    for (int i = 0; i < T::ACC_M; i++) {
+        int row = acc_row<T>(i);
+        if (row >= M) continue;
+#pragma unroll
+        for (int j = 0; j < T::ACC_N; j += 4)
+            store4_guarded(C, row, acc_col<T>(j), N,
+                           make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+    }
+}
+
+// The kernels, one per role and tile (C names: PyCUDA looks kernels up by name, templates have none).
+#define DENSE_FORWARD_ARGS const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act
+#define DENSE_FORWARD_CALL X, W, bias, Z, Y, B, K, N, act
+extern "C" __global__ void __launch_bounds__(256, 2) dense_forward_128x128(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile128x128>(DENSE_FORWARD_CALL); }
+extern "C" __global__ void __launch_bounds__(128) dense_forward_64x64(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile64x64>(DENSE_FORWARD_CALL); }
+extern "C" __global__ void __launch_bounds__(64) dense_forward_32x32(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile32x32>(DENSE_FORWARD_CALL); }
+extern "C" __global__ void __launch_bounds__(64) dense_forward_64x16(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile64x16>(DENSE_FORWARD_CALL); }
+
+// dW[M=in, N=out] = X^T dZ over K = batch: A = X is stored [K, M] (lda = in), B = dZ is [K, N].
+#define GEMM_ARGS const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb
+#define GEMM_CALL A, Bm, C, M, N, K, lda, ldb
+extern "C" __global__ void __launch_bounds__(256, 2) gemm_tn_128x128(GEMM_ARGS) { gemm_tile<Tile128x128, true, false>(GEMM_CALL); }
+extern "C" __global__ void __launch_bounds__(128) gemm_tn_64x64(GEMM_ARGS) { gemm_tile<Tile64x64, true, false>(GEMM_CALL); }
+extern "C" __global__ void __launch_bounds__(64) gemm_tn_32x32(GEMM_ARGS) { gemm_tile<Tile32x32, true, false>(GEMM_CALL); }
+extern "C" __global__ void __launch_bounds__(64) gemm_tn_64x16(GEMM_ARGS) { gemm_tile<Tile64x16, true, false>(GEMM_CALL); }
+
+// dX[M=batch, N=in] = dZ W^T over K = out: A = dZ is [M, K], B = W is stored [N, K] (ldb = out).
+extern "C" __global__ void __launch_bounds__(256, 2) gemm_nt_128x128(GEMM_ARGS) { gemm_tile<Tile128x128, false, true>(GEMM_CALL); }
+extern "C" __global__ void __launch_bounds__(128) gemm_nt_64x64(GEMM_ARGS) { gemm_tile<Tile64x64, false, true>(GEMM_CALL); }
+extern "C" __global__ void __launch_bounds__(64) gemm_nt_32x32(GEMM_ARGS) { gemm_tile<Tile32x32, false, true>(GEMM_CALL); }
+extern "C" __global__ void __launch_bounds__(64) gemm_nt_64x16(GEMM_ARGS) { gemm_tile<Tile64x16, false, true>(GEMM_CALL); }
+
+#define BIAS_COLS 32   // dense_act_grad_partial's block: 32 columns (one warp wide) ...
+#define BIAS_ROWS 8    // ... by 8 rows of threads
+
+// dZ = dY * act'(Z) (Y is the forward's output, used by sigmoid/tanh), and partial[c, n] = the sum of
+// dZ[b, n] over the rows b of chunk c = blockIdx.y (rows_per_chunk of them).
+// grid = (ceil(N / BIAS_COLS), ceil(B / rows_per_chunk)), block = (BIAS_COLS, BIAS_ROWS).
+// A warp reads 32 consecutive columns of a row (coalesced); thread (x, y) walks rows y, y + 8, ... of
+// the chunk, then the 8 row-sums of each column are added in shared memory in a fixed order. Enough
+// blocks for any batch (4096 rows: 128 chunks x 32 column blocks for N = 1024), and no atomics.
+extern "C" __global__ void dense_act_grad_partial(const float* dY, const float* Z, const float* Y,
+                                                  float* dZ, float* partial, int B, int N, int act,
+                                                  int rows_per_chunk) {
+    __shared__ float sums[BIAS_ROWS][BIAS_COLS];
+    int col = blockIdx.x * BIAS_COLS + threadIdx.x;
+    int first = blockIdx.y * rows_per_chunk;
+    int last = min(first + rows_per_chunk, B);   // the last chunk may be short
     float sum = 0.0f;
-    for (int b = 0; b < B; ++b) {
-        int i = b * N + col;
-        float g = dY[i] * act_derivative(act, Z[i], Y[i]);
-        dZ[i] = g;
-        sum += g;
+    if (col < N) {                               // the last block may run past the last column
+        for (int b = first + threadIdx.y; b < last; b += BIAS_ROWS) {
+            int i = b * N + col;
+            float g = dY[i] * act_derivative(act, Z[i], Y[i]);
+            dZ[i] = g;
+            sum += g;
+        }
     }
-    db[col] = sum;
+    sums[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();                             // every row-sum is in shared memory
+    if (threadIdx.y == 0 && col < N) {
+        float total = 0.0f;
+        for (int r = 0; r < BIAS_ROWS; r++)      // always the same order: the same bits every run
+            total += sums[r][threadIdx.x];
+        partial[blockIdx.y * N + col] = total;
+    }
 }
 
-// C[M,N] = A(M,K) B(K,N) with strided reads (see tiled_dot); grid = (ceil(N/TILE), ceil(M/TILE)).
-extern "C" __global__ void gemm_strided(const float* A, const float* Bm, float* C, int M, int N, int K,
-                                        int a_rs, int a_cs, int b_rs, int b_cs) {
-    int row = blockIdx.y * TILE + threadIdx.y;
-    int col = blockIdx.x * TILE + threadIdx.x;
-    float acc = tiled_dot(A, Bm, M, N, K, a_rs, a_cs, b_rs, b_cs, row, col);
-    if (row < M && col < N)
-        C[row * N + col] = acc;
+// db[n] = sum over the chunks c of partial[c, n], in ascending c; one thread per column.
+// grid = ceil(N / blockDim.x); adjacent threads read adjacent columns of each chunk's row.
+extern "C" __global__ void dense_bias_grad(const float* partial, float* db, int chunks, int N) {
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (col >= N) return;
+    float total = 0.0f;
+    for (int c = 0; c < chunks; c++)
+        total += partial[c * N + col];
+    db[col] = total;
 }

@@ -1,10 +1,14 @@
 """Layers: each one's forward and its local backward side by side, every FLOP in a gpuedu kernel.
 
 Dense:      forward   Z = X W + b, Y = act(Z)                 one launch (GEMM with a fused epilogue)
-            backward  dZ = dY * act'(Z), db = sum_batch dZ     one launch
+            backward  dZ = dY * act'(Z), chunk sums of dZ      one launch
+                      db = the sum of the chunk sums           one launch (fixed order: deterministic)
                       dW = X^T dZ                              one GEMM launch
                       dX = dZ W^T                              one GEMM launch (skipped for the first layer)
 Activation: forward   Y = act(X);  backward dX = dY * act'(X)  one launch each
+
+The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh); ``gemm_tile`` picks
+each one's block tile from its output shape.
 """
 import numpy as np
 
@@ -15,8 +19,33 @@ from .checks import check_device_features, gpuarray_module
 #: Activation names and the codes the kernels use (nn_activations.cuh).
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4}
 
-TILE = 16            # the GEMM tile of nn_dense.cu
 THREADS = 256        # threads per block of the one-thread-per-item kernels
+
+#: The GEMM block tiles of nn_dense.cu, largest first: (name, BM, BN, threads a block).
+GEMM_TILES = (("128x128", 128, 128, 256), ("64x64", 64, 64, 128), ("32x32", 32, 32, 64))
+NARROW_TILE = ("64x16", 64, 16, 64)   # for outputs at most 16 wide (a classifier's logits)
+#: A grid with fewer blocks than this leaves SMs idle: 132 is an H200's SM count. Below it the launcher
+#: takes a smaller tile (more, smaller blocks); the results are bit-identical whatever the tile.
+FILL_BLOCKS = 132
+BIAS_COLS, BIAS_ROWS = 32, 8   # dense_act_grad_partial's block, as #defined in nn_dense.cu
+BIAS_CHUNK_ROWS = 32           # rows of the batch summed by one block of dense_act_grad_partial
+
+
+def gemm_tile(M, N):
+    """The block tile (name, BM, BN, threads) for an M x N GEMM output: the largest whose grid has at
+    least FILL_BLOCKS blocks, the smallest if none has; the 64 x 16 tile for N <= 16."""
+    if N <= NARROW_TILE[2]:
+        return NARROW_TILE
+    for tile in GEMM_TILES:
+        if K.blocks_for(M, tile[1]) * K.blocks_for(N, tile[2]) >= FILL_BLOCKS:
+            return tile
+    return GEMM_TILES[-1]
+
+
+def _gemm_launch(role, M, N):
+    """The kernel name, grid and block of the ``role`` GEMM (dense_forward, gemm_tn, gemm_nt)."""
+    name, bm, bn, threads = gemm_tile(M, N)
+    return f"{role}_{name}", (K.blocks_for(N, bn), K.blocks_for(M, bm)), (threads, 1, 1)
 
 
 def activation_code(name):
@@ -84,6 +113,7 @@ class Dense:
         self.b = Parameter(f"{name}.b", np.zeros(self.out_features, np.float32))
         self.stream = None
         self._buffers = _Buffers()
+        self._partials = {}
         self._x = None
 
     def parameters(self):
@@ -95,9 +125,9 @@ class Dense:
         rows = x.shape[0]
         bufs = self._buffers.get(rows, Z=self.out_features, Y=self.out_features,
                                  dZ=self.out_features, dX=self.in_features)
-        f = K.function("nn_dense", "dense_forward", "PPPPPiiii")
-        grid = (K.blocks_for(self.out_features, TILE), K.blocks_for(rows, TILE))
-        K.launch(f, grid, (TILE, TILE, 1),
+        name, grid, block = _gemm_launch("dense_forward", rows, self.out_features)
+        f = K.function("nn_dense", name, "PPPPPiiii")
+        K.launch(f, grid, block,
                  (K.ptr(x), K.ptr(self.W.value), K.ptr(self.b.value), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]),
                   K.i32(rows), K.i32(self.in_features), K.i32(self.out_features), K.i32(self.act)),
                  self.stream)
@@ -112,22 +142,37 @@ class Dense:
         rows, n_in, n_out = x.shape[0], self.in_features, self.out_features
         if tuple(dy.shape) != (rows, n_out):
             raise ValueError(f"the gradient has shape {tuple(dy.shape)}, the last forward produced {(rows, n_out)}")
-        f = K.function("nn_dense", "dense_backward_bias", "PPPPPiii")
+        # dZ and the bias gradient: chunk sums over BIAS_CHUNK_ROWS rows each, then their fixed-order sum.
+        chunks = K.blocks_for(rows, BIAS_CHUNK_ROWS)
+        partial = self._bias_partial(chunks)
+        f = K.function("nn_dense", "dense_act_grad_partial", "PPPPPiiii")
+        K.launch(f, (K.blocks_for(n_out, BIAS_COLS), chunks), (BIAS_COLS, BIAS_ROWS, 1),
+                 (K.ptr(dy), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]), K.ptr(bufs["dZ"]), K.ptr(partial),
+                  K.i32(rows), K.i32(n_out), K.i32(self.act), K.i32(BIAS_CHUNK_ROWS)), self.stream)
+        f = K.function("nn_dense", "dense_bias_grad", "PPii")
         K.launch(f, (K.blocks_for(n_out, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(dy), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]), K.ptr(bufs["dZ"]), K.ptr(self.b.grad),
-                  K.i32(rows), K.i32(n_out), K.i32(self.act)), self.stream)
-        gemm = K.function("nn_dense", "gemm_strided", "PPPiiiiiii")
-        # dW[n_in, n_out] = X^T dZ: A(i, b) = X[b*n_in + i] -> strides (1, n_in); dZ is row-major.
-        K.launch(gemm, (K.blocks_for(n_out, TILE), K.blocks_for(n_in, TILE)), (TILE, TILE, 1),
+                 (K.ptr(partial), K.ptr(self.b.grad), K.i32(chunks), K.i32(n_out)), self.stream)
+        # dW[n_in, n_out] = X^T dZ over the batch: X is read as the transpose of its [rows, n_in] storage.
+        name, grid, block = _gemm_launch("gemm_tn", n_in, n_out)
+        K.launch(K.function("nn_dense", name, "PPPiiiii"), grid, block,
                  (K.ptr(x), K.ptr(bufs["dZ"]), K.ptr(self.W.grad), K.i32(n_in), K.i32(n_out), K.i32(rows),
-                  K.i32(1), K.i32(n_in), K.i32(n_out), K.i32(1)), self.stream)
+                  K.i32(n_in), K.i32(n_out)), self.stream)
         if not need_input_grad:
             return None
-        # dX[rows, n_in] = dZ W^T: B(o, i) = W[i*n_out + o] -> strides (1, n_out).
-        K.launch(gemm, (K.blocks_for(n_in, TILE), K.blocks_for(rows, TILE)), (TILE, TILE, 1),
+        # dX[rows, n_in] = dZ W^T over n_out: W is read as the transpose of its [n_in, n_out] storage.
+        name, grid, block = _gemm_launch("gemm_nt", rows, n_in)
+        K.launch(K.function("nn_dense", name, "PPPiiiii"), grid, block,
                  (K.ptr(bufs["dZ"]), K.ptr(self.W.value), K.ptr(bufs["dX"]), K.i32(rows), K.i32(n_in),
-                  K.i32(n_out), K.i32(n_out), K.i32(1), K.i32(1), K.i32(n_out)), self.stream)
+                  K.i32(n_out), K.i32(n_out), K.i32(n_out)), self.stream)
         return bufs["dX"]
+
+    def _bias_partial(self, chunks):
+        """The [chunks, out_features] buffer of the bias gradient's chunk sums, reused across steps."""
+        buf = self._partials.get(chunks)
+        if buf is None:
+            buf = gpuarray_module().empty((chunks, self.out_features), np.float32)
+            self._partials[chunks] = buf
+        return buf
 
     def __repr__(self):
         return f"Dense({self.in_features}, {self.out_features}, activation={self.activation!r})"

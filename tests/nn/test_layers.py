@@ -207,3 +207,82 @@ def test_forward_returns_the_layers_buffer_reused_for_the_same_batch_size():
     second = model.forward(np.zeros((2, 3), np.float32))
     assert second is first and not np.array_equal(second.get(), kept)
     assert model.forward(np.ones((5, 3), np.float32)) is not first
+
+
+# ---- the warp-tiled GEMMs of nn_dense.cu: every tile, every layout, ragged shapes ------------------
+
+from gpuedu.nn import layers as _layers  # noqa: E402
+
+TILES = _layers.GEMM_TILES + (_layers.NARROW_TILE,)
+# (rows, in, out): 1s, sizes that are no multiple of any tile or of 4 (scalar loads), K < BK, and
+# multiples of 4 with partial tiles (float4 loads with guarded edges).
+DENSE_SHAPES = [(1, 1, 1), (37, 50, 70), (19, 7, 10), (130, 36, 24), (66, 129, 3)]
+
+
+def _dense_step_numpy(x, W, b, dy, activation):
+    """Forward and backward of one dense layer in float64 (the values the kernels must reproduce)."""
+    x64, W64 = x.astype(np.float64), W.astype(np.float64)
+    z = x64 @ W64 + b.astype(np.float64)
+    y = ref.act_forward(activation, z)
+    dz = dy.astype(np.float64) * ref.act_derivative(activation, z, y)
+    return y, x64.T @ dz, dz.sum(axis=0), dz @ W64.T
+
+
+def _dense_step_device(layer, x, dy):
+    y = layer.forward(ga.to_gpu(x)).get()
+    dx = layer.backward(ga.to_gpu(dy)).get()
+    return y, layer.W.grad.get(), layer.b.grad.get(), dx
+
+
+@pytest.mark.parametrize("tile", TILES, ids=[t[0] for t in TILES])
+@pytest.mark.parametrize("activation", ACTS)
+def test_dense_forward_and_backward_against_float64_for_every_tile(monkeypatch, tile, activation):
+    monkeypatch.setattr(_layers, "gemm_tile", lambda M, N: tile)   # force this tile on every GEMM
+    rng = np.random.default_rng(11)
+    for rows, n_in, n_out in DENSE_SHAPES:
+        layer = nn.Dense(n_in, n_out, activation=activation, seed=3)
+        layer.b.value.set(rng.standard_normal(n_out).astype(np.float32))
+        x = rng.standard_normal((rows, n_in)).astype(np.float32)
+        dy = rng.standard_normal((rows, n_out)).astype(np.float32)
+        got = _dense_step_device(layer, x, dy)
+        want = _dense_step_numpy(x, layer.W.numpy(), layer.b.numpy(), dy, activation)
+        for name, g, w in zip(("Y", "dW", "db", "dX"), got, want):
+            assert g.shape == w.shape, name
+            scale = 1e-5 * (1 + max(n_in, n_out, rows))
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=scale,
+                                       err_msg=f"{name} tile={tile[0]} act={activation} shape={rows, n_in, n_out}")
+
+
+def test_every_tile_gives_the_same_bits(monkeypatch):
+    """Each output sums in ascending k into one register whatever the tile: the tile is invisible."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((45, 68)).astype(np.float32)
+    dy = rng.standard_normal((45, 36)).astype(np.float32)
+    results = []
+    for tile in TILES:
+        monkeypatch.setattr(_layers, "gemm_tile", lambda M, N, tile=tile: tile)
+        results.append(_dense_step_device(nn.Dense(68, 36, activation="gelu", seed=5), x, dy))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_bias_gradient_is_deterministic_and_sums_every_chunk():
+    # 100 rows = 3 full chunks of 32 and a short one; two backward passes must agree bit for bit.
+    rng = np.random.default_rng(13)
+    layer = nn.Dense(20, 33, activation="relu", seed=2)
+    x = rng.standard_normal((100, 20)).astype(np.float32)
+    dy = rng.standard_normal((100, 33)).astype(np.float32)
+    first = _dense_step_device(layer, x, dy)[2]
+    second = _dense_step_device(layer, x, dy)[2]
+    np.testing.assert_array_equal(first, second)
+    want = _dense_step_numpy(x, layer.W.numpy(), layer.b.numpy(), dy, "relu")[2]
+    np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_tile_fills_the_gpu_and_fits_narrow_outputs():
+    assert _layers.gemm_tile(4096, 1024)[0] == "128x128"    # 256 blocks: big tiles fill 132 SMs
+    assert _layers.gemm_tile(784, 1024)[0] == "64x64"       # 7 x 8 = 56 big blocks would idle SMs
+    assert _layers.gemm_tile(128, 1024)[0] == "32x32"       # batch 128: the smallest tile
+    assert _layers.gemm_tile(4096, 10)[0] == "64x16"        # 10 logits: not a 128-wide tile
+    assert _layers.gemm_tile(1, 1)[0] == "64x16"
