@@ -105,6 +105,28 @@ def check_nvcc():
                    "(the nvcc-marked tests also need it)")
 
 
+# The bench's cuBLAS and PyTorch yardsticks: (distribution, what the report calls it).
+YARDSTICKS = (("torch", "PyTorch"), ("cupy-cuda13x", "CuPy"), ("cupy-cuda12x", "CuPy"), ("cupy", "CuPy"))
+
+
+def check_yardsticks():
+    """PyTorch and CuPy, which `gpuedu bench` measures cuBLAS and PyTorch eager through on a GPU.
+
+    Read from the installed packages' metadata: importing them would be slow, and is not needed.
+    Never a problem: without them the bench records those figures as unavailable, with the reason.
+    """
+    found = {}
+    for dist, name in YARDSTICKS:
+        version = _version_of(dist)
+        if version and name not in found:
+            found[name] = f"{name} {version}"
+    if found:
+        return Finding("Bench yardsticks", ", ".join(found.values()) + " (cuBLAS and PyTorch eager, same process)")
+    return Finding("Bench yardsticks", "neither PyTorch nor CuPy is installed", True,
+                   "on a GPU, `gpuedu bench` compares with cuBLAS through either: install one into this "
+                   "environment (or make it with `python -m venv --system-site-packages` to see the machine's)")
+
+
 def check_gpu_devices():
     """Real devices as the driver reports them, each with whether nvcc can build for it."""
     if backend_module.find_real_pycuda() is None:
@@ -178,7 +200,10 @@ def collect():
     chosen, backend_finding = check_backend()
     if chosen is not None and chosen.is_emulator:
         findings.append(check_emulated_device(chosen))
-    findings += [check_cxx(), check_cache(), backend_finding]
+    findings += [check_cxx(), check_cache()]
+    if chosen is not None and not chosen.is_emulator:
+        findings.append(check_yardsticks())      # they matter to the bench on a GPU only
+    findings.append(backend_finding)
     return findings, chosen
 
 
