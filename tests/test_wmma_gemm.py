@@ -197,3 +197,32 @@ def test_tensor_gemm_barriers_hold_in_any_thread_order(schedule):
     finally:
         backend.compiler.set_schedule("forward")
     assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+def test_version_2_needs_its_shared_memory_limit_raised():
+    # 61,440 bytes of dynamic shared memory exceed the default 48 KB per block: like a GPU, the
+    # emulator refuses the launch until the kernel opts in (the launcher does, once per kernel).
+    # A module of its own (an extra define), so that no limit raised by fp16_ops applies to it.
+    from gpuedu import kernels
+    f = kernels.load("wmma_gemm", options=["-DWMMA_GEMM_SEPARATE_MODULE=1"]).get_function("wmma_gemm_v2_nn")
+    m = n = k = 16
+    a, b = operands(m, n, k, seed=13)
+    a_gpu, b_gpu, c = ga.to_gpu(a), ga.to_gpu(b), ga.empty((m, n), np.float32)
+    args = (np.int32(m), np.int32(n), np.int32(k), np.float32(1.0), a_gpu.gpudata, np.int32(k), b_gpu.gpudata,
+            np.int32(n), c.gpudata, np.int32(0))
+    with pytest.raises(backend.driver.Error, match="48 KiB|invalid argument"):
+        f(*args, block=ops.WMMA_V2_THREADS, grid=(1, 1), shared=ops.WMMA_V2_SHARED_BYTES)
+    f.set_attribute(backend.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, ops.WMMA_V2_SHARED_BYTES)
+    f(*args, block=ops.WMMA_V2_THREADS, grid=(1, 1), shared=ops.WMMA_V2_SHARED_BYTES)
+    assert_close_to_exact(c.get(), a, b, 1.0, np.float32)
+
+
+def test_the_launcher_sizes_agree_with_the_kernel_source():
+    # fp16_ops mirrors wmma_gemm.cu's V2_* constants (tile, threads, shared memory): keep them in step.
+    import re
+    from gpuedu import kernels
+    defines = dict(re.findall(r"^#define (V2_\w+) (\d+)\b", kernels.source("wmma_gemm"), re.M))
+    v = {name: int(value) for name, value in defines.items()}
+    assert v["V2_BM"] == v["V2_BN"] == ops.WMMA_V2_TILE
+    assert 32 * v["V2_WARPS_M"] * v["V2_WARPS_N"] == ops.WMMA_V2_THREADS[0]
+    assert v["V2_STAGES"] * 2 * v["V2_BM"] * (v["V2_BK"] + v["V2_PAD"]) * 2 == ops.WMMA_V2_SHARED_BYTES
