@@ -250,6 +250,15 @@ def _check_reduce_block(version, block_size):
         _check_block(block_size, op, multiple_of=32, minimum=32)
 
 
+def _launch_reduce_pass(version, block_size, src, n, dst):
+    """One launch of reduce_kernel<version>: n floats at device address src -> one partial per block at dst."""
+    blocks = _reduce_blocks(n, version, block_size)
+    shared = block_size * 4 if version <= 5 else 0   # versions 1-5 use an extern __shared__ array
+    fn = kernel("reduction", f"reduce_kernel{version}", "PPi")
+    fn.prepared_call((blocks, 1), (block_size, 1, 1), dst, src, np.int32(n), shared_size=shared)
+    return blocks
+
+
 def reduce_pass(x, version, block_size=256):
     """One launch of ``reduce_kernel<version>`` (1-6): the per-block partial sums, a 1-D GPUArray."""
     _check_version(version, REDUCE_VERSIONS[:-1], "reduce_pass")
@@ -258,36 +267,82 @@ def reduce_pass(x, version, block_size=256):
     n = x.size
     if n == 0:   # an empty array has no device buffer to pass; its sum is 0
         return _gpuarray().zeros((1,), np.float32)
-    blocks = _reduce_blocks(n, version, block_size)
-    partial = _gpuarray().empty((blocks,), np.float32)
-    shared = block_size * 4 if version <= 5 else 0   # versions 1-5 use an extern __shared__ array
-    fn = kernel("reduction", f"reduce_kernel{version}", "PPi")
-    fn.prepared_call((blocks, 1), (block_size, 1, 1), partial.gpudata, x.gpudata, np.int32(n),
-                     shared_size=shared)
+    partial = _gpuarray().empty((_reduce_blocks(n, version, block_size),), np.float32)
+    _launch_reduce_pass(version, block_size, x.gpudata, n, partial.gpudata)
     return partial
 
 
-def reduce_sum(x, version=6, block_size=256):
+def _reduce_levels(n, version, block_size):
+    """The partial-sum counts of the passes of versions 1-6 for n elements, down to the final 1."""
+    levels = [_reduce_blocks(n, version, block_size)]
+    while levels[-1] > 1:
+        levels.append(_reduce_blocks(levels[-1], version, block_size))
+    return levels
+
+
+def reduce_workspace_size(n, version=6, block_size=256):
+    """How many floats of workspace ``reduce_sum`` needs for n elements: every intermediate level of
+    partial sums, each starting on a 16-byte boundary (the final value goes to ``out``). 0 for
+    version 7, which adds the blocks' sums straight into ``out`` with atomics."""
+    _check_version(version, REDUCE_VERSIONS, "reduce_sum")
+    _check_reduce_block(version, block_size)
+    if version == 7 or n == 0:
+        return 0
+    return sum(4 * ceil_div(m, 4) for m in _reduce_levels(n, version, block_size)[:-1])
+
+
+def reduce_workspace(n, version=6, block_size=256):
+    """A device buffer for ``reduce_sum(x, version, block_size, workspace=...)`` on arrays of n elements:
+    allocate it once, and repeated reductions allocate nothing (on a GPU, cuMemAlloc is slow and
+    cuMemFree synchronises with the device)."""
+    return _gpuarray().empty((max(1, reduce_workspace_size(n, version, block_size)),), np.float32)
+
+
+def _check_workspace(workspace, n, version, block_size):
+    need = reduce_workspace_size(n, version, block_size)
+    if not hasattr(workspace, "gpudata"):
+        raise TypeError(f"workspace must be a GPUArray from ops.reduce_workspace(n, version, block_size), "
+                        f"got {type(workspace).__name__}")
+    if workspace.dtype != np.float32 or workspace.size < need or not _is_c_contiguous(workspace):
+        raise ValueError(f"workspace must be a contiguous float32 GPUArray of at least {need} elements for "
+                         f"n={n}, version={version}, block_size={block_size}; got {workspace.dtype} of shape "
+                         f"{tuple(workspace.shape)}: make it with ops.reduce_workspace({n}, {version}, {block_size})")
+
+
+def reduce_sum(x, version=6, block_size=256, out=None, workspace=None):
     """The sum of all elements of x, as a GPUArray of shape (1,) (read it with ``.get()[0]``).
 
     Versions 1-6 launch one pass per level, each pass reducing to one value per block, until one
     value is left; version 7 launches once and adds the blocks' sums with atomicAdd.
+    ``out`` (shape (1,)) receives the sum; ``workspace`` (``reduce_workspace(x.size, version,
+    block_size)``) holds the intermediate partial sums. Pass both and the call allocates nothing.
     """
     _check_version(version, REDUCE_VERSIONS, "reduce_sum")
     _check_reduce_block(version, block_size)
     x = as_device(x)
-    if version == 7:
-        out = _gpuarray().zeros((1,), np.float32)   # atomicAdd accumulates onto 0
-        n = x.size
+    out = _output(out, (1,))
+    n = x.size
+    if n == 0 or version == 7:
+        out.fill(np.float32(0))   # the empty sum; and version 7's atomicAdds accumulate onto 0
         if n:
             blocks = _reduce_blocks(n, 7, block_size)
             fn = kernel("reduction", "reduce_kernel7", "PPi")
             fn.prepared_call((blocks, 1), (block_size, 1, 1), out.gpudata, x.gpudata, np.int32(n))
         return out
-    partial = reduce_pass(x, version, block_size)
-    while partial.size > 1:
-        partial = reduce_pass(partial, version, block_size)
-    return partial
+    if workspace is None:
+        workspace = reduce_workspace(n, version, block_size)
+    else:
+        _check_workspace(workspace, n, version, block_size)
+    # Level i's partial sums go to the next 16-byte aligned free spot of the workspace; the last
+    # level (one value) goes to out. Each pass reads the previous level.
+    src, count, offset = x.gpudata, n, 0
+    base = int(workspace.gpudata)
+    for level in _reduce_levels(n, version, block_size)[:-1]:
+        dst = base + 4 * offset
+        _launch_reduce_pass(version, block_size, src, count, dst)
+        src, count, offset = dst, level, offset + 4 * ceil_div(level, 4)
+    _launch_reduce_pass(version, block_size, src, count, out.gpudata)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

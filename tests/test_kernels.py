@@ -107,6 +107,31 @@ def test_reduce_sum_of_empty_is_zero():
         assert ops.reduce_sum(np.zeros(0, np.float32), version=version).get()[0] == 0.0
 
 
+def test_reduce_sum_grid_stride_versions_on_unaligned_views():
+    # float4 loads start at the first 16-byte aligned element: views 1-3 floats past an allocation's
+    # start leave a scalar head, and the lengths leave scalar tails of 0-3.
+    gpuarray = gpuedu.backend.active().gpuarray
+    host = _small_ints(4 * 1024 * 16 + 11)
+    whole = gpuarray.to_gpu(host)
+    for version in (6, 7):
+        for start in range(4):
+            for n in (0, 1, 2, 3, 5, 70, 4 * 1024 * 16 + 7 - start):
+                got = ops.reduce_sum(whole[start:start + n], version=version).get()[0]
+                assert got == np.float32(ref.reduce_sum(host[start:start + n])), f"v{version} start={start} n={n}"
+
+
+@pytest.mark.parametrize("version", ops.REDUCE_VERSIONS)
+def test_reduce_sum_with_out_and_workspace_over_three_levels(version):
+    # 64 threads a block: n = 300_007 needs 4688 -> 74 -> 2 -> 1 partial sums with versions 1-3
+    gpuarray = gpuedu.backend.active().gpuarray
+    x = gpuarray.to_gpu(_small_ints(300_007))
+    out = gpuarray.empty((1,), np.float32)
+    workspace = ops.reduce_workspace(x.size, version, block_size=64)
+    for _ in range(2):   # the second call reuses the partial sums' space: still right
+        assert ops.reduce_sum(x, version=version, block_size=64, out=out, workspace=workspace) is out
+        assert out.get()[0] == np.float32(ref.reduce_sum(x.get()))
+
+
 # ---- softmax ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("version", ops.SOFTMAX_VERSIONS)

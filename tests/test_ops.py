@@ -109,3 +109,50 @@ def test_process_survives_bad_calls():
 
 def test_matmul_flops():
     assert ops.matmul_flops(2, 3, 4) == 48
+
+
+def _count_allocations(monkeypatch):
+    """Count every device allocation the backend's gpuarray and driver make from now on."""
+    calls = []
+    for module, names in ((gpuarray, ("empty", "zeros", "to_gpu", "empty_like", "zeros_like")),
+                          (backend.driver, ("mem_alloc",))):
+        for name in names:
+            original = getattr(module, name)
+
+            def counted(*args, _original=original, _name=name, **kwargs):
+                calls.append(_name)
+                return _original(*args, **kwargs)
+            monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("version", ops.REDUCE_VERSIONS)
+def test_repeated_reduce_sum_with_out_and_workspace_allocates_nothing(monkeypatch, version):
+    x = gpuarray.to_gpu(np.arange(70_001, dtype=np.float32) % 7)
+    out = gpuarray.empty((1,), np.float32)
+    workspace = ops.reduce_workspace(x.size, version)
+    calls = _count_allocations(monkeypatch)
+    ops.reduce_sum(x, version=version)          # the plain call allocates, so the counting works
+    assert calls
+    del calls[:]
+    for _ in range(3):
+        ops.reduce_sum(x, version=version, out=out, workspace=workspace)
+    assert calls == []
+    assert out.get()[0] == float((np.arange(70_001) % 7).sum())
+
+
+def test_reduce_workspace_size_and_bad_workspaces():
+    assert ops.reduce_workspace_size(10_000, 3, 256) == 40            # 40 partials, then 1 into out
+    assert ops.reduce_workspace_size(100_000, 6) == 392 + 4            # 391 -> 2 -> 1, 16-byte aligned
+    assert ops.reduce_workspace_size(10_000, 7) == 0                   # atomics: straight into out
+    assert ops.reduce_workspace_size(1, 6) == 0                        # one pass, one value
+    x = gpuarray.to_gpu(np.ones(100_000, np.float32))
+    with pytest.raises(ValueError, match=r"at least 396 elements.*ops.reduce_workspace\(100000, 6, 256\)"):
+        ops.reduce_sum(x, version=6, workspace=gpuarray.empty((3,), np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        ops.reduce_sum(x, version=3, workspace=gpuarray.empty((1000,), np.float64))
+    with pytest.raises(TypeError, match="workspace must be a GPUArray"):
+        ops.reduce_sum(x, version=3, workspace=np.zeros(1000, np.float32))
+    with pytest.raises(ValueError, match=r"out must be .* shape \(1,\)"):
+        ops.reduce_sum(x, out=gpuarray.empty((2,), np.float32))
+    assert ops.reduce_sum(x, version=6).get()[0] == 100_000     # and the process goes on

@@ -6,7 +6,8 @@ reads n and writes n bytes can at best reach. Napkin math per figure:
 
     copy_dtod        2 * bytes          (read + write)
     relu_vN          2 * 4 * n bytes    (read x, write y, float32)
-    reduce_sum_vN    4 * n bytes        (read x; the partial sums are a rounding error)
+    reduce_sum_vN    4 * n bytes        (read x; the partial sums are a rounding error; the output and
+                                        the partial sums' workspace are allocated before timing)
 
 On a GPU the working sets are at least 4x the L2 (a copy that fits in L2 measures L2); on the
 CPU emulator the same kernels are also compared with NumPy doing the same job in the same run.
@@ -109,19 +110,23 @@ def measure_reduction(run):
     prepared = None
     for version in versions:
         with run.figure(f"reduce_sum_v{version}", "bandwidth", "GB/s", {"n": n}, baselines,
-                        note="ops.reduce_sum(x, version): every pass, and the launcher's "
-                             "allocation of the partial sums; bytes moved = 4 n") as fig:
+                        note="ops.reduce_sum(x, version, out=, workspace=): every pass (and version 7's "
+                             "zeroing of out), with the output and partial sums allocated once before "
+                             "timing; bytes moved = 4 n") as fig:
             if prepared is None:
                 prepared = _input(run, n, seed=1)
             host, x = prepared
-            got = float(ops.reduce_sum(x, version=version).get()[0])
+            # Allocated once: a repeated reduction then allocates nothing (cuMemFree would synchronise).
+            out = run.backend.gpuarray.empty((1,), np.float32)
+            workspace = ops.reduce_workspace(n, version)
+            got = float(ops.reduce_sum(x, version=version, out=out, workspace=workspace).get()[0])
             expected = float(np.sum(host, dtype=np.float64))
             # float32 sums in another order differ by rounding: allow a few ulps of the sum of |x|.
             tolerance = 1e-5 * float(np.sum(np.abs(host), dtype=np.float64)) + 1e-3
             if abs(got - expected) > tolerance:
                 raise RuntimeError(f"reduce_sum version {version} gave {got}, expected {expected} "
                                    f"(within {tolerance:.3g}); fix the kernel before timing it")
-            seconds = run.time(lambda: ops.reduce_sum(x, version=version))
+            seconds = run.time(lambda: ops.reduce_sum(x, version=version, out=out, workspace=workspace))
             fig.record(stats.rates(seconds, 4 * n / 1e9), seconds)
     if not run.on_gpu:
         with run.figure("numpy_sum", "bandwidth", "GB/s", {"n": n}, note="np.sum of float32 on the host") as fig:
