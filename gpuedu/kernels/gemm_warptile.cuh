@@ -177,9 +177,8 @@ template <class T> __device__ __forceinline__ int acc_col(int j) {
 // acc = this thread's results of the block tile (blockIdx.y, blockIdx.x) of op(A) op(B).
 // Launch with T::THREADS threads a block, grid (ceil_div(N, BN), ceil_div(M, BM)); every thread of the
 // block must call it (it has barriers), and K must be at least 1.
-template <class T, bool A_TRANS, bool B_TRANS>
-__device__ __forceinline__ void warptile_gemm(float (&acc)[T::ACC_M][T::ACC_N], const float* A, const float* B,
-                                              int M, int N, int K, int lda, int ldb) {
+template <class T, bool A_TRANS, bool B_TRANS> __device__ __forceinline__ void warptile_gemm(
+        float (&acc)[T::ACC_M][T::ACC_N], const float* A, const float* B, int M, int N, int K, int lda, int ldb) {
     __shared__ __align__(16) float As[2][T::BK][T::BM + T::PAD];
     __shared__ __align__(16) float Bs[2][T::BK][T::BN + T::PAD];
     const int block_row = blockIdx.y * T::BM, block_col = blockIdx.x * T::BN;

@@ -28,7 +28,8 @@
 //            Napkin math for 4096^3 on an H200: 137 GFLOP / 67 TFLOP/s = 2.1 ms if the FMA pipes
 //            never wait; each block reads (128 + 128) * 16 * 4 = 16 KB per slab for 128 * 128 * 16 FMAs
 //            (64 FLOP a byte from L2), and 4096^2 / 128^2 = 1024 blocks at 2 a SM are 3.9 waves.
-//            Registers and shared memory (nvcc -arch=sm_90 -Xptxas -v): see matmul_kernel7.
+//            nvcc -arch=sm_90 -Xptxas -v: 128 registers (capped by __launch_bounds__(256, 2), no spills),
+//            33 KB of shared memory a block (two buffers of 16 x 132 floats for A and for B).
 //
 // Every tile load is guarded and zero-filled past the edges, so M, N, K need not be multiples
 // of anything. Launch shapes (the launcher in gpuedu/ops.py computes them):
@@ -275,13 +276,14 @@ extern "C" __global__ void matmul_kernel6(float* C, const float* A, const float*
     }
 }
 
+#define TWO_BLOCKS_OF_256 __launch_bounds__(256, 2)   // at most 256 threads; fit 2 blocks an SM
+
 // The tile of version 7 and why it suits sm_90 (65536 registers and 228 KB of shared memory an SM):
 // 8 x 8 accumulators + 8 + 8 fragments + 4 staged float4s are ~100 live floats a thread, so
 // __launch_bounds__(256, 2) caps the kernel at 128 registers and lets 2 blocks (16 warps) share an
 // SM; the two shared buffers are 2 * 16 * (132 + 132) * 4 = 33 KB a block. Bigger tiles would need
 // more registers than 2 blocks can have; smaller ones load more bytes per FMA.
-extern "C" __global__ void __launch_bounds__(256, 2)
-matmul_kernel7(float* C, const float* A, const float* B, int M, int N, int K) {
+extern "C" __global__ void TWO_BLOCKS_OF_256 matmul_kernel7(float* C, const float* A, const float* B, int M, int N, int K) {
     using T = Tile128x128;
     float acc[T::ACC_M][T::ACC_N];
     warptile_gemm<T, false, false>(acc, A, B, M, N, K, /*lda=*/K, /*ldb=*/N);
