@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import signal
 import subprocess
 import sys
@@ -107,7 +108,7 @@ def run_command(command, log_path, env, cwd, timeout_s, echo=True):
     """
     lines = []
     with open(log_path, "w", encoding="utf-8") as log:
-        log.write("$ " + " ".join(command) + "\n")
+        log.write("$ " + shlex.join(command) + "\n")
         proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
                                 start_new_session=True)
@@ -231,7 +232,7 @@ def run_step(step, log_dir, env, cwd, echo=True):
         returncode, lines = 127, [f"gpu-check: could not start {step.command[0]}: {exc}"]
     duration = time.perf_counter() - started
     ok, problem, extra = judge_step(step, returncode, lines)
-    entry = {"name": step.name, "what": step.what, "command": " ".join(step.command),
+    entry = {"name": step.name, "what": step.what, "command": shlex.join(step.command),
              "returncode": returncode, "ok": ok, "problem": problem, "duration_s": round(duration, 1),
              "log": log_path}
     entry.update(extra)
@@ -348,6 +349,8 @@ def build_parser(parser):
                         help="folder of the record <device>-checks.json (default: benchmarks/results)")
     parser.add_argument("--logs", default=DEFAULT_LOG_DIR, metavar="DIR",
                         help=f"folder of each step's full output (default: {DEFAULT_LOG_DIR})")
+    parser.add_argument("--list", action="store_true",
+                        help="print the steps and their commands, run nothing (works without a GPU)")
     return parser
 
 
@@ -361,6 +364,13 @@ def run(args, argv=()):
         print("gpuedu gpu-check: run it from the repository root (the folder with tests/ and lessons/), "
               "e.g. `make gpu-check`", file=sys.stderr)
         return 2
+    log_dir = os.path.abspath(args.logs)
+    wanted = args.steps or STEP_NAMES
+    steps = [s for s in build_steps(log_dir, args.jobs) if s.name in wanted]
+    if args.list:
+        for step in steps:
+            print(f"{step.name:<10} {step.what}\n           {backend_module.ENV_VAR}=cuda {shlex.join(step.command)}")
+        return 0
     ok, reason, details = backend_module.check_gpu()   # child-process probes: this process keeps no context
     if not ok:
         print(no_gpu_message(reason), file=sys.stderr)
@@ -369,9 +379,6 @@ def run(args, argv=()):
     device = dict(details.get("device", {}))
     device["cuda_driver_version"] = probe.get("cuda_driver_version")
     device["pycuda_version"] = probe.get("pycuda_version")
-    log_dir = os.path.abspath(args.logs)
-    wanted = args.steps or STEP_NAMES
-    steps = [s for s in build_steps(log_dir, args.jobs) if s.name in wanted]
     print(f"gpuedu gpu-check on {device.get('name')} (sm_{device.get('arch')}): {', '.join(s.name for s in steps)}")
     record, path = run_checks(steps, log_dir, args.results, device, cwd, argv=argv)
     print("\n".join(summary_lines(record, path)))

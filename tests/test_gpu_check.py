@@ -173,6 +173,16 @@ def test_the_command_runs_on_a_gpu_that_passes_the_preflight(tmp_path):
     assert "cuda (real GPU)" in (tmp_path / "logs" / "doctor.log").read_text()
 
 
+def test_list_shows_every_steps_command_without_a_gpu():
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check", "--list", "--jobs", "3"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    names = [ln.split()[0] for ln in proc.stdout.splitlines() if ln and not ln.startswith(" ")]
+    assert names == list(gpu_check.STEP_NAMES)
+    assert "GPUEDU_BACKEND=cuda" in proc.stdout and "-m gpuedu bench" in proc.stdout
+    assert ("-n 3 --dist loadscope" in proc.stdout) == gpu_check._has_module("xdist")
+
+
 def test_make_gpu_check_runs_the_command():
     with open(os.path.join(REPO, "Makefile")) as f:
         makefile = f.read()
