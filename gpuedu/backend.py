@@ -533,8 +533,12 @@ def _choose(choice, asked):
         drv = sys.modules["pycuda.driver"]
         dev = drv.Context.get_device()
         major, minor = dev.compute_capability()
-        return Backend("cuda", "real PyCUDA was already initialised in this process",
-                       device={"name": dev.name(), "arch": f"{major}{minor}"})
+        reason = "real PyCUDA was already initialised in this process"
+        if "pycuda.autoinit" in sys.modules and "pycuda.autoprimaryctx" not in sys.modules:
+            reason += (" by pycuda.autoinit, in a context of its own: PyTorch and CuPy use the device's "
+                       "primary context, so do not mix them into this process (import pycuda.autoprimaryctx "
+                       "instead, or leave it to gpuedu.setup())")
+        return Backend("cuda", reason, device={"name": dev.name(), "arch": f"{major}{minor}"})
     if choice == "cpu":
         return _emulator_backend(f"{asked} was asked for")
     ok, reason, details = check_gpu()

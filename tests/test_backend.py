@@ -352,6 +352,8 @@ def test_a_context_the_learner_made_first_is_kept(tmp_path, module):
     ''', fake=fake, backend_env="auto"))
     assert "NAME cuda | real PyCUDA was already initialised in this process" in out
     assert f"SAME True {module == 'autoprimaryctx'}" in out
+    # a context of the learner's own cannot be shared with PyTorch or CuPy: say so
+    assert ("do not mix them into this process" in out) == (module == "autoinit")
 
 
 def test_initialised_real_pycuda_is_never_shadowed(tmp_path):
