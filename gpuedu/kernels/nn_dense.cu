@@ -29,9 +29,8 @@
 // The forward's epilogue for one activation ACT, a compile-time constant: act_forward's switch folds
 // away, so the unrolled loops below stay within the registers the main loop leaves free.
 // acc is indexed by constants only (unrolled loops), so it stays in registers.
-template <class T, int ACT>
-__device__ __forceinline__ void dense_epilogue(const float (&acc)[T::ACC_M][T::ACC_N], const float* bias,
-                                               float* Z, float* Y, int B, int N) {
+template <class T, int ACT> __device__ __forceinline__ void dense_epilogue(
+        const float (&acc)[T::ACC_M][T::ACC_N], const float* bias, float* Z, float* Y, int B, int N) {
 #pragma unroll
     for (int i = 0; i < T::ACC_M; i++) {
         int row = acc_row<T>(i);
@@ -53,9 +52,8 @@ __device__ __forceinline__ void dense_epilogue(const float (&acc)[T::ACC_M][T::A
 
 // Y[b,n] = act(sum_k X[b,k] W[k,n] + bias[n]); Z gets the pre-activation (pass Z = NULL to skip it,
 // e.g. at inference).  grid = (ceil(N/BN), ceil(B/BM)), block = T::THREADS.
-template <class T>
-__device__ __forceinline__ void dense_forward_tile(const float* X, const float* W, const float* bias,
-                                                   float* Z, float* Y, int B, int K, int N, int act) {
+template <class T> __device__ __forceinline__ void dense_forward_tile(
+        const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act) {
     float acc[T::ACC_M][T::ACC_N];
     warptile_gemm<T, false, false>(acc, X, W, B, N, K, /*lda=*/K, /*ldb=*/N);
     switch (act) {   // the same for the whole grid: no divergence
@@ -68,9 +66,8 @@ __device__ __forceinline__ void dense_forward_tile(const float* X, const float* 
 }
 
 // C[M,N] = op(A) op(B) with one operand read transposed (see gemm_warptile.cuh for the layouts).
-template <class T, bool A_TRANS, bool B_TRANS>
-__device__ __forceinline__ void gemm_tile(const float* A, const float* Bm, float* C, int M, int N, int K,
-                                          int lda, int ldb) {
+template <class T, bool A_TRANS, bool B_TRANS> __device__ __forceinline__ void gemm_tile(
+        const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb) {
     float acc[T::ACC_M][T::ACC_N];
     warptile_gemm<T, A_TRANS, B_TRANS>(acc, A, Bm, M, N, K, lda, ldb);
 #pragma unroll
