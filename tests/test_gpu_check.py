@@ -6,6 +6,7 @@ command runs its doctor step against the fake PyCUDA of test_backend.py.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -183,7 +184,13 @@ def test_list_shows_every_steps_command_without_a_gpu():
     assert ("-n 3 --dist loadscope" in proc.stdout) == gpu_check._has_module("xdist")
 
 
-def test_make_gpu_check_runs_the_command():
-    with open(os.path.join(REPO, "Makefile")) as f:
-        makefile = f.read()
-    assert "\ngpu-check:" in makefile and "-m gpuedu gpu-check" in makefile
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_gpu_check_runs_the_command_and_says_how_to_make_a_missing_environment(tmp_path):
+    recipe = subprocess.run(["make", "-n", "gpu-check", "GPU_CHECK_ARGS=--steps lessons"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60).stdout
+    assert "-m gpuedu gpu-check --steps lessons" in recipe
+    missing = str(tmp_path / "no-venv" / "bin" / "python")
+    proc = subprocess.run(["make", "-s", "gpu-check", f"PY={missing}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode != 0
+    assert f"no {missing}" in proc.stderr and "offline_install.py install --system-site-packages" in proc.stderr
