@@ -83,17 +83,17 @@ def test_overflow_skips_steps_and_halves_the_scale_instead_of_poisoning_the_weig
     trainer = amp.MixedPrecisionTrainer(model, nn.SGD(model.parameters(), lr=0.1), scaler)
     before = [p.numpy() for p in model.parameters()]
     # 2**24 * (p - onehot) / 64 is ~2e5 > 65504: the FP16 gradient is Inf
-    loss, applied = trainer.step(x, y)
-    assert not applied and scaler.scale == 2.0 ** 23 and scaler.skipped == 1
+    result = trainer.step(x, y)
+    assert not result.applied and scaler.scale == 2.0 ** 23 and scaler.skipped == 1
     assert all(np.array_equal(b, p.numpy()) for b, p in zip(before, model.parameters()))
     skipped_in_a_row = 1
-    while not trainer.step(x, y)[1]:
+    while not trainer.step(x, y).applied:
         skipped_in_a_row += 1
         assert skipped_in_a_row < 20, "the scaler never found a scale without overflow"
     assert scaler.scale == 2.0 ** (24 - skipped_in_a_row)
     for _ in range(10):
-        loss, _ = trainer.step(x, y)
-    assert np.isfinite(loss)
+        result = trainer.step(x, y)
+    assert np.isfinite(result.loss) and result.applied
     assert all(np.all(np.isfinite(p.numpy())) for p in model.parameters())
     assert all(np.all(np.isfinite(l.W16.get())) for l in model.layers)
 

@@ -139,3 +139,22 @@ def test_plot_timeline_draws_a_bar_per_copy_and_per_step():
     assert ax.get_title() == "overlapped"
     with pytest.raises(ValueError, match="ends >= starts"):
         train.plot_timeline([(2.0, 1.0, 0.0, 1.0)])
+
+
+def test_fit_and_train_mixed_copy_the_metrics_back_once_per_epoch(digits, monkeypatch):
+    # Every copy back waits for the GPU; the loops may do one per epoch (the loss and the accuracy are
+    # summed on the device), never one per step.  The loader's own host-to-device copies are not counted.
+    from gpuedu.nn import amp
+    from test_step_sync import count_stalls
+    epochs, loader = 2, data.DataLoader(digits.x_train[:256], digits.y_train[:256], batch_size=32, seed=0)
+    model = nn.mlp([64, 16, 10], seed=0)
+    with count_stalls(monkeypatch) as calls:
+        train.fit(model, loader, epochs, nn.SGD(model.parameters(), lr=0.1), quiet=True)
+    copies_back = [c for c in calls if c.startswith(("GPUArray.get", "driver.memcpy_dtoh"))]
+    assert len(copies_back) == 2 * epochs, copies_back          # loss sum and correct count, per epoch
+    half = amp.MixedPrecisionMLP(nn.mlp([64, 16, 10], seed=0))
+    trainer = amp.MixedPrecisionTrainer(half, nn.SGD(half.parameters(), lr=0.1), amp.LossScaler(1024.0))
+    with count_stalls(monkeypatch) as calls:
+        history = amp.train_mixed(trainer, loader, epochs)
+    copies_back = [c for c in calls if c.startswith(("GPUArray.get", "driver.memcpy_dtoh"))]
+    assert len(copies_back) == epochs and len(history) == epochs, copies_back

@@ -1,7 +1,9 @@
 """Training steps: the gpuedu MLP against PyTorch eager (GPU) or NumPy (CPU), and mixed precision vs FP32.
 
 A step is forward, softmax cross-entropy, backward and an SGD-with-momentum update on one fixed
-mini-batch already on the device; throughput is batch / seconds per step (samples/s). Both sides
+mini-batch already on the device; throughput is batch / seconds per step (samples/s).  Neither the FP32
+nor the mixed-precision step copies anything back, allocates or synchronises (tests/test_step_sync.py),
+so the host can queue the next step while the device runs this one. Both sides
 of a comparison use the same widths, batch, precision, optimizer and initial scale of weights.
 """
 import numpy as np
@@ -151,16 +153,18 @@ def measure_amp(run):
         fig.record(stats.rates(seconds, batch), seconds)
     with run.figure("amp_step", "training", "samples/s", dict(sizes, precision="mixed float16/float32"),
                     ["fp32_step"], note="gpuedu.nn.amp: FP16 storage, FP32 accumulation and master weights, "
-                                        "dynamic loss scaling; "
-                                        "MixedPrecisionTrainer.step reads the loss and the overflow flag back "
-                                        "every step") as fig:
+                                        "dynamic loss scaling kept on the device (the scaler's state machine "
+                                        "and the skip flag the optimizer reads): the step copies nothing back "
+                                        "and allocates nothing") as fig:
         step = gpuedu_amp_step(run, widths, batch)
         seconds = run.time(step)
         fig.record(stats.rates(seconds, batch), seconds)
 
 
 def gpuedu_amp_step(run, widths, batch):
-    """A closure doing one mixed-precision training step with ``gpuedu.nn.amp``."""
+    """A closure doing one mixed-precision training step with ``gpuedu.nn.amp`` on a fixed device batch.
+
+    The step's result (loss, applied) is not read: reading it would wait for the GPU every step."""
     if run.drv is None:
         raise Skipped("pycuda.driver is not available on this backend")
     try:

@@ -5,18 +5,36 @@
 // the gradients divided by S again, in FP32, and must skip the step if any of them
 // overflowed to Inf or became NaN.
 //
-// softmax_xent_half:    loss rows in FP32 from FP16 logits; dlogits = S*(p - onehot)/B in FP16
-// bias_grad_half:       db = column sums of dz (FP16 in, FP32 sums, FP16 out)
+// The scaler's whole state lives on the device: S, the overflow flag, the skip flag the
+// optimizer reads, the counters. A training step therefore never copies anything back:
+// a host that waited for the GPU to say "overflow or not?" could not queue the next
+// kernels while the current ones run.
+//
+// softmax_xent_half:     loss rows in FP32 from FP16 logits; dlogits = S*(p - onehot)/B in FP16
+// sum_loss_rows:         the batch's mean loss, and a running total for the epoch (one block)
+// bias_grad_half:        db = column sums of dz (FP16 in, FP32 sums, FP16 out)
 // unscale_half_to_float: g32 = g16 / S into the FP32 master gradients, and a device flag
-//                       raised on any Inf/NaN (the optimizer then updates the FP32 master
-//                       weights, and fp16_convert's float_to_half refreshes the FP16 copy)
+//                        raised on any Inf/NaN
+// update_loss_scale:     the dynamic scaler's rules, in one thread: skip or apply, back off
+//                        or grow S; clears the overflow flag for the next step
+// refresh_half_copy:     after the optimizer has updated the FP32 master weights, re-round
+//                        their FP16 copy (unless the step was skipped)
 #include <cuda_fp16.h>
 
+// The int32 state of a loss scaler (LossScaler in nn/amp.py reads the same indices).
+#define FOUND_INF 0     // raised by unscale_half_to_float during this step's unscale
+#define SKIP 1          // this step's verdict, for the optimizer's kernels: 1 = do nothing
+#define GOOD_STEPS 2    // good steps since the last overflow or growth
+#define STEPS 3         // steps so far
+#define SKIPPED 4       // steps skipped for an overflow
+
 // One thread per row: with ~10 classes a row is too short to be worth a block.
+// The loss scale is grad_scale, or *scale when scale is not NULL (the trainer's S, kept on
+// the device so that the host need not know it).
 extern "C" __global__ void softmax_xent_half(int batch, int classes,
                                              const __half* __restrict__ logits,
                                              const int* __restrict__ labels,
-                                             float grad_scale,
+                                             float grad_scale, const float* __restrict__ scale,
                                              float* __restrict__ loss_rows,
                                              __half* __restrict__ dlogits)
 {
@@ -38,10 +56,32 @@ extern "C" __global__ void softmax_xent_half(int batch, int classes,
     }
     loss_rows[r] = logf(sum) - (__half2float(z[y]) - z_max);
     // d(mean loss)/dz = (softmax - onehot) / batch, times the loss scale S
-    float g = grad_scale / (float)batch;
+    float g = (scale ? *scale : grad_scale) / (float)batch;
     for (int c = 0; c < classes; ++c) {
         float p_minus_onehot = (c == y) ? -others / sum : expf(__half2float(z[c]) - z_max) / sum;
         dlogits[r * classes + c] = __float2half_rn(g * p_minus_onehot);
+    }
+}
+
+// One block of SUM_THREADS threads (launch exactly one): each sums a strided share of the rows
+// in double, then a tree in shared memory adds the shares in a fixed order, so the result is
+// the same on every run and every device (atomics would add in whatever order threads arrive).
+#define SUM_THREADS 256
+extern "C" __global__ void sum_loss_rows(int rows, const float* __restrict__ loss_rows,
+                                         float* __restrict__ step_loss, double* __restrict__ loss_total)
+{
+    __shared__ double partial[SUM_THREADS];
+    double s = 0.0;
+    for (int r = threadIdx.x; r < rows; r += SUM_THREADS) s += (double)loss_rows[r];
+    partial[threadIdx.x] = s;
+    __syncthreads();                                   // every share is written before the tree reads it
+    for (int half = SUM_THREADS / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        __syncthreads();                               // this level is done before the next one reads it
+    }
+    if (threadIdx.x == 0) {
+        *step_loss = (float)(partial[0] / rows);       // this batch's mean loss
+        *loss_total += partial[0];                     // the epoch's sum, read once per epoch
     }
 }
 
@@ -57,8 +97,10 @@ extern "C" __global__ void bias_grad_half(int rows, int cols, const __half* __re
     db[c] = __float2half_rn(sum);
 }
 
+// S is read from the device (the scaler's current value), not passed by the host.
 extern "C" __global__ void unscale_half_to_float(int n, const __half* __restrict__ g16,
-                                                 float inv_scale, float* __restrict__ g32,
+                                                 const float* __restrict__ scale,
+                                                 float* __restrict__ g32,
                                                  int* __restrict__ found_inf)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -68,5 +110,48 @@ extern "C" __global__ void unscale_half_to_float(int n, const __half* __restrict
         // Every writer stores the same value, so the race between threads is harmless.
         *found_inf = 1;
     }
-    g32[i] = g * inv_scale;
+    g32[i] = g * (1.0f / *scale);
+}
+
+// The loss scaler's state machine, run by one thread after every unscale (launch <<<1, 1>>>).
+// It is the only implementation of the rules: LossScaler.update in nn/amp.py launches it too.
+// history[steps % history_size] keeps the scale each step used, for plots.
+extern "C" __global__ void update_loss_scale(float* scale, int* state, float* history, int history_size,
+                                             int dynamic, float growth_factor, float backoff_factor,
+                                             int growth_interval, float min_scale, float max_scale)
+{
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    float s = *scale;
+    history[state[STEPS] % history_size] = s;          // the scale this step's loss was multiplied by
+    state[STEPS] += 1;
+    int overflow = state[FOUND_INF] != 0;
+    if (overflow) {
+        // Skip the step; a dynamic scaler backs off, and the run of good steps starts again.
+        state[SKIPPED] += 1;
+        state[GOOD_STEPS] = 0;
+        if (dynamic) s = fmaxf(s * backoff_factor, min_scale);
+    } else {
+        // A good step: after growth_interval of them in a row, try a larger scale.
+        state[GOOD_STEPS] += 1;
+        if (dynamic && state[GOOD_STEPS] >= growth_interval) {
+            s = fminf(s * growth_factor, max_scale);
+            state[GOOD_STEPS] = 0;
+        }
+    }
+    *scale = s;
+    state[SKIP] = overflow;                            // the optimizer's kernels read this
+    state[FOUND_INF] = 0;                              // cleared for the next step's unscale
+}
+
+// FP16 copy = master rounded to half, after an applied step. round_master != 0 is the
+// no-master-weights ablation: the master itself is overwritten by its rounded value.
+extern "C" __global__ void refresh_half_copy(int n, float* __restrict__ master, __half* __restrict__ copy,
+                                             int round_master, const int* __restrict__ skip)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (skip && *skip) return;                         // the masters did not move: nothing to do
+    __half h = __float2half_rn(master[i]);
+    copy[i] = h;
+    if (round_master) master[i] = __half2float(h);
 }

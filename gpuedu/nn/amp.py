@@ -15,6 +15,11 @@ The recipe (what deep-learning frameworks call automatic mixed precision):
    became NaN (detected on the device), the step is skipped: a dynamic scaler then halves S, and
    doubles it again after ``growth_interval`` good steps in a row.
 
+Nothing of a training step comes back to the host: S, the overflow flag and the counters live on the
+device, a one-thread kernel (``update_loss_scale``) applies the scaler's rules, and the optimizer's
+kernels read the resulting skip flag themselves.  A host that read the flag back would wait for the GPU
+to finish the step before it could queue the next one; at small batches that wait is most of the time.
+
 Pieces:
 ``LossScaler``           static or dynamic scale, the unscale-and-check kernel, the state machine
 ``HalfDense``            an ``nn.Dense`` in FP16 (its parameters become FP32 masters)
@@ -32,100 +37,175 @@ from . import _kernels as K
 from . import fp16_ops
 from .checks import gpuarray_module, is_device_array, to_device_labels
 from .layers import Dense, Parameter
+from .optim import skip_pointer
 
 THREADS = 256
+SUM_THREADS = 256            # the one block of sum_loss_rows (fp16_amp.cu: SUM_THREADS)
+SCALE_HISTORY = 65536        # steps whose loss scale a LossScaler remembers, for plots
+
+# The int32 state of a LossScaler on the device, by index (fp16_amp.cu defines the same).
+FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED = range(5)
 
 
 # ---- loss scaling ---------------------------------------------------------------------------------
 class LossScaler:
-    """The loss scale S and what happens to it.
+    """The loss scale S and what happens to it, kept on the device.
 
     ``dynamic=False``: S stays ``init_scale``; a step whose gradients overflow is still skipped.
     ``dynamic=True``:  an overflow skips the step and multiplies S by ``backoff_factor`` (0.5);
-    ``growth_interval`` good steps in a row multiply it by ``growth_factor`` (2).
+    ``growth_interval`` good steps in a row multiply it by ``growth_factor`` (2); S stays within
+    [``min_scale``, ``max_scale``].
 
-    Use: ``found_inf = scaler.unscale(pairs)`` then ``if scaler.update(found_inf): optimizer.step()``.
+    What a training step uses (nothing comes back to the host):
+    ``unscale_on_device(pairs)``  FP16 gradients / S into the FP32 masters' ``.grad``; raises the device flag
+    ``update_on_device()``        the rules above, in a one-thread kernel; sets ``skip_flag`` for the optimizer
+    ``scale_on_device``           S, a 1-element float32 GPUArray (the loss kernel multiplies by it)
+
+    Looking at it step by step (each of these waits for the GPU, then copies back):
+    ``found_inf = scaler.unscale(pairs)`` then ``if scaler.update(found_inf): optimizer.step()``;
+    ``scale``, ``steps``, ``skipped``, ``good_steps``, ``scales`` (the scale of each step, the last
+    ``history`` of them).  ``update`` launches the same kernel as ``update_on_device``: one set of rules.
     """
 
     def __init__(self, init_scale=2.0 ** 16, dynamic=True, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, min_scale=2.0 ** -24, max_scale=2.0 ** 24):
+                 growth_interval=2000, min_scale=2.0 ** -24, max_scale=2.0 ** 24, history=SCALE_HISTORY):
         for label, v in (("init_scale", init_scale), ("min_scale", min_scale), ("max_scale", max_scale)):
-            if not (isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v) and v > 0):
-                raise ValueError(f"{label} must be a positive finite number, got {v!r}")
+            # S is a float32 on the device: it must be a positive normal float32.
+            if not (isinstance(v, (int, float, np.floating, np.integer)) and np.isfinite(v) and v > 0
+                    and float(np.finfo(np.float32).tiny) <= v <= float(np.finfo(np.float32).max)):
+                raise ValueError(f"{label} must be a positive finite number within float32's normal range, "
+                                 f"got {v!r}")
         if not growth_factor > 1.0:
             raise ValueError(f"growth_factor must be > 1, got {growth_factor!r}")
         if not 0.0 < backoff_factor < 1.0:
             raise ValueError(f"backoff_factor must be between 0 and 1, got {backoff_factor!r}")
-        if isinstance(growth_interval, bool) or not isinstance(growth_interval, (int, np.integer)) \
-                or growth_interval < 1:
-            raise ValueError(f"growth_interval must be a positive integer, got {growth_interval!r}")
+        for label, v in (("growth_interval", growth_interval), ("history", history)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v < 2 ** 31:
+                raise ValueError(f"{label} must be a positive integer, got {v!r}")
         if not min_scale <= init_scale <= max_scale:
             raise ValueError(f"init_scale {init_scale} must lie in [min_scale, max_scale] = "
                              f"[{min_scale}, {max_scale}]")
-        self.scale = float(init_scale)
         self.dynamic = bool(dynamic)
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
         self.growth_interval = int(growth_interval)
         self.min_scale, self.max_scale = float(min_scale), float(max_scale)
-        self.good_steps = 0        # good steps since the last overflow or growth
-        self.steps = 0             # update() calls
-        self.skipped = 0           # steps skipped for an overflow
-        self._found_inf = None     # the device flag, made on first use
-
-    def update(self, found_inf):
-        """Advance the state machine after one backward pass; True when the step should be applied."""
-        self.steps += 1
-        if found_inf:
-            self.skipped += 1
-            self.good_steps = 0
-            if self.dynamic:
-                self.scale = max(self.scale * self.backoff_factor, self.min_scale)
-            return False
-        self.good_steps += 1
-        if self.dynamic and self.good_steps >= self.growth_interval:
-            self.scale = min(self.scale * self.growth_factor, self.max_scale)
-            self.good_steps = 0
-        return True
-
-    def unscale(self, pairs):
-        """For each (FP16 gradient, FP32 ``Parameter``): ``param.grad = g16 / S`` on the device, and
-        return whether any FP16 gradient held Inf or NaN (one int copied back, for all of them)."""
+        self.history = int(history)
         ga = gpuarray_module()
-        if self._found_inf is None:
-            self._found_inf = ga.zeros(1, np.int32)
-        else:
-            self._found_inf.set(np.zeros(1, np.int32))
-        f = K.function("fp16_amp", "unscale_half_to_float", "iPfPP")
-        inv_scale = np.float32(1.0 / self.scale)
+        self.scale_on_device = ga.to_gpu(np.array([init_scale], np.float32))
+        self._state = ga.zeros(5, np.int32)               # FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED
+        self._found_inf = self._state[FOUND_INF:FOUND_INF + 1]
+        self.skip_flag = self._state[SKIP:SKIP + 1]       # 1 after an overflowed step: optimizer.step(skip=...)
+        self._scales = ga.zeros(self.history, np.float32)  # the scale of step i at i % history
+
+    # -- the training step's path: launches only ----------------------------------------------------
+    def unscale_on_device(self, pairs):
+        """For each (FP16 gradient, FP32 ``Parameter``): ``param.grad = g16 / S`` on the device, raising
+        the device overflow flag if any FP16 gradient holds Inf or NaN.  Returns nothing: no copy back."""
+        f = K.function("fp16_amp", "unscale_half_to_float", "iPPPP")
         for g16, param in pairs:
             if g16.dtype != np.float16 or param.grad.dtype != np.float32 or g16.size != param.grad.size:
                 raise ValueError(f"unscale needs (float16 gradient, float32 parameter) of one size, got "
                                  f"{g16.dtype}[{g16.size}] and {param.grad.dtype}[{param.grad.size}]")
             K.launch(f, (max(1, K.blocks_for(g16.size, THREADS)), 1), (THREADS, 1, 1),
-                     (K.i32(g16.size), K.ptr(g16), inv_scale, K.ptr(param.grad), K.ptr(self._found_inf)))
+                     (K.i32(g16.size), K.ptr(g16), K.ptr(self.scale_on_device), K.ptr(param.grad),
+                      K.ptr(self._found_inf)))
+
+    def update_on_device(self):
+        """Run the scaler's rules on the device after this step's unscale: set ``skip_flag``, back off or
+        grow S, count the step, clear the overflow flag for the next one."""
+        f = K.function("fp16_amp", "update_loss_scale", "PPPiiffiff")
+        K.launch(f, (1, 1), (1, 1, 1),
+                 (K.ptr(self.scale_on_device), K.ptr(self._state), K.ptr(self._scales), K.i32(self.history),
+                  K.i32(self.dynamic), K.f32(self.growth_factor), K.f32(self.backoff_factor),
+                  K.i32(self.growth_interval), K.f32(self.min_scale), K.f32(self.max_scale)))
+
+    # -- one step at a time, for looking at it: each call waits for the GPU --------------------------
+    def unscale(self, pairs):
+        """``param.grad = g16 / S`` for each pair, and whether any FP16 gradient held Inf or NaN (the
+        flag is cleared first and copied back after: this call waits for the GPU)."""
+        self._found_inf.fill(0)
+        self.unscale_on_device(pairs)
         return bool(self._found_inf.get()[0])
+
+    def update(self, found_inf):
+        """Advance the state machine after one backward pass; True when the step should be applied.
+        The same kernel as ``update_on_device``, fed ``found_inf`` from the host and read back."""
+        self._found_inf.set(np.array([1 if found_inf else 0], np.int32))
+        self.update_on_device()
+        return not bool(self.skip_flag.get()[0])
+
+    def _read_state(self, index):
+        return int(self._state.get()[index])
+
+    @property
+    def scale(self):
+        """The current loss scale S (copied back from the device: waits for the GPU)."""
+        return float(self.scale_on_device.get()[0])
+
+    @property
+    def steps(self):
+        """Steps so far (``update`` / ``update_on_device`` calls); a synchronising read."""
+        return self._read_state(STEPS)
+
+    @property
+    def skipped(self):
+        """Steps skipped for an overflow; a synchronising read."""
+        return self._read_state(SKIPPED)
+
+    @property
+    def good_steps(self):
+        """Good steps since the last overflow or growth; a synchronising read."""
+        return self._read_state(GOOD_STEPS)
+
+    @property
+    def scales(self):
+        """The loss scale each step used, oldest first (the last ``history`` steps); a synchronising read."""
+        steps, recorded = self.steps, self._scales.get()
+        if steps <= self.history:
+            return [float(s) for s in recorded[:steps]]
+        oldest = steps % self.history
+        return [float(s) for s in np.concatenate([recorded[oldest:], recorded[:oldest]])]
 
     def __repr__(self):
         kind = "dynamic" if self.dynamic else "static"
-        return (f"LossScaler({kind}, scale={self.scale:g}, steps={self.steps}, skipped={self.skipped}, "
-                f"good_steps={self.good_steps})")
+        state = self._state.get()
+        return (f"LossScaler({kind}, scale={self.scale:g}, steps={state[STEPS]}, skipped={state[SKIPPED]}, "
+                f"good_steps={state[GOOD_STEPS]})")
 
 
 def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None):
     """Cross-entropy of FP16 logits (softmax in FP32).  Returns (loss_rows float32 [B],
-    dlogits float16 [B, C] = grad_scale * (softmax - onehot) / B), both on the device."""
+    dlogits float16 [B, C] = grad_scale * (softmax - onehot) / B), both on the device.
+
+    ``grad_scale``: a number, or a 1-element float32 GPUArray holding it on the device (a scaler's
+    ``scale_on_device``: the host need not know S).  ``loss_rows``/``dlogits``: buffers to reuse."""
     if logits16.dtype != np.float16 or len(logits16.shape) != 2:
         raise TypeError(f"logits must be a 2-D float16 GPUArray, got {logits16.dtype} {tuple(logits16.shape)}")
     rows, classes = logits16.shape
     labels = to_device_labels(labels, classes, rows)
+    if is_device_array(grad_scale):
+        if grad_scale.dtype != np.float32 or grad_scale.size != 1:
+            raise TypeError(f"a device grad_scale must be a 1-element float32 GPUArray, got "
+                            f"{grad_scale.dtype}[{grad_scale.size}]")
+        host_scale, device_scale = np.float32(1.0), np.uintp(K.ptr(grad_scale))
+    else:
+        host_scale, device_scale = np.float32(grad_scale), np.uintp(0)
     ga = gpuarray_module()
     loss_rows = ga.empty(rows, np.float32) if loss_rows is None else loss_rows
     dlogits = ga.empty((rows, classes), np.float16) if dlogits is None else dlogits
-    f = K.function("fp16_amp", "softmax_xent_half", "iiPPfPP")
+    f = K.function("fp16_amp", "softmax_xent_half", "iiPPfPPP")
     K.launch(f, (K.blocks_for(rows, 128), 1), (128, 1, 1),
-             (K.i32(rows), K.i32(classes), K.ptr(logits16), K.ptr(labels), np.float32(grad_scale),
+             (K.i32(rows), K.i32(classes), K.ptr(logits16), K.ptr(labels), host_scale, device_scale,
               K.ptr(loss_rows), K.ptr(dlogits)))
     return loss_rows, dlogits
+
+
+def sum_loss_rows(loss_rows, step_loss, loss_total):
+    """``step_loss`` = mean of ``loss_rows`` (float32 [1]) and ``loss_total`` += their sum (float64 [1]),
+    on the device, in a fixed order (the same sums on every run)."""
+    f = K.function("fp16_amp", "sum_loss_rows", "iPPP")
+    K.launch(f, (1, 1), (SUM_THREADS, 1, 1),
+             (K.i32(loss_rows.size), K.ptr(loss_rows), K.ptr(step_loss), K.ptr(loss_total)))
 
 
 def bias_grad(dz16, out=None):
@@ -145,7 +225,7 @@ class HalfDense:
     Built from an FP32 ``nn.Dense``: its weights are copied into new FP32 master ``Parameter``s
     (``parameters()`` returns them, for the optimizer) and rounded once into the FP16 copies the
     kernels read.  ``backward`` leaves the (scaled) gradients in FP16 buffers (``half_grads()``);
-    ``LossScaler.unscale`` turns them into the masters' FP32 ``.grad``.
+    ``LossScaler.unscale_on_device`` turns them into the masters' FP32 ``.grad``.
     """
 
     def __init__(self, dense):
@@ -173,15 +253,17 @@ class HalfDense:
         """(FP16 gradient, FP32 master parameter) pairs, for ``LossScaler.unscale``."""
         return [(self.W_grad16, self.W), (self.b_grad16, self.b)]
 
-    def refresh_half(self):
-        """Re-round the FP16 copies from the FP32 masters (after every optimizer step)."""
-        fp16_ops.to_half(self.W.value, out=self.W16)
-        fp16_ops.to_half(self.b.value, out=self.b16)
+    def refresh_half(self, skip=None, round_masters=False):
+        """Re-round the FP16 copies from the FP32 masters (after every optimizer step).
 
-    def round_masters_to_half(self):
-        """Overwrite the FP32 masters with their FP16 copies (the no-master-weights ablation)."""
-        fp16_ops.to_float(self.W16, out=self.W.value)
-        fp16_ops.to_float(self.b16, out=self.b.value)
+        ``skip``: the scaler's device flag; nothing is done where it is set (the masters did not move).
+        ``round_masters=True`` also overwrites the masters with their FP16 values (the no-master-weights
+        ablation)."""
+        f = K.function("fp16_amp", "refresh_half_copy", "iPPiP")
+        for master, copy in ((self.W, self.W16), (self.b, self.b16)):
+            K.launch(f, (max(1, K.blocks_for(master.size, THREADS)), 1), (THREADS, 1, 1),
+                     (K.i32(master.size), K.ptr(master.value), K.ptr(copy), K.i32(bool(round_masters)),
+                      skip_pointer(skip)))
 
     def _bufs(self, rows):
         bufs = self._buffers.get(rows)
@@ -234,6 +316,7 @@ class MixedPrecisionMLP:
         self.layers = [HalfDense(l) for l in layers]
         self.in_features = self.layers[0].in_features
         self.out_features = self.layers[-1].out_features
+        self._inputs = {}            # rows -> the FP16 input buffer, reused every step
 
     def parameters(self):
         return [p for l in self.layers for p in l.parameters()]
@@ -241,21 +324,22 @@ class MixedPrecisionMLP:
     def half_grads(self):
         return [pair for l in self.layers for pair in l.half_grads()]
 
-    def refresh_half(self):
+    def refresh_half(self, skip=None, round_masters=False):
         for l in self.layers:
-            l.refresh_half()
-
-    def round_masters_to_half(self):
-        for l in self.layers:
-            l.round_masters_to_half()
+            l.refresh_half(skip, round_masters)
 
     def forward(self, x):
-        """Logits in FP16 for a float32 batch (NumPy or GPUArray), converted to FP16 on the device."""
+        """Logits in FP16 for a float32 batch (NumPy or GPUArray), converted to FP16 on the device into a
+        buffer kept per batch size (a NumPy batch is first copied to the device)."""
         if x.dtype != np.float32:
             raise TypeError(f"x must be float32 (it is converted to float16 on the device), got {x.dtype}")
         if len(x.shape) != 2 or x.shape[1] != self.in_features:
             raise ValueError(f"x must have shape [batch, {self.in_features}], got {tuple(x.shape)}")
-        h = fp16_ops.to_half(x)
+        rows = x.shape[0]
+        x16 = self._inputs.get(rows)
+        if x16 is None:
+            x16 = self._inputs[rows] = gpuarray_module().empty((rows, self.in_features), np.float16)
+        h = fp16_ops.to_half(x, out=x16)
         for layer in self.layers:
             h = layer.forward(h)
         return h
@@ -280,10 +364,53 @@ class MixedPrecisionMLP:
         return "MixedPrecisionMLP(\n  " + ",\n  ".join(repr(l) for l in self.layers) + "\n)"
 
 
-# ---- training -------------------------------------------------------------------------------------
+# ---- training ----------------------------------------------------------------------------------
+class StepResult:
+    """What one ``MixedPrecisionTrainer.step`` did, read from the device only when asked.
+
+    ``loss`` (the batch's mean loss) and ``applied`` (False if the step was skipped for an overflow)
+    copy back on first use, so reading them waits for the GPU; a loop that never reads them never
+    waits.  Read them before the next step: it reuses the device buffers they come from.
+    """
+
+    def __init__(self, trainer, step):
+        self._trainer, self._step, self._values = trainer, step, None
+
+    def _read(self):
+        if self._values is None:
+            current = self._trainer.steps
+            if current != self._step:
+                raise RuntimeError(f"this is the result of step {self._step}, but the trainer has run step "
+                                   f"{current} since, which overwrote it: read .loss / .applied before the "
+                                   f"next step, or use trainer.mean_loss() for the mean over many steps")
+            loss = float(self._trainer._step_loss.get()[0])
+            applied = not bool(self._trainer.scaler.skip_flag.get()[0])
+            self._values = (loss, applied)
+        return self._values
+
+    @property
+    def loss(self):
+        return self._read()[0]
+
+    @property
+    def applied(self):
+        return self._read()[1]
+
+    def __repr__(self):
+        if self._values is None:
+            return f"<StepResult of step {self._step} (not read yet: .loss, .applied)>"
+        return f"<StepResult of step {self._step}: loss {self._values[0]:.4f}, applied {self._values[1]}>"
+
+
 class MixedPrecisionTrainer:
     """One mixed-precision training step: forward in FP16, loss scaled by S, backward in FP16,
     unscale into the FP32 master gradients, then the optimizer step, or a skip on overflow.
+
+    The whole step is launched without waiting for the GPU and without allocating (after the first step
+    of each batch size): S and the skip decision stay on the device.  ``step`` returns a ``StepResult``
+    whose ``.loss`` / ``.applied`` are read only if asked; ``mean_loss()`` reads the mean over all steps
+    since ``reset_loss()`` in one copy, the way ``nn.SoftmaxCrossEntropy.result()`` does for FP32.
+    Pass device batches (a ``DataLoader``'s): a NumPy batch must be copied to the device every step.
 
     ``master_weights=False`` is an ablation for experiments: after every step the FP32 weights are
     re-rounded to FP16, as if the model had no FP32 copy (updates below half an FP16 gap are lost).
@@ -294,38 +421,66 @@ class MixedPrecisionTrainer:
         self.optimizer = optimizer
         self.scaler = LossScaler() if scaler is None else scaler
         self.master_weights = bool(master_weights)
-        self.scales = []                   # the loss scale used at every step, for plots
         masters = {id(p) for p in model.parameters()}
         if not all(id(p) in masters for p in optimizer.params):
             raise ValueError("the optimizer must update the mixed-precision model's FP32 masters: "
                              "build it with optimizer = SGD(model.parameters(), ...)")
+        ga = gpuarray_module()
+        self._step_loss = ga.zeros(1, np.float32)      # the last step's mean loss
+        self._loss_total = ga.zeros(1, np.float64)     # summed row losses since reset_loss()
+        self._rows = 0                                 # rows since reset_loss() (the host knows them)
+        self._buffers = {}                             # (rows, classes) -> (loss_rows, dlogits)
+        self.steps = 0
+
+    @property
+    def scales(self):
+        """The loss scale used at every step, for plots (a synchronising read of the scaler's history)."""
+        return self.scaler.scales
+
+    def _loss_buffers(self, rows, classes):
+        bufs = self._buffers.get((rows, classes))
+        if bufs is None:
+            ga = gpuarray_module()
+            bufs = self._buffers[(rows, classes)] = (ga.empty(rows, np.float32),
+                                                     ga.empty((rows, classes), np.float16))
+        return bufs
 
     def step(self, x, labels):
-        """Returns (mean loss of the batch, True if the update was applied / False if skipped)."""
-        scale = self.scaler.scale
-        self.scales.append(scale)
+        """One training step on a batch; returns a ``StepResult`` (nothing is read back unless asked)."""
+        scaler = self.scaler
         logits = self.model.forward(x)
-        loss_rows, dlogits = softmax_xent(logits, labels, grad_scale=scale)
+        loss_rows, dlogits = softmax_xent(logits, labels, scaler.scale_on_device,
+                                          *self._loss_buffers(*logits.shape))
+        sum_loss_rows(loss_rows, self._step_loss, self._loss_total)
         self.model.backward(dlogits)
-        found_inf = self.scaler.unscale(self.model.half_grads())
-        applied = self.scaler.update(found_inf)
-        if applied:
-            self.optimizer.step()          # on the FP32 masters
-            self.model.refresh_half()      # then the FP16 copies follow
-            if not self.master_weights:
-                self.model.round_masters_to_half()
-        return float(np.mean(loss_rows.get(), dtype=np.float64)), applied
+        scaler.unscale_on_device(self.model.half_grads())
+        scaler.update_on_device()                       # decides: apply, or skip and back off
+        self.optimizer.step(skip=scaler.skip_flag)      # on the FP32 masters, unless skipped
+        self.model.refresh_half(scaler.skip_flag, round_masters=not self.master_weights)
+        self._rows += logits.shape[0]
+        self.steps += 1
+        return StepResult(self, self.steps)
+
+    def mean_loss(self):
+        """The mean loss of every row since ``reset_loss()`` (skipped steps count: their forward pass was
+        computed); one copy back, so it waits for the GPU."""
+        if self._rows == 0:
+            raise RuntimeError("no step since the last reset_loss(): call trainer.step(x, labels) first")
+        return float(self._loss_total.get()[0]) / self._rows
+
+    def reset_loss(self):
+        """Start a new mean (e.g. at each epoch); launched on the device, no copy."""
+        self._loss_total.fill(0)
+        self._rows = 0
 
 
 def train_mixed(trainer, loader, epochs):
     """Mixed-precision training; returns the mean training loss of each epoch (skipped steps' losses
-    count: the forward pass was still computed)."""
+    count: the forward pass was still computed).  The loss is read back once per epoch."""
     history = []
     for _ in range(epochs):
-        total, rows = 0.0, 0
+        trainer.reset_loss()
         for xb, yb in loader:
-            batch_loss, _ = trainer.step(xb, yb)
-            total += batch_loss * xb.shape[0]
-            rows += xb.shape[0]
-        history.append(total / rows)
+            trainer.step(xb, yb)
+        history.append(trainer.mean_loss())
     return history

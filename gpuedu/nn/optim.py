@@ -2,6 +2,11 @@
 
 SGD:   v = mu v + g;  w = w - lr v       (mu = 0 gives the plain rule  dW = -lr dL/dW)
 Adam:  m, v = moving averages of g and g^2;  w = w - lr m_hat / (sqrt(v_hat) + eps)
+
+``step(skip=None)``: ``skip`` is an optional int32 device flag (a 1-element GPUArray).  When it holds a
+nonzero value on the device, every update kernel leaves the parameters and the optimizer's state
+untouched; mixed precision (``nn.amp``) passes the flag its loss scaler raises on an overflowed
+gradient, so the host never has to read it.  ``None``: never skip.
 """
 import numpy as np
 
@@ -9,6 +14,16 @@ from . import _kernels as K
 from .checks import gpuarray_module
 
 THREADS = 256
+
+
+def skip_pointer(skip):
+    """The kernel argument for an optional device skip flag: its address, or 0 (NULL: never skip)."""
+    if skip is None:
+        return np.uintp(0)
+    if getattr(skip, "dtype", None) != np.int32 or getattr(skip, "size", 0) != 1 or not hasattr(skip, "gpudata"):
+        raise TypeError("skip must be None or a 1-element int32 GPUArray (a device flag: nonzero = skip), "
+                        f"got {type(skip).__name__} {getattr(skip, 'dtype', '')}")
+    return np.uintp(K.ptr(skip))
 
 
 class Optimizer:
@@ -23,19 +38,26 @@ class Optimizer:
         self.params = params
         self.lr = float(lr)
         self.stream = None
-        self.steps = 0
+        self.steps = 0            # step() calls, skipped ones included (the host cannot tell them apart)
         self.state = [self.init_state(p) for p in params]
 
     def init_state(self, param):
         return {}
 
-    def update(self, param, state):
+    def update(self, param, state, skip):
+        """Launch the update of one parameter; ``skip`` is the kernel's skip-flag pointer (0: none)."""
         raise NotImplementedError
 
-    def step(self):
+    def begin_step(self, skip):
+        """Work done once per step before the per-parameter updates (Adam counts its steps here)."""
+
+    def step(self, skip=None):
+        """Update every parameter from its ``.grad``; nothing happens on the device if ``skip`` is set there."""
+        flag = skip_pointer(skip)
         self.steps += 1
+        self.begin_step(flag)
         for p, s in zip(self.params, self.state):
-            self.update(p, s)
+            self.update(p, s, flag)
 
     def _zeros_like(self, param):
         return gpuarray_module().zeros(param.value.shape, np.float32)
@@ -51,11 +73,11 @@ class SGD(Optimizer):
     def init_state(self, param):
         return {"velocity": self._zeros_like(param)}
 
-    def update(self, p, state):
-        f = K.function("nn_optim", "sgd_update", "PPPifff")
+    def update(self, p, state, skip):
+        f = K.function("nn_optim", "sgd_update", "PPPifffP")
         K.launch(f, (K.blocks_for(p.size, THREADS), 1), (THREADS, 1, 1),
                  (K.ptr(p.value), K.ptr(p.grad), K.ptr(state["velocity"]), K.i32(p.size),
-                  K.f32(self.lr), K.f32(self.momentum), K.f32(self.weight_decay)), self.stream)
+                  K.f32(self.lr), K.f32(self.momentum), K.f32(self.weight_decay), skip), self.stream)
 
 
 class Adam(Optimizer):
@@ -64,17 +86,30 @@ class Adam(Optimizer):
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
             raise ValueError(f"betas must each be in [0, 1), got {betas!r}")
         self.beta1, self.beta2, self.eps, self.weight_decay = float(b1), float(b2), float(eps), float(weight_decay)
+        ga = gpuarray_module()
+        # The step count t and the bias corrections (c1, c2) live on the device: a step skipped on the
+        # device must not advance t, and the host does not know which steps were skipped.
+        self._t = ga.zeros(1, np.int32)
+        self._corrections = ga.zeros(2, np.float32)
         super().__init__(params, lr)
+
+    @property
+    def t(self):
+        """Adam's step count (applied steps only): a synchronising read from the device."""
+        return int(self._t.get()[0])
 
     def init_state(self, param):
         return {"m": self._zeros_like(param), "v": self._zeros_like(param)}
 
-    def update(self, p, state):
+    def begin_step(self, skip):
         # Bias correction: m and v start at 0, so early averages are too small by (1 - beta^t).
-        c1 = 1.0 / (1.0 - self.beta1 ** self.steps)
-        c2 = 1.0 / (1.0 - self.beta2 ** self.steps)
-        f = K.function("nn_optim", "adam_update", "PPPPifffffff")
+        f = K.function("nn_optim", "adam_begin_step", "PPddP")
+        K.launch(f, (1, 1), (1, 1, 1), (K.ptr(self._t), K.ptr(self._corrections), np.float64(self.beta1),
+                                        np.float64(self.beta2), skip), self.stream)
+
+    def update(self, p, state, skip):
+        f = K.function("nn_optim", "adam_update", "PPPPiffffPfP")
         K.launch(f, (K.blocks_for(p.size, THREADS), 1), (THREADS, 1, 1),
                  (K.ptr(p.value), K.ptr(p.grad), K.ptr(state["m"]), K.ptr(state["v"]), K.i32(p.size),
                   K.f32(self.lr), K.f32(self.beta1), K.f32(self.beta2), K.f32(self.eps),
-                  K.f32(c1), K.f32(c2), K.f32(self.weight_decay)), self.stream)
+                  K.ptr(self._corrections), K.f32(self.weight_decay), skip), self.stream)
