@@ -30,3 +30,19 @@ def test_gpu_context_fixture_gives_a_working_context(gpu_context):
     import pycuda.gpuarray as gpuarray
     x = gpuarray.to_gpu(np.arange(1000, dtype=np.float32))
     assert float(gpuarray.sum(x).get()) == 499500.0
+
+
+def test_preflight_describes_the_device_it_passed():
+    from gpuedu import backend
+    ok_, reason, details = backend.check_gpu()
+    assert ok_ and reason == "a usable GPU was found"
+    device = details["device"]
+    assert device["arch"].isdigit() and device["total_memory"] > 2**30 and device["name"]
+    assert details["launch"] == {"ok": True}
+    assert details["nvcc"][1] and details["probe"]["cuda_driver_version"]
+
+
+def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
+    proc = doctor()
+    assert "Bench yardsticks:" in proc.stdout
+    assert "CUDA (driver API)" in proc.stdout
