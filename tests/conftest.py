@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def gpu_context():
-    """The real ``pycuda.driver`` with a current context on device 0, for `gpu`-marked tests."""
+    """The real ``pycuda.driver`` with device 0's primary context current (as setup() leaves it), for `gpu` tests."""
     import gpuedu
     backend = gpuedu.setup(verbose=False)
     if backend.name != "cuda":
