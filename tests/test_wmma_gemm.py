@@ -1,9 +1,12 @@
 """The WMMA tensor-core GEMMs against float64 sums of their float16 inputs, at sizes that are and are
 not multiples of the 16x16x16 tile (the kernels pad the edges with zeros and guard their writes).
 
-Version 1 (``wmma_matmul``) is the plain kernel; version 2 (``matmul(version="tensor")``) is the
-pipelined one: every transpose, alpha, FP16 and FP32 outputs, rows that take the 16-byte cp.async path
-and rows that do not (K = 37, a base pointer 2 bytes off), empty and 1x1x1 products."""
+Version 1 (``wmma_matmul``) is the plain kernel; versions 2 and 3 (``matmul(version="tensor")``,
+``"tensor_wide"``) are the pipelined ones: every transpose, alpha, FP16 and FP32 outputs, rows that take
+the 16-byte cp.async path and rows that do not (K = 37, a base pointer 2 bytes off), empty and 1x1x1
+products."""
+
+TENSOR_VERSIONS = ["tensor", "tensor_wide"]
 import numpy as np
 import pytest
 
@@ -63,7 +66,7 @@ def test_bad_operands_are_refused(a, b, error, message):
         ops.wmma_matmul(a, b)
 
 
-# ---- version 2: matmul(version="tensor") ------------------------------------------------------
+# ---- versions 2 and 3: matmul(version="tensor" / "tensor_wide") -----------------------------------
 def stored(m, n, k, transpose_a, transpose_b, seed):
     """Operands as stored (a^T is stored K x M, b^T N x K) and the logical op(a), op(b)."""
     a, b = operands(m, n, k, seed)
@@ -80,78 +83,86 @@ def assert_close_to_exact(got, a, b, alpha, out_dtype):
     assert np.all(np.abs(got.astype(np.float64) - exact) <= bound)
 
 
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
 @pytest.mark.parametrize("transpose_a", [False, True])
 @pytest.mark.parametrize("transpose_b", [False, True])
-@pytest.mark.parametrize("m, n, k", [(128, 128, 64), (40, 24, 48), (130, 129, 100), (33, 17, 37)])
-def test_tensor_gemm_every_layout(m, n, k, transpose_a, transpose_b):
-    # 128/40/24/48: rows of 8 halves, the 16-byte path; 130/129/100/37 mix it with the element path.
+@pytest.mark.parametrize("m, n, k", [(128, 264, 64), (40, 24, 48), (130, 129, 100), (33, 17, 37)])
+def test_tensor_gemm_every_layout(m, n, k, transpose_a, transpose_b, version):
+    # 128/264/40/24/48: rows of 8 halves, the 16-byte path; 130/129/100/37 mix it with the element path.
     a_st, b_st, a, b = stored(m, n, k, transpose_a, transpose_b, seed=m + n + k)
     got = ops.matmul(a_st, b_st, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=np.float32,
-                     version="tensor").get()
+                     version=version).get()
     assert_close_to_exact(got, a, b, 1.0, np.float32)
 
 
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
 @pytest.mark.parametrize("out_dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("alpha", [1.0, -0.375])
-def test_tensor_gemm_alpha_and_output_dtypes(out_dtype, alpha):
+def test_tensor_gemm_alpha_and_output_dtypes(out_dtype, alpha, version):
     a_st, b_st, a, b = stored(72, 136, 56, True, False, seed=5)
-    got = ops.matmul(a_st, b_st, transpose_a=True, alpha=alpha, out_dtype=out_dtype, version="tensor").get()
+    got = ops.matmul(a_st, b_st, transpose_a=True, alpha=alpha, out_dtype=out_dtype, version=version).get()
     assert_close_to_exact(got, a, b, alpha, out_dtype)
 
 
-@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (1, 200, 3), (150, 1, 40), (16, 16, 0)])
-def test_tensor_gemm_tiny_and_empty_k(m, n, k):
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (1, 300, 3), (150, 1, 40), (16, 16, 0)])
+def test_tensor_gemm_tiny_and_empty_k(m, n, k, version):
     a, b = operands(m, n, k, seed=11)
-    got = ops.matmul(a, b, out_dtype=np.float32, version="tensor").get()
+    got = ops.matmul(a, b, out_dtype=np.float32, version=version).get()
     assert_close_to_exact(got, a, b, 1.0, np.float32)   # K = 0: a sum of nothing, zeros
 
 
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
 @pytest.mark.parametrize("m, n", [(0, 5), (5, 0), (0, 0)])
-def test_tensor_gemm_with_an_empty_output(m, n):
+def test_tensor_gemm_with_an_empty_output(m, n, version):
     a, b = operands(m, n, 8, seed=2)
-    got = ops.matmul(a, b, version="tensor").get()
+    got = ops.matmul(a, b, version=version).get()
     assert got.shape == (m, n)
 
 
-def test_tensor_gemm_agrees_with_the_tiled_gemm():
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
+def test_tensor_gemm_agrees_with_the_tiled_gemm(version):
     # Both sum in FP32; they differ only in the order of the additions.
     a_st, b_st, _, _ = stored(96, 80, 200, False, True, seed=3)
-    tensor = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version="tensor").get()
+    tensor = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version=version).get()
     tiled = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version="tiled").get()
     magnitude = np.abs(a_st.astype(np.float64)) @ np.abs(b_st.T.astype(np.float64))
     assert np.all(np.abs(tensor - tiled) <= 2 * 200 * 2.0 ** -24 * magnitude + 1e-30)
 
 
-def test_tensor_gemm_reads_unaligned_operands_element_by_element():
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
+def test_tensor_gemm_reads_unaligned_operands_element_by_element(version):
     # a starts 2 bytes into its buffer: not 16-byte aligned, so the kernel must not use cp.async
     # on it (the emulator, like a GPU, fails a misaligned cp.async) and still get every element.
     m, n, k = 24, 32, 40
     a, b = operands(m, n, k, seed=8)
     whole = ga.to_gpu(np.concatenate([np.zeros(1, np.float16), a.ravel()]))
     a_view = whole[1:].reshape(m, k)
-    got = ops.matmul(a_view, b, out_dtype=np.float32, version="tensor").get()
+    got = ops.matmul(a_view, b, out_dtype=np.float32, version=version).get()
     assert_close_to_exact(got, a, b, 1.0, np.float32)
 
 
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
 @pytest.mark.parametrize("out_dtype", [np.float16, np.float32])
-def test_tensor_gemm_writes_nothing_outside_c(out_dtype):
+def test_tensor_gemm_writes_nothing_outside_c(out_dtype, version):
     m, n, k = 131, 9, 21
     a, b = operands(m, n, k, seed=4)
     whole = ga.to_gpu(np.full(m * n + 64, 7.0, out_dtype))
     c = whole[:m * n].reshape(m, n)
-    ops.matmul(a, b, out=c, out_dtype=out_dtype, version="tensor")
+    ops.matmul(a, b, out=c, out_dtype=out_dtype, version=version)
     host = whole.get()
     assert np.all(host[m * n:] == 7.0)
     assert_close_to_exact(host[:m * n].reshape(m, n), a, b, 1.0, out_dtype)
 
 
-def test_wmma_matmul_version_2_is_the_tensor_gemm():
+def test_wmma_matmul_versions_2_and_3_are_the_tensor_gemms():
     a, b = operands(70, 90, 50, seed=6)
-    v2 = ops.wmma_matmul(a, b, version=2).get()
-    np.testing.assert_array_equal(v2, ops.matmul(a, b, out_dtype=np.float32, version="tensor").get())
-    assert_close_to_exact(v2, a, b, 1.0, np.float32)
+    for version, name in ((2, "tensor"), (3, "tensor_wide")):
+        got = ops.wmma_matmul(a, b, version=version).get()
+        np.testing.assert_array_equal(got, ops.matmul(a, b, out_dtype=np.float32, version=name).get())
+        assert_close_to_exact(got, a, b, 1.0, np.float32)
     with pytest.raises(ValueError, match="version must be 1"):
-        ops.wmma_matmul(a, b, version=3)
+        ops.wmma_matmul(a, b, version=4)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -186,43 +197,52 @@ def test_tensor_gemm_refuses_a_wrong_output_buffer():
 
 
 @pytest.mark.skipif(not backend.is_emulator, reason="choosing the order of a block's threads is the emulator's")
+@pytest.mark.parametrize("version", TENSOR_VERSIONS)
 @pytest.mark.parametrize("schedule", ["reverse", "random"])
-def test_tensor_gemm_barriers_hold_in_any_thread_order(schedule):
+def test_tensor_gemm_barriers_hold_in_any_thread_order(schedule, version):
     # A missing __syncthreads (a stage overwritten while a warp still reads it) shows up when
     # the threads run in another order; K = 160 runs the 3-stage ring round more than once.
     a, b = operands(64, 48, 160, seed=12)
     try:
         backend.compiler.set_schedule(schedule, seed=7)
-        got = ops.matmul(a, b, out_dtype=np.float32, version="tensor").get()
+        got = ops.matmul(a, b, out_dtype=np.float32, version=version).get()
     finally:
         backend.compiler.set_schedule("forward")
     assert_close_to_exact(got, a, b, 1.0, np.float32)
 
 
-def test_version_2_needs_its_shared_memory_limit_raised():
-    # 61,440 bytes of dynamic shared memory exceed the default 48 KB per block: like a GPU, the
-    # emulator refuses the launch until the kernel opts in (the launcher does, once per kernel).
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_pipelined_versions_need_their_shared_memory_limit_raised(version):
+    # 61,440 or 92,160 bytes of dynamic shared memory exceed the default 48 KB per block: like a GPU,
+    # the emulator refuses the launch until the kernel opts in (the launcher does, once per kernel).
     # A module of its own (an extra define), so that no limit raised by fp16_ops applies to it.
     from gpuedu import kernels
-    f = kernels.load("wmma_gemm", options=["-DWMMA_GEMM_SEPARATE_MODULE=1"]).get_function("wmma_gemm_v2_nn")
+    module = kernels.load("wmma_gemm", options=["-DWMMA_GEMM_SEPARATE_MODULE=1"])
+    f = module.get_function(f"wmma_gemm_v{version}_nn")
+    shared = ops.WMMA_PIPELINED[version][1]
     m = n = k = 16
     a, b = operands(m, n, k, seed=13)
     a_gpu, b_gpu, c = ga.to_gpu(a), ga.to_gpu(b), ga.empty((m, n), np.float32)
     args = (np.int32(m), np.int32(n), np.int32(k), np.float32(1.0), a_gpu.gpudata, np.int32(k), b_gpu.gpudata,
             np.int32(n), c.gpudata, np.int32(0))
     with pytest.raises(backend.driver.Error, match="48 KiB|invalid argument"):
-        f(*args, block=ops.WMMA_V2_THREADS, grid=(1, 1), shared=ops.WMMA_V2_SHARED_BYTES)
-    f.set_attribute(backend.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, ops.WMMA_V2_SHARED_BYTES)
-    f(*args, block=ops.WMMA_V2_THREADS, grid=(1, 1), shared=ops.WMMA_V2_SHARED_BYTES)
+        f(*args, block=ops.WMMA_PIPELINED_THREADS, grid=(1, 1), shared=shared)
+    f.set_attribute(backend.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+    f(*args, block=ops.WMMA_PIPELINED_THREADS, grid=(1, 1), shared=shared)
     assert_close_to_exact(c.get(), a, b, 1.0, np.float32)
 
 
 def test_the_launcher_sizes_agree_with_the_kernel_source():
-    # fp16_ops mirrors wmma_gemm.cu's V2_* constants (tile, threads, shared memory): keep them in step.
+    # fp16_ops mirrors wmma_gemm.cu's V2_* / V3_* constants (tiles, threads, shared memory).
     import re
     from gpuedu import kernels
-    defines = dict(re.findall(r"^#define (V2_\w+) (\d+)\b", kernels.source("wmma_gemm"), re.M))
+    defines = dict(re.findall(r"^#define (V[23]_\w+) (\d+)\b", kernels.source("wmma_gemm"), re.M))
     v = {name: int(value) for name, value in defines.items()}
-    assert v["V2_BM"] == v["V2_BN"] == ops.WMMA_V2_TILE
-    assert 32 * v["V2_WARPS_M"] * v["V2_WARPS_N"] == ops.WMMA_V2_THREADS[0]
-    assert v["V2_STAGES"] * 2 * v["V2_BM"] * (v["V2_BK"] + v["V2_PAD"]) * 2 == ops.WMMA_V2_SHARED_BYTES
+    assert 32 * v["V2_WARPS_M"] * v["V2_WARPS_N"] == ops.WMMA_PIPELINED_THREADS[0]
+
+    def tile_halves(wide):   # V2_TILE_HALVES: rows BK wide, or BK rows `wide` long, padded
+        return max(wide * (v["V2_BK"] + v["V2_PAD"]), v["V2_BK"] * (wide + v["V2_PAD"]))
+
+    for version in (2, 3):
+        bm, bn = v[f"V{version}_BM"], v[f"V{version}_BN"]
+        assert ops.WMMA_PIPELINED[version] == ((bm, bn), v["V2_STAGES"] * (tile_halves(bm) + tile_halves(bn)) * 2)

@@ -87,13 +87,15 @@ def measure_matmul(run):
 
 # FP16 GEMMs: name -> (how to call gpuedu.nn.fp16_ops, output dtype). The naive and tiled GEMMs
 # store FP16 and accumulate in FP32 on CUDA cores; wmma_gemm (version 1, the plain WMMA kernel) and
-# wmma_gemm_v2 (the pipelined one, FP16 output like cuBLAS's here) feed the tensor cores; the FP16
-# target (targets.py) takes the better of the two.
+# wmma_gemm_v2 / _v3 (the pipelined ones, 128x128 and 128x256 tiles, FP16 output like cuBLAS's here)
+# feed the tensor cores; the FP16 target (targets.py) takes the best of the three.
 FP16_GEMMS = {
     "hgemm_naive": (lambda f, a, b, c: f.matmul(a, b, out=c, version="naive"), np.float16),
     "hgemm_tiled": (lambda f, a, b, c: f.matmul(a, b, out=c, version="tiled"), np.float16),
     "wmma_gemm": (lambda f, a, b, c: f.wmma_matmul(a, b, out=c), np.float32),
     "wmma_gemm_v2": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version="tensor"), np.float16),
+    "wmma_gemm_v3": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version="tensor_wide"),
+                     np.float16),
 }
 
 

@@ -19,29 +19,34 @@
 //   small fraction of the tensor cores' peak (about 8% of cuBLAS on an H100); it
 //   shows the programming model.
 //
-// version 2 (wmma_gemm_v2_nn, _tn, _nt, _tt): C = alpha * op(A) @ op(B), the design
-//   fast tensor-core GEMMs share (about 95% of cuBLAS on Ada with these pieces):
-//   - Reuse per fragment.  A block of 8 warps computes a 128x128 tile of C, each warp
-//     a 64x32 warp tile = 4x2 accumulator fragments (64 FP32 registers per thread).
-//     Per 16-wide step along K a warp loads 4 A and 2 B fragments and issues 8
-//     mma_sync: each fragment feeds 2 or 4 products instead of 1 (version 1), so the
-//     shared-memory traffic per tensor-core operation drops 2.7x.
+// versions 2 and 3 (wmma_gemm_v2_nn, _tn, _nt, _tt; wmma_gemm_v3_*): C = alpha * op(A) @ op(B),
+//   the design fast tensor-core GEMMs share (about 95% of cuBLAS on Ada with these pieces):
+//   - Reuse per fragment.  A block of 8 warps (2 x 4) computes a 128x128 tile of C
+//     (version 2), each warp a 64x32 warp tile = 4x2 accumulator fragments (64 FP32
+//     registers per thread); per 16-wide step along K a warp loads 4 A and 2 B
+//     fragments and issues 8 mma_sync, so each fragment feeds 2 or 4 products
+//     instead of 1 (version 1): 2.7x less shared-memory traffic per tensor-core
+//     operation.  Version 3: a 128x256 tile, 64x64 warp tiles (4x4 fragments, 128
+//     accumulator registers), 8 loads for 16 mma_sync: 4x less than version 1, at
+//     the price of one block per SM (registers) and more wasted work on the edges
+//     of small matrices.
 //   - A multistage pipeline.  K is walked in BK = 32 slices; STAGES = 3 slices of A
 //     and B live in shared memory at once.  While the warps multiply slice k, the
 //     copies of slices k+1 and k+2 are in flight, issued with cp.async
 //     (__pipeline_memcpy_async, 16 bytes per copy, global -> shared without passing
-//     through registers).  Bytes in flight per SM: 2 slices x 16 KB x 2 blocks =
-//     64 KB, above the ~36 KB that an SM's share of HBM bandwidth (4.8 TB/s / 132)
-//     times ~1 us of memory latency needs (Little's law), so the loads stay hidden.
+//     through registers).  Bytes in flight per SM: version 2, 2 slices x 16 KB x 2
+//     blocks = 64 KB; version 3, 2 x 24 KB x 1 block = 48 KB; both above the ~36 KB
+//     that an SM's share of HBM bandwidth (4.8 TB/s / 132) times ~1 us of memory
+//     latency needs (Little's law), so the loads stay hidden.
 //     One __syncthreads per slice: after it every warp has finished the slice that
 //     the next copies overwrite, and every thread's copies of this slice are visible.
 //   - Padded shared rows.  Each row of a tile is padded by 8 halves (16 bytes):
-//     rows 40 halves (80 B) or 136 halves (272 B) apart start in different 4-byte
-//     banks, so the 8 rows a fragment load reads at once hit 32 different banks
-//     (unpadded, 64 B or 256 B apart, they would pile up on the same banks).
+//     rows 40, 136 or 264 halves (80, 272, 528 B) apart start 4 banks apart, so the
+//     8 rows a fragment load reads at once hit 32 different banks (unpadded, 64,
+//     256 or 512 B apart, they would pile up on the same banks).
 //   - Layouts without copies.  op(A) = A or A^T: A^T is the same bytes read as a
 //     col_major fragment from a tile staged K-major, so dW = X^T dZ and dX = dZ W^T
-//     need no transposed copy.  n/t in the name: B (or A) plain or transposed.
+//     need no transposed copy.  n/t in the name: A, then B, plain or transposed.
 //   - Any M, N, K.  Copies past an edge are zero-filled (the zfill of cp.async), so
 //     edge tiles multiply zeros; the 16-byte path needs 16-byte aligned operands
 //     whose rows are a multiple of 8 halves, otherwise each thread loads its chunk
@@ -49,12 +54,14 @@
 //   - Epilogue through shared memory.  Each warp scales its fragments by alpha,
 //     stores them one at a time into a 16x20 float staging tile (in the pipeline's
 //     memory, free after the loop) and writes them with guards as FP32 or FP16.
-//   Shared memory: STAGES x (5120 + 5120) halves = 61,440 bytes of dynamic shared
-//   memory (above the default 48 KB: the launcher raises the kernel's limit with
-//   cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)); blockDim (256, 1, 1),
-//   grid (ceil(N / 128), ceil(M / 128)).  cp.async is sm_80+; for older GPUs
+//   Shared memory (V2_SHARED_BYTES): 3 x (5120 + 5120) halves = 61,440 bytes
+//   (version 2), 3 x (5120 + 10240) = 92,160 bytes (version 3), dynamic, above the
+//   default 48 KB: the launcher raises the kernel's limit with
+//   cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES).  blockDim (256, 1, 1), grid
+//   (ceil(N / 128 or 256), ceil(M / 128)).  nvcc -Xptxas -v for sm_90: 94 registers
+//   (version 2), 166 (version 3), no spills.  cp.async is sm_80+; below that,
 //   cuda_pipeline.h itself turns __pipeline_memcpy_async into ordinary copies, so
-//   the same source compiles for sm_75 (no pipelining there, same results).
+//   the same source compiles for sm_75 (no overlap there, same results).
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <cuda_pipeline.h>
@@ -124,26 +131,25 @@ extern "C" __global__ void wmma_gemm(int M, int N, int K,
 }
 
 
-// ---- version 2 ----------------------------------------------------------------------------
-#define V2_BM 128                          // C tile per block: rows
-#define V2_BN 128                          // and columns
+// ---- versions 2 and 3 -----------------------------------------------------------------------
 #define V2_BK 32                           // K slice per pipeline stage
 #define V2_STAGES 3
-#define V2_WARPS_M 2                       // 2 x 4 warps
+#define V2_WARPS_M 2                       // 2 x 4 warps in both versions
 #define V2_WARPS_N 4
 #define V2_THREADS (32 * V2_WARPS_M * V2_WARPS_N)
-#define V2_WM (V2_BM / V2_WARPS_M)         // 64 rows of C per warp
-#define V2_WN (V2_BN / V2_WARPS_N)         // 32 columns
-#define V2_FM (V2_WM / WMMA_M)             // 4 x 2 accumulator fragments per warp
-#define V2_FN (V2_WN / WMMA_N)
 #define V2_PAD 8                           // halves of padding per shared row (16 bytes)
-#define V2_LD_K (V2_BK + V2_PAD)           // 40: rows of a tile that is K-wide
-#define V2_LD_MN (V2_BM + V2_PAD)          // 136: rows of a tile that is M- or N-wide (BM == BN)
-#define V2_TILE_HALVES (V2_BM * V2_LD_K)   // 5120 >= V2_BK * V2_LD_MN = 4352: either layout fits
-#define V2_STAGE_HALVES (2 * V2_TILE_HALVES)
 #define V2_EPI_LD (WMMA_N + 4)             // staging tile row: 20 floats (ldm multiple of 4)
-// Dynamic shared memory per block: 3 x 10240 halves = 61,440 bytes.
-#define V2_SHARED_BYTES (V2_STAGES * V2_STAGE_HALVES * 2)
+#define V2_BM 128                          // version 2: C tile per block 128 x 128, warp tiles 64 x 32
+#define V2_BN 128
+#define V3_BM 128                          // version 3: 128 x 256, warp tiles 64 x 64
+#define V3_BN 256
+
+// Shared memory of one operand's tile (either layout fits: rows BK wide, or BK rows of
+// `wide` halves) and of the block: STAGES x (A tile, B tile).
+#define V2_TILE_HALVES(wide) ((wide) * (V2_BK + V2_PAD) > V2_BK * ((wide) + V2_PAD) ? \
+                              (wide) * (V2_BK + V2_PAD) : V2_BK * ((wide) + V2_PAD))
+#define V2_SHARED_BYTES(bm, bn) (V2_STAGES * (V2_TILE_HALVES(bm) + V2_TILE_HALVES(bn)) * 2)
+// version 2: 3 x (5120 + 5120) halves = 61,440 bytes; version 3: 3 x (5120 + 10240) = 92,160 bytes
 
 // Copy one tile (rows x cols halves, cols a multiple of 8) of a row-major matrix
 // g [g_rows x g_cols, row stride ld] starting at (r0, c0) into shared memory s
@@ -165,7 +171,10 @@ __device__ __forceinline__ void v2_load_tile(__half* s, int s_ld, int rows, int 
             // zfill = bytes not read: the source address is then never dereferenced
             // past the edge (a fully outside chunk reads nothing, from g itself).
             const __half* src = valid > 0 ? g + (size_t)gr * ld + gc : g;
-            __pipeline_memcpy_async(dst, src, 16, 16 - 2 * valid);
+            // A constant zfill in the common, whole-chunk case: cuda_pipeline.h turns a
+            // run-time zfill into a switch over its 17 values.
+            if (valid == 8) __pipeline_memcpy_async(dst, src, 16);
+            else            __pipeline_memcpy_async(dst, src, 16, 16 - 2 * valid);
         } else {
             for (int e = 0; e < 8; ++e)
                 dst[e] = e < valid ? g[(size_t)gr * ld + gc + e] : __float2half_rn(0.0f);
@@ -180,24 +189,34 @@ template <> struct v2_layout<true> { typedef wmma::col_major type; };
 // The block's dynamic shared memory: STAGES x (A tile, B tile), then the epilogue's staging tiles.
 extern __shared__ __align__(128) __half v2_smem[];
 
+// C = alpha * op(A) @ op(B) on a BM x BN tile per block.
 // A is stored M x K (TRANS_A false) or K x M (true, op(A) = A^T), row stride lda;
 // B is stored K x N (TRANS_B false) or N x K (true), row stride ldb; C is M x N,
 // row-major, FP16 when c_half else FP32.
-template <bool TRANS_A, bool TRANS_B>
-__device__ __forceinline__ void wmma_gemm_v2_body(int M, int N, int K, float alpha,
-                                                  const __half* __restrict__ A, int lda,
-                                                  const __half* __restrict__ B, int ldb,
-                                                  void* __restrict__ C, int c_half)
+template <int BM, int BN, bool TRANS_A, bool TRANS_B>
+__device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float alpha,
+                                                    const __half* __restrict__ A, int lda,
+                                                    const __half* __restrict__ B, int ldb,
+                                                    void* __restrict__ C, int c_half)
 {
+    constexpr int WM = BM / V2_WARPS_M;              // warp tile: 64 x 32 (v2) or 64 x 64 (v3)
+    constexpr int WN = BN / V2_WARPS_N;
+    constexpr int FM = WM / WMMA_M;                  // accumulator fragments per warp: 4 x 2 or 4 x 4
+    constexpr int FN = WN / WMMA_N;
+    constexpr int LD_K = V2_BK + V2_PAD;             // 40: row stride of a tile whose rows are K-wide
+    constexpr int LD_M = BM + V2_PAD;                // 136: of a K-major A tile
+    constexpr int LD_N = BN + V2_PAD;                // 136 or 264: of a K-major B tile
+    constexpr int A_TILE = V2_TILE_HALVES(BM);
+    constexpr int STAGE = A_TILE + V2_TILE_HALVES(BN);
     using a_layout = typename v2_layout<TRANS_A>::type;
     using b_layout = typename v2_layout<TRANS_B>::type;
 
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     const int warp_m = warp / V2_WARPS_N;            // 0..1: which 64-row half of the block tile
-    const int warp_n = warp % V2_WARPS_N;            // 0..3: which 32-column quarter
-    const int m0 = blockIdx.y * V2_BM;
-    const int n0 = blockIdx.x * V2_BN;
+    const int warp_n = warp % V2_WARPS_N;            // 0..3: which quarter of its columns
+    const int m0 = blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
     // The 16-byte path: aligned base and rows a multiple of 8 halves, so every chunk
     // (which starts at a column that is a multiple of 8) is 16-byte aligned.
     const bool vec_a = ((size_t)A % 16 == 0) && (lda % 8 == 0);
@@ -206,20 +225,20 @@ __device__ __forceinline__ void wmma_gemm_v2_body(int M, int N, int K, float alp
 
     // Stage slice kt of op(A) (BM x BK) and op(B) (BK x BN) into stage s.
     auto load_stage = [&](int s, int kt) {
-        __half* As = v2_smem + s * V2_STAGE_HALVES;
-        __half* Bs = As + V2_TILE_HALVES;
+        __half* As = v2_smem + s * STAGE;
+        __half* Bs = As + A_TILE;
         int k0 = kt * V2_BK;
-        if (TRANS_A) v2_load_tile(As, V2_LD_MN, V2_BK, V2_BM, A, K, M, lda, k0, m0, vec_a);   // As[k][m]
-        else         v2_load_tile(As, V2_LD_K, V2_BM, V2_BK, A, M, K, lda, m0, k0, vec_a);    // As[m][k]
-        if (TRANS_B) v2_load_tile(Bs, V2_LD_K, V2_BN, V2_BK, B, N, K, ldb, n0, k0, vec_b);    // Bs[n][k]
-        else         v2_load_tile(Bs, V2_LD_MN, V2_BK, V2_BN, B, K, N, ldb, k0, n0, vec_b);   // Bs[k][n]
+        if (TRANS_A) v2_load_tile(As, LD_M, V2_BK, BM, A, K, M, lda, k0, m0, vec_a);   // As[k][m]
+        else         v2_load_tile(As, LD_K, BM, V2_BK, A, M, K, lda, m0, k0, vec_a);   // As[m][k]
+        if (TRANS_B) v2_load_tile(Bs, LD_K, BN, V2_BK, B, N, K, ldb, n0, k0, vec_b);   // Bs[n][k]
+        else         v2_load_tile(Bs, LD_N, V2_BK, BN, B, K, N, ldb, k0, n0, vec_b);   // Bs[k][n]
     };
 
-    wmma::fragment<wmma::accumulator, WMMA_M, WMMA_N, WMMA_K, float> acc[V2_FM][V2_FN];
-    #pragma unroll
-    for (int i = 0; i < V2_FM; ++i)
-        #pragma unroll
-        for (int j = 0; j < V2_FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+    wmma::fragment<wmma::accumulator, WMMA_M, WMMA_N, WMMA_K, float> acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
     // Prologue: slices 0 .. STAGES-2 in flight, one commit (batch) per slice, even an
     // empty one, so that wait_prior below always counts slices.
@@ -236,30 +255,30 @@ __device__ __forceinline__ void wmma_gemm_v2_body(int M, int N, int K, float alp
         if (next < k_tiles) load_stage(next % V2_STAGES, next);
         __pipeline_commit();
 
-        const __half* As = v2_smem + (kt % V2_STAGES) * V2_STAGE_HALVES;
-        const __half* Bs = As + V2_TILE_HALVES;
-        #pragma unroll
+        const __half* As = v2_smem + (kt % V2_STAGES) * STAGE;
+        const __half* Bs = As + A_TILE;
+#pragma unroll
         for (int kk = 0; kk < V2_BK; kk += WMMA_K) {
-            wmma::fragment<wmma::matrix_a, WMMA_M, WMMA_N, WMMA_K, __half, a_layout> a_frag[V2_FM];
-            wmma::fragment<wmma::matrix_b, WMMA_M, WMMA_N, WMMA_K, __half, b_layout> b_frag[V2_FN];
-            #pragma unroll
-            for (int i = 0; i < V2_FM; ++i) {
-                int m = warp_m * V2_WM + i * WMMA_M;
+            wmma::fragment<wmma::matrix_a, WMMA_M, WMMA_N, WMMA_K, __half, a_layout> a_frag[FM];
+            wmma::fragment<wmma::matrix_b, WMMA_M, WMMA_N, WMMA_K, __half, b_layout> b_frag[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i) {
+                int m = warp_m * WM + i * WMMA_M;
                 // element (m, k) of op(A): As[m][k], or As[k][m] read column-major
-                if (TRANS_A) wmma::load_matrix_sync(a_frag[i], As + kk * V2_LD_MN + m, V2_LD_MN);
-                else         wmma::load_matrix_sync(a_frag[i], As + m * V2_LD_K + kk, V2_LD_K);
+                if (TRANS_A) wmma::load_matrix_sync(a_frag[i], As + kk * LD_M + m, LD_M);
+                else         wmma::load_matrix_sync(a_frag[i], As + m * LD_K + kk, LD_K);
             }
-            #pragma unroll
-            for (int j = 0; j < V2_FN; ++j) {
-                int n = warp_n * V2_WN + j * WMMA_N;
+#pragma unroll
+            for (int j = 0; j < FN; ++j) {
+                int n = warp_n * WN + j * WMMA_N;
                 // element (k, n) of op(B): Bs[k][n], or Bs[n][k] read column-major
-                if (TRANS_B) wmma::load_matrix_sync(b_frag[j], Bs + n * V2_LD_K + kk, V2_LD_K);
-                else         wmma::load_matrix_sync(b_frag[j], Bs + kk * V2_LD_MN + n, V2_LD_MN);
+                if (TRANS_B) wmma::load_matrix_sync(b_frag[j], Bs + n * LD_K + kk, LD_K);
+                else         wmma::load_matrix_sync(b_frag[j], Bs + kk * LD_N + n, LD_N);
             }
-            #pragma unroll
-            for (int i = 0; i < V2_FM; ++i)
-                #pragma unroll
-                for (int j = 0; j < V2_FN; ++j)
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j)
                     wmma::mma_sync(acc[i][j], a_frag[i], b_frag[j], acc[i][j]);   // FP32 sums
         }
     }
@@ -268,16 +287,16 @@ __device__ __forceinline__ void wmma_gemm_v2_body(int M, int N, int K, float alp
     __pipeline_wait_prior(0);   // no copy (of an empty batch) may still land in it
     __syncthreads();            // every warp is done reading the last slice
     float* stage = reinterpret_cast<float*>(v2_smem) + warp * WMMA_M * V2_EPI_LD;
-    #pragma unroll
-    for (int i = 0; i < V2_FM; ++i)
-        #pragma unroll
-        for (int j = 0; j < V2_FN; ++j) {
-            #pragma unroll
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+#pragma unroll
             for (int e = 0; e < acc[i][j].num_elements; ++e) acc[i][j].x[e] *= alpha;
             wmma::store_matrix_sync(stage, acc[i][j], V2_EPI_LD, wmma::mem_row_major);
             __syncwarp();   // the fragment is in the staging tile before the lanes read it
-            int row0 = m0 + warp_m * V2_WM + i * WMMA_M;
-            int col0 = n0 + warp_n * V2_WN + j * WMMA_N;
+            int row0 = m0 + warp_m * WM + i * WMMA_M;
+            int col0 = n0 + warp_n * WN + j * WMMA_N;
             for (int e = lane; e < WMMA_M * WMMA_N; e += 32) {
                 int r = e / WMMA_N, c = e % WMMA_N;
                 int gi = row0 + r, gj = col0 + c;
@@ -291,15 +310,19 @@ __device__ __forceinline__ void wmma_gemm_v2_body(int M, int N, int K, float alp
         }
 }
 
-// The four layouts: n = stored as op() wants it, t = transposed (see above).
-#define V2_KERNEL(name, ta, tb)                                                                    \
+// The four layouts of each version: n = stored as op() wants it, t = transposed (see above).
+#define PIPELINED_KERNEL(name, bm, bn, ta, tb)                                                     \
     extern "C" __global__ void __launch_bounds__(V2_THREADS) name(                                 \
         int M, int N, int K, float alpha, const __half* __restrict__ A, int lda,                   \
         const __half* __restrict__ B, int ldb, void* __restrict__ C, int c_half)                   \
     {                                                                                              \
-        wmma_gemm_v2_body<ta, tb>(M, N, K, alpha, A, lda, B, ldb, C, c_half);                      \
+        wmma_gemm_pipelined<bm, bn, ta, tb>(M, N, K, alpha, A, lda, B, ldb, C, c_half);            \
     }
-V2_KERNEL(wmma_gemm_v2_nn, false, false)
-V2_KERNEL(wmma_gemm_v2_tn, true, false)
-V2_KERNEL(wmma_gemm_v2_nt, false, true)
-V2_KERNEL(wmma_gemm_v2_tt, true, true)
+PIPELINED_KERNEL(wmma_gemm_v2_nn, V2_BM, V2_BN, false, false)
+PIPELINED_KERNEL(wmma_gemm_v2_tn, V2_BM, V2_BN, true, false)
+PIPELINED_KERNEL(wmma_gemm_v2_nt, V2_BM, V2_BN, false, true)
+PIPELINED_KERNEL(wmma_gemm_v2_tt, V2_BM, V2_BN, true, true)
+PIPELINED_KERNEL(wmma_gemm_v3_nn, V3_BM, V3_BN, false, false)
+PIPELINED_KERNEL(wmma_gemm_v3_tn, V3_BM, V3_BN, true, false)
+PIPELINED_KERNEL(wmma_gemm_v3_nt, V3_BM, V3_BN, false, true)
+PIPELINED_KERNEL(wmma_gemm_v3_tt, V3_BM, V3_BN, true, true)

@@ -4,7 +4,8 @@ Introduced in lessons/07_mixed_precision.ipynb.
 
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
 axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: version 1 the plain
-WMMA kernel, version 2 the pipelined one behind ``matmul(..., version="tensor")``).
+WMMA kernel; versions 2 and 3 the pipelined ones behind ``matmul(..., version="tensor")`` and
+``version="tensor_wide"``).
 References: ``gpuedu.nn.fp16_reference``.
 
 Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
@@ -22,14 +23,15 @@ GEMM_THREADS = (16, 16, 1)    # its block shape
 NAIVE_TILE = 16               # block side of the naive GEMMs (one thread per element of C)
 WMMA_BLOCK_TILE = 32          # C tile per block of wmma_gemm (2 x 2 warps of 16 x 16)
 WMMA_THREADS = (128, 1, 1)    # 4 warps
-# wmma_gemm_v2 (wmma_gemm.cu, V2_*): 128 x 128 C tile per block, 8 warps, 3 stages of 32-wide K slices
-# in 61,440 bytes of dynamic shared memory (more than the default 48 KB: the launcher raises the limit).
-WMMA_V2_TILE = 128
-WMMA_V2_THREADS = (256, 1, 1)
-WMMA_V2_SHARED_BYTES = 3 * 2 * 128 * 40 * 2   # stages x (A, B) x 128 rows x (32 + 8 padding) halves x 2 bytes
+# wmma_gemm.cu versions 2 and 3 (V2_*, V3_*): 8 warps, 3 stages of 32-wide K slices; version -> (C tile
+# per block (rows, columns), bytes of dynamic shared memory).  Both need more than the default 48 KB of
+# shared memory per block: the launcher raises the kernel's limit.  Bytes: 3 stages x (A tile + B tile)
+# halves x 2, a tile 128 (256) rows of 32 + 8 padding halves (or 32 rows of 128 (256) + 8).
+WMMA_PIPELINED = {2: ((128, 128), 3 * (5120 + 5120) * 2), 3: ((128, 256), 3 * (5120 + 10240) * 2)}
+WMMA_PIPELINED_THREADS = (256, 1, 1)
 
 GEMM_VERSIONS = {"half_accum": "hgemm_naive_half_accum", "naive": "hgemm_naive", "tiled": "hgemm_tiled",
-                 "tensor": "wmma_gemm_v2"}
+                 "tensor": "wmma_gemm_v2", "tensor_wide": "wmma_gemm_v3"}
 
 
 def _device(x, name, dtype, ndim=None):
@@ -165,16 +167,18 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     the running sum in FP16, to show why not).
 
     ``transpose_a=True`` multiplies by a's transpose without copying it (the kernel reads a with
-    swapped strides).  ``out_dtype`` float16 (default) or float32 (versions "tiled" and "tensor").
-    ``version="tensor"``: the tensor cores (wmma_gemm.cu version 2, pipelined with cp.async).
+    swapped strides).  ``out_dtype`` float16 (default) or float32 (versions "tiled", "tensor",
+    "tensor_wide").  ``version="tensor"``: the tensor cores (wmma_gemm.cu version 2, 128x128 tiles
+    pipelined with cp.async); ``"tensor_wide"``: version 3, 128x256 tiles (more reuse per fragment,
+    more work wasted on the edges of small matrices).
     """
     if version not in GEMM_VERSIONS:
         raise ValueError(f"unknown GEMM version {version!r}; choose one of {', '.join(GEMM_VERSIONS)}")
     out_dtype = np.dtype(out_dtype)
     if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
         raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype}")
-    if out_dtype == np.float32 and version not in ("tiled", "tensor"):
-        raise ValueError("a float32 output is available with version='tiled' or 'tensor' only")
+    if out_dtype == np.float32 and version not in ("tiled", "tensor", "tensor_wide"):
+        raise ValueError("a float32 output is available with version='tiled', 'tensor' or 'tensor_wide' only")
     a = _device(a, "a", np.float16, ndim=2)
     b = _device(b, "b", np.float16, ndim=2)
     (m, k), (a_rs, a_cs) = _operand(a, "a", transpose_a)
@@ -182,8 +186,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     if k != k2:
         raise ValueError(f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k2}x{n}")
     out = _output(out, (m, n), out_dtype)
-    if version == "tensor":
-        return _wmma_v2(a, b, transpose_a, transpose_b, alpha, out, m, n, k)
+    if version in ("tensor", "tensor_wide"):
+        return _wmma_pipelined(2 if version == "tensor" else 3, a, b, transpose_a, transpose_b, alpha, out, m, n, k)
     if version == "tiled":
         name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
         tile, block = GEMM_TILE, GEMM_THREADS
@@ -200,54 +204,55 @@ def wmma_matmul(a, b, out=None, version=1):
     """C = a @ b on tensor cores (WMMA 16x16x16): float16 a [M, K], b [K, N]; float32 C [M, N].
     Any M, N, K: the kernel pads the edge tiles with zeros.
 
-    version 1: the plain kernel (a 32x32 tile per block, one fragment per warp); version 2: the
-    pipelined one (``matmul(a, b, out_dtype=np.float32, version="tensor")``, which also transposes
-    and scales).
+    version 1: the plain kernel (a 32x32 tile per block, one fragment per warp); versions 2 and 3:
+    the pipelined ones (``matmul(a, b, out_dtype=np.float32, version="tensor")`` or
+    ``"tensor_wide"``, which also transpose and scale).
     """
-    if version not in (1, 2):
-        raise ValueError(f"wmma_matmul version must be 1 (plain WMMA) or 2 (pipelined), got {version!r}")
+    if version not in (1, 2, 3):
+        raise ValueError(f"wmma_matmul version must be 1 (plain WMMA), 2 or 3 (pipelined), got {version!r}")
     a = _device(a, "a", np.float16, ndim=2)
     b = _device(b, "b", np.float16, ndim=2)
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"inner dimensions differ: a is {m}x{k} and b is {k2}x{n}")
     out = _output(out, (m, n), np.float32)
-    if version == 2:
-        return _wmma_v2(a, b, False, False, 1.0, out, m, n, k)
+    if version in (2, 3):
+        return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k)
     f = K.function("wmma_gemm", "wmma_gemm", "iiiPPP")
     grid = (max(1, K.blocks_for(n, WMMA_BLOCK_TILE)), max(1, K.blocks_for(m, WMMA_BLOCK_TILE)))
     K.launch(f, grid, WMMA_THREADS, (K.i32(m), K.i32(n), K.i32(k), K.ptr(a), K.ptr(b), K.ptr(out)))
     return out
 
 
-_v2_shared_raised = set()
+_shared_raised = set()
 
 
-def _wmma_v2_function(transpose_a, transpose_b):
-    """wmma_gemm_v2_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
-    name = "wmma_gemm_v2_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
+def _wmma_pipelined_function(version, transpose_a, transpose_b):
+    """wmma_gemm_v{version}_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
+    name = f"wmma_gemm_v{version}_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
     f = K.function("wmma_gemm", name, "iiifPiPiPi")
     key = (backend.active().name, name)
-    if key not in _v2_shared_raised:
+    if key not in _shared_raised:
         # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
         drv = backend.active().driver
-        f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, WMMA_V2_SHARED_BYTES)
-        _v2_shared_raised.add(key)
+        f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, WMMA_PIPELINED[version][1])
+        _shared_raised.add(key)
     return f
 
 
-def _wmma_v2(a, b, transpose_a, transpose_b, alpha, out, m, n, k):
-    """Launch wmma_gemm.cu version 2 on checked device arrays: out = alpha * op(a) @ op(b)."""
+def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k):
+    """Launch wmma_gemm.cu version 2 or 3 on checked device arrays: out = alpha * op(a) @ op(b)."""
     if m == 0 or n == 0:
         return out   # nothing to write (and no grid of zero blocks to launch)
     if k == 0:
         out.fill(0)  # a sum of no products (and a and b have no device memory to point at)
         return out
-    f = _wmma_v2_function(transpose_a, transpose_b)
-    grid = (K.blocks_for(n, WMMA_V2_TILE), K.blocks_for(m, WMMA_V2_TILE))
+    (tile_m, tile_n), shared = WMMA_PIPELINED[version]
+    f = _wmma_pipelined_function(version, transpose_a, transpose_b)
+    grid = (K.blocks_for(n, tile_n), K.blocks_for(m, tile_m))
     c_half = out.dtype == np.float16
     # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
-    f.prepared_call(grid, WMMA_V2_THREADS, K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a),
+    f.prepared_call(grid, WMMA_PIPELINED_THREADS, K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a),
                     K.i32(a.shape[1]), K.ptr(b), K.i32(b.shape[1]), K.ptr(out), K.i32(c_half),
-                    shared_size=WMMA_V2_SHARED_BYTES)
+                    shared_size=shared)
     return out
