@@ -122,7 +122,7 @@ extern "C" __global__ void update_loss_scale(float* scale, int* state, float* hi
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     float s = *scale;
-    history[state[STEPS] % history_size] = s;          // the scale this step's loss was multiplied by
+    history[(unsigned)state[STEPS] % (unsigned)history_size] = s;   // the scale this step's loss was multiplied by
     state[STEPS] += 1;
     int overflow = state[FOUND_INF] != 0;
     if (overflow) {
