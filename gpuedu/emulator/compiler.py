@@ -476,7 +476,8 @@ def _entry_points(analysis):
 # ---- compiling ---------------------------------------------------------------------------
 
 _C_LINKAGE_HINT = (
-    "cuda_fp16.h and mma.h are C++ headers and cannot be included inside the extern \"C\" { } block that "
+    "cuda_fp16.h, mma.h and cuda_pipeline.h are C++ headers and cannot be included inside the extern \"C\" { } "
+    "block that "
     "SourceModule wraps your code in (nvcc rejects this too). Pass no_extern_c=True to SourceModule and "
     "declare each kernel extern \"C\" __global__ void name(...) so that get_function finds it by its plain name."
 )
@@ -558,7 +559,7 @@ def _translation_unit(no_extern_c):
 def _compile_error(msg, cmd, proc, build_dir, source):
     log = _clean_log(proc.stderr, build_dir)
     if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
-            r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16)\.h", source):
+            r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline)\.h", source):
         msg = msg + "\n" + _C_LINKAGE_HINT
     return CompileError(msg, command_line=" ".join(cmd), stdout=proc.stdout, stderr=log)
 

@@ -119,3 +119,12 @@ def test_destination_outside_shared_memory_fails(mod):
     dst = np.zeros(4, np.float32)
     with pytest.raises(LaunchError, match="not in the block's shared memory"):
         mod.get_function("copy_to_global")(In(src), Out(dst), block=(1, 1, 1))
+
+
+def test_inside_extern_c_it_is_refused_as_nvcc_does(context):
+    # SourceModule wraps the source in extern "C" { } unless no_extern_c=True; nvcc refuses
+    # NVIDIA's cuda_pipeline.h there (its helpers are templates), and the emulator says how to fix it.
+    from gpuedu.emulator._errors import CompileError
+    src = "#include <cuda_pipeline.h>\n__global__ void k(float* x) { __pipeline_commit(); }\n"
+    with pytest.raises(CompileError, match="no_extern_c=True"):
+        SourceModule(src)

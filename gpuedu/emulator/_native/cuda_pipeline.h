@@ -22,6 +22,9 @@
 // "misaligned address"): sizes other than 4, 8, 16, zfill larger than the
 // size, pointers not aligned to the size, and a destination outside shared
 // memory (cp.async writes shared memory only).
+//
+// A C++ header, like NVIDIA's (whose helpers are templates, so nvcc refuses it
+// inside extern "C" { }): include it with no_extern_c=True.
 #pragma once
 #ifndef GPUEDU_SCAN
 #pragma GCC system_header
@@ -42,7 +45,8 @@ inline bool in_shared_memory(const void* p, size_t n) {
   return false;
 }
 
-inline void pipeline_copy(void* dst, const void* src, size_t size, size_t zfill) {
+template <typename Byte>  // a template, as NVIDIA's helpers are: refused in extern "C" as there
+inline void pipeline_copy(Byte* dst, const Byte* src, size_t size, size_t zfill) {
   if (size != 4 && size != 8 && size != 16)
     fail(ASSERT,
          "__pipeline_memcpy_async(size_and_align=%zu): cp.async copies 4, 8 or 16 bytes; split larger copies",
@@ -63,13 +67,13 @@ inline void pipeline_copy(void* dst, const void* src, size_t size, size_t zfill)
          dst);
   // The bytes past size - zfill are zeros and src is not read there: zfill == size reads nothing.
   if (size > zfill) memcpy(dst, src, size - zfill);
-  if (zfill) memset((unsigned char*)dst + (size - zfill), 0, zfill);
+  if (zfill) memset(dst + (size - zfill), 0, zfill);
 }
 }  // namespace __gpuedu
 
 static inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
                                            size_t size_and_align, size_t zfill = 0) {
-  __gpuedu::pipeline_copy(dst_shared, src_global, size_and_align, zfill);
+  __gpuedu::pipeline_copy((unsigned char*)dst_shared, (const unsigned char*)src_global, size_and_align, zfill);
 }
 // Every copy is complete when issued (see above): committing and waiting have nothing left to do.
 static inline void __pipeline_commit() {}
