@@ -7,10 +7,13 @@ the 16-byte cp.async path and rows that do not (K = 37, a base pointer 2 bytes o
 products."""
 
 TENSOR_VERSIONS = ["tensor", "tensor_wide"]
+import re
+
 import numpy as np
 import pytest
 
 import gpuedu
+from gpuedu import kernels
 from gpuedu.nn import fp16_ops as ops
 from gpuedu.nn import fp16_reference as ref
 
@@ -166,14 +169,14 @@ def test_wmma_matmul_versions_2_and_3_are_the_tensor_gemms():
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
-    (dict(a=np.zeros((4, 5), np.float16), b=np.zeros((4, 2), np.float16)), ValueError, "inner dimensions"),
-    (dict(a=np.zeros((5, 4), np.float16), b=np.zeros((5, 2), np.float16), transpose_a=True), None, None),
-    (dict(a=np.zeros((4, 5), np.float16), b=np.zeros((2, 6), np.float16), transpose_b=True), ValueError,
+    ({"a": np.zeros((4, 5), np.float16), "b": np.zeros((4, 2), np.float16)}, ValueError, "inner dimensions"),
+    ({"a": np.zeros((5, 4), np.float16), "b": np.zeros((5, 2), np.float16), "transpose_a": True}, None, None),
+    ({"a": np.zeros((4, 5), np.float16), "b": np.zeros((2, 6), np.float16), "transpose_b": True}, ValueError,
      "inner dimensions"),
-    (dict(a=np.zeros((4, 5), np.float32), b=np.zeros((5, 2), np.float16)), TypeError, "float16"),
-    (dict(a=np.zeros((4, 5), np.float16), b=np.zeros((5, 2), np.float16), out_dtype=np.float64), ValueError,
+    ({"a": np.zeros((4, 5), np.float32), "b": np.zeros((5, 2), np.float16)}, TypeError, "float16"),
+    ({"a": np.zeros((4, 5), np.float16), "b": np.zeros((5, 2), np.float16), "out_dtype": np.float64}, ValueError,
      "out_dtype"),
-    (dict(a=np.zeros(5, np.float16), b=np.zeros((5, 2), np.float16)), ValueError, "2-D"),
+    ({"a": np.zeros(5, np.float16), "b": np.zeros((5, 2), np.float16)}, ValueError, "2-D"),
 ])
 def test_tensor_gemm_checks_its_input(kwargs, error, message):
     if error is None:
@@ -216,7 +219,6 @@ def test_the_pipelined_versions_need_their_shared_memory_limit_raised(version):
     # 61,440 or 92,160 bytes of dynamic shared memory exceed the default 48 KB per block: like a GPU,
     # the emulator refuses the launch until the kernel opts in (the launcher does, once per kernel).
     # A module of its own (an extra define), so that no limit raised by fp16_ops applies to it.
-    from gpuedu import kernels
     module = kernels.load("wmma_gemm", options=["-DWMMA_GEMM_SEPARATE_MODULE=1"])
     f = module.get_function(f"wmma_gemm_v{version}_nn")
     shared = ops.WMMA_PIPELINED[version][1]
@@ -234,9 +236,7 @@ def test_the_pipelined_versions_need_their_shared_memory_limit_raised(version):
 
 def test_the_launcher_sizes_agree_with_the_kernel_source():
     # fp16_ops mirrors wmma_gemm.cu's V2_* / V3_* constants (tiles, threads, shared memory).
-    import re
-    from gpuedu import kernels
-    defines = dict(re.findall(r"^#define (V[23]_\w+) (\d+)\b", kernels.source("wmma_gemm"), re.M))
+    defines = dict(re.findall(r"^#define (V[23]_\w+) (\d+)\b", kernels.source("wmma_gemm"), re.MULTILINE))
     v = {name: int(value) for name, value in defines.items()}
     assert 32 * v["V2_WARPS_M"] * v["V2_WARPS_N"] == ops.WMMA_PIPELINED_THREADS[0]
 
