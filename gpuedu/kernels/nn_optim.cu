@@ -3,6 +3,10 @@
 //   sgd_update       v = mu v + (g + wd w);  w -= lr v      (mu = 0: plain SGD, the update dW = -lr dL/dW)
 //   adam_begin_step  t += 1 and the bias corrections c1 = 1/(1-b1^t), c2 = 1/(1-b2^t), in one thread
 //   adam_update      m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  w -= lr * (m c1) / (sqrt(v c2) + eps)
+// Version 1 (above) launches once per parameter tensor; version 2 (sgd_update_multi, adam_update_multi)
+// updates every tensor of the model in one launch. A launch costs the host several microseconds
+// whatever its size, and at small batches a training step is mostly launches: PyTorch's optimizers
+// do the same ("foreach" / multi-tensor apply).
 // Napkin math: SGD moves 20 B an element (read w, g, v; write w, v), Adam 28 B: bandwidth-bound.
 //
 // skip: a device flag (mixed precision raises it when a gradient overflowed, nn/amp.py). When it is
@@ -49,4 +53,63 @@ extern "C" __global__ void adam_update(float* w, const float* g, float* m, float
     m[i] = mi;
     v[i] = vi;
     w[i] -= lr * (mi * c1) / (sqrtf(vi * c2) + eps);
+}
+
+// ---- version 2: all tensors in one launch -----------------------------------------------------------
+// table = offsets[count + 1] (prefix sums of the tensor sizes), then `per_tensor` addresses for each
+// tensor. Element e of the concatenation of all tensors is element e - offsets[t] of the tensor t with
+// offsets[t] <= e < offsets[t + 1]. A grid-stride loop walks e upwards, so each thread's t only moves
+// forward; neighbouring threads take neighbouring elements of one tensor, so the loads stay coalesced.
+
+// The tensor that element e belongs to, searching forward from t (e never decreases between calls).
+__device__ __forceinline__ int tensor_of(long long e, int t, const long long* offsets) {
+    while (e >= offsets[t + 1]) ++t;
+    return t;
+}
+
+extern "C" __global__ void sgd_update_multi(int count, const long long* table, float lr, float momentum,
+                                            float weight_decay, const int* skip) {
+    if (skip && *skip) return;                          // an overflowed step: nothing moves
+    const long long* offsets = table;
+    const long long* addresses = table + count + 1;     // w, g, v of tensor t at 3t, 3t + 1, 3t + 2
+    long long total = offsets[count];
+    int t = 0;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        t = tensor_of(e, t, offsets);
+        long long i = e - offsets[t];
+        float* w = (float*)addresses[3 * t];
+        const float* g = (const float*)addresses[3 * t + 1];
+        float* v = (float*)addresses[3 * t + 2];
+        float grad = g[i] + weight_decay * w[i];
+        float vel = momentum * v[i] + grad;
+        v[i] = vel;
+        w[i] -= lr * vel;
+    }
+}
+
+extern "C" __global__ void adam_update_multi(int count, const long long* table, float lr, float beta1,
+                                             float beta2, float eps, const float* corrections,
+                                             float weight_decay, const int* skip) {
+    if (skip && *skip) return;
+    const long long* offsets = table;
+    const long long* addresses = table + count + 1;     // w, g, m, v of tensor t at 4t .. 4t + 3
+    long long total = offsets[count];
+    float c1 = corrections[0], c2 = corrections[1];
+    int t = 0;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        t = tensor_of(e, t, offsets);
+        long long i = e - offsets[t];
+        float* w = (float*)addresses[4 * t];
+        const float* g = (const float*)addresses[4 * t + 1];
+        float* m = (float*)addresses[4 * t + 2];
+        float* v = (float*)addresses[4 * t + 3];
+        float grad = g[i] + weight_decay * w[i];
+        float mi = beta1 * m[i] + (1.0f - beta1) * grad;
+        float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
+        m[i] = mi;
+        v[i] = vi;
+        w[i] -= lr * (mi * c1) / (sqrtf(vi * c2) + eps);
+    }
 }

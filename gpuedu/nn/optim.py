@@ -1,7 +1,12 @@
-"""Optimizers: the update rule runs on the device, one kernel launch per parameter tensor.
+"""Optimizers: the update rule runs on the device, one kernel launch for all parameter tensors.
 
 SGD:   v = mu v + g;  w = w - lr v       (mu = 0 gives the plain rule  dW = -lr dL/dW)
 Adam:  m, v = moving averages of g and g^2;  w = w - lr m_hat / (sqrt(v_hat) + eps)
+
+``multi_tensor=True`` (the default) updates every tensor in one launch (``*_update_multi`` in
+``nn_optim.cu``), reading their addresses from a small device table built on the first step;
+``multi_tensor=False`` launches the per-tensor kernels of lesson 05, one per parameter.  Both give the
+same bits.
 
 ``step(skip=None)``: ``skip`` is an optional int32 device flag (a 1-element GPUArray).  When it holds a
 nonzero value on the device, every update kernel leaves the parameters and the optimizer's state
@@ -14,6 +19,7 @@ from . import _kernels as K
 from .checks import gpuarray_module
 
 THREADS = 256
+MAX_BLOCKS = 1024    # blocks of a multi-tensor launch: about one full wave of an H200 (132 SMs x 2048 threads)
 
 
 def skip_pointer(skip):
@@ -24,6 +30,28 @@ def skip_pointer(skip):
         raise TypeError("skip must be None or a 1-element int32 GPUArray (a device flag: nonzero = skip), "
                         f"got {type(skip).__name__} {getattr(skip, 'dtype', '')}")
     return np.uintp(K.ptr(skip))
+
+
+class TensorTable:
+    """The device table a multi-tensor kernel reads: int64 offsets[count + 1] (prefix sums of the sizes),
+    then each tensor's array addresses.  Rebuilt (an allocation and a copy) only when an address changes,
+    so after the first step it costs the host a tuple comparison."""
+
+    def __init__(self):
+        self._addresses = None
+        self.array, self.count, self.total = None, 0, 0
+
+    def device_table(self, rows):
+        """``rows``: per tensor, the arrays the kernel reads (equal sizes); returns the device table."""
+        addresses = tuple(K.ptr(a) for row in rows for a in row)
+        if addresses != self._addresses:
+            offsets = np.concatenate([[0], np.cumsum([row[0].size for row in rows])]).astype(np.int64)
+            self.array = gpuarray_module().to_gpu(np.concatenate([offsets, np.array(addresses, np.int64)]))
+            self._addresses, self.count, self.total = addresses, len(rows), int(offsets[-1])
+        return self.array
+
+    def grid(self):
+        return (max(1, min(K.blocks_for(self.total, THREADS), MAX_BLOCKS)), 1)
 
 
 class Optimizer:
@@ -51,24 +79,38 @@ class Optimizer:
     def begin_step(self, skip):
         """Work done once per step before the per-parameter updates (Adam counts its steps here)."""
 
+    def update_all(self, skip):
+        """Update every parameter: one ``update`` launch each (SGD and Adam override it with one launch)."""
+        for p, s in zip(self.params, self.state):
+            self.update(p, s, skip)
+
     def step(self, skip=None):
         """Update every parameter from its ``.grad``; nothing happens on the device if ``skip`` is set there."""
         flag = skip_pointer(skip)
         self.steps += 1
         self.begin_step(flag)
-        for p, s in zip(self.params, self.state):
-            self.update(p, s, flag)
+        self.update_all(flag)
 
     def _zeros_like(self, param):
         return gpuarray_module().zeros(param.value.shape, np.float32)
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0):
+    def __init__(self, params, lr, momentum=0.0, weight_decay=0.0, multi_tensor=True):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1), got {momentum!r}")
         self.momentum, self.weight_decay = float(momentum), float(weight_decay)
+        self.multi_tensor, self._table = bool(multi_tensor), TensorTable()
         super().__init__(params, lr)
+
+    def update_all(self, skip):
+        if not self.multi_tensor:
+            return super().update_all(skip)
+        table = self._table.device_table([(p.value, p.grad, s["velocity"]) for p, s in zip(self.params, self.state)])
+        f = K.function("nn_optim", "sgd_update_multi", "iPfffP")
+        K.launch(f, self._table.grid(), (THREADS, 1, 1),
+                 (K.i32(self._table.count), K.ptr(table), K.f32(self.lr), K.f32(self.momentum),
+                  K.f32(self.weight_decay), skip), self.stream)
 
     def init_state(self, param):
         return {"velocity": self._zeros_like(param)}
@@ -81,7 +123,7 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, multi_tensor=True):
         b1, b2 = betas
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
             raise ValueError(f"betas must each be in [0, 1), got {betas!r}")
@@ -91,6 +133,7 @@ class Adam(Optimizer):
         # device must not advance t, and the host does not know which steps were skipped.
         self._t = ga.zeros(1, np.int32)
         self._corrections = ga.zeros(2, np.float32)
+        self.multi_tensor, self._table = bool(multi_tensor), TensorTable()
         super().__init__(params, lr)
 
     @property
@@ -106,6 +149,15 @@ class Adam(Optimizer):
         f = K.function("nn_optim", "adam_begin_step", "PPddP")
         K.launch(f, (1, 1), (1, 1, 1), (K.ptr(self._t), K.ptr(self._corrections), np.float64(self.beta1),
                                         np.float64(self.beta2), skip), self.stream)
+
+    def update_all(self, skip):
+        if not self.multi_tensor:
+            return super().update_all(skip)
+        table = self._table.device_table([(p.value, p.grad, s["m"], s["v"]) for p, s in zip(self.params, self.state)])
+        f = K.function("nn_optim", "adam_update_multi", "iPffffPfP")
+        K.launch(f, self._table.grid(), (THREADS, 1, 1),
+                 (K.i32(self._table.count), K.ptr(table), K.f32(self.lr), K.f32(self.beta1), K.f32(self.beta2),
+                  K.f32(self.eps), K.ptr(self._corrections), K.f32(self.weight_decay), skip), self.stream)
 
     def update(self, p, state, skip):
         f = K.function("nn_optim", "adam_update", "PPPPiffffPfP")
