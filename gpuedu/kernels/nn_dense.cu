@@ -7,6 +7,8 @@
 //   dense_bias_grad        db = the sum of those chunk sums, in a fixed order (deterministic)
 //   gemm_tn_<tile>         dW[K,N] = X^T dZ: reads X, stored [B,K], as its transpose
 //   gemm_nt_<tile>         dX[B,K] = dZ W^T: reads W, stored [K,N], as its transpose
+//   gemm_splitk_sum,       the second pass when K is split among blocks (small outputs, long K: see
+//   dense_splitk_epilogue  "Split K" below)
 //
 // All three GEMMs are one main loop, warptile_gemm in gemm_warptile.cuh (also matmul version 7): a
 // block tile in shared memory, a warp tile per warp, a 4 x 4 register patch per lane, double-buffered
@@ -50,12 +52,40 @@ template <class T, int ACT> __device__ __forceinline__ void dense_epilogue(
     }
 }
 
+// acc -> the M x N row-major C, 4 consecutive columns (one float4 when N allows) at a time.
+template <class T> __device__ __forceinline__ void store_acc(
+        const float (&acc)[T::ACC_M][T::ACC_N], float* C, int M, int N) {
+#pragma unroll
+    for (int i = 0; i < T::ACC_M; i++) {
+        int row = acc_row<T>(i);
+        if (row >= M) continue;   // the edge block hangs over the last row
+#pragma unroll
+        for (int j = 0; j < T::ACC_N; j += 4)
+            store4_guarded(C, row, acc_col<T>(j), N,
+                           make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
+    }
+}
+
+// Split K. A GEMM whose output has too few tiles to fill the GPU (a batch of 128, 10 logits) but a long
+// K would leave most SMs idle while a few blocks walk all of K. Instead the grid gets a third dimension:
+// block z sums only k in [z * k_split, z * k_split + k_split) and stores its partial tile to
+// partial[z][M][N]; a second, elementwise kernel adds the gridDim.z partials in ascending z (the same
+// bits every run, no atomics) and applies the epilogue. k_split is a multiple of the slab depth, so the
+// operands shifted by z * k_split keep their 16-byte alignment. With gridDim.z == 1 (k_split >= K) the
+// kernel does its epilogue itself, and each output is one ascending sum over all of K.
+
 // Y[b,n] = act(sum_k X[b,k] W[k,n] + bias[n]); Z gets the pre-activation (pass Z = NULL to skip it,
-// e.g. at inference).  grid = (ceil(N/BN), ceil(B/BM)), block = T::THREADS.
+// e.g. at inference).  grid = (ceil(N/BN), ceil(B/BM), splits), block = T::THREADS.
 template <class T> __device__ __forceinline__ void dense_forward_tile(
-        const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act) {
+        const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act,
+        int k_split, float* partial) {
+    int k0 = blockIdx.z * k_split;                 // this block's share of K
     float acc[T::ACC_M][T::ACC_N];
-    warptile_gemm<T, false, false>(acc, X, W, B, N, K, /*lda=*/K, /*ldb=*/N);
+    warptile_gemm<T, false, false>(acc, X + k0, W + k0 * N, B, N, min(k_split, K - k0), /*lda=*/K, /*ldb=*/N);
+    if (gridDim.z > 1) {                           // split K: the epilogue waits for the sum of the splits
+        store_acc<T>(acc, partial + blockIdx.z * B * N, B, N);
+        return;
+    }
     switch (act) {   // the same for the whole grid: no divergence
     case ACT_RELU:    dense_epilogue<T, ACT_RELU>(acc, bias, Z, Y, B, N); break;
     case ACT_SIGMOID: dense_epilogue<T, ACT_SIGMOID>(acc, bias, Z, Y, B, N); break;
@@ -66,32 +96,29 @@ template <class T> __device__ __forceinline__ void dense_forward_tile(
 }
 
 // C[M,N] = op(A) op(B) with one operand read transposed (see gemm_warptile.cuh for the layouts).
+// Split K: block z reads op(A)'s columns and op(B)'s rows from z * k_split on, and writes its partial
+// product to C + z * M * N (the launcher passes the partials' buffer as C, then gemm_splitk_sum).
 template <class T, bool A_TRANS, bool B_TRANS> __device__ __forceinline__ void gemm_tile(
-        const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb) {
+        const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb, int k_split) {
+    int k0 = blockIdx.z * k_split;
+    const float* A_z = A_TRANS ? A + k0 * lda : A + k0;    // k runs down A's rows, or along them
+    const float* B_z = B_TRANS ? Bm + k0 : Bm + k0 * ldb;
     float acc[T::ACC_M][T::ACC_N];
-    warptile_gemm<T, A_TRANS, B_TRANS>(acc, A, Bm, M, N, K, lda, ldb);
-#pragma unroll
-    for (int i = 0; i < T::ACC_M; i++) {
-        int row = acc_row<T>(i);
-        if (row >= M) continue;
-#pragma unroll
-        for (int j = 0; j < T::ACC_N; j += 4)
-            store4_guarded(C, row, acc_col<T>(j), N,
-                           make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]));
-    }
+    warptile_gemm<T, A_TRANS, B_TRANS>(acc, A_z, B_z, M, N, min(k_split, K - k0), lda, ldb);
+    store_acc<T>(acc, C + blockIdx.z * M * N, M, N);
 }
 
 // The kernels, one per role and tile (C names: PyCUDA looks kernels up by name, templates have none).
-#define DENSE_FORWARD_ARGS const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act
-#define DENSE_FORWARD_CALL X, W, bias, Z, Y, B, K, N, act
+#define DENSE_FORWARD_ARGS const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act, int k_split, float* partial
+#define DENSE_FORWARD_CALL X, W, bias, Z, Y, B, K, N, act, k_split, partial
 extern "C" __global__ void __launch_bounds__(256, 2) dense_forward_128x128(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile128x128>(DENSE_FORWARD_CALL); }
 extern "C" __global__ void __launch_bounds__(128) dense_forward_64x64(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile64x64>(DENSE_FORWARD_CALL); }
 extern "C" __global__ void __launch_bounds__(64) dense_forward_32x32(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile32x32>(DENSE_FORWARD_CALL); }
 extern "C" __global__ void __launch_bounds__(64) dense_forward_64x16(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile64x16>(DENSE_FORWARD_CALL); }
 
 // dW[M=in, N=out] = X^T dZ over K = batch: A = X is stored [K, M] (lda = in), B = dZ is [K, N].
-#define GEMM_ARGS const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb
-#define GEMM_CALL A, Bm, C, M, N, K, lda, ldb
+#define GEMM_ARGS const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb, int k_split
+#define GEMM_CALL A, Bm, C, M, N, K, lda, ldb, k_split
 extern "C" __global__ void __launch_bounds__(256, 2) gemm_tn_128x128(GEMM_ARGS) { gemm_tile<Tile128x128, true, false>(GEMM_CALL); }
 extern "C" __global__ void __launch_bounds__(128) gemm_tn_64x64(GEMM_ARGS) { gemm_tile<Tile64x64, true, false>(GEMM_CALL); }
 extern "C" __global__ void __launch_bounds__(64) gemm_tn_32x32(GEMM_ARGS) { gemm_tile<Tile32x32, true, false>(GEMM_CALL); }
@@ -102,6 +129,30 @@ extern "C" __global__ void __launch_bounds__(256, 2) gemm_nt_128x128(GEMM_ARGS) 
 extern "C" __global__ void __launch_bounds__(128) gemm_nt_64x64(GEMM_ARGS) { gemm_tile<Tile64x64, false, true>(GEMM_CALL); }
 extern "C" __global__ void __launch_bounds__(64) gemm_nt_32x32(GEMM_ARGS) { gemm_tile<Tile32x32, false, true>(GEMM_CALL); }
 extern "C" __global__ void __launch_bounds__(64) gemm_nt_64x16(GEMM_ARGS) { gemm_tile<Tile64x16, false, true>(GEMM_CALL); }
+
+// Split K, second pass of the gradient GEMMs: C[i] = sum over z of partial[z * count + i], ascending z.
+// One thread per element; grid = ceil(count / blockDim.x).
+extern "C" __global__ void gemm_splitk_sum(const float* partial, float* C, int count, int splits) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= count) return;
+    float total = 0.0f;
+    for (int z = 0; z < splits; z++)
+        total += partial[z * count + i];   // adjacent threads, adjacent addresses: coalesced
+    C[i] = total;
+}
+
+// Split K, second pass of the forward: the sum of the splits, then the same epilogue as the fused one.
+extern "C" __global__ void dense_splitk_epilogue(const float* partial, const float* bias, float* Z, float* Y,
+                                                 int B, int N, int splits, int act) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * N) return;
+    float z = 0.0f;
+    for (int s = 0; s < splits; s++)
+        z += partial[s * B * N + i];
+    z += bias[i % N];
+    if (Z) Z[i] = z;
+    Y[i] = act_forward(act, z);
+}
 
 #define BIAS_COLS 32   // dense_act_grad_partial's block: 32 columns (one warp wide) ...
 #define BIAS_ROWS 8    // ... by 8 rows of threads

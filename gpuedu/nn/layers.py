@@ -7,8 +7,9 @@ Dense:      forward   Z = X W + b, Y = act(Z)                 one launch (GEMM w
                       dX = dZ W^T                              one GEMM launch (skipped for the first layer)
 Activation: forward   Y = act(X);  backward dX = dY * act'(X)  one launch each
 
-The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh); ``gemm_tile`` picks
-each one's block tile from its output shape.
+The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh); ``gemm_plan`` picks
+each one's block tile from its shape, and splits K among blocks (one more, elementwise launch) when the
+output alone has too few tiles to fill the GPU.
 """
 import numpy as np
 
@@ -25,27 +26,37 @@ THREADS = 256        # threads per block of the one-thread-per-item kernels
 GEMM_TILES = (("128x128", 128, 128, 256), ("64x64", 64, 64, 128), ("32x32", 32, 32, 64))
 NARROW_TILE = ("64x16", 64, 16, 64)   # for outputs at most 16 wide (a classifier's logits)
 #: A grid with fewer blocks than this leaves SMs idle: 132 is an H200's SM count. Below it the launcher
-#: takes a smaller tile (more, smaller blocks); the results are bit-identical whatever the tile.
+#: takes a smaller tile (more, smaller blocks), or splits K among blocks (nn_dense.cu, "Split K").
 FILL_BLOCKS = 132
+SLAB = 16                    # the K depth of a shared-memory slab (BK of gemm_warptile.cuh's tiles)
+MIN_SPLIT_SLABS = 4          # split K only into pieces of at least this many slabs ...
+MIN_SLABS_TO_SPLIT = 16      # ... and only a K this deep (shorter: the extra pass costs more than it saves)
+MAX_SPLITS = 16
 BIAS_COLS, BIAS_ROWS = 32, 8   # dense_act_grad_partial's block, as #defined in nn_dense.cu
 BIAS_CHUNK_ROWS = 32           # rows of the batch summed by one block of dense_act_grad_partial
 
 
-def gemm_tile(M, N):
-    """The block tile (name, BM, BN, threads) for an M x N GEMM output: the largest whose grid has at
-    least FILL_BLOCKS blocks, the smallest if none has; the 64 x 16 tile for N <= 16."""
-    if N <= NARROW_TILE[2]:
-        return NARROW_TILE
-    for tile in GEMM_TILES:
-        if K.blocks_for(M, tile[1]) * K.blocks_for(N, tile[2]) >= FILL_BLOCKS:
-            return tile
-    return GEMM_TILES[-1]
+def gemm_plan(M, N, K_depth):
+    """How to run an (M x K) (K x N) GEMM: ``(tile, splits)``, with tile = (name, BM, BN, threads).
+
+    The first tile, largest first, whose grid reaches FILL_BLOCKS blocks, splitting K into up to
+    MAX_SPLITS pieces if its tiles alone are too few; failing that, the smallest tile with the most
+    splits. Outputs at most 16 wide take the 64 x 16 tile. Unsplit, each output is one ascending sum over
+    K whatever the tile; split, it is the ascending sum of the pieces' sums (the same every run)."""
+    slabs = K.blocks_for(K_depth, SLAB)
+    most = min(MAX_SPLITS, slabs // MIN_SPLIT_SLABS) if slabs >= MIN_SLABS_TO_SPLIT else 1
+    tiles = (NARROW_TILE,) if N <= NARROW_TILE[2] else GEMM_TILES
+    for tile in tiles:
+        blocks = K.blocks_for(M, tile[1]) * K.blocks_for(N, tile[2])
+        splits = max(1, min(most, K.blocks_for(FILL_BLOCKS, blocks)))
+        if blocks * splits >= FILL_BLOCKS or tile is tiles[-1]:
+            return tile, _split_k(K_depth, splits)[1]
 
 
-def _gemm_launch(role, M, N):
-    """The kernel name, grid and block of the ``role`` GEMM (dense_forward, gemm_tn, gemm_nt)."""
-    name, bm, bn, threads = gemm_tile(M, N)
-    return f"{role}_{name}", (K.blocks_for(N, bn), K.blocks_for(M, bm)), (threads, 1, 1)
+def _split_k(K_depth, splits):
+    """(k_split, splits): the K of one piece, a whole number of slabs, and how many pieces then cover K."""
+    k_split = SLAB * K.blocks_for(K.blocks_for(K_depth, splits), SLAB)
+    return k_split, K.blocks_for(K_depth, k_split)
 
 
 def activation_code(name):
@@ -125,12 +136,20 @@ class Dense:
         rows = x.shape[0]
         bufs = self._buffers.get(rows, Z=self.out_features, Y=self.out_features,
                                  dZ=self.out_features, dX=self.in_features)
-        name, grid, block = _gemm_launch("dense_forward", rows, self.out_features)
-        f = K.function("nn_dense", name, "PPPPPiiii")
-        K.launch(f, grid, block,
+        n_in, n_out = self.in_features, self.out_features
+        (name, bm, bn, threads), splits = gemm_plan(rows, n_out, n_in)
+        k_split, splits = _split_k(n_in, splits)
+        partial = self._split_partial(splits, rows * n_out)
+        f = K.function("nn_dense", f"dense_forward_{name}", "PPPPPiiiiiP")
+        K.launch(f, (K.blocks_for(n_out, bn), K.blocks_for(rows, bm), splits), (threads, 1, 1),
                  (K.ptr(x), K.ptr(self.W.value), K.ptr(self.b.value), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]),
-                  K.i32(rows), K.i32(self.in_features), K.i32(self.out_features), K.i32(self.act)),
+                  K.i32(rows), K.i32(n_in), K.i32(n_out), K.i32(self.act), K.i32(k_split), partial),
                  self.stream)
+        if splits > 1:   # the second pass: add the splits, then bias and activation
+            f = K.function("nn_dense", "dense_splitk_epilogue", "PPPPiiii")
+            K.launch(f, (K.blocks_for(rows * n_out, THREADS), 1), (THREADS, 1, 1),
+                     (partial, K.ptr(self.b.value), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]), K.i32(rows),
+                      K.i32(n_out), K.i32(splits), K.i32(self.act)), self.stream)
         self._x, self._bufs = x, bufs       # backward needs X and Z
         return bufs["Y"]
 
@@ -153,18 +172,38 @@ class Dense:
         K.launch(f, (K.blocks_for(n_out, THREADS), 1), (THREADS, 1, 1),
                  (K.ptr(partial), K.ptr(self.b.grad), K.i32(chunks), K.i32(n_out)), self.stream)
         # dW[n_in, n_out] = X^T dZ over the batch: X is read as the transpose of its [rows, n_in] storage.
-        name, grid, block = _gemm_launch("gemm_tn", n_in, n_out)
-        K.launch(K.function("nn_dense", name, "PPPiiiii"), grid, block,
-                 (K.ptr(x), K.ptr(bufs["dZ"]), K.ptr(self.W.grad), K.i32(n_in), K.i32(n_out), K.i32(rows),
-                  K.i32(n_in), K.i32(n_out)), self.stream)
+        self._gemm("gemm_tn", x, bufs["dZ"], self.W.grad, n_in, n_out, rows, lda=n_in, ldb=n_out)
         if not need_input_grad:
             return None
         # dX[rows, n_in] = dZ W^T over n_out: W is read as the transpose of its [n_in, n_out] storage.
-        name, grid, block = _gemm_launch("gemm_nt", rows, n_in)
-        K.launch(K.function("nn_dense", name, "PPPiiiii"), grid, block,
-                 (K.ptr(bufs["dZ"]), K.ptr(self.W.value), K.ptr(bufs["dX"]), K.i32(rows), K.i32(n_in),
-                  K.i32(n_out), K.i32(n_out), K.i32(n_out)), self.stream)
+        self._gemm("gemm_nt", bufs["dZ"], self.W.value, bufs["dX"], rows, n_in, n_out, lda=n_out, ldb=n_out)
         return bufs["dX"]
+
+    def _gemm(self, role, a, b, c, M, N, K_depth, lda, ldb):
+        """C = op(A) op(B) with the ``role`` kernel (gemm_tn, gemm_nt) at the tile and split gemm_plan picks."""
+        (name, bm, bn, threads), splits = gemm_plan(M, N, K_depth)
+        k_split, splits = _split_k(K_depth, splits)
+        # split K: the pieces go to the partials' buffer, then gemm_splitk_sum adds them into C
+        target = self._split_partial(splits, M * N) if splits > 1 else K.ptr(c)
+        K.launch(K.function("nn_dense", f"{role}_{name}", "PPPiiiiii"),
+                 (K.blocks_for(N, bn), K.blocks_for(M, bm), splits), (threads, 1, 1),
+                 (K.ptr(a), K.ptr(b), target, K.i32(M), K.i32(N), K.i32(K_depth), K.i32(lda), K.i32(ldb),
+                  K.i32(k_split)), self.stream)
+        if splits > 1:
+            K.launch(K.function("nn_dense", "gemm_splitk_sum", "PPii"), (K.blocks_for(M * N, THREADS), 1),
+                     (THREADS, 1, 1), (target, K.ptr(c), K.i32(M * N), K.i32(splits)), self.stream)
+
+    def _split_partial(self, splits, count):
+        """The device address of a buffer for ``splits`` partial products of ``count`` floats each, one per
+        size, allocated once and reused every step; 0 (NULL) when K is not split."""
+        if splits == 1:
+            return np.uintp(0)
+        need = splits * count
+        buf = self._partials.get(("split", need))
+        if buf is None:
+            buf = gpuarray_module().empty((need,), np.float32)
+            self._partials[("split", need)] = buf
+        return np.uintp(K.ptr(buf))
 
     def _bias_partial(self, chunks):
         """The [chunks, out_features] buffer of the bias gradient's chunk sums, reused across steps."""

@@ -209,14 +209,14 @@ def test_forward_returns_the_layers_buffer_reused_for_the_same_batch_size():
     assert model.forward(np.ones((5, 3), np.float32)) is not first
 
 
-# ---- the warp-tiled GEMMs of nn_dense.cu: every tile, every layout, ragged shapes ------------------
+# ---- the warp-tiled GEMMs of nn_dense.cu: every tile, every layout, split K, ragged shapes --------
 
 from gpuedu.nn import layers as _layers  # noqa: E402
 
 TILES = _layers.GEMM_TILES + (_layers.NARROW_TILE,)
-# (rows, in, out): 1s, sizes that are no multiple of any tile or of 4 (scalar loads), K < BK, and
-# multiples of 4 with partial tiles (float4 loads with guarded edges).
-DENSE_SHAPES = [(1, 1, 1), (37, 50, 70), (19, 7, 10), (130, 36, 24), (66, 129, 3)]
+# (rows, in, out): 1s, sizes that are no multiple of any tile or of 4 (scalar loads), K < 16, and
+# multiples of 4 with partial tiles (float4 loads with guarded edges); K = 100 and 70 split unevenly.
+DENSE_SHAPES = [(1, 1, 1), (37, 50, 70), (19, 7, 10), (130, 36, 24), (66, 129, 3), (40, 100, 33)]
 
 
 def _dense_step_numpy(x, W, b, dy, activation):
@@ -234,10 +234,16 @@ def _dense_step_device(layer, x, dy):
     return y, layer.W.grad.get(), layer.b.grad.get(), dx
 
 
+def _force_plan(monkeypatch, tile, splits):
+    """Every GEMM of the layers runs with this tile and (at most, K allowing) this many K splits."""
+    monkeypatch.setattr(_layers, "gemm_plan", lambda M, N, K: (tile, splits))
+
+
+@pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("tile", TILES, ids=[t[0] for t in TILES])
 @pytest.mark.parametrize("activation", ACTS)
-def test_dense_forward_and_backward_against_float64_for_every_tile(monkeypatch, tile, activation):
-    monkeypatch.setattr(_layers, "gemm_tile", lambda M, N: tile)   # force this tile on every GEMM
+def test_dense_forward_and_backward_against_float64(monkeypatch, tile, splits, activation):
+    _force_plan(monkeypatch, tile, splits)
     rng = np.random.default_rng(11)
     for rows, n_in, n_out in DENSE_SHAPES:
         layer = nn.Dense(n_in, n_out, activation=activation, seed=3)
@@ -249,22 +255,26 @@ def test_dense_forward_and_backward_against_float64_for_every_tile(monkeypatch, 
         for name, g, w in zip(("Y", "dW", "db", "dX"), got, want):
             assert g.shape == w.shape, name
             scale = 1e-5 * (1 + max(n_in, n_out, rows))
-            np.testing.assert_allclose(g, w, rtol=1e-4, atol=scale,
-                                       err_msg=f"{name} tile={tile[0]} act={activation} shape={rows, n_in, n_out}")
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=scale, err_msg=f"{name} tile={tile[0]} "
+                                       f"splits={splits} act={activation} shape={rows, n_in, n_out}")
 
 
-def test_every_tile_gives_the_same_bits(monkeypatch):
-    """Each output sums in ascending k into one register whatever the tile: the tile is invisible."""
+def test_every_tile_gives_the_same_bits_and_a_split_the_same_bits_every_run(monkeypatch):
+    """Unsplit, each output sums in ascending k into one register whatever the tile: the tile is
+    invisible. Split, the pieces are added in a fixed order: run twice, the same bits."""
     rng = np.random.default_rng(12)
     x = rng.standard_normal((45, 68)).astype(np.float32)
     dy = rng.standard_normal((45, 36)).astype(np.float32)
-    results = []
-    for tile in TILES:
-        monkeypatch.setattr(_layers, "gemm_tile", lambda M, N, tile=tile: tile)
-        results.append(_dense_step_device(nn.Dense(68, 36, activation="gelu", seed=5), x, dy))
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
+
+    def step(tile, splits):
+        _force_plan(monkeypatch, tile, splits)
+        return _dense_step_device(nn.Dense(68, 36, activation="gelu", seed=5), x, dy)
+    unsplit = [step(tile, 1) for tile in TILES]
+    for other in unsplit[1:]:
+        for a, b in zip(unsplit[0], other):
             np.testing.assert_array_equal(a, b)
+    for a, b in zip(step(TILES[1], 4), step(TILES[1], 4)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_bias_gradient_is_deterministic_and_sums_every_chunk():
@@ -280,9 +290,20 @@ def test_bias_gradient_is_deterministic_and_sums_every_chunk():
     np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5)
 
 
-def test_gemm_tile_fills_the_gpu_and_fits_narrow_outputs():
-    assert _layers.gemm_tile(4096, 1024)[0] == "128x128"    # 256 blocks: big tiles fill 132 SMs
-    assert _layers.gemm_tile(784, 1024)[0] == "64x64"       # 7 x 8 = 56 big blocks would idle SMs
-    assert _layers.gemm_tile(128, 1024)[0] == "32x32"       # batch 128: the smallest tile
-    assert _layers.gemm_tile(4096, 10)[0] == "64x16"        # 10 logits: not a 128-wide tile
-    assert _layers.gemm_tile(1, 1)[0] == "64x16"
+def test_gemm_plan_fills_the_gpu_and_fits_narrow_outputs():
+    def plan(M, N, K):
+        tile, splits = _layers.gemm_plan(M, N, K)
+        return tile[0], splits
+    # the MLP 784-1024-1024-10 at batch 4096: forward, then dW = X^T dZ (K = batch)
+    assert plan(4096, 1024, 784) == ("128x128", 1)     # 256 big blocks fill 132 SMs
+    assert plan(1024, 1024, 4096) == ("128x128", 3)    # 64 big blocks, K = 4096 split in 3
+    assert plan(4096, 10, 1024) == ("64x16", 3)        # 10 logits: not a 128-wide tile
+    # batch 128: small outputs, long K
+    assert plan(128, 1024, 1024) == ("64x64", 5)       # 32 blocks x 5 pieces of K
+    assert plan(128, 10, 1024) == ("64x16", 16)        # 2 blocks: the most splits
+    assert plan(784, 1024, 128) == ("64x64", 1)        # 208 blocks; K = 128 is too short to split
+    assert plan(1, 1, 1) == ("64x16", 1)
+    for M, N, K in [(4096, 1024, 784), (128, 10, 1024), (100, 37, 1000), (7, 300, 33)]:
+        tile, splits = _layers.gemm_plan(M, N, K)
+        k_split, pieces = _layers._split_k(K, splits)
+        assert k_split % _layers.SLAB == 0 and (pieces - 1) * k_split < K <= pieces * k_split
