@@ -59,28 +59,28 @@ extern "C" __global__ void adam_update(float* w, const float* g, float* m, float
 // table = offsets[count + 1] (prefix sums of the tensor sizes), then `per_tensor` addresses for each
 // tensor. Element e of the concatenation of all tensors is element e - offsets[t] of the tensor t with
 // offsets[t] <= e < offsets[t + 1]. A grid-stride loop walks e upwards, so each thread's t only moves
-// forward; neighbouring threads take neighbouring elements of one tensor, so the loads stay coalesced.
-
-// The tensor that element e belongs to, searching forward from t (e never decreases between calls).
-__device__ __forceinline__ int tensor_of(long long e, int t, const long long* offsets) {
-    while (e >= offsets[t + 1]) ++t;
-    return t;
-}
+// forward, and the table is read only when a thread crosses into a later tensor; neighbouring threads
+// take neighbouring elements of one tensor, so the loads stay coalesced.
 
 extern "C" __global__ void sgd_update_multi(int count, const long long* table, float lr, float momentum,
                                             float weight_decay, const int* skip) {
     if (skip && *skip) return;                          // an overflowed step: nothing moves
     const long long* offsets = table;
     const long long* addresses = table + count + 1;     // w, g, v of tensor t at 3t, 3t + 1, 3t + 2
-    long long total = offsets[count];
-    int t = 0;
+    long long total = offsets[count], start = 0, end = 0;
+    int t = -1;
+    float* w = nullptr;
+    const float* g = nullptr;
+    float* v = nullptr;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
-        t = tensor_of(e, t, offsets);
-        long long i = e - offsets[t];
-        float* w = (float*)addresses[3 * t];
-        const float* g = (const float*)addresses[3 * t + 1];
-        float* v = (float*)addresses[3 * t + 2];
+        if (e >= end) {                                 // past tensor t: find e's tensor, fetch its addresses
+            do { ++t; start = offsets[t]; end = offsets[t + 1]; } while (e >= end);
+            w = (float*)addresses[3 * t];
+            g = (const float*)addresses[3 * t + 1];
+            v = (float*)addresses[3 * t + 2];
+        }
+        long long i = e - start;
         float grad = g[i] + weight_decay * w[i];
         float vel = momentum * v[i] + grad;
         v[i] = vel;
@@ -94,17 +94,23 @@ extern "C" __global__ void adam_update_multi(int count, const long long* table, 
     if (skip && *skip) return;
     const long long* offsets = table;
     const long long* addresses = table + count + 1;     // w, g, m, v of tensor t at 4t .. 4t + 3
-    long long total = offsets[count];
+    long long total = offsets[count], start = 0, end = 0;
     float c1 = corrections[0], c2 = corrections[1];
-    int t = 0;
+    int t = -1;
+    float* w = nullptr;
+    const float* g = nullptr;
+    float* m = nullptr;
+    float* v = nullptr;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
          e += (long long)gridDim.x * blockDim.x) {
-        t = tensor_of(e, t, offsets);
-        long long i = e - offsets[t];
-        float* w = (float*)addresses[4 * t];
-        const float* g = (const float*)addresses[4 * t + 1];
-        float* m = (float*)addresses[4 * t + 2];
-        float* v = (float*)addresses[4 * t + 3];
+        if (e >= end) {
+            do { ++t; start = offsets[t]; end = offsets[t + 1]; } while (e >= end);
+            w = (float*)addresses[4 * t];
+            g = (const float*)addresses[4 * t + 1];
+            m = (float*)addresses[4 * t + 2];
+            v = (float*)addresses[4 * t + 3];
+        }
+        long long i = e - start;
         float grad = g[i] + weight_decay * w[i];
         float mi = beta1 * m[i] + (1.0f - beta1) * grad;
         float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
