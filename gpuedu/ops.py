@@ -6,6 +6,7 @@ of each ``.cu`` file):
     ops.activation(x, "gelu", version=3)     ops.relu(x), ops.sigmoid(x), ...   (elementwise.cu)
     ops.transpose(x, version=3)              ops.copy2d(x)                       (copy_transpose.cu)
     ops.reduce_sum(x, version=6)                                                 (reduction.cu)
+    ops.reduce_sum(x, 7, out=out, workspace=ops.reduce_workspace(x.size, 7))    (allocation-free)
     ops.softmax_rows(x, version=3)                                               (softmax.cu)
     ops.matmul(a, b, version=7)                                                  (matmul.cu)
 
