@@ -8,6 +8,13 @@ from exercise_helpers import check_quietly as _check, mutate as _without
 
 gpuedu.setup(verbose=False)
 
+# A missing barrier is a race and an early return before a shuffle is undefined behaviour: the emulator
+# exposes both every time (reversed thread order, shared memory poisoned before each block, lanes counted
+# at each warp intrinsic), while on a GPU the wrong kernel may happen to compute the right sums.
+emulator_only = pytest.mark.skipif(
+    gpuedu.backend.active().name != "cpu",
+    reason="races and undefined behaviour are not guaranteed to show on a GPU; the emulator exposes them every time")
+
 
 @pytest.mark.parametrize("exercise_id", ["03.block_sum", "03.warp_sum", "03.histogram"])
 def test_solution_passes_and_stub_does_not(exercise_id):
@@ -26,6 +33,7 @@ def test_block_sum_missing_guard_reads_past_the_end():
     assert "NaN" in result.report() or "past n" in result.report()
 
 
+@emulator_only
 def test_block_sum_missing_barrier_in_the_tree_is_a_race():
     wrong = BLOCK_SUM.replace("            partial[tid] += partial[tid + s];\n        __syncthreads();",
                               "            partial[tid] += partial[tid + s];\n")
@@ -75,22 +83,24 @@ def test_histogram_missing_bounds_guard_counts_extra_values():
     assert "more values than there are" in result.report()
 
 
+@emulator_only
 def test_histogram_missing_barrier_before_merge():
     wrong = _without(HISTOGRAM, "    __syncthreads();                         // all counts are in", "    //")
     result = _check("03.histogram", wrong)
     assert not result.passed
 
 
+@emulator_only
 def test_histogram_missing_barrier_after_zeroing():
     wrong = _without(HISTOGRAM, "    __syncthreads();                         // all bins are zero", "    //")
     result = _check("03.histogram", wrong)
     assert not result.passed
 
 
+@emulator_only
 def test_warp_sum_early_return_before_the_shuffle_is_refused():
     # lanes past n leave before __shfl_down_sync: undefined on a GPU, a named error on the emulator
     wrong = _without(WARP_SUM, "    float v = (i < n) ? x[i] : 0.0f;", "    if (i >= n) return;\n    float v = x[i];")
     result = _check("03.warp_sum", wrong)
     assert not result.passed
-    if gpuedu.backend.active().name == "cpu":
-        assert "__shfl_down_sync" in result.report()
+    assert "__shfl_down_sync" in result.report()

@@ -52,13 +52,14 @@ def compile_kernel(source, kernel, options=(), no_extern_c=False):
 
 
 def _ensure_context(drv):
-    """Use the lesson's current context; create the usual one (pycuda.autoinit) only if none is."""
+    """Use the lesson's current context; retain the device's primary context (as ``gpuedu.setup()``
+    does) only if none is current."""
     try:
         current = drv.Context.get_current()
     except Exception:  # before cuInit, asking for the current context is itself an error
         current = None
     if current is None:
-        importlib.import_module("pycuda.autoinit")
+        importlib.import_module("pycuda.autoprimaryctx")
 
 
 _LINE = re.compile(re.escape(FILENAME) + r"(?::(\d+)|\((\d+)\))")
