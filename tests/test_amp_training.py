@@ -153,12 +153,15 @@ def test_mixed_precision_accuracy_is_within_half_a_point_of_fp32_on_digits():
     assert abs(acc16 - acc32) <= 0.005, f"FP32 {acc32:.4f} vs mixed {acc16:.4f}"
 
 
-def test_half_mlp_gradients_match_the_float64_reference_of_its_fp16_weights():
-    # Sizes off the 64-wide GEMM tile; the reference runs on the very values the FP16 model holds.
+@pytest.mark.parametrize("gemm_version", ["tensor", "tiled"])
+def test_half_mlp_gradients_match_the_float64_reference_of_its_fp16_weights(gemm_version):
+    # Sizes off every GEMM tile (and rows not a multiple of 8 halves: the tensor-core GEMM's
+    # element-by-element path); the reference runs on the very values the FP16 model holds.
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 1, (37, 13)).astype(np.float32)
     y = rng.integers(0, 6, 37).astype(np.int32)
-    model = amp.MixedPrecisionMLP(nn.mlp([13, 21, 6], seed=3))
+    model = amp.MixedPrecisionMLP(nn.mlp([13, 21, 6], seed=3), gemm_version=gemm_version)
+    assert all(layer.gemm_version == gemm_version for layer in model.layers)
     net = nn_reference.Sequential([nn_reference.Dense(l.W16.get().astype(np.float64), l.b16.get().astype(np.float64),
                                                       l.activation) for l in model.layers])
     loss_ref, grads_ref = net.loss_and_grads(x.astype(np.float16).astype(np.float64), y)
@@ -171,6 +174,17 @@ def test_half_mlp_gradients_match_the_float64_reference_of_its_fp16_weights():
     for param, g_ref in zip(model.parameters(), grads_ref):
         err = np.linalg.norm(param.grad.get() - g_ref) / np.linalg.norm(g_ref)
         assert err < 1e-2, f"{param.name}: relative error {err:.2e}"
+
+
+def test_half_dense_gemm_paths_agree_and_a_bad_version_is_refused():
+    rng = np.random.default_rng(8)
+    x = rng.uniform(-1, 1, (64, 48)).astype(np.float32)     # aligned rows: the 16-byte cp.async path
+    logits = {v: ops.to_float(amp.MixedPrecisionMLP(nn.mlp([48, 40, 8], seed=5), gemm_version=v).forward(x)).get()
+              for v in ("tensor", "tiled")}
+    # the same FP16 inputs and FP32 sums, in another order: at most one FP16 rounding step apart
+    assert np.allclose(logits["tensor"], logits["tiled"], rtol=2e-3, atol=2e-3)
+    with pytest.raises(ValueError, match="gemm_version must be one of"):
+        amp.MixedPrecisionMLP(nn.mlp([4, 2], seed=0), gemm_version="cublas")
 
 
 def test_bias_grad_sums_columns_in_fp32():

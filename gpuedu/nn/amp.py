@@ -5,7 +5,9 @@ Introduced in lessons/07_mixed_precision.ipynb.
 The recipe (what deep-learning frameworks call automatic mixed precision):
 
 1. Weights and activations are stored in FP16 (half the bytes to move; tensor cores take FP16).
-2. Every GEMM sums its products in FP32 (``fp16_gemm.cu``): summing in FP16 loses the small terms.
+2. Every GEMM sums its products in FP32: summing in FP16 loses the small terms.  The layers' GEMMs
+   run on tensor cores (``wmma_gemm.cu`` version 2, through ``fp16_ops.matmul(version="tensor")``);
+   the CUDA-core ones of ``fp16_gemm.cu`` remain a choice (``gemm_version="tiled"``).
 3. The optimizer keeps FP32 *master* weights and updates them; the FP16 copy used by the forward and
    backward passes is re-rounded from the master after every step.  An update lr*g is often smaller
    than half an FP16 ulp of the weight and would vanish if applied to the FP16 copy.
@@ -226,13 +228,20 @@ class HalfDense:
     (``parameters()`` returns them, for the optimizer) and rounded once into the FP16 copies the
     kernels read.  ``backward`` leaves the (scaled) gradients in FP16 buffers (``half_grads()``);
     ``LossScaler.unscale_on_device`` turns them into the masters' FP32 ``.grad``.
+
+    ``gemm_version`` picks the three GEMMs' kernel (``fp16_ops.GEMM_VERSIONS``): ``"tensor"``, the
+    pipelined tensor-core GEMM, by default; ``"tiled"`` the CUDA-core one of ``fp16_gemm.cu``.
     """
 
-    def __init__(self, dense):
+    def __init__(self, dense, gemm_version="tensor"):
         if not isinstance(dense, Dense):
             raise TypeError(f"HalfDense is built from a gpuedu.nn.Dense, got {type(dense).__name__}")
         if dense.activation not in (None, "relu"):
             raise ValueError(f"HalfDense supports activation 'relu' or None, not {dense.activation!r}")
+        if gemm_version not in fp16_ops.GEMM_VERSIONS:
+            raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16_ops.GEMM_VERSIONS))}, "
+                             f"got {gemm_version!r}")
+        self.gemm_version = gemm_version
         self.in_features, self.out_features = dense.in_features, dense.out_features
         self.activation = dense.activation
         self.W = Parameter(dense.W.name, dense.W.numpy())       # FP32 masters (copies)
@@ -280,7 +289,7 @@ class HalfDense:
             raise ValueError(f"HalfDense expects a float16 [batch, {self.in_features}] input, got "
                              f"{x16.dtype} {tuple(x16.shape)}")
         bufs = self._bufs(x16.shape[0])
-        z = fp16_ops.matmul(x16, self.W16, out=bufs["Z"])           # FP32 sums, FP16 result
+        z = fp16_ops.matmul(x16, self.W16, out=bufs["Z"], version=self.gemm_version)   # FP32 sums, FP16 result
         fp16_ops.bias_add(z, self.b16, out=z)
         y = fp16_ops.relu(z, out=bufs["Y"]) if self.activation == "relu" else z
         self._x, self._z = x16, z
@@ -291,11 +300,13 @@ class HalfDense:
             raise RuntimeError("backward() before forward(): run a forward pass first")
         bufs = self._bufs(self._x.shape[0])
         dz = fp16_ops.relu_backward(dy16, self._z, out=bufs["dZ"]) if self.activation == "relu" else dy16
-        fp16_ops.matmul(self._x, dz, transpose_a=True, out=self.W_grad16)   # dW = X^T dZ
+        fp16_ops.matmul(self._x, dz, transpose_a=True, out=self.W_grad16,           # dW = X^T dZ
+                        version=self.gemm_version)
         bias_grad(dz, out=self.b_grad16)                                    # db = sum over the batch
         if not need_input_grad:
             return None
-        return fp16_ops.matmul(dz, self.W16, transpose_b=True, out=bufs["dX"])   # dX = dZ W^T
+        return fp16_ops.matmul(dz, self.W16, transpose_b=True, out=bufs["dX"],     # dX = dZ W^T
+                               version=self.gemm_version)
 
     def __repr__(self):
         return f"HalfDense({self.in_features}, {self.out_features}, activation={self.activation!r})"
@@ -307,13 +318,13 @@ class MixedPrecisionMLP:
     The FP32 model is left untouched: the mixed-precision one starts from copies of its weights.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, gemm_version="tensor"):
         layers = getattr(model, "layers", None)
         if not layers or not all(isinstance(l, Dense) for l in layers):
             raise TypeError("MixedPrecisionMLP converts a Sequential of gpuedu.nn.Dense layers (as nn.mlp "
                             "builds); separate activation layers are not supported: use Dense(..., "
                             "activation='relu')")
-        self.layers = [HalfDense(l) for l in layers]
+        self.layers = [HalfDense(l, gemm_version) for l in layers]
         self.in_features = self.layers[0].in_features
         self.out_features = self.layers[-1].out_features
         self._inputs = {}            # rows -> the FP16 input buffer, reused every step
