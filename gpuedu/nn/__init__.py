@@ -35,9 +35,12 @@ Layer protocol (``Dense``, ``ReLU``, ``Sigmoid``, ``Tanh``, ``GELU``; any object
     reads them (the only copy back), ``reset()`` zeroes them.
 
 Optimizers: ``SGD(params, lr, momentum=0.0, weight_decay=0.0)`` and ``Adam(params, lr=1e-3, betas=(0.9, 0.999),
-    eps=1e-8, weight_decay=0.0)``; ``step()`` updates every ``p.value`` in place from ``p.grad`` with one kernel
-    launch per parameter; the state (velocity, moments) lives on the device.  A new optimizer subclasses
-    ``Optimizer`` and implements ``update(param, state)``; ``init_state(param)`` makes its per-parameter state.
+    eps=1e-8, weight_decay=0.0)``, each with ``multi_tensor=True``; ``step(skip=None)`` updates every ``p.value``
+    in place from ``p.grad`` with one kernel launch for all of them (``multi_tensor=False``: one per parameter);
+    the state (velocity, moments, Adam's step count) lives on the device, and an optional int32 device flag
+    ``skip`` makes the kernels leave everything untouched (mixed precision's overflowed steps).  A new optimizer
+    subclasses ``Optimizer`` and implements ``update(param, state, skip)``; ``init_state(param)`` makes its
+    per-parameter state.
 
 Initialisation (``gpuedu.nn.init``): ``he_normal`` and ``xavier_uniform`` from a seeded NumPy generator.
 
