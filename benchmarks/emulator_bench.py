@@ -1,6 +1,6 @@
 """How fast the CPU emulator runs CUDA C, as ratios to NumPy measured in the same run.
 
-    .venv/bin/python benchmarks/emulator_bench.py [--out benchmarks/results/emulator.json]
+    .venv/bin/python benchmarks/emulator_bench.py [--out benchmarks/results/cpu-emulator-runtime.json]
 
 Figures (targets in brackets):
   vector_add_vs_numpy      barrier-free a + b on 2^22 floats (a plain thread loop)  vs NumPy a + b   [<= 3x]
@@ -93,7 +93,7 @@ def to_device(array):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                                      "emulator.json"))
+                                                      "cpu-emulator-runtime.json"))
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     mod = compiler.SourceModule(BENCH_SRC)
