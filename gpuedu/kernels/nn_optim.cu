@@ -39,20 +39,27 @@ extern "C" __global__ void adam_begin_step(int* t, float* corrections, double be
     corrections[1] = (float)(1.0 / (1.0 - pow(beta2, (double)step)));
 }
 
-// Adam: moving averages of the gradient and its square, bias-corrected by corrections = (c1, c2).
-extern "C" __global__ void adam_update(float* w, const float* g, float* m, float* v, int n,
-                                       float lr, float beta1, float beta2, float eps,
-                                       const float* corrections, float weight_decay, const int* skip) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    if (skip && *skip) return;      // an overflowed step: w, m and v stay as they were
-    float c1 = corrections[0], c2 = corrections[1];
+// Adam's rule for element i: moving averages of the gradient and its square, bias-corrected by
+// c1, c2. One definition for both versions, so they give the same bits.
+__device__ __forceinline__ void adam_element(float* w, const float* g, float* m, float* v, long long i,
+                                             float lr, float beta1, float beta2, float eps,
+                                             float c1, float c2, float weight_decay) {
     float grad = g[i] + weight_decay * w[i];
     float mi = beta1 * m[i] + (1.0f - beta1) * grad;
     float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
     m[i] = mi;
     v[i] = vi;
     w[i] -= lr * (mi * c1) / (sqrtf(vi * c2) + eps);
+}
+
+// Adam, one tensor: corrections = (c1, c2) from adam_begin_step.
+extern "C" __global__ void adam_update(float* w, const float* g, float* m, float* v, int n,
+                                       float lr, float beta1, float beta2, float eps,
+                                       const float* corrections, float weight_decay, const int* skip) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (skip && *skip) return;      // an overflowed step: w, m and v stay as they were
+    adam_element(w, g, m, v, i, lr, beta1, beta2, eps, corrections[0], corrections[1], weight_decay);
 }
 
 // ---- version 2: all tensors in one launch -----------------------------------------------------------
@@ -110,12 +117,6 @@ extern "C" __global__ void adam_update_multi(int count, const long long* table, 
             m = (float*)addresses[4 * t + 2];
             v = (float*)addresses[4 * t + 3];
         }
-        long long i = e - start;
-        float grad = g[i] + weight_decay * w[i];
-        float mi = beta1 * m[i] + (1.0f - beta1) * grad;
-        float vi = beta2 * v[i] + (1.0f - beta2) * grad * grad;
-        m[i] = mi;
-        v[i] = vi;
-        w[i] -= lr * (mi * c1) / (sqrtf(vi * c2) + eps);
+        adam_element(w, g, m, v, e - start, lr, beta1, beta2, eps, c1, c2, weight_decay);
     }
 }
