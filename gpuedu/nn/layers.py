@@ -11,6 +11,8 @@ The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh
 each one's block tile from its shape, and splits K among blocks (one more, elementwise launch) when the
 output alone has too few tiles to fill the GPU.
 """
+import functools
+
 import numpy as np
 
 from . import _kernels as K
@@ -36,6 +38,7 @@ BIAS_COLS, BIAS_ROWS = 32, 8   # dense_act_grad_partial's block, as #defined in 
 BIAS_CHUNK_ROWS = 32           # rows of the batch summed by one block of dense_act_grad_partial
 
 
+@functools.lru_cache(maxsize=None)   # a pure function of three ints, asked several times a step
 def gemm_plan(M, N, K_depth):
     """How to run an (M x K) (K x N) GEMM: ``(tile, splits)``, with tile = (name, BM, BN, threads).
 
@@ -53,6 +56,7 @@ def gemm_plan(M, N, K_depth):
             return tile, _split_k(K_depth, splits)[1]
 
 
+@functools.lru_cache(maxsize=None)
 def _split_k(K_depth, splits):
     """(k_split, splits): the K of one piece, a whole number of slabs, and how many pieces then cover K."""
     k_split = SLAB * K.blocks_for(K.blocks_for(K_depth, splits), SLAB)
