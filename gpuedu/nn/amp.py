@@ -30,11 +30,21 @@ Pieces:
 ``train_mixed``          epochs over a ``gpuedu.data.DataLoader`` (the FP32 counterpart is
                          ``gpuedu.train.fit``)
 
+Streams: ``trainer.stream = s`` (as ``train_mixed`` does) queues every launch of a step -- the model's, the
+scaler's, the loss's and the optimizer's -- on the one stream ``s``, so a ``DataLoader`` with
+``compute_stream = s`` copies the next batch while the step runs.  Every read back (``StepResult.loss``,
+``mean_loss()``, the scaler's properties, ``predict``) synchronises that stream first.  On real PyCUDA a
+``GPUArray.get()`` is a synchronous copy on the legacy default stream, and a ``drv.Stream()`` is created
+blocking (flags 0, not ``CU_STREAM_NON_BLOCKING``), so the copy would already wait for the stream's
+kernels; the explicit ``stream.synchronize()`` keeps the reads correct for a non-blocking stream too, and
+costs nothing more, since the copy waits for the device anyway.  Steps never synchronise.
+
 The master ``Parameter`` objects are ordinary ``gpuedu.nn`` parameters (float32 ``.value``/``.grad``),
 so any ``gpuedu.nn`` optimizer (``SGD``, ``Adam``) updates them unchanged.
 """
 import numpy as np
 
+from .. import backend
 from . import _kernels as K
 from . import fp16_ops
 from .checks import gpuarray_module, is_device_array, to_device_labels
@@ -47,6 +57,13 @@ SCALE_HISTORY = 65536        # steps whose loss scale a LossScaler remembers, fo
 
 # The int32 state of a LossScaler on the device, by index (fp16_amp.cu defines the same).
 FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED = range(5)
+
+
+def _synchronize(stream):
+    """Wait for the kernels queued on ``stream`` before a copy back.  None (the default stream) needs no
+    call: a ``.get()`` is a synchronous copy on the default stream, ordered after its kernels."""
+    if stream is not None:
+        stream.synchronize()
 
 
 # ---- loss scaling ---------------------------------------------------------------------------------
@@ -67,6 +84,8 @@ class LossScaler:
     ``found_inf = scaler.unscale(pairs)`` then ``if scaler.update(found_inf): optimizer.step()``;
     ``scale``, ``steps``, ``skipped``, ``good_steps``, ``scales`` (the scale of each step, the last
     ``history`` of them).  ``update`` launches the same kernel as ``update_on_device``: one set of rules.
+
+    ``stream``: the stream its kernels go to (None: the default stream); the reads synchronise it first.
     """
 
     def __init__(self, init_scale=2.0 ** 16, dynamic=True, growth_factor=2.0, backoff_factor=0.5,
@@ -98,6 +117,7 @@ class LossScaler:
         self._found_inf = self._state[FOUND_INF:FOUND_INF + 1]
         self.skip_flag = self._state[SKIP:SKIP + 1]       # 1 after an overflowed step: optimizer.step(skip=...)
         self._scales = ga.zeros(self.history, np.float32)  # the scale of step i at i % history
+        self.stream = None
 
     # -- the training step's path: launches only ----------------------------------------------------
     def unscale_on_device(self, pairs):
@@ -110,7 +130,7 @@ class LossScaler:
                                  f"{g16.dtype}[{g16.size}] and {param.grad.dtype}[{param.grad.size}]")
             K.launch(f, (max(1, K.blocks_for(g16.size, THREADS)), 1), (THREADS, 1, 1),
                      (K.i32(g16.size), K.ptr(g16), K.ptr(self.scale_on_device), K.ptr(param.grad),
-                      K.ptr(self._found_inf)))
+                      K.ptr(self._found_inf)), self.stream)
 
     def update_on_device(self):
         """Run the scaler's rules on the device after this step's unscale: set ``skip_flag``, back off or
@@ -119,29 +139,35 @@ class LossScaler:
         K.launch(f, (1, 1), (1, 1, 1),
                  (K.ptr(self.scale_on_device), K.ptr(self._state), K.ptr(self._scales), K.i32(self.history),
                   K.i32(self.dynamic), K.f32(self.growth_factor), K.f32(self.backoff_factor),
-                  K.i32(self.growth_interval), K.f32(self.min_scale), K.f32(self.max_scale)))
+                  K.i32(self.growth_interval), K.f32(self.min_scale), K.f32(self.max_scale)), self.stream)
 
     # -- one step at a time, for looking at it: each call waits for the GPU --------------------------
     def unscale(self, pairs):
         """``param.grad = g16 / S`` for each pair, and whether any FP16 gradient held Inf or NaN (the
         flag is cleared first and copied back after: this call waits for the GPU)."""
-        self._found_inf.fill(0)
+        self._found_inf.fill(0, stream=self.stream)
         self.unscale_on_device(pairs)
+        _synchronize(self.stream)
         return bool(self._found_inf.get()[0])
 
     def update(self, found_inf):
         """Advance the state machine after one backward pass; True when the step should be applied.
         The same kernel as ``update_on_device``, fed ``found_inf`` from the host and read back."""
-        self._found_inf.set(np.array([1 if found_inf else 0], np.int32))
+        # A fill is a kernel on the scaler's stream, so it lands after that stream's earlier kernels and
+        # before the update (a synchronous .set() from the host would be ordered by the default stream only).
+        self._found_inf.fill(1 if found_inf else 0, stream=self.stream)
         self.update_on_device()
+        _synchronize(self.stream)
         return not bool(self.skip_flag.get()[0])
 
     def _read_state(self, index):
+        _synchronize(self.stream)
         return int(self._state.get()[index])
 
     @property
     def scale(self):
         """The current loss scale S (copied back from the device: waits for the GPU)."""
+        _synchronize(self.stream)
         return float(self.scale_on_device.get()[0])
 
     @property
@@ -162,7 +188,8 @@ class LossScaler:
     @property
     def scales(self):
         """The loss scale each step used, oldest first (the last ``history`` steps); a synchronising read."""
-        steps, recorded = self.steps, self._scales.get()
+        steps = self.steps                      # synchronises the stream
+        recorded = self._scales.get()
         if steps <= self.history:
             return [float(s) for s in recorded[:steps]]
         oldest = steps % self.history
@@ -170,12 +197,13 @@ class LossScaler:
 
     def __repr__(self):
         kind = "dynamic" if self.dynamic else "static"
+        _synchronize(self.stream)
         state = self._state.get()
         return (f"LossScaler({kind}, scale={self.scale:g}, steps={state[STEPS]}, skipped={state[SKIPPED]}, "
                 f"good_steps={state[GOOD_STEPS]})")
 
 
-def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None):
+def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None, stream=None):
     """Cross-entropy of FP16 logits (softmax in FP32).  Returns (loss_rows float32 [B],
     dlogits float16 [B, C] = grad_scale * (softmax - onehot) / B), both on the device.
 
@@ -198,25 +226,25 @@ def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None)
     f = K.function("fp16_amp", "softmax_xent_half", "iiPPfPPP")
     K.launch(f, (K.blocks_for(rows, 128), 1), (128, 1, 1),
              (K.i32(rows), K.i32(classes), K.ptr(logits16), K.ptr(labels), host_scale, device_scale,
-              K.ptr(loss_rows), K.ptr(dlogits)))
+              K.ptr(loss_rows), K.ptr(dlogits)), stream)
     return loss_rows, dlogits
 
 
-def sum_loss_rows(loss_rows, step_loss, loss_total):
+def sum_loss_rows(loss_rows, step_loss, loss_total, stream=None):
     """``step_loss`` = mean of ``loss_rows`` (float32 [1]) and ``loss_total`` += their sum (float64 [1]),
     on the device, in a fixed order (the same sums on every run)."""
     f = K.function("fp16_amp", "sum_loss_rows", "iPPP")
     K.launch(f, (1, 1), (SUM_THREADS, 1, 1),
-             (K.i32(loss_rows.size), K.ptr(loss_rows), K.ptr(step_loss), K.ptr(loss_total)))
+             (K.i32(loss_rows.size), K.ptr(loss_rows), K.ptr(step_loss), K.ptr(loss_total)), stream)
 
 
-def bias_grad(dz16, out=None):
+def bias_grad(dz16, out=None, stream=None):
     """Column sums of an FP16 [rows, cols] matrix, summed in FP32, stored as FP16 [cols]."""
     rows, cols = dz16.shape
     out = gpuarray_module().empty(cols, np.float16) if out is None else out
     f = K.function("fp16_amp", "bias_grad_half", "iiPP")
     K.launch(f, (max(1, K.blocks_for(cols, THREADS)), 1), (THREADS, 1, 1),
-             (K.i32(rows), K.i32(cols), K.ptr(dz16), K.ptr(out)))
+             (K.i32(rows), K.i32(cols), K.ptr(dz16), K.ptr(out)), stream)
     return out
 
 
@@ -231,6 +259,7 @@ class HalfDense:
 
     ``gemm_version`` picks the three GEMMs' kernel (``fp16_ops.GEMM_VERSIONS``): ``"tensor"``, the
     pipelined tensor-core GEMM, by default; ``"tiled"`` the CUDA-core one of ``fp16_gemm.cu``.
+    ``stream``: the stream its kernels go to (None: the default stream).
     """
 
     def __init__(self, dense, gemm_version="tensor"):
@@ -272,7 +301,7 @@ class HalfDense:
         for master, copy in ((self.W, self.W16), (self.b, self.b16)):
             K.launch(f, (max(1, K.blocks_for(master.size, THREADS)), 1), (THREADS, 1, 1),
                      (K.i32(master.size), K.ptr(master.value), K.ptr(copy), K.i32(bool(round_masters)),
-                      skip_pointer(skip)))
+                      skip_pointer(skip)), self.stream)
 
     def _bufs(self, rows):
         bufs = self._buffers.get(rows)
@@ -289,9 +318,11 @@ class HalfDense:
             raise ValueError(f"HalfDense expects a float16 [batch, {self.in_features}] input, got "
                              f"{x16.dtype} {tuple(x16.shape)}")
         bufs = self._bufs(x16.shape[0])
-        z = fp16_ops.matmul(x16, self.W16, out=bufs["Z"], version=self.gemm_version)   # FP32 sums, FP16 result
-        fp16_ops.bias_add(z, self.b16, out=z)
-        y = fp16_ops.relu(z, out=bufs["Y"]) if self.activation == "relu" else z
+        s = self.stream
+        z = fp16_ops.matmul(x16, self.W16, out=bufs["Z"], version=self.gemm_version,   # FP32 sums, FP16 result
+                            stream=s)
+        fp16_ops.bias_add(z, self.b16, out=z, stream=s)
+        y = fp16_ops.relu(z, out=bufs["Y"], stream=s) if self.activation == "relu" else z
         self._x, self._z = x16, z
         return y
 
@@ -299,14 +330,16 @@ class HalfDense:
         if self._x is None:
             raise RuntimeError("backward() before forward(): run a forward pass first")
         bufs = self._bufs(self._x.shape[0])
-        dz = fp16_ops.relu_backward(dy16, self._z, out=bufs["dZ"]) if self.activation == "relu" else dy16
+        s = self.stream
+        dz = (fp16_ops.relu_backward(dy16, self._z, out=bufs["dZ"], stream=s) if self.activation == "relu"
+              else dy16)
         fp16_ops.matmul(self._x, dz, transpose_a=True, out=self.W_grad16,           # dW = X^T dZ
-                        version=self.gemm_version)
-        bias_grad(dz, out=self.b_grad16)                                    # db = sum over the batch
+                        version=self.gemm_version, stream=s)
+        bias_grad(dz, out=self.b_grad16, stream=s)                          # db = sum over the batch
         if not need_input_grad:
             return None
         return fp16_ops.matmul(dz, self.W16, transpose_b=True, out=bufs["dX"],     # dX = dZ W^T
-                               version=self.gemm_version)
+                               version=self.gemm_version, stream=s)
 
     def __repr__(self):
         return f"HalfDense({self.in_features}, {self.out_features}, activation={self.activation!r})"
@@ -328,6 +361,18 @@ class MixedPrecisionMLP:
         self.in_features = self.layers[0].in_features
         self.out_features = self.layers[-1].out_features
         self._inputs = {}            # rows -> the FP16 input buffer, reused every step
+        self._stream = None
+
+    @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        """Launch every layer's kernels and the input conversion on ``stream`` (None: the default stream)."""
+        self._stream = stream
+        for layer in self.layers:
+            layer.stream = stream
 
     def parameters(self):
         return [p for l in self.layers for p in l.parameters()]
@@ -350,7 +395,7 @@ class MixedPrecisionMLP:
         x16 = self._inputs.get(rows)
         if x16 is None:
             x16 = self._inputs[rows] = gpuarray_module().empty((rows, self.in_features), np.float16)
-        h = fp16_ops.to_half(x, out=x16)
+        h = fp16_ops.to_half(x, out=x16, stream=self._stream)
         for layer in self.layers:
             h = layer.forward(h)
         return h
@@ -364,7 +409,9 @@ class MixedPrecisionMLP:
 
     def predict(self, x):
         """Class indices (int32, host) for every row of ``x``."""
-        logits = fp16_ops.to_float(self.forward(x)).get()
+        logits = fp16_ops.to_float(self.forward(x), stream=self._stream)
+        _synchronize(self._stream)
+        logits = logits.get()
         return logits.argmax(axis=1).astype(np.int32)
 
     def accuracy(self, x, labels):
@@ -394,6 +441,7 @@ class StepResult:
                 raise RuntimeError(f"this is the result of step {self._step}, but the trainer has run step "
                                    f"{current} since, which overwrote it: read .loss / .applied before the "
                                    f"next step, or use trainer.mean_loss() for the mean over many steps")
+            _synchronize(self._trainer.stream)
             loss = float(self._trainer._step_loss.get()[0])
             applied = not bool(self._trainer.scaler.skip_flag.get()[0])
             self._values = (loss, applied)
@@ -423,6 +471,9 @@ class MixedPrecisionTrainer:
     since ``reset_loss()`` in one copy, the way ``nn.SoftmaxCrossEntropy.result()`` does for FP32.
     Pass device batches (a ``DataLoader``'s): a NumPy batch must be copied to the device every step.
 
+    ``stream``: set it to launch the whole step (model, loss, scaler, optimizer) on one stream, as
+    ``train_mixed`` does; None (the default) is the default stream.  Reads back synchronise it first.
+
     ``master_weights=False`` is an ablation for experiments: after every step the FP32 weights are
     re-rounded to FP16, as if the model had no FP32 copy (updates below half an FP16 gap are lost).
     """
@@ -442,6 +493,18 @@ class MixedPrecisionTrainer:
         self._rows = 0                                 # rows since reset_loss() (the host knows them)
         self._buffers = {}                             # (rows, classes) -> (loss_rows, dlogits)
         self.steps = 0
+        self._stream = None
+
+    @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        """Launch every kernel of a step on ``stream``: the model's, the scaler's and the optimizer's
+        (None: the default stream).  They must share one stream: each reads what the one before wrote."""
+        self._stream = stream
+        self.model.stream = self.scaler.stream = self.optimizer.stream = stream
 
     @property
     def scales(self):
@@ -461,8 +524,8 @@ class MixedPrecisionTrainer:
         scaler = self.scaler
         logits = self.model.forward(x)
         loss_rows, dlogits = softmax_xent(logits, labels, scaler.scale_on_device,
-                                          *self._loss_buffers(*logits.shape))
-        sum_loss_rows(loss_rows, self._step_loss, self._loss_total)
+                                          *self._loss_buffers(*logits.shape), stream=self._stream)
+        sum_loss_rows(loss_rows, self._step_loss, self._loss_total, stream=self._stream)
         self.model.backward(dlogits)
         scaler.unscale_on_device(self.model.half_grads())
         scaler.update_on_device()                       # decides: apply, or skip and back off
@@ -477,21 +540,36 @@ class MixedPrecisionTrainer:
         computed); one copy back, so it waits for the GPU."""
         if self._rows == 0:
             raise RuntimeError("no step since the last reset_loss(): call trainer.step(x, labels) first")
+        _synchronize(self._stream)
         return float(self._loss_total.get()[0]) / self._rows
 
     def reset_loss(self):
         """Start a new mean (e.g. at each epoch); launched on the device, no copy."""
-        self._loss_total.fill(0)
+        self._loss_total.fill(0, stream=self._stream)
         self._rows = 0
 
 
 def train_mixed(trainer, loader, epochs):
     """Mixed-precision training; returns the mean training loss of each epoch (skipped steps' losses
-    count: the forward pass was still computed).  The loss is read back once per epoch."""
+    count: the forward pass was still computed).  The loss is read back once per epoch.
+
+    Like ``gpuedu.train.fit``, the whole step runs on one compute stream that the loader also gets
+    (``loader.compute_stream``), so the copy of the next batch overlaps the current step and the host
+    never waits for a batch; both are set back to None afterwards, also after an error."""
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
+    stream = backend.active().driver.Stream()
+    trainer.stream = stream
+    loader.compute_stream = stream
     history = []
-    for _ in range(epochs):
-        trainer.reset_loss()
-        for xb, yb in loader:
-            trainer.step(xb, yb)
-        history.append(trainer.mean_loss())
+    try:
+        for _ in range(epochs):
+            trainer.reset_loss()
+            for xb, yb in loader:
+                trainer.step(xb, yb)
+            stream.synchronize()               # the epoch's last step is done before its loss is read
+            history.append(trainer.mean_loss())
+    finally:
+        trainer.stream = None
+        loader.compute_stream = None
     return history

@@ -10,6 +10,9 @@ References: ``gpuedu.nn.fp16_reference``.
 
 Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
 ``out=`` reuses a buffer.  Launches are asynchronous: ``.get()`` on the result waits for it.
+``stream=`` (a ``pycuda.driver.Stream``) queues the launch on that stream instead of the default one;
+then synchronise the stream before reading the result back.  A NumPy input is copied on the default
+stream, which a stream made by ``drv.Stream()`` (a blocking one, flags 0) waits for before its next launch.
 """
 import numpy as np
 
@@ -71,32 +74,33 @@ def _pairs_grid(n):
 
 
 # ---- conversions ---------------------------------------------------------------------------------
-def _convert(x, out, in_dtype, out_dtype, kernel):
+def _convert(x, out, in_dtype, out_dtype, kernel, stream):
     """Launch one of fp16_convert.cu's one-thread-per-element conversions."""
     x = _device(x, "x", in_dtype)
     out = _output(out, x.shape, out_dtype)
     f = K.function("fp16_convert", kernel, "PPi")
-    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)))
+    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)),
+             stream)
     return out
 
 
-def to_half(x, out=None):
+def to_half(x, out=None, stream=None):
     """float32 -> float16 on the device (``__float2half_rn``: round to nearest even)."""
-    return _convert(x, out, np.float32, np.float16, "float_to_half")
+    return _convert(x, out, np.float32, np.float16, "float_to_half", stream)
 
 
-def to_float(x, out=None):
+def to_float(x, out=None, stream=None):
     """float16 -> float32 on the device (exact)."""
-    return _convert(x, out, np.float16, np.float32, "half_to_float")
+    return _convert(x, out, np.float16, np.float32, "half_to_float", stream)
 
 
-def to_half_bits(x, out=None):
+def to_half_bits(x, out=None, stream=None):
     """float32 -> the uint16 bit patterns of float16, computed with integer operations (version 2)."""
-    return _convert(x, out, np.float32, np.uint16, "float_to_half_bits")
+    return _convert(x, out, np.float32, np.uint16, "float_to_half_bits", stream)
 
 
 # ---- elementwise ---------------------------------------------------------------------------------
-def axpy(a, x, y, version=2):
+def axpy(a, x, y, version=2, stream=None):
     """y = a*x + y in place on float16 arrays (``a`` is rounded to half); returns ``y``.
 
     version 1: one ``__half`` per thread; version 2: one ``__half2`` (two elements) per thread.
@@ -116,20 +120,20 @@ def axpy(a, x, y, version=2):
     else:
         f = K.function("fp16_elementwise", "half2_axpy", "ifPP")
         grid = _pairs_grid(x.size)
-    K.launch(f, grid, (THREADS, 1, 1), (K.i32(x.size), a, K.ptr(x), K.ptr(y)))
+    K.launch(f, grid, (THREADS, 1, 1), (K.i32(x.size), a, K.ptr(x), K.ptr(y)), stream)
     return y
 
 
-def relu(x, out=None):
+def relu(x, out=None, stream=None):
     """max(x, 0) on float16, two elements per thread."""
     x = _device(x, "x", np.float16)
     out = _output(out, x.shape, np.float16)
     f = K.function("fp16_elementwise", "half2_relu", "iPP")
-    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(x.size), K.ptr(x), K.ptr(out)))
+    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(x.size), K.ptr(x), K.ptr(out)), stream)
     return out
 
 
-def relu_backward(dy, z, out=None):
+def relu_backward(dy, z, out=None, stream=None):
     """dy where z > 0 else 0, on float16 (z: ReLU's forward input)."""
     dy = _device(dy, "dy", np.float16)
     z = _device(z, "z", np.float16)
@@ -137,11 +141,12 @@ def relu_backward(dy, z, out=None):
         raise ValueError(f"dy and z must have the same shape, got {tuple(dy.shape)} and {tuple(z.shape)}")
     out = _output(out, dy.shape, np.float16)
     f = K.function("fp16_elementwise", "half2_relu_backward", "iPPP")
-    K.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (K.i32(dy.size), K.ptr(dy), K.ptr(z), K.ptr(out)))
+    K.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (K.i32(dy.size), K.ptr(dy), K.ptr(z), K.ptr(out)),
+             stream)
     return out
 
 
-def bias_add(x, bias, out=None):
+def bias_add(x, bias, out=None, stream=None):
     """x[r, c] + bias[c] on float16 (``out`` may be ``x``: each thread reads its pair before writing it)."""
     x = _device(x, "x", np.float16, ndim=2)
     bias = _device(bias, "bias", np.float16, ndim=1)
@@ -150,7 +155,8 @@ def bias_add(x, bias, out=None):
         raise ValueError(f"bias has {bias.shape[0]} entries but x has {cols} columns")
     out = _output(out, x.shape, np.float16)
     f = K.function("fp16_elementwise", "half2_bias_add", "iiPPP")
-    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(rows), K.i32(cols), K.ptr(x), K.ptr(bias), K.ptr(out)))
+    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(rows), K.i32(cols), K.ptr(x), K.ptr(bias), K.ptr(out)),
+             stream)
     return out
 
 
@@ -162,7 +168,7 @@ def _operand(x, name, transpose):
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_dtype=np.float16,
-           version="tiled"):
+           version="tiled", stream=None):
     """C = alpha * op(a) @ op(b) with float16 a, b and FP32 accumulation (``version="half_accum"``:
     the running sum in FP16, to show why not).
 
@@ -187,7 +193,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
         raise ValueError(f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k2}x{n}")
     out = _output(out, (m, n), out_dtype)
     if version in ("tensor", "tensor_wide"):
-        return _wmma_pipelined(2 if version == "tensor" else 3, a, b, transpose_a, transpose_b, alpha, out, m, n, k)
+        return _wmma_pipelined(2 if version == "tensor" else 3, a, b, transpose_a, transpose_b, alpha, out, m, n, k,
+                               stream)
     if version == "tiled":
         name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
         tile, block = GEMM_TILE, GEMM_THREADS
@@ -196,11 +203,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     f = K.function("fp16_gemm", name, "iiifPiiPiiP")
     grid = (max(1, K.blocks_for(n, tile)), max(1, K.blocks_for(m, tile)))
     K.launch(f, grid, block, (K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a), K.i32(a_rs),
-                              K.i32(a_cs), K.ptr(b), K.i32(b_rs), K.i32(b_cs), K.ptr(out)))
+                              K.i32(a_cs), K.ptr(b), K.i32(b_rs), K.i32(b_cs), K.ptr(out)), stream)
     return out
 
 
-def wmma_matmul(a, b, out=None, version=1):
+def wmma_matmul(a, b, out=None, version=1, stream=None):
     """C = a @ b on tensor cores (WMMA 16x16x16): float16 a [M, K], b [K, N]; float32 C [M, N].
     Any M, N, K: the kernel pads the edge tiles with zeros.
 
@@ -217,10 +224,10 @@ def wmma_matmul(a, b, out=None, version=1):
         raise ValueError(f"inner dimensions differ: a is {m}x{k} and b is {k2}x{n}")
     out = _output(out, (m, n), np.float32)
     if version in (2, 3):
-        return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k)
+        return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k, stream)
     f = K.function("wmma_gemm", "wmma_gemm", "iiiPPP")
     grid = (max(1, K.blocks_for(n, WMMA_BLOCK_TILE)), max(1, K.blocks_for(m, WMMA_BLOCK_TILE)))
-    K.launch(f, grid, WMMA_THREADS, (K.i32(m), K.i32(n), K.i32(k), K.ptr(a), K.ptr(b), K.ptr(out)))
+    K.launch(f, grid, WMMA_THREADS, (K.i32(m), K.i32(n), K.i32(k), K.ptr(a), K.ptr(b), K.ptr(out)), stream)
     return out
 
 
@@ -240,19 +247,26 @@ def _wmma_pipelined_function(version, transpose_a, transpose_b):
     return f
 
 
-def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k):
+def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream=None):
     """Launch wmma_gemm.cu version 2 or 3 on checked device arrays: out = alpha * op(a) @ op(b)."""
     if m == 0 or n == 0:
         return out   # nothing to write (and no grid of zero blocks to launch)
     if k == 0:
-        out.fill(0)  # a sum of no products (and a and b have no device memory to point at)
+        # a sum of no products (and a and b have no device memory to point at); fill launches a kernel,
+        # so on the caller's stream it stays in order with the launches around it
+        out.fill(0, stream=stream)
         return out
     (tile_m, tile_n), shared = WMMA_PIPELINED[version]
     f = _wmma_pipelined_function(version, transpose_a, transpose_b)
     grid = (K.blocks_for(n, tile_n), K.blocks_for(m, tile_m))
     c_half = out.dtype == np.float16
     # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
-    f.prepared_call(grid, WMMA_PIPELINED_THREADS, K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a),
-                    K.i32(a.shape[1]), K.ptr(b), K.i32(b.shape[1]), K.ptr(out), K.i32(c_half),
-                    shared_size=shared)
+    args = (K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a), K.i32(a.shape[1]), K.ptr(b),
+            K.i32(b.shape[1]), K.ptr(out), K.i32(c_half))
+    # K.launch has no shared_size: this kernel's dynamic shared memory goes through PyCUDA's own calls,
+    # prepared_async_call(grid, block, stream, *args, shared_size=...) when a stream is given.
+    if stream is None:
+        f.prepared_call(grid, WMMA_PIPELINED_THREADS, *args, shared_size=shared)
+    else:
+        f.prepared_async_call(grid, WMMA_PIPELINED_THREADS, stream, *args, shared_size=shared)
     return out
