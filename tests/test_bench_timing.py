@@ -1,5 +1,7 @@
 """The timers' protocol (warm-up untimed, a flush before every repeat, events around the work, units),
 checked with a recording stand-in for pycuda.driver, so it runs without a GPU."""
+import pytest
+
 from gpuedu.bench import timing
 
 
@@ -77,9 +79,82 @@ def test_host_last_level_cache_is_a_plausible_size():
     assert 256 * 1024 <= size <= 4 << 30
 
 
+def _wait_until_this_process_is_idle(limit_s=2.0):
+    """Right after NumPy is imported, OpenBLAS's worker thread spins for ~50 ms, which is this process's
+    CPU time too: wait until a short sleep costs (almost) no CPU before measuring one."""
+    import time
+    deadline = time.perf_counter() + limit_s
+    while time.perf_counter() < deadline:
+        start = time.process_time()
+        time.sleep(0.02)
+        if time.process_time() - start < 0.002:
+            return
+
+
 def test_host_timer_counts_this_process_cpu_time_not_time_spent_waiting():
     import time
+    _wait_until_this_process_is_idle()
     cpu = timing.HostTimer(flush=False).time(lambda: time.sleep(0.05), repeats=1, warmup=0)
     wall = timing.HostTimer(flush=False, cpu_time=False).time(lambda: time.sleep(0.05), repeats=1, warmup=0)
     assert cpu[0] < 0.02          # sleeping, like waiting for other processes' turn, uses no CPU
     assert wall[0] >= 0.05
+
+
+class _RecordingLibrary:
+    """Just enough of torch or cupy for their timers: events 4 ms apart, a flush buffer, a synchronise."""
+
+    def __init__(self, kind):
+        self.calls = []
+        lib = self
+
+        class Event:
+            count = 0
+
+            def __init__(self, enable_timing=True):
+                Event.count += 1
+                self.id = Event.count
+
+            def record(self):
+                lib.calls.append(f"record{self.id}")
+
+            def synchronize(self):
+                lib.calls.append(f"sync{self.id}")
+
+            def elapsed_time(self, other):
+                return 4.0
+
+        class Buffer:
+            def zero_(self):
+                lib.calls.append("flush")
+
+            def fill(self, value):           # cupy's name for the same
+                self.zero_()
+
+        class Device:
+            def synchronize(self):
+                lib.calls.append("device_sync")
+
+        class Namespace:
+            pass
+
+        self.cuda = Namespace()
+        self.cuda.Event = Event
+        self.float32 = "float32"
+        if kind == "torch":
+            self.cuda.synchronize = lambda: lib.calls.append("device_sync")
+            self.empty = lambda n, dtype, device: Buffer()
+        else:
+            self.cuda.Device = Device
+            self.cuda.get_elapsed_time = lambda start, end: 4.0
+            self.empty = lambda n, dtype: Buffer()
+
+
+@pytest.mark.parametrize("kind, make", [("torch", timing.TorchEventTimer), ("cupy", timing.CupyEventTimer)])
+def test_torch_and_cupy_timers_follow_the_same_protocol(kind, make):
+    lib = _RecordingLibrary(kind)
+    timer = make(lib, l2_bytes=50 << 20)
+    assert timer.flush_bytes == 100 << 20
+    seconds = timer.time(lambda: lib.calls.append("work"), repeats=2, warmup=1)
+    assert seconds == [0.004, 0.004]            # milliseconds became seconds
+    repeat = ["flush", "record1", "work", "record2", "sync2"]
+    assert lib.calls == ["work", "device_sync"] + repeat + repeat

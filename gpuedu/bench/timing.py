@@ -89,7 +89,39 @@ class HostTimer:
         return _time_host_batches(run, launches, repeats, synchronize=lambda: None, clock=self._clock)
 
 
-class CudaEventTimer:
+class _EventTimer:
+    """The protocol every device timer follows, with the library's own events, flush and synchronise.
+
+    A subclass sets ``clock`` and ``flush_bytes`` and defines ``flush()``, ``synchronize()`` (wait for
+    all of the library's work), ``events()`` (a start and an end event) and ``elapsed_seconds(start,
+    end)``.
+    """
+
+    def time(self, run, repeats, warmup=1):
+        for _ in range(warmup):
+            run()
+        self.synchronize()
+        start, end = self.events()
+        out = []
+        for _ in range(repeats):
+            self.flush()
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            out.append(self.elapsed_seconds(start, end))
+        return out
+
+    def time_launches(self, run, launches, repeats):
+        return _time_host_batches(run, launches, repeats, synchronize=self.synchronize)
+
+
+def _flush_bytes(l2_bytes, flush):
+    """Twice the L2 (at least 1 MiB) when flushing, so no operand is left there; 0 otherwise."""
+    return max(2 * int(l2_bytes), 1 << 20) if flush else 0
+
+
+class CudaEventTimer(_EventTimer):
     """CUDA events around each call on the default stream, with an L2 flush before each repeat.
 
     ``drv`` is ``pycuda.driver``; ``l2_bytes`` the device's L2 size (the flush writes twice that).
@@ -99,34 +131,24 @@ class CudaEventTimer:
 
     def __init__(self, drv, l2_bytes, flush=True):
         self.drv = drv
-        self.flush_bytes = max(2 * int(l2_bytes), 1 << 20) if flush else 0
+        self.flush_bytes = _flush_bytes(l2_bytes, flush)
         self._flush_buffer = drv.mem_alloc(self.flush_bytes) if flush else None
 
     def flush(self):
         if self._flush_buffer is not None:
             self.drv.memset_d32(self._flush_buffer, 0, self.flush_bytes // 4)
 
-    def time(self, run, repeats, warmup=1):
-        drv = self.drv
-        for _ in range(warmup):
-            run()
-        drv.Context.synchronize()
-        start, end = drv.Event(), drv.Event()
-        out = []
-        for _ in range(repeats):
-            self.flush()
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            out.append(start.time_till(end) * 1e-3)   # time_till is in milliseconds
-        return out
+    def synchronize(self):
+        self.drv.Context.synchronize()
 
-    def time_launches(self, run, launches, repeats):
-        return _time_host_batches(run, launches, repeats, synchronize=self.drv.Context.synchronize)
+    def events(self):
+        return self.drv.Event(), self.drv.Event()
+
+    def elapsed_seconds(self, start, end):
+        return start.time_till(end) * 1e-3   # time_till is in milliseconds
 
 
-class TorchEventTimer:
+class TorchEventTimer(_EventTimer):
     """The same protocol with PyTorch's CUDA events and caching allocator (for cuBLAS through torch).
 
     PyTorch queues work on its own current stream, so its own events bracket it; the flush is a
@@ -137,7 +159,7 @@ class TorchEventTimer:
 
     def __init__(self, torch, l2_bytes, flush=True):
         self.torch = torch
-        self.flush_bytes = max(2 * int(l2_bytes), 1 << 20) if flush else 0
+        self.flush_bytes = _flush_bytes(l2_bytes, flush)
         self._flush_buffer = (torch.empty(self.flush_bytes // 4, dtype=torch.float32, device="cuda")
                               if flush else None)
 
@@ -145,56 +167,35 @@ class TorchEventTimer:
         if self._flush_buffer is not None:
             self._flush_buffer.zero_()
 
-    def time(self, run, repeats, warmup=1):
-        cuda = self.torch.cuda
-        for _ in range(warmup):
-            run()
-        cuda.synchronize()
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-        out = []
-        for _ in range(repeats):
-            self.flush()
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end) * 1e-3)
-        return out
+    def synchronize(self):
+        self.torch.cuda.synchronize()
 
-    def time_launches(self, run, launches, repeats):
-        return _time_host_batches(run, launches, repeats, synchronize=self.torch.cuda.synchronize)
+    def events(self):
+        return (self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True))
+
+    def elapsed_seconds(self, start, end):
+        return start.elapsed_time(end) * 1e-3   # milliseconds
 
 
-class CupyEventTimer:
+class CupyEventTimer(_EventTimer):
     """The same protocol with CuPy's CUDA events on CuPy's current stream."""
 
     clock = "cupy.cuda.Event on CuPy's current stream"
 
     def __init__(self, cupy, l2_bytes, flush=True):
         self.cupy = cupy
-        self.flush_bytes = max(2 * int(l2_bytes), 1 << 20) if flush else 0
+        self.flush_bytes = _flush_bytes(l2_bytes, flush)
         self._flush_buffer = cupy.empty(self.flush_bytes // 4, dtype=cupy.float32) if flush else None
 
     def flush(self):
         if self._flush_buffer is not None:
             self._flush_buffer.fill(0)
 
-    def time(self, run, repeats, warmup=1):
-        cp = self.cupy
-        for _ in range(warmup):
-            run()
-        cp.cuda.Device().synchronize()
-        out = []
-        for _ in range(repeats):
-            self.flush()
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            out.append(cp.cuda.get_elapsed_time(start, end) * 1e-3)
-        return out
+    def synchronize(self):
+        self.cupy.cuda.Device().synchronize()
 
-    def time_launches(self, run, launches, repeats):
-        return _time_host_batches(run, launches, repeats,
-                                  synchronize=lambda: self.cupy.cuda.Device().synchronize())
+    def events(self):
+        return self.cupy.cuda.Event(), self.cupy.cuda.Event()
+
+    def elapsed_seconds(self, start, end):
+        return self.cupy.cuda.get_elapsed_time(start, end) * 1e-3   # milliseconds
