@@ -49,6 +49,7 @@ from . import _kernels as K
 from . import fp16_ops
 from .checks import gpuarray_module, is_device_array, to_device_labels
 from .layers import Dense, Parameter
+from .model import LayerStack
 from .optim import skip_pointer
 
 THREADS = 256
@@ -345,7 +346,7 @@ class HalfDense:
         return f"HalfDense({self.in_features}, {self.out_features}, activation={self.activation!r})"
 
 
-class MixedPrecisionMLP:
+class MixedPrecisionMLP(LayerStack):
     """An ``nn`` MLP (a ``Sequential`` of ``Dense`` layers, e.g. ``nn.mlp([64, 128, 10])``) in FP16.
 
     The FP32 model is left untouched: the mixed-precision one starts from copies of its weights.
@@ -361,18 +362,7 @@ class MixedPrecisionMLP:
         self.in_features = self.layers[0].in_features
         self.out_features = self.layers[-1].out_features
         self._inputs = {}            # rows -> the FP16 input buffer, reused every step
-        self._stream = None
-
-    @property
-    def stream(self):
-        return self._stream
-
-    @stream.setter
-    def stream(self, stream):
-        """Launch every layer's kernels and the input conversion on ``stream`` (None: the default stream)."""
-        self._stream = stream
-        for layer in self.layers:
-            layer.stream = stream
+        # its ``stream`` (LayerStack) also carries the input conversion and predict()'s copy back
 
     def parameters(self):
         return [p for l in self.layers for p in l.parameters()]

@@ -1,4 +1,6 @@
 """Sequential: layers applied in order; backward walks them in reverse (the chain rule)."""
+import itertools
+
 import numpy as np
 
 from . import _kernels as K
@@ -8,7 +10,24 @@ from .layers import Dense
 PREDICT_CHUNK = 4096   # rows per forward pass when predicting on a whole data set
 
 
-class Sequential:
+class LayerStack:
+    """What every model made of ``self.layers`` shares: a ``stream`` that all its layers launch on."""
+
+    _stream = None
+
+    @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        """Launch every layer's kernels on ``stream`` (None: the default stream)."""
+        self._stream = stream
+        for layer in self.layers:
+            layer.stream = stream
+
+
+class Sequential(LayerStack):
     def __init__(self, *layers):
         if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
             layers = tuple(layers[0])
@@ -28,7 +47,6 @@ class Sequential:
             if n_out is not None:
                 width, source = n_out, layer
         self.layers = list(layers)
-        self._stream = None
 
     @property
     def in_features(self):
@@ -37,17 +55,6 @@ class Sequential:
     @property
     def out_features(self):
         return next((l.out_features for l in reversed(self.layers) if getattr(l, "out_features", None)), None)
-
-    @property
-    def stream(self):
-        return self._stream
-
-    @stream.setter
-    def stream(self, stream):
-        """Launch every layer's kernels on ``stream`` (None: the default stream)."""
-        self._stream = stream
-        for layer in self.layers:
-            layer.stream = stream
 
     def parameters(self):
         return [p for layer in self.layers for p in layer.parameters()]
@@ -106,7 +113,7 @@ def mlp(sizes, activation="relu", seed=0, init=None):
     if len(sizes) < 2:
         raise ValueError(f"mlp needs at least an input and an output width, got {sizes}")
     layers = []
-    for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         last = i == len(sizes) - 2
         layers.append(Dense(n_in, n_out, activation=None if last else activation, init=init,
                             seed=seed + i, name=f"dense{i}"))
