@@ -5,6 +5,7 @@ import pytest
 
 from gpuedu import exercises
 from exercise_helpers import check_printed as _check
+from exercise_helpers import check_quietly
 from gpuedu.exercises import Case, Exercise, _canary, _runner
 
 BLOCK = 64
@@ -148,3 +149,17 @@ def test_an_endless_loop_is_stopped_and_reported(monkeypatch, capsys):
     result, out = _check("02.grid_stride_copy", source, capsys)
     assert not result and result.kind == "launch_error"
     assert "never finished" in out and "i += step" in out
+
+
+def _every_exercise_id():
+    exercises._load_all()
+    return sorted(exercises._registry)
+
+
+@pytest.mark.parametrize("exercise_id", _every_exercise_id())
+def test_every_solution_passes_and_every_stub_does_not(exercise_id):
+    # Every registered exercise, so a new one is covered the day it is registered.
+    ex = exercises.get(exercise_id)
+    solved = check_quietly(exercise_id, ex.solution)
+    assert solved.passed and solved.failure is None, solved.report()
+    assert not check_quietly(exercise_id, ex.stub).passed

@@ -1,4 +1,5 @@
-"""The exercises of lessons 05, 06, 08 and 09: solutions pass, stubs do not, typical mistakes get their hint."""
+"""The exercises of lessons 05, 06, 08 and 09: typical mistakes get their hint (solutions passing and stubs
+failing: test_exercises_framework_runs.py)."""
 import pytest
 
 import gpuedu
@@ -35,13 +36,6 @@ def with_body(exercise_id, body):
     start = stub.index("// FILL ME IN")
     end = stub.index("\n", start)
     return stub[:start] + body + stub[end:]
-
-
-@pytest.mark.parametrize("exercise_id", IDS)
-def test_solution_passes_and_stub_does_not(exercise_id, capsys):
-    assert exercises.check(exercise_id, exercises.get(exercise_id).solution)
-    assert not exercises.check(exercise_id, exercises.stub(exercise_id))
-    capsys.readouterr()
 
 
 @pytest.mark.parametrize("exercise_id", IDS)
