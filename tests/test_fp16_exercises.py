@@ -1,6 +1,6 @@
 """Lesson 07's exercises: the stubs and typical mistakes fail their checks (every solution passing:
-test_exercises_framework_runs.py), and solution and stub compile with nvcc as they are (they include cuda_fp16.h and declare their kernel
-extern "C" themselves)."""
+test_exercises_framework_runs.py), and solution and stub compile with nvcc as they are (they include
+cuda_fp16.h and declare their kernel extern "C" themselves)."""
 import os
 import shutil
 import subprocess
