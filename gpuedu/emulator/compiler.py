@@ -248,21 +248,25 @@ def _declared_names(declaration):
     return names
 
 
-def _rewrite_source(source):
+def _rewrite_source(source, profile=False):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
     ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
     each static ``__shared__`` variable registers itself (so the runtime can fill
     shared memory with garbage before each block); ``static __shared__`` is the
     same as ``__shared__``.  Comments and string literals are left alone.
+    A profiled build registers on every execution of the declaration, so that
+    every thread runs the same branches (a static guard would send only the
+    first thread into the registration).
     """
     counter = [0]
+    storage = "[[maybe_unused]] const bool" if profile else "static const bool"
 
     def register(m):
         regs = []
         for name in _declared_names(m.group(1)):
             counter[0] += 1
-            regs.append(f"static const bool __gpuedu_shared_{counter[0]} = "
+            regs.append(f"{storage} __gpuedu_shared_{counter[0]} = "
                         f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")
         return m.group(0) + " ".join(regs)
 
@@ -549,6 +553,39 @@ def _host_object(cxx, folder):
     return obj
 
 
+def _profile_object(cxx, folder):
+    """The profiler's counters (``_native/gpuedu_profile.cpp``), compiled once, uninstrumented.
+
+    A profiled module links it: the compiler's instrumentation of the module calls
+    into it for every load, store and basic block of the kernels.
+    """
+    key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
+    obj = os.path.join(folder, f"profile-{key}.o")
+    if os.path.isfile(obj):
+        return obj
+    tmp = f"{obj}.{os.getpid()}.tmp.o"
+    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + [
+        "-O3", "-DGPUEDU_PROFILE=1", "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, "gpuedu_profile.cpp"),
+        "-o", tmp]
+    proc = _run(cmd, folder)
+    if proc.returncode != 0 or not os.path.isfile(tmp):
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise CompileError("compiling the emulator's profiler (gpuedu_profile.cpp) failed: the C++ compiler may be "
+                           "too old (C++17 is needed)", command_line=" ".join(cmd), stdout=proc.stdout,
+                           stderr=proc.stderr)
+    os.replace(tmp, obj)
+    return obj
+
+
+def profile_flags(version):
+    """The host compiler's flags that make every load, store and basic block call the profiler."""
+    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc"]
+    if "clang" in version.lower():
+        return flags + ["-mllvm", "-tsan-instrument-func-entry-exit=0"]
+    return flags + ["--param=tsan-instrument-func-entry-exit=0"]
+
+
 def _translation_unit(no_extern_c):
     head = '#include "gpuedu_prelude.h"\n'
     if no_extern_c:
@@ -564,19 +601,25 @@ def _compile_error(msg, cmd, proc, build_dir, source):
     return CompileError(msg, command_line=" ".join(cmd), stdout=proc.stdout, stderr=log)
 
 
-def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=None):
-    """Compile ``source`` (cached) and return the path of the shared library."""
+def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=None, profile=False):
+    """Compile ``source`` (cached) and return the path of the shared library.
+
+    ``profile=True`` builds the instrumented twin that ``gpuedu.profile()`` runs:
+    the same kernels, with every load, store and basic block reported to the
+    profiler's counters (``_native/gpuedu_profile.cpp``).
+    """
     if not isinstance(source, str):
         raise TypeError(f"SourceModule needs the kernel source as a str, got {type(source).__name__}")
     flags = _translate_options(options, include_dirs)
     flags += os.environ.get("GPUEDU_CXXFLAGS", "").split()  # extra host-compiler flags, e.g. -O3 -march=native
     if os.environ.get("GPUEDU_FIBER_IMPL", "") == "ucontext":
         flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
-    rewritten = _rewrite_source(source)
+    rewritten = _rewrite_source(source, profile)
     folder = cache_dir_ or cache_dir()
     os.makedirs(folder, exist_ok=True)
     key = hashlib.sha256(json.dumps(
-        [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten]).encode()).hexdigest()[:40]
+        [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten, bool(profile)]).encode()
+    ).hexdigest()[:40]
     meta_path = os.path.join(folder, f"k{key}.json")
     cached = _cached_library(meta_path)
     if cached:
@@ -588,8 +631,10 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         with open(os.path.join(build_dir, "kernel.cu"), "w") as f:
             f.write(rewritten)
         tu = os.path.join(build_dir, "module.cpp")
+        if profile:
+            flags = flags + profile_flags(version)
         base = [cxx] + CXX_FLAGS + ["-I" + NATIVE_DIR, "-I" + build_dir] + flags
-        pch_dir = _precompiled_prelude(cxx, version, folder)
+        pch_dir = None if profile else _precompiled_prelude(cxx, version, folder)
         with open(tu, "w") as f:
             f.write(_translation_unit(no_extern_c))
         scan_cmd = [c for c in base if c != "-shared"] + ["-E", "-DGPUEDU_SCAN", "module.cpp"]
@@ -606,7 +651,17 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             # A kernel's address must be the module's own even when the C library exports the same
             # name (a kernel called write): bind the module's references to its own definitions.
             "-Wl,-Bsymbolic"]
-        proc = _run(cmd, build_dir)
+        if profile:
+            # Compile, then link without -fsanitize: the module brings its own hooks
+            # (gpuedu_profile.cpp) instead of the sanitizer's runtime library.
+            cmd = [c for c in base if c != "-shared"] + ["-c", "module.cpp", "-o", "module.o"]
+            proc = _run(cmd, build_dir)
+            if proc.returncode == 0:
+                cmd = [cxx, "-shared", "-pthread", "module.o", _host_object(cxx, folder),
+                       _profile_object(cxx, folder), "-o", out, "-Wl,-Bsymbolic"]
+                proc = _run(cmd, build_dir)
+        else:
+            proc = _run(cmd, build_dir)
         if proc.returncode != 0:
             raise _compile_error("compiling the kernel source failed (line numbers refer to your source, kernel.cu)",
                                  cmd, proc, build_dir, source)
@@ -666,3 +721,6 @@ class SourceModule(Module):
         path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
         super().__init__(path)
         self.source = source
+        # What building it again, instrumented, takes (gpuedu.profile() does so when it first runs it).
+        self._build_args = (source, options, no_extern_c, tuple(include_dirs or ()),
+                            cache_dir if isinstance(cache_dir, str) else None)

@@ -93,6 +93,19 @@ def get_kernel_timeout():
 set_kernel_timeout(os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
 
 
+# What runs each launch instead of the plain module, while one is set: gpuedu.profile()'s
+# recorder, called as observer(function, dims, argbuf) (see set_launch_observer).
+_observer = [None]
+
+
+def set_launch_observer(observer):
+    """Route every launch through ``observer(function, dims, argbuf)`` (None: launch plainly); returns the
+    previous one. The observer runs the launch itself, with ``function._run_on``."""
+    previous = _observer[0]
+    _observer[0] = observer
+    return previous
+
+
 # ---- modules -----------------------------------------------------------------------------------
 
 class _StackPool(ctypes.Structure):
@@ -261,7 +274,6 @@ class Function:
         self.module = module
         self.name = name
         self._info_address = info_address
-        self._launch = module._lib.gpuedu_launch
         self._nparams = info.nparams
         self._sizes = [info.sizes[i] for i in range(info.nparams)]
         self._aligns = [info.aligns[i] for i in range(info.nparams)]
@@ -416,7 +428,14 @@ class Function:
         return struct.pack("8I", *grid, *block, shared, limit)
 
     def _run(self, dims, argbuf):
-        module = self.module
+        observer = _observer[0]
+        if observer is not None:
+            observer(self, dims, argbuf)
+        else:
+            self._run_on(self.module, self._info_address, dims, argbuf)
+
+    def _run_on(self, module, info_address, dims, argbuf):
+        """Run the grid with ``module``'s code: this kernel's own module, or its profiled twin."""
         timeout = _settings["timeout"]
         timer = None
         if timeout:
@@ -427,18 +446,17 @@ class Function:
             # One launch at a time in the process: launches share the signal handlers, and a
             # module's runtime state (the emulated device runs one grid at a time anyway).
             with _launch_lock:
-                code = self._launch(self._info_address, dims, _settings["schedule"], _settings["seed"],
-                                    _force_fibers, argbuf)
+                code = module._lib.gpuedu_launch(info_address, dims, _settings["schedule"], _settings["seed"],
+                                                  _force_fibers, argbuf)
         finally:
             if timer is not None:
                 timer.cancel()
         if module._printf_len.value:
             module._take_output()
         if code:
-            self._raise(code, dims, timeout)
+            self._raise(code, dims, timeout, module._error)
 
-    def _raise(self, code, dims, timeout):
-        e = self.module._error
+    def _raise(self, code, dims, timeout, e):
         block = "({},{},{})".format(*e.block)
         thread = "({},{},{})".format(*e.thread)
         where = f"kernel '{self.name}' thread {thread} of block {block}"

@@ -12,6 +12,7 @@
 // No system header beyond the C library's basics that CUDA sources also see:
 // the signal, mapping and thread calls live behind gpuedu_host.h.
 #include "gpuedu_host.h"
+#include "gpuedu_profile.h"
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -170,9 +171,16 @@ inline size_t static_shared_of(const void* kernel) {
 
 [[noreturn]] void fail_too_much_shared(size_t static_bytes);
 
-inline bool register_shared(void* p, size_t n) {
+// A profiled build registers on every execution of the declaration (not once, behind a
+// static guard whose branch only the first thread would take) and keeps this function
+// out of the counters.
+GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n) {
   for (int i = 0; i < R.n_shared; ++i)
     if (R.shared[i].p == p) return true;
+#ifdef GPUEDU_PROFILE
+  bool counting = prof::suspend();  // what runs below once per variable is the runtime's, not the thread's
+  prof::shared_range(p, n);
+#endif
   if (R.n_shared < 256) {
     R.shared[R.n_shared].p = p;
     R.shared[R.n_shared].n = n;
@@ -182,6 +190,9 @@ inline bool register_shared(void* p, size_t n) {
   memset(p, 0xff, n);
   size_t static_bytes = static_shared_of(R.kernel);
   if (static_bytes + R.dynamic_shared_bytes > R.shared_limit) fail_too_much_shared(static_bytes);
+#ifdef GPUEDU_PROFILE
+  prof::resume(counting);
+#endif
   return true;
 }
 
@@ -282,6 +293,7 @@ inline void run_next() {
     // Everyone arrived: release the barrier and start again from the first thread in schedule order.
     R.barrier_result = R.barrier_count;
     R.barrier_count = 0;
+    GPUEDU_PROF(barrier_released());
     memset(R.state, READY, n);  // one vector store per 32 threads
     R.n_ready = n;
     R.n_block = 0;
@@ -321,7 +333,9 @@ inline void report_deadlock() {
 // from the top of its stack, so fibers are prepared once per launch.
 inline void fiber_entry() {
   for (;;) {
+    GPUEDU_PROF(enter(R.cur));
     R.thread_fn(R.thread_arg);
+    GPUEDU_PROF(thread_done(R.cur));
     R.state[R.cur] = DONE;
     R.n_ready--;
     R.n_done++;
@@ -349,6 +363,7 @@ inline void fiber_entry() {
 // Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
 inline int block_barrier(int op, int predicate) {
   if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  GPUEDU_PROF(leave());
   Fiber* me = &R.fibers[R.cur];
   R.state[R.cur] = AT_BLOCK;
   R.n_ready--;
@@ -358,6 +373,7 @@ inline int block_barrier(int op, int predicate) {
   unsigned p = R.pos + 1;
   if (p < R.nthreads && R.state[R.order[p]] == READY) resume(p, me);
   else run_next();
+  GPUEDU_PROF(enter(R.cur));
   int count = R.barrier_result;
   if (op == 1) return count;
   if (op == 2) return count == (int)R.nthreads;
@@ -413,6 +429,7 @@ inline unsigned long long warp_result(const Warp& W, unsigned lane, unsigned nee
 // the warp that exist), then compute each lane's result.
 inline unsigned long long warp_collective(int op, unsigned mask, unsigned long long value, int arg, int width) {
   if (!R.fiber_mode) fail_loop_mode(warp_op_names[op]);
+  GPUEDU_PROF(leave());
   unsigned t = R.cur, lane = t % 32;
   Warp& W = R.warps[t / 32];
   unsigned need = (mask & W.existing) | (1u << lane);
@@ -432,6 +449,7 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     R.n_ready--;
     R.n_warp++;
     run_next();
+    GPUEDU_PROF(enter(R.cur));
     return W.result[lane];
   }
   // The last lane to arrive computes every lane's result and wakes the others.
@@ -452,6 +470,8 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     R.n_warp--;
   }
   W.arrived &= ~need;
+  GPUEDU_PROF(warp_synced(t / 32));
+  GPUEDU_PROF(enter(t));
   return W.result[lane];
 }
 
@@ -567,6 +587,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     for (unsigned by = 0; by < gridDim.y; ++by)
       for (unsigned bx = 0; bx < gridDim.x; ++bx) {
         blockIdx = uint3{bx, by, bz};
+        GPUEDU_PROF(block_begin((bz * gridDim.y + by) * gridDim.x + bx));
         poison_shared();
         if (R.fiber_mode) {
           run_block_fibers();
@@ -574,7 +595,11 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
           // A copy whose address never escapes: the compiler may keep the
           // arguments in registers across the kernel's stores.
           typename P::Tuple local = args;
-          run_block_loop([&] { std::apply(F, local); });
+          run_block_loop([&] {
+            GPUEDU_PROF(enter((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
+            std::apply(F, local);
+            GPUEDU_PROF(thread_done((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
+          });
         }
         if (R.stop_reason) fail(R.stop_reason, "stopped");
       }

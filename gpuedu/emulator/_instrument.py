@@ -1,0 +1,232 @@
+"""Running a launch on a module's instrumented twin, and reading its counters.
+
+``gpuedu.profile()`` (in ``gpuedu.profiler``) installs a launch observer; for each
+launch it calls ``run(function, dims, argbuf)`` here, which
+
+1. builds, once per module, the same source with ``compiler.build(..., profile=True)``:
+   the twin, whose every load, store and basic block calls the counters in
+   ``_native/gpuedu_profile.cpp``;
+2. copies the module's ``__device__``/``__constant__`` variables into the twin, tells
+   the counters where device memory lies, runs the grid on the twin, and copies the
+   variables back, so that the learner's data sees exactly what a plain launch does;
+3. returns the raw counts (``COUNTERS``), the races found and the instruction sites.
+"""
+import ctypes
+import os
+import struct
+import subprocess
+
+from . import memory
+
+# Counter slots, in the order of gpuedu_profile.cpp's enum Counter.
+COUNTERS = (
+    "global_ld_requests", "global_st_requests", "global_atom_requests",
+    "global_ld_sectors", "global_st_sectors", "global_atom_sectors",
+    "global_ld_bytes", "global_st_bytes", "global_atom_bytes",
+    "shared_ld_requests", "shared_st_requests", "shared_atom_requests",
+    "shared_ld_wavefronts", "shared_st_wavefronts", "shared_atom_wavefronts",
+    "shared_ld_ideal_wavefronts", "shared_st_ideal_wavefronts", "shared_atom_ideal_wavefronts",
+    "divergent_branches", "warp_block_instances", "dram_read_sectors", "dram_write_sectors",
+    "threads", "warps", "global_atom_lanes", "shared_atom_lanes",
+)
+
+HAZARD_KINDS = ("read-after-write", "write-after-read", "write-after-write")
+SPACES = ("global", "shared")
+
+
+class ProfilingUnavailable(Exception):
+    """This launch cannot be profiled (with the reason): e.g. a module loaded from a file."""
+
+
+class _Hazard(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("space", ctypes.c_int32), ("site_first", ctypes.c_uint32),
+                ("site_second", ctypes.c_uint32), ("thread_first", ctypes.c_uint32),
+                ("thread_second", ctypes.c_uint32), ("count", ctypes.c_uint64), ("where", ctypes.c_uint64)]
+
+
+class Twin:
+    """A module's instrumented build, loaded, with the variables it shares with the module."""
+
+    def __init__(self, module, path):
+        from .function import Module
+        self.module = Module(path)
+        lib = self.module._lib
+        lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        lib.gpuedu_prof_counters.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.gpuedu_prof_sites.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.gpuedu_prof_shared_ranges.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.gpuedu_prof_hazards.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        self.path = path
+        self.base = _load_base(lib)
+        ours, theirs = _variables(module._path), _variables(path)
+        self.shared_variables = []   # (plain module address, twin address, size)
+        for name, size in ours.items():
+            if name in theirs and theirs[name] == size:
+                self.shared_variables.append((_address(module._lib, name), _address(lib, name), size))
+        self._lines = {}
+
+    def source_line(self, site_address):
+        """``"kernel.cu:12"`` for an instruction's address in the twin, or None when unknown."""
+        if site_address in self._lines:
+            return self._lines[site_address]
+        line = None
+        try:
+            out = subprocess.run(["addr2line", "-e", self.path, hex(site_address - self.base - 1)],
+                                 capture_output=True, text=True, timeout=30)
+            text = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
+            if text and not text.startswith("??"):
+                fname, _, number = text.rpartition(":")
+                number = number.split()[0]
+                if number.isdigit() and number != "0":
+                    line = f"{os.path.basename(fname)}:{number}"
+        except (OSError, subprocess.TimeoutExpired, IndexError):
+            line = None
+        self._lines[site_address] = line
+        return line
+
+
+def twin_of(module):
+    """The module's instrumented twin, built (and cached) on first use."""
+    twin = getattr(module, "_profile_twin", None)
+    if twin is not None:
+        return twin
+    args = getattr(module, "_build_args", None)
+    if args is None:
+        raise ProfilingUnavailable("the module was loaded from a file or a buffer, so its source is unknown; "
+                                   "build it with SourceModule to profile it")
+    from .compiler import build
+    source, options, no_extern_c, include_dirs, cache = args
+    twin = Twin(module, build(source, options, no_extern_c, include_dirs, cache, profile=True))
+    module._profile_twin = twin
+    return twin
+
+
+class RawRun:
+    """What one instrumented launch counted: ``counts`` {name: int}, ``hazards`` [dict], ``seconds``."""
+
+    def __init__(self, counts, hazards, seconds):
+        self.counts = counts
+        self.hazards = hazards
+        self.seconds = seconds
+
+
+def _device_ranges():
+    """Sorted [lo, hi) pairs of the live device allocations (not module variables)."""
+    with memory._lock:
+        allocs = [memory._by_start[a] for a in memory._starts]
+    pairs = [(a.address, a.address + a.size) for a in allocs if a._map is not None and a.size > 0]
+    return pairs
+
+
+def run(function, dims, argbuf, racecheck=False):
+    """Launch ``function`` on its module's instrumented twin; return a RawRun (errors raise as a plain launch's)."""
+    import time
+    twin = twin_of(function.module)
+    symbol = function.name
+    if symbol not in twin.module._kernels:
+        raise ProfilingUnavailable(f"kernel '{symbol}' is missing from the instrumented build")
+    info_address = twin.module._kernels[symbol][0]
+    lib = twin.module._lib
+    pairs = _device_ranges()
+    flat = (ctypes.c_uint64 * (2 * len(pairs) or 1))(*[v for p in pairs for v in p])
+    lib.gpuedu_prof_configure(flat, len(pairs), int(bool(racecheck)))
+    for ours, theirs, size in twin.shared_variables:
+        ctypes.memmove(theirs, ours, size)
+    start = time.perf_counter()
+    try:
+        function._run_on(twin.module, info_address, dims, argbuf)
+    finally:
+        seconds = time.perf_counter() - start
+        for ours, theirs, size in twin.shared_variables:
+            ctypes.memmove(ours, theirs, size)
+    out = (ctypes.c_uint64 * len(COUNTERS))()
+    lib.gpuedu_prof_counters(out, len(COUNTERS))
+    counts = dict(zip(COUNTERS, (int(v) for v in out)))
+    hazards = _hazards(twin, pairs, dims) if racecheck else []
+    return RawRun(counts, hazards, seconds)
+
+
+def _hazards(twin, pairs, dims):
+    lib = twin.module._lib
+    n = lib.gpuedu_prof_hazards(None, 0)
+    if not n:
+        return []
+    found = (_Hazard * n)()
+    lib.gpuedu_prof_hazards(found, n)
+    n_sites = lib.gpuedu_prof_sites(None, 0)
+    sites = (ctypes.c_uint64 * max(n_sites, 1))()
+    lib.gpuedu_prof_sites(sites, n_sites)
+    n_shared = lib.gpuedu_prof_shared_ranges(None, 0)
+    shared = (ctypes.c_uint64 * max(2 * n_shared, 1))()
+    lib.gpuedu_prof_shared_ranges(shared, n_shared)
+    shape = struct.unpack("8I", dims)
+    grid, block = shape[0:3], shape[3:6]
+    nthreads = block[0] * block[1] * block[2]
+
+    def thread(number):
+        b, t = divmod(number, nthreads)
+        return ((b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])),
+                (t % block[0], t // block[0] % block[1], t // (block[0] * block[1])))
+
+    result = []
+    for h in found:
+        region, offset = h.where >> 40, h.where & ((1 << 40) - 1)
+        if h.space == 0:
+            lo, hi = pairs[region]
+            where = {"allocation": lo, "allocation_bytes": hi - lo, "offset": offset}
+        else:
+            where = {"shared": "dynamic (extern __shared__)" if region == 0 else "static __shared__ variable",
+                     "variable_bytes": int(shared[2 * region + 1] - shared[2 * region]), "offset": offset}
+        first, second = thread(h.thread_first), thread(h.thread_second)
+        result.append({
+            "kind": HAZARD_KINDS[h.kind], "space": SPACES[h.space], "count": int(h.count), "where": where,
+            "first": {"block": first[0], "thread": first[1], "line": twin.source_line(int(sites[h.site_first]))},
+            "second": {"block": second[0], "thread": second[1],
+                       "line": twin.source_line(int(sites[h.site_second]))},
+        })
+    return result
+
+
+# ---- the module's variables ------------------------------------------------------------------
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _load_base(lib):
+    info = _DlInfo()
+    libdl = ctypes.CDLL(None)
+    libdl.dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    address = ctypes.cast(lib.gpuedu_launch, ctypes.c_void_p).value
+    libdl.dladdr(address, ctypes.byref(info))
+    return info.dli_fbase or 0
+
+
+def _address(lib, name):
+    return ctypes.addressof(ctypes.c_char.in_dll(lib, name))
+
+
+def _variables(path):
+    """{name: size} of the variables a module exports (its __device__ and __constant__ data)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        return {}
+    end = "<" if data[5] == 1 else ">"
+    shoff, = struct.unpack_from(end + "Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
+    sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    found = {}
+    for sec in sections:
+        if sec[1] != 11:  # SHT_DYNSYM
+            continue
+        str_off = sections[sec[6]][4]
+        for k in range(sec[5] // 24):
+            st_name, st_info, _, st_shndx, _, st_size = struct.unpack_from(end + "IBBHQQ", data, sec[4] + 24 * k)
+            if st_info & 0xF != 1 or st_shndx == 0 or not st_size:  # defined objects only
+                continue
+            stop = data.index(b"\0", str_off + st_name)
+            name = data[str_off + st_name:stop].decode()
+            if not name.startswith(("gpuedu_", "__gpuedu", "_ZN8__gpuedu")):
+                found[name] = st_size
+    return found

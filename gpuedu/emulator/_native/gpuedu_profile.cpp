@@ -1,0 +1,566 @@
+// The profiler's counters: compiled on its own, without instrumentation, and
+// linked into each profiled kernel module (compiler.build(..., profile=True)).
+//
+// The compiler's instrumentation calls in here for every load and store
+// (-fsanitize=thread: __tsan_read4(address), __tsan_write16(...), ...) and
+// every basic block (-fsanitize-coverage=trace-pc: __sanitizer_cov_trace_pc()),
+// and the runtime says which thread runs (gpuedu_profile.h). The return address
+// of each call names the instruction. From those the counters rebuild what a GPU
+// executes, warp by warp (SIMT): the k-th time lane a executes instruction i and
+// the k-th time lane b executes it are one warp-level instruction, with both
+// lanes active. That gives Nsight Compute's counts exactly as their definitions
+// say: requests (warp-level memory instructions), 32-byte sectors, shared-memory
+// wavefronts and bank conflicts, divergent branches; and, with racecheck on, the
+// hazards compute-sanitizer's racecheck reports (two threads touch one address
+// between barriers, at least one writes, not both atomically).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gpuedu_profile.h"
+
+namespace {
+
+enum Space : uint8_t { GLOBAL = 0, SHARED = 1 };
+enum Op : uint8_t { LD = 0, ST = 1, ATOM = 2 };
+enum SiteKind : uint8_t { MEMORY = 0, BLOCK = 1 };
+
+// Counter slots, mirrored in gpuedu/emulator/_instrument.py (COUNTERS).
+enum Counter {
+  G_REQ = 0,      // + op: global requests (ld, st, atom)
+  G_SECT = 3,     // + op: global sectors
+  G_BYTES = 6,    // + op: bytes the active lanes asked for
+  S_REQ = 9,      // + op: shared requests
+  S_WAVE = 12,    // + op: shared wavefronts
+  S_IDEAL = 15,   // + op: wavefronts the access width needs at least
+  DIVERGENT = 18, BLOCK_INSTANCES = 19, DRAM_READ_SECTORS = 20, DRAM_WRITE_SECTORS = 21,
+  THREADS = 22, WARPS = 23, G_ATOM_LANES = 24, S_ATOM_LANES = 25,
+  N_COUNTERS = 26
+};
+
+struct Range { uint64_t lo, hi; };
+
+struct Request {
+  uint32_t site;
+  uint8_t space, op, size;
+  uint32_t mask;
+  uint64_t addr[32];   // global: allocation << 40 | offset; shared: the host address
+};
+
+struct Instance {       // one warp-level execution of a basic block
+  int32_t target;       // the block the lanes went on to (-2 none yet, -1 the thread ended)
+  uint8_t divergent;
+};
+
+struct WarpState {
+  bool live = false;
+  unsigned existing = 0, done = 0;
+  std::vector<Request> requests;
+  std::vector<Instance> instances;
+  std::vector<std::vector<int32_t>> request_of, instance_of;  // [site][occurrence]
+  std::vector<uint32_t> touched_sites;
+  std::vector<uint32_t> occurrences[32];                       // [lane][site]
+  int32_t previous[32];                                        // last block instance of each lane
+};
+
+// Racecheck: the last write and two last reads of every 4-byte word.
+struct Access {
+  uint32_t thread;      // launch-wide thread number + 1 (0: none)
+  uint32_t epoch;       // barrier interval of the access
+  uint16_t warp_gen;    // warp intrinsics its warp had passed
+  uint16_t site;
+  uint8_t mask;         // bytes of the word
+  uint8_t atomic;
+};
+struct Shadow { Access w, r1, r2; };
+
+struct HazardOut {      // layout mirrored in _instrument.py
+  int32_t kind;         // 0 read-after-write, 1 write-after-read, 2 write-after-write
+  int32_t space;
+  uint32_t site_first, site_second;
+  uint32_t thread_first, thread_second;   // launch-wide thread numbers
+  uint64_t count;
+  uint64_t where;       // global: allocation << 40 | offset; shared: range << 40 | offset
+};
+
+struct State {
+  // configuration (Python, before each launch)
+  std::vector<Range> ranges;              // device allocations, sorted
+  bool racecheck = false;
+  // launch
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  unsigned nthreads = 1, block_linear = 0;
+  uint32_t epoch = 0;
+  uint64_t counters[N_COUNTERS] = {};
+  std::vector<std::vector<uint64_t>> dram_read, dram_write;  // sector bitmaps per allocation
+  // the running lane
+  bool on = false;
+  unsigned tid = 0, lane = 0;
+  WarpState* warp = nullptr;
+  WarpState warps[32];
+  uint16_t warp_gen[32] = {};
+  // address lookups
+  std::vector<Range> shared;              // [0] the dynamic buffer, then static __shared__ variables
+  size_t last_range = 0;
+  uint64_t miss_lines[256] = {};          // cache lines recently found to be neither shared nor global
+  // instruction sites
+  std::vector<uintptr_t> site_address;
+  std::vector<uint8_t> site_kind;
+  std::vector<uint32_t> site_table;       // open addressing: site + 1
+  // racecheck
+  std::vector<std::vector<Shadow>> global_shadow, shared_shadow;
+  std::vector<HazardOut> hazards;
+};
+
+State S;
+
+uint32_t site_of(uintptr_t address, uint8_t kind) {
+  if (S.site_table.empty()) S.site_table.assign(4096, 0);
+  size_t mask = S.site_table.size() - 1;
+  size_t h = (address * 0x9E3779B97F4A7C15ull) >> 20;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    uint32_t e = S.site_table[i];
+    if (e == 0) {
+      uint32_t id = (uint32_t)S.site_address.size();
+      S.site_address.push_back(address);
+      S.site_kind.push_back(kind);
+      S.site_table[i] = id + 1;
+      if (S.site_address.size() * 2 > S.site_table.size()) {  // grow and rehash
+        std::vector<uint32_t> bigger(S.site_table.size() * 2, 0);
+        size_t m2 = bigger.size() - 1;
+        for (uint32_t s = 0; s < S.site_address.size(); ++s) {
+          size_t j = ((S.site_address[s] * 0x9E3779B97F4A7C15ull) >> 20) & m2;
+          while (bigger[j]) j = (j + 1) & m2;
+          bigger[j] = s + 1;
+        }
+        S.site_table.swap(bigger);
+      }
+      return id;
+    }
+    if (S.site_address[e - 1] == address) return e - 1;
+  }
+}
+
+// Which occurrence of `site` this is for the running lane, and the warp-level slot it belongs to.
+int32_t& slot_for(std::vector<std::vector<int32_t>>& of, uint32_t site) {
+  WarpState& W = *S.warp;
+  std::vector<uint32_t>& occ = W.occurrences[S.lane];
+  if (occ.size() <= site) occ.resize(S.site_address.size() + 16, 0);
+  uint32_t k = occ[site]++;
+  if (of.size() <= site) of.resize(S.site_address.size() + 16);
+  std::vector<int32_t>& v = of[site];
+  if (v.empty()) W.touched_sites.push_back(site);
+  if (v.size() <= k) v.resize(k + 1, -1);
+  return v[k];
+}
+
+// ---- classifying an address ---------------------------------------------------------
+bool find_global(uint64_t a, size_t* which) {
+  const std::vector<Range>& r = S.ranges;
+  if (r.empty()) return false;
+  if (S.last_range < r.size() && a >= r[S.last_range].lo && a < r[S.last_range].hi) {
+    *which = S.last_range;
+    return true;
+  }
+  size_t lo = 0, hi = r.size();
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (r[mid].lo <= a) lo = mid + 1; else hi = mid;
+  }
+  if (lo == 0 || a >= r[lo - 1].hi) return false;
+  *which = S.last_range = lo - 1;
+  return true;
+}
+
+bool find_shared(uint64_t a, size_t* which) {
+  for (size_t i = 0; i < S.shared.size(); ++i)
+    if (a >= S.shared[i].lo && a < S.shared[i].hi) { *which = i; return true; }
+  return false;
+}
+
+// ---- racecheck ------------------------------------------------------------------------
+uint32_t launch_thread() { return S.block_linear * S.nthreads + S.tid + 1; }
+
+bool ordered(const Access& a, bool same_block_only) {
+  // Whether access `a` (by another thread) happens before the running thread's access.
+  uint32_t other = a.thread - 1;
+  if (other / S.nthreads != S.block_linear) return same_block_only;  // blocks are unordered within a launch
+  if (a.epoch != S.epoch) return true;                              // a __syncthreads lies between
+  unsigned other_warp = (other % S.nthreads) / 32;
+  return other_warp == S.tid / 32 && a.warp_gen != S.warp_gen[S.tid / 32];  // a __syncwarp lies between
+}
+
+void report(int kind, int space, const Access& first, uint32_t site, uint64_t where) {
+  for (HazardOut& h : S.hazards)
+    if (h.kind == kind && h.space == space && h.site_first == first.site && h.site_second == site) {
+      h.count++;
+      return;
+    }
+  if (S.hazards.size() >= 256) return;
+  S.hazards.push_back(HazardOut{kind, space, first.site, site, first.thread - 1, launch_thread() - 1, 1, where});
+}
+
+void check_word(Shadow& sh, int space, uint32_t site, uint8_t mask, uint8_t op, uint64_t where) {
+  uint32_t me = launch_thread();
+  bool write = op != LD, atomic = op == ATOM;
+  bool shared = space == SHARED;
+  auto conflicts = [&](const Access& a) {
+    return a.thread && a.thread != me && (a.mask & mask) && !(a.atomic && atomic) && !ordered(a, shared);
+  };
+  if (conflicts(sh.w)) report(write ? 2 : 0, space, sh.w, site, where);
+  if (write) {
+    if (conflicts(sh.r1)) report(1, space, sh.r1, site, where);
+    else if (conflicts(sh.r2)) report(1, space, sh.r2, site, where);
+  }
+  Access now{me, S.epoch, S.warp_gen[S.tid / 32], (uint16_t)site, mask, (uint8_t)atomic};
+  if (write) {
+    sh.w = now;
+  } else if (!sh.r1.thread || sh.r1.thread == me || ordered(sh.r1, shared)) {
+    sh.r1 = now;
+  } else {
+    sh.r2 = now;
+  }
+}
+
+void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t site, uint8_t op) {
+  std::vector<std::vector<Shadow>>& all = space == SHARED ? S.shared_shadow : S.global_shadow;
+  const Range& r = space == SHARED ? S.shared[range] : S.ranges[range];
+  if (all.size() <= range) all.resize(range + 1);
+  std::vector<Shadow>& shadow = all[range];
+  if (shadow.empty()) {
+    size_t words = (r.hi - r.lo + 3) / 4;
+    if (words > ((size_t)64 << 20)) return;  // over 256 MB: not checked (the shadow would need 3 GB)
+    shadow.assign(words, Shadow{});
+  }
+  uint64_t end = offset + size;
+  for (uint64_t w = offset / 4; w * 4 < end; ++w) {
+    uint64_t lo = std::max<uint64_t>(w * 4, offset), hi = std::min<uint64_t>(w * 4 + 4, end);
+    uint8_t mask = (uint8_t)(((1u << (hi - lo)) - 1u) << (lo - w * 4));
+    if (w < shadow.size()) check_word(shadow[w], space, site, mask, op, ((uint64_t)range << 40) | (w * 4));
+  }
+}
+
+// ---- the access hook ------------------------------------------------------------------
+inline void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
+  if (!S.on) return;
+  uint64_t line = a >> 6;
+  size_t which;
+  uint8_t space;
+  uint64_t where;
+  if (find_global(a, &which)) {
+    space = GLOBAL;
+    where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
+  } else if (S.miss_lines[line & 255] == line + 1) {
+    return;
+  } else if (find_shared(a, &which)) {
+    space = SHARED;
+    where = a;
+  } else {
+    S.miss_lines[line & 255] = line + 1;
+    return;
+  }
+  uint32_t site = site_of(ra, MEMORY);
+  WarpState& W = *S.warp;
+  int32_t& slot = slot_for(W.request_of, site);
+  if (slot < 0) {
+    slot = (int32_t)W.requests.size();
+    W.requests.emplace_back();
+    Request& q = W.requests.back();
+    q.site = site; q.space = space; q.op = op; q.size = (uint8_t)size; q.mask = 0;
+  }
+  Request& q = W.requests[slot];
+  if (!(q.mask >> S.lane & 1u)) {
+    q.mask |= 1u << S.lane;
+    q.addr[S.lane] = where;
+  }
+  if (S.racecheck) {
+    if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
+    else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
+  }
+}
+
+void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
+  for (size_t off = 0; off < size; off += 16) access(ra, a + off, (unsigned)std::min<size_t>(16, size - off), op);
+}
+
+// ---- a warp is done: turn its requests into counts --------------------------------------
+void mark_dram(uint64_t sector, bool read, bool write) {
+  size_t range = sector >> 35, bit = sector & ((1ull << 35) - 1);
+  auto mark = [&](std::vector<std::vector<uint64_t>>& maps) {
+    if (maps.size() <= range) maps.resize(range + 1);
+    std::vector<uint64_t>& m = maps[range];
+    if (m.empty()) m.assign(((S.ranges[range].hi - S.ranges[range].lo) / 32 + 2 + 63) / 64, 0);
+    if (bit / 64 < m.size()) m[bit / 64] |= 1ull << (bit % 64);
+  };
+  if (read) mark(S.dram_read);
+  if (write) mark(S.dram_write);
+}
+
+void count_request(const Request& q) {
+  unsigned lanes = (unsigned)__builtin_popcount(q.mask);
+  if (q.space == GLOBAL) {
+    uint64_t sectors[64];
+    unsigned n = 0;
+    for (unsigned l = 0; l < 32; ++l) {
+      if (!(q.mask >> l & 1u)) continue;
+      for (uint64_t s = q.addr[l] >> 5; s <= (q.addr[l] + q.size - 1) >> 5 && n < 64; ++s) sectors[n++] = s;
+    }
+    std::sort(sectors, sectors + n);
+    n = (unsigned)(std::unique(sectors, sectors + n) - sectors);
+    S.counters[G_REQ + q.op] += 1;
+    S.counters[G_SECT + q.op] += n;
+    S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
+    if (q.op == ATOM) S.counters[G_ATOM_LANES] += lanes;
+    for (unsigned i = 0; i < n; ++i) mark_dram(sectors[i], q.op != ST, q.op != LD);
+    return;
+  }
+  // Shared memory: 32 banks of 4-byte words. A wavefront serves at most one word per bank
+  // (lanes reading the same word share it); 8-byte accesses go a half-warp at a time and
+  // 16-byte ones a quarter-warp at a time, so they need 2 and 4 wavefronts at best.
+  // Atomics serialise every lane on its bank.
+  unsigned per_phase = q.size <= 4 ? 32 : q.size <= 8 ? 16 : 8;
+  uint64_t waves = 0, ideal = 0;
+  for (unsigned first = 0; first < 32; first += per_phase) {
+    uint64_t words[128];
+    unsigned n = 0;
+    for (unsigned l = first; l < first + per_phase; ++l) {
+      if (!(q.mask >> l & 1u)) continue;
+      for (uint64_t w = q.addr[l] >> 2; w <= (q.addr[l] + q.size - 1) >> 2 && n < 128; ++w) words[n++] = w;
+    }
+    if (!n) continue;
+    ideal += 1;
+    unsigned per_bank[32] = {};
+    if (q.op != ATOM) {
+      std::sort(words, words + n);
+      n = (unsigned)(std::unique(words, words + n) - words);
+    }
+    unsigned most = 0;
+    for (unsigned i = 0; i < n; ++i) most = std::max(most, ++per_bank[words[i] & 31]);
+    waves += most;
+  }
+  S.counters[S_REQ + q.op] += 1;
+  S.counters[S_WAVE + q.op] += waves;
+  S.counters[S_IDEAL + q.op] += ideal;
+  if (q.op == ATOM) S.counters[S_ATOM_LANES] += lanes;
+}
+
+void finish_warp(WarpState& W) {
+  if (!W.live) return;
+  for (const Request& q : W.requests) count_request(q);
+  for (const Instance& i : W.instances) S.counters[DIVERGENT] += i.divergent;
+  S.counters[BLOCK_INSTANCES] += W.instances.size() - 1;
+  S.counters[WARPS] += 1;
+  W.requests.clear();
+  W.instances.clear();
+  for (uint32_t s : W.touched_sites) {
+    if (s < W.request_of.size()) W.request_of[s].clear();
+    if (s < W.instance_of.size()) W.instance_of[s].clear();
+  }
+  W.touched_sites.clear();
+  for (auto& o : W.occurrences) std::fill(o.begin(), o.end(), 0);
+  W.live = false;
+}
+
+void finish_all() {
+  for (WarpState& W : S.warps) finish_warp(W);
+}
+
+void go_to(int32_t target) {
+  WarpState& W = *S.warp;
+  int32_t prev = W.previous[S.lane];
+  if (prev < 0) return;
+  Instance& i = W.instances[prev];
+  if (i.target == -2) i.target = target;
+  else if (i.target != target) i.divergent = 1;
+}
+
+}  // namespace
+
+// ---- what the runtime tells ---------------------------------------------------------------
+namespace __gpuedu {
+namespace prof {
+
+void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared, size_t dynamic_bytes) {
+  for (int i = 0; i < 3; ++i) { S.grid[i] = grid[i]; S.block[i] = block[i]; }
+  S.nthreads = block[0] * block[1] * block[2];
+  std::memset(S.counters, 0, sizeof S.counters);
+  for (WarpState& W : S.warps) { W.live = false; finish_warp(W); }
+  S.dram_read.clear();
+  S.dram_write.clear();
+  S.hazards.clear();
+  S.global_shadow.clear();
+  S.shared_shadow.clear();
+  std::memset(S.miss_lines, 0, sizeof S.miss_lines);
+  if (S.shared.empty()) S.shared.push_back(Range{0, 0});
+  S.shared[0] = Range{(uint64_t)(uintptr_t)dynamic_shared, (uint64_t)(uintptr_t)dynamic_shared + dynamic_bytes};
+  S.on = false;
+  S.epoch++;
+}
+
+void block_begin(unsigned block_linear) {
+  finish_all();
+  S.block_linear = block_linear;
+  S.epoch++;
+  std::memset(S.warp_gen, 0, sizeof S.warp_gen);
+}
+
+void enter(unsigned tid) {
+  S.tid = tid;
+  S.lane = tid & 31u;
+  WarpState& W = S.warps[tid >> 5];
+  S.warp = &W;
+  if (!W.live) {
+    W.live = true;
+    unsigned left = S.nthreads - (tid & ~31u);
+    W.existing = left >= 32 ? 32 : left;
+    W.done = 0;
+    // The threads' start is instance 0, so a branch in the first block recorded counts too.
+    W.instances.push_back(Instance{-2, 0});
+    for (int32_t& p : W.previous) p = 0;
+  }
+  S.on = true;
+}
+
+void leave() { S.on = false; }
+
+bool suspend() {
+  bool was = S.on;
+  S.on = false;
+  return was;
+}
+
+void resume(bool was_on) { S.on = was_on; }
+
+void thread_done(unsigned tid) {
+  enter(tid);
+  go_to(-1);
+  S.on = false;
+  S.counters[THREADS] += 1;
+  WarpState& W = *S.warp;
+  if (++W.done >= W.existing) finish_warp(W);
+}
+
+void barrier_released() { S.epoch++; }
+
+void warp_synced(unsigned warp) { S.warp_gen[warp & 31]++; }
+
+void shared_range(const void* p, size_t n) {
+  uint64_t lo = (uint64_t)(uintptr_t)p;
+  if (S.shared.empty()) S.shared.push_back(Range{0, 0});
+  for (const Range& r : S.shared)
+    if (r.lo == lo) return;
+  S.shared.push_back(Range{lo, lo + n});
+  std::memset(S.miss_lines, 0, sizeof S.miss_lines);
+}
+
+}  // namespace prof
+}  // namespace __gpuedu
+
+// ---- the compiler's instrumentation -----------------------------------------------------
+#define RA ((uintptr_t)__builtin_return_address(0))
+#define HIDDEN __attribute__((visibility("hidden")))
+extern "C" {
+HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) { access(RA, (uint64_t)(uintptr_t)p, size, ATOM); }
+
+HIDDEN void __sanitizer_cov_trace_pc() {
+  if (!S.on) return;
+  uint32_t site = site_of(RA, BLOCK);
+  WarpState& W = *S.warp;
+  int32_t& slot = slot_for(W.instance_of, site);
+  if (slot < 0) {
+    slot = (int32_t)W.instances.size();
+    W.instances.push_back(Instance{-2, 0});
+  }
+  go_to((int32_t)site);
+  W.previous[S.lane] = slot;
+}
+
+#define GPUEDU_PLAIN(N)                                                                                   \
+  HIDDEN void __tsan_read##N(void* p) { access(RA, (uint64_t)(uintptr_t)p, N, LD); }                   \
+  HIDDEN void __tsan_write##N(void* p) { access(RA, (uint64_t)(uintptr_t)p, N, ST); }                  \
+  HIDDEN void __tsan_unaligned_read##N(void* p) { access(RA, (uint64_t)(uintptr_t)p, N, LD); }         \
+  HIDDEN void __tsan_unaligned_write##N(void* p) { access(RA, (uint64_t)(uintptr_t)p, N, ST); }        \
+  HIDDEN void __tsan_volatile_read##N(void* p) { access(RA, (uint64_t)(uintptr_t)p, N, LD); }          \
+  HIDDEN void __tsan_volatile_write##N(void* p) { access(RA, (uint64_t)(uintptr_t)p, N, ST); }
+GPUEDU_PLAIN(1)
+GPUEDU_PLAIN(2)
+GPUEDU_PLAIN(4)
+GPUEDU_PLAIN(8)
+GPUEDU_PLAIN(16)
+#undef GPUEDU_PLAIN
+HIDDEN void __tsan_read_range(void* p, size_t n) { access_range(RA, (uint64_t)(uintptr_t)p, n, LD); }
+HIDDEN void __tsan_write_range(void* p, size_t n) { access_range(RA, (uint64_t)(uintptr_t)p, n, ST); }
+HIDDEN void __tsan_func_entry(void*) {}
+HIDDEN void __tsan_func_exit() {}
+HIDDEN void __tsan_init() {}
+HIDDEN void __tsan_vptr_update(void**, void*) {}
+HIDDEN void __tsan_vptr_read(void**) {}
+
+// Atomic builtins become these calls. A launch runs on one OS thread, so they only have to do
+// what they say; the atomicXxx functions count themselves (__gpuedu_prof_atomic) once each.
+#define GPUEDU_ATOMICS(N, T)                                                                              \
+  HIDDEN T __tsan_atomic##N##_load(const volatile T* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); } \
+  HIDDEN void __tsan_atomic##N##_store(volatile T* a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_exchange(volatile T* a, T v, int) { return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_fetch_add(volatile T* a, T v, int) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_fetch_sub(volatile T* a, T v, int) { return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_fetch_and(volatile T* a, T v, int) { return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_fetch_or(volatile T* a, T v, int) { return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_fetch_xor(volatile T* a, T v, int) { return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN T __tsan_atomic##N##_fetch_nand(volatile T* a, T v, int) { return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST); } \
+  HIDDEN int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {            \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }            \
+  HIDDEN int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {              \
+    return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); }            \
+  HIDDEN T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T c, T v, int, int) {                  \
+    __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return c; }
+GPUEDU_ATOMICS(8, unsigned char)
+GPUEDU_ATOMICS(16, unsigned short)
+GPUEDU_ATOMICS(32, unsigned int)
+GPUEDU_ATOMICS(64, unsigned long long)
+#undef GPUEDU_ATOMICS
+HIDDEN void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+HIDDEN void __tsan_atomic_signal_fence(int) {}
+
+// ---- what Python reads (gpuedu/emulator/_instrument.py) ------------------------------------
+#define EXPORT __attribute__((visibility("default")))
+// Device allocations as sorted [lo, hi) pairs, and whether to look for races; before each launch.
+EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck) {
+  S.ranges.assign(n, Range{});
+  for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
+  S.last_range = 0;
+  S.racecheck = racecheck != 0;
+}
+
+EXPORT int gpuedu_prof_counters(uint64_t* out, int n) {
+  finish_all();
+  uint64_t reads = 0, writes = 0;
+  for (auto& m : S.dram_read) for (uint64_t w : m) reads += (uint64_t)__builtin_popcountll(w);
+  for (auto& m : S.dram_write) for (uint64_t w : m) writes += (uint64_t)__builtin_popcountll(w);
+  S.counters[DRAM_READ_SECTORS] = reads;
+  S.counters[DRAM_WRITE_SECTORS] = writes;
+  int k = n < N_COUNTERS ? n : N_COUNTERS;
+  for (int i = 0; i < k; ++i) out[i] = S.counters[i];
+  return N_COUNTERS;
+}
+
+// Instruction sites (return addresses; 0 memory, 1 basic block), for source lines.
+EXPORT int gpuedu_prof_sites(uint64_t* address, int cap) {
+  int n = (int)S.site_address.size();
+  for (int i = 0; i < n && i < cap; ++i) address[i] = S.site_address[i];
+  return n;
+}
+
+EXPORT int gpuedu_prof_shared_ranges(uint64_t* out, int cap) {
+  int n = (int)S.shared.size();
+  for (int i = 0; i < n && i < cap; ++i) { out[2 * i] = S.shared[i].lo; out[2 * i + 1] = S.shared[i].hi; }
+  return n;
+}
+
+EXPORT int gpuedu_prof_hazards(HazardOut* out, int cap) {
+  int n = (int)S.hazards.size();
+  for (int i = 0; i < n && i < cap; ++i) out[i] = S.hazards[i];
+  return n;
+}
+}  // extern "C"

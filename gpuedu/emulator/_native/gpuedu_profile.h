@@ -1,0 +1,51 @@
+// The profiler's boundary: what an instrumented kernel module tells the
+// counters (gpuedu_profile.cpp) about the threads it runs. In an ordinary
+// build every hook is an empty macro; a profiled build (GPUEDU_PROFILE, made
+// with -fsanitize=thread and -fsanitize-coverage=trace-pc) calls them, and the
+// compiler's instrumentation reports every load, store and basic block of the
+// kernel to the same file.
+#pragma once
+#ifndef GPUEDU_SCAN
+#pragma GCC system_header
+#endif
+#include <cstddef>
+
+#ifndef GPUEDU_HIDDEN
+#define GPUEDU_HIDDEN __attribute__((visibility("hidden")))
+#endif
+
+#if defined(GPUEDU_PROFILE) && !defined(GPUEDU_SCAN)
+namespace __gpuedu {
+namespace prof {
+// A launch starts: the grid, the block and the dynamic shared buffer (the part of it the launch asked for).
+GPUEDU_HIDDEN void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared,
+                                size_t dynamic_bytes);
+GPUEDU_HIDDEN void block_begin(unsigned block_linear);
+// Thread `tid` (linear in its block) runs the learner's code from here on, until leave().
+GPUEDU_HIDDEN void enter(unsigned tid);
+GPUEDU_HIDDEN void leave();
+// Runtime work inside a thread that must not count as the thread's own (suspend returns the state to resume).
+GPUEDU_HIDDEN bool suspend();
+GPUEDU_HIDDEN void resume(bool was_on);
+GPUEDU_HIDDEN void thread_done(unsigned tid);
+// Every thread of the block passed a __syncthreads; the lanes of `warp` met at a warp intrinsic.
+GPUEDU_HIDDEN void barrier_released();
+GPUEDU_HIDDEN void warp_synced(unsigned warp);
+// A static __shared__ variable of `n` bytes at `p` exists (registered when its declaration first runs).
+GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
+}  // namespace prof
+}  // namespace __gpuedu
+// An atomic read-modify-write of `size` bytes at `p`; the caller's address names the instruction.
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_atomic(const void* p, unsigned size);
+#define GPUEDU_PROF(call) ::__gpuedu::prof::call
+#define GPUEDU_PROF_ATOMIC(p) __gpuedu_prof_atomic((const void*)(p), (unsigned)sizeof(*(p)))
+// Runtime code that must not count as the kernel's own loads, stores and branches.
+#define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize_coverage, no_sanitize_thread))
+// Atomics are inlined where they are called, so that each call is an instruction of its own.
+#define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
+#else
+#define GPUEDU_PROF(call) ((void)0)
+#define GPUEDU_PROF_ATOMIC(p) ((void)0)
+#define GPUEDU_PROF_QUIET
+#define GPUEDU_ATOMIC_FN static inline
+#endif
