@@ -7,6 +7,19 @@ CPU emulator, which runs the same CUDA C.  ``python -m gpuedu doctor`` reports o
 __version__ = "0.1.0"
 
 
+def profile(racecheck=False, arch="sm_90"):
+    """Record every kernel launch in a ``with`` block: Nsight Compute's counters, counted by the emulator,
+    races, and a modelled GPU time; see ``gpuedu.profiler.session.profile``."""
+    from .profiler.session import profile as _profile
+    return _profile(racecheck=racecheck, arch=arch)
+
+
+def racecheck(arch="sm_90"):
+    """compute-sanitizer's racecheck without a GPU: ``with gpuedu.racecheck() as rc: ...; rc.hazards``."""
+    from .profiler.session import racecheck as _racecheck
+    return _racecheck(arch=arch)
+
+
 def setup(backend=None, verbose=True):
     """Choose real PyCUDA or the CPU emulator for this process; see ``gpuedu.backend.setup``."""
     from .backend import setup as _setup

@@ -248,7 +248,7 @@ def _declared_names(declaration):
     return names
 
 
-def _rewrite_source(source, profile=False):
+def _rewrite_source(source, profile=False, tag=""):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
     ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
@@ -266,7 +266,7 @@ def _rewrite_source(source, profile=False):
         regs = []
         for name in _declared_names(m.group(1)):
             counter[0] += 1
-            regs.append(f"{storage} __gpuedu_shared_{counter[0]} = "
+            regs.append(f"{storage} __gpuedu_shared_{tag}{counter[0]} = "
                         f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")
         return m.group(0) + " ".join(regs)
 
@@ -586,6 +586,24 @@ def profile_flags(version):
     return flags + ["--param=tsan-instrument-func-entry-exit=0"]
 
 
+def _rewrite_headers(files, build_dir):
+    """Rewrite the learner's headers as kernel.cu is rewritten, into the build folder.
+
+    ``#include "x.cuh"`` looks in the including file's folder first, so kernel.cu
+    (and each copied header) finds these copies: the ``__shared__`` variables they
+    declare register themselves too, and the profiler counts their accesses as shared.
+    """
+    for k, fname in enumerate(sorted(files)):
+        path = fname if os.path.isabs(fname) else os.path.join(build_dir, fname)
+        target = os.path.join(build_dir, os.path.basename(path))
+        if os.path.dirname(os.path.abspath(path)) == build_dir or os.path.exists(target) or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(_rewrite_source(text, profile=True, tag=f"h{k}_"))
+
+
 def _translation_unit(no_extern_c):
     head = '#include "gpuedu_prelude.h"\n'
     if no_extern_c:
@@ -643,6 +661,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source)
         user_code, files = _user_code(proc.stdout, "module.cpp")
         analysis = analyse(user_code)
+        if profile:
+            _rewrite_headers(files, build_dir)
         with open(tu, "a") as f:
             f.write(_entry_points(analysis))
         out = os.path.join(build_dir, "module.so")

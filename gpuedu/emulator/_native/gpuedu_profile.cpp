@@ -42,6 +42,7 @@ enum Counter {
 struct Range { uint64_t lo, hi; };
 
 struct Request {
+  Request() {}         // addr is written lane by lane: no need to clear it
   uint32_t site;
   uint8_t space, op, size;
   uint32_t mask;
@@ -53,14 +54,87 @@ struct Instance {       // one warp-level execution of a basic block
   uint8_t divergent;
 };
 
+// Matches a lane's k-th execution of an instruction with the warp-level instance that the
+// other lanes' k-th executions belong to. Lanes usually execute the same sequence, so each
+// lane first tries the instance at its own position in the sequence (cursor); only when a
+// lane leaves the common sequence does a hash table of (instruction, k) come into use.
+struct Matcher {
+  std::vector<uint64_t> keys;            // (site << 32 | k) of each instance, in creation order
+  uint32_t cursor[32] = {};
+  std::vector<uint32_t> occurrences[32];  // [lane][site]: executions so far
+  bool mapped = false;
+  std::vector<int32_t> table;            // open addressing: instance + 1
+
+  static size_t hash(uint64_t key) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17); }
+
+  void insert(uint64_t key, int32_t index) {
+    size_t mask = table.size() - 1;
+    size_t i = hash(key) & mask;
+    while (table[i]) i = (i + 1) & mask;
+    table[i] = index + 1;
+  }
+
+  void rebuild() {
+    size_t size = 1024;
+    while (size < keys.size() * 2 + 2) size *= 2;
+    table.assign(size, 0);
+    for (size_t i = 0; i < keys.size(); ++i) insert(keys[i], (int32_t)i);
+    mapped = true;
+  }
+
+  // The instance of this execution, and whether it is new.
+  int32_t match(unsigned lane, uint32_t site, bool* created) {
+    std::vector<uint32_t>& occ = occurrences[lane];
+    if (site >= occ.size()) occ.resize(site + 64, 0);
+    uint64_t key = (uint64_t)site << 32 | occ[site]++;
+    uint32_t j = cursor[lane];
+    if (j < keys.size() && keys[j] == key) {
+      cursor[lane] = j + 1;
+      *created = false;
+      return (int32_t)j;
+    }
+    if (!mapped) {
+      // While no lane has left the common sequence, every lane's executions so far are a
+      // prefix of `keys`: one at the end of it is a new instance.
+      if (j == keys.size()) {
+        keys.push_back(key);
+        cursor[lane] = j + 1;
+        *created = true;
+        return (int32_t)j;
+      }
+      rebuild();
+    }
+    size_t mask = table.size() - 1;
+    for (size_t i = hash(key) & mask; table[i]; i = (i + 1) & mask)
+      if (keys[table[i] - 1] == key) {
+        cursor[lane] = (uint32_t)table[i];
+        *created = false;
+        return table[i] - 1;
+      }
+    int32_t index = (int32_t)keys.size();
+    keys.push_back(key);
+    if (keys.size() * 2 > table.size()) rebuild(); else insert(key, index);
+    cursor[lane] = (uint32_t)index + 1;
+    *created = true;
+    return index;
+  }
+
+  void reset() {
+    keys.clear();
+    for (unsigned l = 0; l < 32; ++l) {
+      cursor[l] = 0;
+      std::fill(occurrences[l].begin(), occurrences[l].end(), 0);
+    }
+    mapped = false;
+  }
+};
+
 struct WarpState {
   bool live = false;
   unsigned existing = 0, done = 0;
   std::vector<Request> requests;
   std::vector<Instance> instances;
-  std::vector<std::vector<int32_t>> request_of, instance_of;  // [site][occurrence]
-  std::vector<uint32_t> touched_sites;
-  std::vector<uint32_t> occurrences[32];                       // [lane][site]
+  Matcher memory, blocks;
   int32_t previous[32];                                        // last block instance of each lane
 };
 
@@ -84,6 +158,8 @@ struct HazardOut {      // layout mirrored in _instrument.py
   uint64_t where;       // global: allocation << 40 | offset; shared: range << 40 | offset
 };
 
+struct SiteEntry { uintptr_t address; uint32_t id; };
+
 struct State {
   // configuration (Python, before each launch)
   std::vector<Range> ranges;              // device allocations, sorted
@@ -101,13 +177,16 @@ struct State {
   WarpState warps[32];
   uint16_t warp_gen[32] = {};
   // address lookups
-  std::vector<Range> shared;              // [0] the dynamic buffer, then static __shared__ variables
-  size_t last_range = 0;
+  std::vector<Range> shared;              // [0] the dynamic buffer, then the static __shared__ variables
+  uint64_t shared_lo = 0, shared_span = 0;
+  size_t recent[4] = {0, 0, 0, 0};        // ranges hit lately
+  unsigned next_recent = 0;
   uint64_t miss_lines[256] = {};          // cache lines recently found to be neither shared nor global
   // instruction sites
   std::vector<uintptr_t> site_address;
   std::vector<uint8_t> site_kind;
   std::vector<uint32_t> site_table;       // open addressing: site + 1
+  SiteEntry site_cache[1024] = {};
   // racecheck
   std::vector<std::vector<Shadow>> global_shadow, shared_shadow;
   std::vector<HazardOut> hazards;
@@ -115,7 +194,19 @@ struct State {
 
 State S;
 
-uint32_t site_of(uintptr_t address, uint8_t kind) {
+uint32_t new_site(uintptr_t address, uint8_t kind);
+
+// Instruction sites by return address: a direct-mapped cache in front of the table.
+inline uint32_t site_of(uintptr_t address, uint8_t kind) {
+  SiteEntry& e = S.site_cache[(address ^ (address >> 9)) & 1023];
+  if (e.address == address) return e.id;
+  uint32_t id = new_site(address, kind);
+  e.address = address;
+  e.id = id;
+  return id;
+}
+
+uint32_t new_site(uintptr_t address, uint8_t kind) {
   if (S.site_table.empty()) S.site_table.assign(4096, 0);
   size_t mask = S.site_table.size() - 1;
   size_t h = (address * 0x9E3779B97F4A7C15ull) >> 20;
@@ -142,26 +233,16 @@ uint32_t site_of(uintptr_t address, uint8_t kind) {
   }
 }
 
-// Which occurrence of `site` this is for the running lane, and the warp-level slot it belongs to.
-int32_t& slot_for(std::vector<std::vector<int32_t>>& of, uint32_t site) {
-  WarpState& W = *S.warp;
-  std::vector<uint32_t>& occ = W.occurrences[S.lane];
-  if (occ.size() <= site) occ.resize(S.site_address.size() + 16, 0);
-  uint32_t k = occ[site]++;
-  if (of.size() <= site) of.resize(S.site_address.size() + 16);
-  std::vector<int32_t>& v = of[site];
-  if (v.empty()) W.touched_sites.push_back(site);
-  if (v.size() <= k) v.resize(k + 1, -1);
-  return v[k];
-}
-
 // ---- classifying an address ---------------------------------------------------------
-bool find_global(uint64_t a, size_t* which) {
+inline bool find_global(uint64_t a, size_t* which) {
   const std::vector<Range>& r = S.ranges;
   if (r.empty()) return false;
-  if (S.last_range < r.size() && a >= r[S.last_range].lo && a < r[S.last_range].hi) {
-    *which = S.last_range;
-    return true;
+  for (size_t k = 0; k < 4; ++k) {  // a kernel mostly reads and writes a few buffers: try those first
+    size_t i = S.recent[k];
+    if (i < r.size() && a - r[i].lo < r[i].hi - r[i].lo) {
+      *which = i;
+      return true;
+    }
   }
   size_t lo = 0, hi = r.size();
   while (lo < hi) {
@@ -169,14 +250,25 @@ bool find_global(uint64_t a, size_t* which) {
     if (r[mid].lo <= a) lo = mid + 1; else hi = mid;
   }
   if (lo == 0 || a >= r[lo - 1].hi) return false;
-  *which = S.last_range = lo - 1;
+  *which = lo - 1;
+  S.recent[S.next_recent++ & 3] = lo - 1;
   return true;
 }
 
-bool find_shared(uint64_t a, size_t* which) {
+inline bool find_shared(uint64_t a, size_t* which) {
+  if (a - S.shared_lo >= S.shared_span) return false;
   for (size_t i = 0; i < S.shared.size(); ++i)
-    if (a >= S.shared[i].lo && a < S.shared[i].hi) { *which = i; return true; }
+    if (a - S.shared[i].lo < S.shared[i].hi - S.shared[i].lo) { *which = i; return true; }
   return false;
+}
+
+void bound_shared() {  // the span that holds every shared range, for a one-compare rejection
+  uint64_t lo = ~0ull, hi = 0;
+  for (const Range& r : S.shared)
+    if (r.hi > r.lo) { lo = std::min(lo, r.lo); hi = std::max(hi, r.hi); }
+  S.shared_lo = lo;
+  S.shared_span = hi > lo ? hi - lo : 0;
+  std::memset(S.miss_lines, 0, sizeof S.miss_lines);
 }
 
 // ---- racecheck ------------------------------------------------------------------------
@@ -242,29 +334,28 @@ void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t
 }
 
 // ---- the access hook ------------------------------------------------------------------
-inline void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
+inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
   if (!S.on) return;
   uint64_t line = a >> 6;
+  if (S.miss_lines[line & 255] == line + 1) return;  // lately found to be neither global nor shared
   size_t which;
   uint8_t space;
   uint64_t where;
-  if (find_global(a, &which)) {
-    space = GLOBAL;
-    where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
-  } else if (S.miss_lines[line & 255] == line + 1) {
-    return;
-  } else if (find_shared(a, &which)) {
+  if (find_shared(a, &which)) {
     space = SHARED;
     where = a;
+  } else if (find_global(a, &which)) {
+    space = GLOBAL;
+    where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
   } else {
     S.miss_lines[line & 255] = line + 1;
     return;
   }
   uint32_t site = site_of(ra, MEMORY);
   WarpState& W = *S.warp;
-  int32_t& slot = slot_for(W.request_of, site);
-  if (slot < 0) {
-    slot = (int32_t)W.requests.size();
+  bool created;
+  int32_t slot = W.memory.match(S.lane, site, &created);
+  if (created) {
     W.requests.emplace_back();
     Request& q = W.requests.back();
     q.site = site; q.space = space; q.op = op; q.size = (uint8_t)size; q.mask = 0;
@@ -302,12 +393,21 @@ void count_request(const Request& q) {
   if (q.space == GLOBAL) {
     uint64_t sectors[64];
     unsigned n = 0;
+    bool ascending = true;
     for (unsigned l = 0; l < 32; ++l) {
       if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t s = q.addr[l] >> 5; s <= (q.addr[l] + q.size - 1) >> 5 && n < 64; ++s) sectors[n++] = s;
+      for (uint64_t s = q.addr[l] >> 5; s <= (q.addr[l] + q.size - 1) >> 5 && n < 64; ++s) {
+        if (n && s <= sectors[n - 1]) {
+          if (s == sectors[n - 1]) continue;  // the lane before touched it too (a broadcast)
+          ascending = false;
+        }
+        sectors[n++] = s;
+      }
     }
-    std::sort(sectors, sectors + n);
-    n = (unsigned)(std::unique(sectors, sectors + n) - sectors);
+    if (!ascending) {
+      std::sort(sectors, sectors + n);
+      n = (unsigned)(std::unique(sectors, sectors + n) - sectors);
+    }
     S.counters[G_REQ + q.op] += 1;
     S.counters[G_SECT + q.op] += n;
     S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
@@ -353,12 +453,8 @@ void finish_warp(WarpState& W) {
   S.counters[WARPS] += 1;
   W.requests.clear();
   W.instances.clear();
-  for (uint32_t s : W.touched_sites) {
-    if (s < W.request_of.size()) W.request_of[s].clear();
-    if (s < W.instance_of.size()) W.instance_of[s].clear();
-  }
-  W.touched_sites.clear();
-  for (auto& o : W.occurrences) std::fill(o.begin(), o.end(), 0);
+  W.memory.reset();
+  W.blocks.reset();
   W.live = false;
 }
 
@@ -394,6 +490,7 @@ void launch_begin(const unsigned* grid, const unsigned* block, const void* dynam
   std::memset(S.miss_lines, 0, sizeof S.miss_lines);
   if (S.shared.empty()) S.shared.push_back(Range{0, 0});
   S.shared[0] = Range{(uint64_t)(uintptr_t)dynamic_shared, (uint64_t)(uintptr_t)dynamic_shared + dynamic_bytes};
+  bound_shared();
   S.on = false;
   S.epoch++;
 }
@@ -451,7 +548,7 @@ void shared_range(const void* p, size_t n) {
   for (const Range& r : S.shared)
     if (r.lo == lo) return;
   S.shared.push_back(Range{lo, lo + n});
-  std::memset(S.miss_lines, 0, sizeof S.miss_lines);
+  bound_shared();
 }
 
 }  // namespace prof
@@ -467,11 +564,9 @@ HIDDEN void __sanitizer_cov_trace_pc() {
   if (!S.on) return;
   uint32_t site = site_of(RA, BLOCK);
   WarpState& W = *S.warp;
-  int32_t& slot = slot_for(W.instance_of, site);
-  if (slot < 0) {
-    slot = (int32_t)W.instances.size();
-    W.instances.push_back(Instance{-2, 0});
-  }
+  bool created;
+  int32_t slot = W.blocks.match(S.lane, site, &created) + 1;  // instance 0 is the threads' start
+  if (created) W.instances.push_back(Instance{-2, 0});
   go_to((int32_t)site);
   W.previous[S.lane] = slot;
 }
@@ -529,7 +624,7 @@ HIDDEN void __tsan_atomic_signal_fence(int) {}
 EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck) {
   S.ranges.assign(n, Range{});
   for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
-  S.last_range = 0;
+  for (size_t& r : S.recent) r = 0;
   S.racecheck = racecheck != 0;
 }
 

@@ -1,0 +1,77 @@
+"""Text reports of a profile: one row per launch, like ``ncu``'s summary, and the races found."""
+
+
+def _fmt(value, spec="d"):
+    if value is None:
+        return "-"
+    return format(value, spec)
+
+
+def _ratio(a, b):
+    return None if a is None or not b else a / b
+
+
+def table(prof):
+    """One row per launch: shape, global requests and sectors per request, shared wavefronts and bank
+    conflicts, divergent branches, registers and theoretical occupancy (counted / compiler figures)."""
+    if not prof.kernels:
+        return "gpuedu.profile: no kernel was launched inside the with block"
+    head = ("kernel", "grid", "block", "ld req", "sect/req", "st req", "sect/req", "shared wf", "conflicts",
+            "divergent", "regs", "occupancy")
+    rows = []
+    for k in prof.kernels:
+        m = k.metrics
+        ld = m.get("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
+        st = m.get("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
+        waves = None
+        if m.get("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum") is not None:
+            waves = (m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]
+                     + m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"])
+        occ = m.get("sm__maximum_warps_per_active_cycle_pct")
+        name = k.name if k.error is None else k.name + " (failed)"
+        rows.append((name, "x".join(map(str, _trim(k.grid))), "x".join(map(str, _trim(k.block))),
+                     _fmt(ld), _fmt(_ratio(m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"), ld), ".1f"),
+                     _fmt(st), _fmt(_ratio(m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"), st), ".1f"),
+                     _fmt(waves), _fmt(k.bank_conflicts()),
+                     _fmt(m.get("smsp__sass_branch_targets_threads_divergent.sum")),
+                     _fmt(m.get("launch__registers_per_thread")), "-" if occ is None else f"{occ:.0f}%"))
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in [head] + rows]
+    first = prof.kernels[0]
+    if first.backend == "cpu":
+        note = (f"counted by the emulator (exact); regs and occupancy from nvcc for {first.arch} "
+                f"('-' where unavailable: see rec.reasons)")
+    else:
+        note = "on a GPU: times are measured with CUDA events (rec.seconds); counters: " + (first._reason or "")
+    lines.append(note)
+    if prof.racecheck:
+        lines.append(hazard_report(prof))
+    return "\n".join(lines)
+
+
+def _trim(dims):
+    dims = list(dims)
+    while len(dims) > 1 and dims[-1] == 1:
+        dims.pop()
+    return dims
+
+
+def hazard_report(prof):
+    """The races found, one paragraph per kind and pair of source lines, like compute-sanitizer's racecheck."""
+    hazards = prof.hazards
+    if not hazards:
+        return "racecheck: no hazards found"
+    out = [f"racecheck: {len(hazards)} hazard{'s' if len(hazards) != 1 else ''} found"]
+    for h in hazards:
+        where = h["where"]
+        if h["space"] == "shared":
+            place = f"{where['shared']} ({where['variable_bytes']} bytes), byte offset {where['offset']}"
+        else:
+            place = f"a {where['allocation_bytes']}-byte allocation, byte offset {where['offset']}"
+        a, b = h["first"], h["second"]
+        out.append(f"  {h['kind']} hazard in {h['space']} memory of kernel '{h['kernel']}' at {place}: "
+                   f"thread {a['thread']} of block {a['block']} ({a['line'] or 'line unknown'}) and thread "
+                   f"{b['thread']} of block {b['block']} ({b['line'] or 'line unknown'}), "
+                   f"with no barrier between them ({h['count']} time{'s' if h['count'] != 1 else ''})")
+    return "\n".join(out)

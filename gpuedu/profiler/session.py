@@ -1,0 +1,292 @@
+"""``gpuedu.profile()`` and ``gpuedu.racecheck()``: record every launch made inside a ``with`` block.
+
+On the emulator each launch runs on its module's instrumented twin (gpuedu/emulator/
+_instrument.py), which computes the same results and counts what Nsight Compute's
+counters count (gpuedu/profiler/metrics.py). On a real GPU the launches run as they
+are and each record holds its time measured with CUDA events, plus the ``ncu``
+command that gives the counters there.
+"""
+import time
+
+from . import metrics as _metrics
+
+# architecture -> the GPU whose occupancy rules sm__maximum_warps_per_active_cycle_pct follows
+ARCH_GPU = {"sm_75": "T4", "sm_80": "A100", "sm_86": "A6000", "sm_90": "H100"}
+
+
+class KernelRecord:
+    """One launch: its shape, its metrics (Nsight Compute's names), races, and a modelled GPU time.
+
+    ``metrics[name]`` is a Python int (``None`` where it is unknown, ``reasons[name]`` says
+    why); ``kind(name)`` says whether a figure is counted, modelled or from the compiler.
+    """
+
+    def __init__(self, name, grid, block, shared_dynamic, counts=None, hazards=(), seconds=None,
+                 source=None, arch="sm_90", backend="cpu", error=None, reason=None):
+        self.name = name
+        self.grid = tuple(grid)
+        self.block = tuple(block)
+        self.shared_dynamic = int(shared_dynamic)
+        self.hazards = list(hazards)
+        self.seconds = seconds          # cpu: the instrumented emulator's run; cuda: CUDA events
+        self.backend = backend
+        self.arch = arch
+        self.error = error
+        self._source = source           # (source, options, no_extern_c, include_dirs) for nvcc
+        self._counts = counts
+        self._reason = reason
+        self._metrics = None
+        self.reasons = {}
+        self.occupancy = None           # the occupancy calculator's result for `arch`, once known
+
+    # -- metrics
+    @property
+    def metrics(self):
+        if self._metrics is None:
+            self._metrics = self._collect()
+        return self._metrics
+
+    def _collect(self):
+        m = {"launch__grid_size": self.grid[0] * self.grid[1] * self.grid[2],
+             "launch__block_size": self.block[0] * self.block[1] * self.block[2],
+             "launch__shared_mem_per_block_dynamic": self.shared_dynamic}
+        if self._counts is not None:
+            m.update(_metrics.from_counts(self._counts))
+        else:
+            why = self._reason or "not counted"
+            for name in list(_metrics.COUNTED) + list(_metrics.MODELLED):
+                m[name] = None
+                self.reasons[name] = why
+        m.update(self._compiler_metrics())
+        return m
+
+    def _compiler_metrics(self):
+        names = _metrics.COMPILER
+        if self._source is None:
+            for n in names:
+                self.reasons[n] = self._reason or "the kernel's source is unknown"
+            return dict.fromkeys(names)
+        from .occupancy import theoretical_occupancy
+        from .resources import ResourcesUnavailable, resource_usage
+        source, options, no_extern_c, include_dirs = self._source
+        try:
+            usage = resource_usage(source, self.name, arch=self.arch, options=options or (),
+                                   no_extern_c=no_extern_c, include_dirs=include_dirs or ())
+        except ResourcesUnavailable as exc:
+            for n in names:
+                self.reasons[n] = str(exc)
+            return dict.fromkeys(names)
+        out = {"launch__registers_per_thread": usage["registers"],
+               "launch__shared_mem_per_block_static": usage["shared_static"],
+               "sm__maximum_warps_per_active_cycle_pct": None}
+        gpu = ARCH_GPU.get(self.arch)
+        if gpu is None:
+            self.reasons["sm__maximum_warps_per_active_cycle_pct"] = (
+                f"no occupancy rules for {self.arch} here (known: {', '.join(sorted(ARCH_GPU))})")
+            return out
+        try:
+            occ = theoretical_occupancy(gpu, self.metrics_threads, usage["registers"],
+                                        usage["shared_static"] + self.shared_dynamic)
+        except ValueError as exc:
+            self.reasons["sm__maximum_warps_per_active_cycle_pct"] = str(exc)
+            return out
+        self.occupancy = occ
+        out["sm__maximum_warps_per_active_cycle_pct"] = occ.percent
+        return out
+
+    @property
+    def metrics_threads(self):
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def kind(self, name):
+        """"counted", "modelled" or "compiler" (see gpuedu.profiler.metrics)."""
+        return _metrics.kind(name)
+
+    def sectors_per_request(self, op="ld"):
+        """Global sectors per request for ``op`` ("ld", "st" or "atom"): 4 is a coalesced float load."""
+        req = self.metrics[f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum"]
+        sec = self.metrics[f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum"]
+        if not req:
+            return None
+        return sec / req
+
+    def bank_conflicts(self):
+        """Shared-memory bank conflicts (loads and stores)."""
+        m = self.metrics
+        a = m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"]
+        b = m["l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"]
+        return None if a is None else a + b
+
+    # -- the model
+    def predict(self, gpu="H100", flops=None):
+        """Modelled time of this launch on a named GPU (a model, not a measurement), with its limiter.
+
+        ``flops`` is the learner's napkin count of the kernel's floating-point operations.
+        """
+        from .gpus import get_gpu
+        from .model import predict
+        if self._counts is None:
+            raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
+                             f"emulator (GPUEDU_BACKEND=cpu)")
+        g = get_gpu(gpu)
+        occ = None
+        m = self.metrics
+        regs = m.get("launch__registers_per_thread")
+        if regs is not None:
+            from .occupancy import theoretical_occupancy
+            try:
+                occ = theoretical_occupancy(g, self.metrics_threads, regs,
+                                            m["launch__shared_mem_per_block_static"] + self.shared_dynamic)
+            except ValueError:
+                occ = None
+        launch = {"grid": self.grid, "block": self.block, "shared_dynamic": self.shared_dynamic}
+        return predict(m, launch, g, flops=flops, occupancy=occ)
+
+    def __repr__(self):
+        return f"<KernelRecord {self.name} grid={self.grid} block={self.block}>"
+
+
+class Profile:
+    """What a ``with gpuedu.profile() as prof:`` block recorded: ``prof.kernels``, one record per launch."""
+
+    def __init__(self, racecheck=False, arch="sm_90"):
+        self.kernels = []
+        self.racecheck = racecheck
+        self.arch = arch
+        self.backend = None
+        self._previous = None
+        self._restore = None
+
+    # -- the context
+    def __enter__(self):
+        import gpuedu
+        backend = gpuedu.setup(verbose=False)
+        self.backend = backend.name
+        if backend.name == "cpu":
+            from gpuedu.emulator import function
+            self._previous = function.set_launch_observer(self._observe)
+        else:
+            self._restore = _time_gpu_launches(self)
+        return self
+
+    def __exit__(self, *exc):
+        if self.backend == "cpu":
+            from gpuedu.emulator import function
+            function.set_launch_observer(self._previous)
+        elif self._restore is not None:
+            self._restore()
+        return False
+
+    def _observe(self, function, dims, argbuf):
+        import struct
+
+        from gpuedu.emulator import _instrument
+        shape = struct.unpack("8I", dims)
+        args = getattr(function.module, "_build_args", None)
+        source = None if args is None else args[:4]
+        common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6], arch=self.arch)
+        try:
+            raw = _instrument.run(function, dims, argbuf, racecheck=self.racecheck)
+        except _instrument.ProfilingUnavailable as exc:
+            start = time.perf_counter()
+            function._run_on(function.module, function._info_address, dims, argbuf)
+            self.kernels.append(KernelRecord(function.name, seconds=time.perf_counter() - start, reason=str(exc),
+                                             **common))
+            return
+        except Exception as exc:
+            self.kernels.append(KernelRecord(function.name, source=source, error=f"{type(exc).__name__}: {exc}",
+                                             reason="the launch failed", **common))
+            raise
+        self.kernels.append(KernelRecord(function.name, counts=raw.counts, hazards=raw.hazards,
+                                         seconds=raw.seconds, source=source, **common))
+
+    # -- reading it
+    @property
+    def hazards(self):
+        """Every race found (with racecheck on), each with the kernel's name added."""
+        return [dict(h, kernel=k.name) for k in self.kernels for h in k.hazards]
+
+    def __len__(self):
+        return len(self.kernels)
+
+    def __iter__(self):
+        return iter(self.kernels)
+
+    def __getitem__(self, i):
+        return self.kernels[i]
+
+    def __str__(self):
+        from .report import table
+        return table(self)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(str(self))
+
+
+def profile(racecheck=False, arch="sm_90"):
+    """Record every kernel launch inside the ``with`` block: counters, races and a modelled GPU time.
+
+    ::
+
+        with gpuedu.profile() as prof:
+            kernel(out, x, np.int32(n), block=(256, 1, 1), grid=(blocks, 1))
+        rec = prof.kernels[-1]
+        rec.metrics["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]   # counted
+        rec.predict("H100", flops=2 * n)                                  # modelled
+        print(prof)                                                       # one row per launch
+
+    Results are the same as without profiling; a profiled launch runs slower (and the
+    first one of a module compiles its instrumented twin, a few seconds). ``racecheck=True``
+    also looks for races (see ``racecheck``). ``arch`` is the architecture whose compiler
+    gives registers, static shared memory and occupancy (nvcc on PATH; else None, with
+    the reason in ``rec.reasons``).
+    """
+    return Profile(racecheck=racecheck, arch=arch)
+
+
+def racecheck(arch="sm_90"):
+    """Like compute-sanitizer's racecheck, without a GPU: ``with gpuedu.racecheck() as rc:``.
+
+    Reports, in ``rc.hazards``, every pair of threads that touch one address in the same
+    barrier interval, one of them writing, not both atomically: in shared memory (two
+    threads of a block with no ``__syncthreads``, or lanes of a warp with no ``__syncwarp``,
+    in between) and in global memory (two threads of one launch, unless a barrier of their
+    block orders them). Each hazard names both threads, the address and the source lines.
+    Inter-block communication through ``__threadfence`` and flags is reported too.
+    """
+    return Profile(racecheck=True, arch=arch)
+
+
+def _time_gpu_launches(prof):
+    """On real PyCUDA: time every launch with CUDA events; returns the function that stops it."""
+    import pycuda.driver as drv
+    cls = drv.Function
+    saved = {name: getattr(cls, name) for name in ("__call__", "prepared_call", "prepared_async_call")}
+    reason = ("counters come from the emulator; on this GPU, run: " + _metrics.ncu_command())
+
+    def timed(name):
+        original = saved[name]
+
+        def wrapper(self, *args, **kwargs):
+            start, end = drv.Event(), drv.Event()
+            start.record()
+            result = original(self, *args, **kwargs)
+            end.record()
+            end.synchronize()
+            block = kwargs.get("block") or (args[1] if name.startswith("prepared") and len(args) > 1 else (1, 1, 1))
+            grid = kwargs.get("grid") or (args[0] if name.startswith("prepared") and args else (1, 1))
+            block = tuple(block) + (1,) * (3 - len(tuple(block)))
+            grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
+            prof.kernels.append(KernelRecord(getattr(self, "name", "kernel"), grid, block,
+                                             kwargs.get("shared", kwargs.get("shared_size", 0)) or 0,
+                                             seconds=start.time_till(end) / 1e3, backend="cuda", reason=reason))
+            return result
+        return wrapper
+
+    for name in saved:
+        setattr(cls, name, timed(name))
+
+    def restore():
+        for name, fn in saved.items():
+            setattr(cls, name, fn)
+    return restore
