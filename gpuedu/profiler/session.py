@@ -66,8 +66,13 @@ class KernelRecord:
             for n in names:
                 self.reasons[n] = self._reason or "the kernel's source is unknown"
             return dict.fromkeys(names)
-        from .occupancy import theoretical_occupancy
-        from .resources import ResourcesUnavailable, resource_usage
+        try:
+            from .occupancy import theoretical_occupancy
+            from .resources import ResourcesUnavailable, resource_usage
+        except ImportError as exc:  # pragma: no cover - a partial install
+            for n in names:
+                self.reasons[n] = f"the compiler's figures are unavailable: {exc}"
+            return dict.fromkeys(names)
         source, options, no_extern_c, include_dirs = self._source
         try:
             usage = resource_usage(source, self.name, arch=self.arch, options=options or (),
