@@ -1,5 +1,5 @@
 """The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``, ``gpuedu bench``,
-``gpuedu gpu-check``."""
+``gpuedu gpu-check``, ``gpuedu profile``."""
 import argparse
 import sys
 
@@ -21,6 +21,10 @@ def main(argv=None):
     gpu_check.build_parser(commands.add_parser(
         "gpu-check", help="on a GPU machine: doctor, the gpu tests, the test suite, every lesson and the bench, "
                           "recorded in benchmarks/results/<device>-checks.json"))
+    from .profiler import command as profile_command
+    profile_command.build_parser(commands.add_parser(
+        "profile", help="run a script and print each kernel launch's counters, like ncu (on the emulator: "
+                        "counted; with --gpu NAME also a modelled time)"))
     args = parser.parse_args(argv)
 
     if args.command == "doctor":
@@ -28,6 +32,8 @@ def main(argv=None):
         return doctor.main()
     if args.command == "course":
         return course.run(args)
+    if args.command == "profile":
+        return profile_command.run(args)
     if args.command == "gpu-check":
         return gpu_check.run(args, argv[1:])
     if args.command == "backend":

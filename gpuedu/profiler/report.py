@@ -75,3 +75,16 @@ def hazard_report(prof):
                    f"{b['thread']} of block {b['block']} ({b['line'] or 'line unknown'}), "
                    f"with no barrier between them ({h['count']} time{'s' if h['count'] != 1 else ''})")
     return "\n".join(out)
+
+
+def modelled_times(prof, gpu):
+    """Each launch's modelled time on ``gpu`` and its limiter: a model of that GPU, never a measurement."""
+    lines = [f"modelled on {gpu} (a roofline model of counted traffic, not a measurement):"]
+    for k in prof.kernels:
+        try:
+            p = k.predict(gpu)
+        except ValueError as exc:
+            lines.append(f"  {k.name}: {exc}")
+            continue
+        lines.append(f"  {k.name}: {p.seconds * 1e6:.2f} us, {p.limiter}-bound")
+    return "\n".join(lines)

@@ -128,11 +128,11 @@ class KernelRecord:
 
         ``flops`` is the learner's napkin count of the kernel's floating-point operations.
         """
-        from .gpus import get_gpu
-        from .model import predict
         if self._counts is None:
             raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
                              f"emulator (GPUEDU_BACKEND=cpu)")
+        from .gpus import get_gpu
+        from .model import predict
         g = get_gpu(gpu)
         occ = None
         m = self.metrics

@@ -1,0 +1,66 @@
+"""``gpuedu profile script.py [args]``: run a script and print one row per kernel launch, as ``ncu`` does.
+
+On the emulator the rows hold the counters (exact) and the compiler's figures; ``--gpu NAME``
+adds each launch's modelled time on that GPU (a model, labelled so). On a real GPU the
+command prints the ``ncu`` command line that measures the same metrics there, then runs the
+script with each launch timed by CUDA events.
+"""
+import argparse
+import os
+import runpy
+import sys
+import traceback
+
+
+def build_parser(parser):
+    parser.add_argument("--racecheck", action="store_true",
+                        help="also look for races between threads (like compute-sanitizer --tool racecheck)")
+    parser.add_argument("--arch", default="sm_90", help="architecture for nvcc's registers and occupancy "
+                                                          "(default sm_90)")
+    parser.add_argument("--gpu", default=None, help="add each launch's modelled time on this GPU (e.g. H100)")
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    return parser
+
+
+def run(args):
+    import gpuedu
+    from . import metrics
+    from .report import modelled_times
+    script = args.script
+    if not os.path.isfile(script):
+        print(f"gpuedu profile: no such script: {script}", file=sys.stderr)
+        return 2
+    backend = gpuedu.setup()
+    if backend.name != "cpu":
+        print("gpuedu profile: on this GPU the counters come from Nsight Compute; measure them with:\n  "
+              + metrics.ncu_command(" ".join([script] + list(args.args))), flush=True)
+    if args.gpu:
+        from .gpus import get_gpu
+        try:
+            get_gpu(args.gpu)
+        except ValueError as exc:
+            print(f"gpuedu profile: {exc}", file=sys.stderr)
+            return 2
+    saved_argv = sys.argv
+    sys.argv = [script] + list(args.args)
+    status = 0
+    prof = gpuedu.profile(racecheck=args.racecheck, arch=args.arch)
+    try:
+        with prof:
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # the script failed: still report what it launched
+        traceback.print_exc()
+        status = 1
+    finally:
+        sys.argv = saved_argv
+    print(f"\n==PROF== gpuedu profile: {len(prof.kernels)} kernel launch{'es' if len(prof.kernels) != 1 else ''} "
+          f"in {script}")
+    print(prof)
+    if args.gpu and backend.name == "cpu":
+        print(modelled_times(prof, args.gpu))
+    if args.racecheck and prof.hazards:
+        status = status or 1
+    return status

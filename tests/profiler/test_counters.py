@@ -1,0 +1,237 @@
+"""The profiler's counts against values that follow from the memory model alone.
+
+A request is one warp-level memory instruction with an active lane; a sector 32 aligned bytes
+(counted from the allocation's start, which cudaMalloc aligns to 256 bytes); a shared request
+takes as many wavefronts as its busiest bank has distinct words; a branch is divergent when the
+active lanes of a warp go on to different blocks.
+"""
+import numpy as np
+import pytest
+
+import gpuedu
+
+SOURCE = r"""
+__global__ void read_strided(float* out, const float* in, int n, int stride) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[(long)i * stride];
+}
+__global__ void read_float4(float4* out, const float4* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+}
+__global__ void broadcast(float* out, const float* in, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[0];
+}
+__global__ void shared_stride(float* out, int stride) {
+  __shared__ float s[32 * 33];
+  int t = threadIdx.x;
+  s[t * stride] = (float)t;
+  __syncthreads();
+  out[t] = s[t * stride];
+}
+__global__ void shared_same_word(float* out) {
+  __shared__ float s[32];
+  if (threadIdx.x == 0) s[5] = 3.0f;
+  __syncthreads();
+  out[threadIdx.x] = s[5];
+}
+__global__ void uniform_branch(float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if ((i / 32) % 2) out[i] = 1.0f; else out[i] = 2.0f;
+}
+__global__ void lane_branch(float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i % 2) out[i] = 1.0f; else out[i] = 2.0f;
+}
+__global__ void count_atomics(unsigned int* global_counter, const unsigned char* x, int n) {
+  __shared__ unsigned int local[4];
+  if (threadIdx.x < 4) local[threadIdx.x] = 0;
+  __syncthreads();
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&local[x[i] & 3], 1u);
+  __syncthreads();
+  if (threadIdx.x < 4) atomicAdd(&global_counter[threadIdx.x], local[threadIdx.x]);
+}
+__global__ void transpose_naive(float* out, const float* in, int n) {
+  int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+  out[x * n + y] = in[y * n + x];
+}
+__global__ void transpose_tiled(float* out, const float* in, int n) {
+  __shared__ float tile[32][33];
+  int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+  tile[threadIdx.y][threadIdx.x] = in[y * n + x];
+  __syncthreads();
+  x = blockIdx.y * 32 + threadIdx.x;
+  y = blockIdx.x * 32 + threadIdx.y;
+  out[y * n + x] = tile[threadIdx.x][threadIdx.y];
+}
+"""
+
+LD_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+LD_SECT = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+ST_REQ = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
+ST_SECT = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+SH_LD_WAVES = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
+SH_LD_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+SH_ST_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+DIVERGENT = "smsp__sass_branch_targets_threads_divergent.sum"
+
+
+@pytest.fixture(scope="module")
+def emu():
+    backend = gpuedu.setup(verbose=False)
+    if backend.name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    from pycuda.compiler import SourceModule
+    import pycuda.gpuarray as gpuarray
+    return SourceModule(SOURCE), gpuarray
+
+
+def profiled(fn, *args, **launch):
+    with gpuedu.profile() as prof:
+        fn(*args, **launch)
+    assert len(prof.kernels) == 1
+    return prof.kernels[0].metrics
+
+
+@pytest.mark.parametrize("stride, sectors_per_request", [(1, 4), (2, 8), (4, 16), (8, 32), (32, 32), (1000, 32)])
+def test_strided_reads_touch_one_sector_per_lane_once_lanes_are_32_bytes_apart(emu, stride, sectors_per_request):
+    mod, gpuarray = emu
+    n = 1024
+    x = gpuarray.to_gpu(np.arange(n * stride, dtype=np.float32))
+    y = gpuarray.empty(n, np.float32)
+    m = profiled(mod.get_function("read_strided"), y, x, np.int32(n), np.int32(stride), block=(256, 1, 1), grid=(4, 1))
+    assert m[LD_REQ] == n // 32
+    assert m[LD_SECT] == n // 32 * sectors_per_request
+    assert m[ST_SECT] == n // 32 * 4          # the writes stay coalesced: 128 bytes a warp
+    np.testing.assert_array_equal(y.get(), x.get()[::stride])
+
+
+def test_results_are_the_same_with_and_without_profiling(emu):
+    mod, gpuarray = emu
+    n = 500
+    x = gpuarray.to_gpu(np.random.default_rng(0).random(n * 3, dtype=np.float32))
+    plain, counted = gpuarray.empty(n, np.float32), gpuarray.empty(n, np.float32)
+    fn = mod.get_function("read_strided")
+    fn(plain, x, np.int32(n), np.int32(3), block=(128, 1, 1), grid=(4, 1))
+    profiled(fn, counted, x, np.int32(n), np.int32(3), block=(128, 1, 1), grid=(4, 1))
+    np.testing.assert_array_equal(plain.get(), counted.get())
+
+
+def test_float4_loads_take_16_sectors_a_request(emu):
+    mod, gpuarray = emu
+    n = 256
+    x = gpuarray.to_gpu(np.arange(4 * n, dtype=np.float32))
+    y = gpuarray.empty(4 * n, np.float32)
+    m = profiled(mod.get_function("read_float4"), y, x, np.int32(n), block=(128, 1, 1), grid=(2, 1))
+    assert m[LD_REQ] == n // 32 and m[LD_SECT] == n // 32 * 16
+
+
+def test_a_broadcast_read_is_one_sector(emu):
+    mod, gpuarray = emu
+    x = gpuarray.to_gpu(np.ones(8, np.float32))
+    y = gpuarray.empty(256, np.float32)
+    m = profiled(mod.get_function("broadcast"), y, x, np.int32(256), block=(256, 1, 1), grid=(1, 1))
+    assert m[LD_REQ] == 8 and m[LD_SECT] == 8
+
+
+def test_a_partial_last_warp_behind_a_bounds_guard(emu):
+    mod, gpuarray = emu
+    n = 100                                   # warps of 32, 32, 32 and 4 active lanes
+    x = gpuarray.to_gpu(np.arange(n, dtype=np.float32))
+    y = gpuarray.empty(n, np.float32)
+    m = profiled(mod.get_function("read_strided"), y, x, np.int32(n), np.int32(1), block=(128, 1, 1), grid=(1, 1))
+    assert m[LD_REQ] == 4
+    assert m[LD_SECT] == 3 * 4 + 1            # 4 floats = 16 bytes: one sector
+    assert m["smsp__threads_launched.sum"] == 128 and m["smsp__warps_launched.sum"] == 4
+    assert m[DIVERGENT] == 1                  # the last warp's lanes split at `if (i < n)`
+
+
+def test_sectors_count_from_the_allocation_start_as_cudamalloc_aligns_it(emu):
+    mod, gpuarray = emu
+    n = 64
+    x = gpuarray.to_gpu(np.arange(n + 4, dtype=np.float32))
+    y = gpuarray.empty(n, np.float32)
+    # A view 16 bytes into the allocation: each warp's 128 bytes straddle 5 sectors.
+    m = profiled(mod.get_function("read_strided"), y, x[4:], np.int32(n), np.int32(1), block=(64, 1, 1), grid=(1, 1))
+    assert m[LD_REQ] == 2 and m[LD_SECT] == 10
+
+
+@pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (4, 4), (32, 32), (33, 1)])
+def test_shared_accesses_take_as_many_wavefronts_as_the_busiest_bank_has_words(emu, stride, wavefronts):
+    mod, gpuarray = emu
+    y = gpuarray.empty(32, np.float32)
+    m = profiled(mod.get_function("shared_stride"), y, np.int32(stride), block=(32, 1, 1), grid=(1, 1))
+    assert m[SH_LD_WAVES] == wavefronts
+    assert m[SH_LD_CONFLICTS] == wavefronts - 1
+    assert m[SH_ST_CONFLICTS] == wavefronts - 1
+    np.testing.assert_array_equal(y.get(), np.arange(32, dtype=np.float32))
+
+
+def test_one_word_read_by_every_lane_is_a_broadcast(emu):
+    mod, gpuarray = emu
+    y = gpuarray.empty(64, np.float32)
+    m = profiled(mod.get_function("shared_same_word"), y, block=(64, 1, 1), grid=(1, 1))
+    assert m["smsp__sass_inst_executed_op_shared_ld.sum"] == 2 and m[SH_LD_WAVES] == 2 and m[SH_LD_CONFLICTS] == 0
+
+
+def test_warp_uniform_branches_do_not_diverge_and_lane_dependent_ones_do(emu):
+    mod, gpuarray = emu
+    y = gpuarray.empty(256, np.float32)
+    uniform = profiled(mod.get_function("uniform_branch"), y, np.int32(256), block=(256, 1, 1), grid=(1, 1))
+    split = profiled(mod.get_function("lane_branch"), y, np.int32(256), block=(256, 1, 1), grid=(1, 1))
+    assert uniform[DIVERGENT] == 0 and uniform[ST_REQ] == 8
+    assert split[DIVERGENT] == 8              # once per warp
+    assert split[ST_REQ] == 16                # each side of the branch is its own request, half the lanes active
+
+
+def test_shared_and_global_atomics_are_counted_where_they_happen(emu):
+    mod, gpuarray = emu
+    n = 1000
+    x = gpuarray.to_gpu(np.random.default_rng(1).integers(0, 256, n).astype(np.uint8))
+    counts = gpuarray.zeros(4, np.uint32)
+    m = profiled(mod.get_function("count_atomics"), counts, x, np.int32(n), block=(256, 1, 1), grid=(4, 1))
+    assert m["smsp__sass_thread_inst_executed_op_shared_atom.sum"] == n
+    assert m["smsp__sass_inst_executed_op_shared_atom.sum"] == 32   # n = 1000: 31 full warps and one of 8 lanes
+    assert m["smsp__sass_thread_inst_executed_op_global_atom.sum"] == 4 * 4
+    assert m["l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum"] == 4
+    assert int(counts.get().sum()) == n
+
+
+def test_a_tiled_transpose_stores_coalesced_where_the_naive_one_scatters(emu):
+    mod, gpuarray = emu
+    n = 64
+    a = np.arange(n * n, dtype=np.float32).reshape(n, n)
+    x = gpuarray.to_gpu(a)
+    y = gpuarray.empty((n, n), np.float32)
+    naive = profiled(mod.get_function("transpose_naive"), y, x, np.int32(n), block=(32, 32, 1), grid=(2, 2))
+    np.testing.assert_array_equal(y.get(), a.T)
+    tiled = profiled(mod.get_function("transpose_tiled"), y, x, np.int32(n), block=(32, 32, 1), grid=(2, 2))
+    np.testing.assert_array_equal(y.get(), a.T)
+    warps = n * n // 32
+    assert naive[ST_REQ] == tiled[ST_REQ] == warps
+    assert naive[ST_SECT] == warps * 32       # each lane writes its own row
+    assert tiled[ST_SECT] == warps * 4
+    assert naive[LD_SECT] == tiled[LD_SECT] == warps * 4
+    assert tiled[SH_LD_CONFLICTS] == 0        # the padding column keeps a tile column on 32 banks
+    assert naive["dram__bytes_write.sum"] == tiled["dram__bytes_write.sum"] == n * n * 4
+
+
+def test_a_tiled_matmul_loads_each_element_once_a_tile_instead_of_once_a_product():
+    backend = gpuedu.setup(verbose=False)
+    if backend.name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    import pycuda.gpuarray as gpuarray
+
+    from gpuedu import ops
+    n = 64
+    a = gpuarray.to_gpu(np.random.default_rng(2).random((n, n), dtype=np.float32))
+    with gpuedu.profile() as prof:
+        ops.matmul(a, a, version=2, block_size=16)   # coalesced, untiled
+        ops.matmul(a, a, version=3, tile=16)         # 16 x 16 shared-memory tiles
+    untiled, tiled = (k.metrics for k in prof.kernels)
+    warps = n * n // 32
+    assert untiled[LD_REQ] == warps * 2 * n   # every thread loads one A and one B value per k
+    assert tiled[LD_REQ] == warps * 2 * (n // 16)
+    assert untiled[LD_REQ] // tiled[LD_REQ] == 16

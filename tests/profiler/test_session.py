@@ -1,0 +1,164 @@
+"""gpuedu.profile(): what it records, how it reports, and what it does when a launch cannot be counted."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu.profiler import metrics
+
+SOURCE = r"""
+__global__ void scale(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+__global__ void out_of_bounds(float* x) { x[threadIdx.x + (1 << 22)] = 1.0f; }
+"""
+
+
+@pytest.fixture(scope="module")
+def emu():
+    backend = gpuedu.setup(verbose=False)
+    if backend.name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    from pycuda.compiler import SourceModule
+    import pycuda.gpuarray as gpuarray
+    return SourceModule(SOURCE), gpuarray
+
+
+def test_one_record_per_launch_in_launch_order_with_its_shape(emu):
+    mod, gpuarray = emu
+    x = gpuarray.to_gpu(np.ones(300, np.float32))
+    fn = mod.get_function("scale")
+    with gpuedu.profile() as prof:
+        fn(x, np.float32(2), np.int32(300), block=(128, 1, 1), grid=(3, 1))
+        fn(x, np.float32(3), np.int32(64), block=(64, 1, 1), grid=(1, 1), shared=256)
+    assert [(k.name, k.grid, k.block, k.shared_dynamic) for k in prof] == [
+        ("scale", (3, 1, 1), (128, 1, 1), 0), ("scale", (1, 1, 1), (64, 1, 1), 256)]
+    first = prof.kernels[0].metrics
+    assert first["launch__grid_size"] == 3 and first["launch__block_size"] == 128
+    assert all(isinstance(first[name], int) for name in metrics.COUNTED)
+    np.testing.assert_array_equal(x.get(), [6] * 64 + [2] * 236)
+    fn(x, np.float32(1), np.int32(300), block=(128, 1, 1), grid=(3, 1))
+    assert len(prof) == 2                      # launches after the block are not recorded
+
+
+def test_library_launches_are_profiled_like_any_other(emu):
+    _, gpuarray = emu
+    from gpuedu import ops
+    a = gpuarray.to_gpu(np.ones((32, 32), np.float32))
+    with gpuedu.profile() as prof:
+        ops.matmul(a, a, version=2)
+    assert [k.name for k in prof] == ["matmul_kernel2"]
+    assert prof.kernels[0].sectors_per_request("ld") == 2.0   # a 16x16 block: half a warp per row of B
+
+
+def test_each_figure_says_what_kind_it_is():
+    assert metrics.kind("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum") == "counted"
+    assert metrics.kind("dram__bytes_read.sum") == "modelled"
+    assert metrics.kind("launch__registers_per_thread") == "compiler"
+    with pytest.raises(KeyError, match="unknown metric 'l1tex__nonsense'.*dram__bytes_read.sum"):
+        metrics.kind("l1tex__nonsense")
+    assert metrics.ncu_command("train.py").startswith("ncu --metrics l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,")
+
+
+def test_the_table_has_a_row_per_launch_and_says_the_counts_are_exact(emu):
+    mod, gpuarray = emu
+    x = gpuarray.to_gpu(np.ones(64, np.float32))
+    with gpuedu.profile() as prof:
+        mod.get_function("scale")(x, np.float32(2), np.int32(64), block=(64, 1, 1), grid=(1, 1))
+    text = str(prof)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["kernel", "grid", "block", "ld"]
+    assert lines[1].split()[:6] == ["scale", "1", "64", "2", "4.0", "2"]
+    assert "counted by the emulator (exact)" in text
+    with gpuedu.profile() as empty:
+        pass
+    assert "no kernel was launched" in str(empty)
+
+
+def test_a_failed_launch_is_recorded_raised_and_the_next_one_runs(emu):
+    mod, gpuarray = emu
+    from pycuda.driver import LaunchError
+    x = gpuarray.to_gpu(np.ones(64, np.float32))
+    with gpuedu.profile() as prof:
+        with pytest.raises(LaunchError, match="past the end|no device allocation"):
+            mod.get_function("out_of_bounds")(x, block=(32, 1, 1), grid=(1, 1))
+        mod.get_function("scale")(x, np.float32(2), np.int32(64), block=(64, 1, 1), grid=(1, 1))
+    assert prof.kernels[0].error.startswith("LaunchError")
+    assert "(failed)" in str(prof)
+    assert prof.kernels[1].metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] == 2
+    np.testing.assert_array_equal(x.get(), np.full(64, 2, np.float32))
+
+
+def test_a_module_without_source_runs_plainly_and_says_why_it_has_no_counts(emu, tmp_path):
+    _, gpuarray = emu
+    from pycuda import driver
+    from pycuda.compiler import compile as compile_source
+    module = driver.module_from_buffer(compile_source(SOURCE))
+    x = gpuarray.to_gpu(np.ones(32, np.float32))
+    with gpuedu.profile() as prof:
+        module.get_function("scale")(x, np.float32(5), np.int32(32), block=(32, 1, 1), grid=(1, 1))
+    rec = prof.kernels[0]
+    assert rec.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] is None
+    assert "source is unknown" in rec.reasons["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
+    with pytest.raises(ValueError, match="no counts to model"):
+        rec.predict("H100")
+    np.testing.assert_array_equal(x.get(), np.full(32, 5, np.float32))
+
+
+def test_device_variables_are_shared_with_the_instrumented_build(emu):
+    _, gpuarray = emu
+    from pycuda import driver
+    from pycuda.compiler import SourceModule
+    mod = SourceModule(r"""
+    __constant__ float factor[1];
+    __device__ unsigned int calls;
+    __global__ void apply(float* x) { x[threadIdx.x] *= factor[0]; if (threadIdx.x == 0) calls += 1; }
+    """)
+    ptr, _ = mod.get_global("factor")
+    driver.memcpy_htod(ptr, np.array([3], np.float32))
+    x = gpuarray.to_gpu(np.ones(32, np.float32))
+    with gpuedu.profile():
+        mod.get_function("apply")(x, block=(32, 1, 1), grid=(1, 1))
+    mod.get_function("apply")(x, block=(32, 1, 1), grid=(1, 1))
+    calls = np.zeros(1, np.uint32)
+    driver.memcpy_dtoh(calls, mod.get_global("calls")[0])
+    assert calls[0] == 2
+    np.testing.assert_array_equal(x.get(), np.full(32, 9, np.float32))
+
+
+def test_the_gpu_path_times_each_launch_with_events_and_names_the_ncu_command(emu):
+    # On the emulator's driver, which has PyCUDA's Function and Event, the GPU path's wrapper runs as it would.
+    mod, gpuarray = emu
+    from gpuedu.profiler.session import Profile, _time_gpu_launches
+    prof = Profile()
+    x = gpuarray.to_gpu(np.ones(32, np.float32))
+    restore = _time_gpu_launches(prof)
+    try:
+        mod.get_function("scale")(x, np.float32(2), np.int32(32), block=(32, 1, 1), grid=(1, 1))
+    finally:
+        restore()
+    rec = prof.kernels[0]
+    assert rec.backend == "cuda" and rec.seconds >= 0 and rec.block == (32, 1, 1)
+    assert rec.metrics["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] is None
+    assert "ncu --metrics" in rec.reasons["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]
+
+
+def test_gpuedu_profile_command_runs_a_script_and_prints_the_table(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys\nimport numpy as np\nimport gpuedu\ngpuedu.setup(verbose=False)\nfrom gpuedu import ops\n"
+        "import pycuda.gpuarray as gpuarray\na = gpuarray.to_gpu(np.ones((16, 16), np.float32))\n"
+        "ops.matmul(a, a, version=int(sys.argv[1]))\nprint('ran version', sys.argv[1])\n")
+    env = dict(os.environ, GPUEDU_BACKEND="cpu")
+    out = subprocess.run([sys.executable, "-m", "gpuedu", "profile", str(script), "2"], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "ran version 2" in out.stdout
+    assert "1 kernel launch in" in out.stdout and "matmul_kernel2" in out.stdout
+    missing = subprocess.run([sys.executable, "-m", "gpuedu", "profile", str(tmp_path / "nope.py")],
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert missing.returncode == 2 and "no such script" in missing.stderr
