@@ -56,13 +56,19 @@ struct Instance {       // one warp-level execution of a basic block
 
 // Matches a lane's k-th execution of an instruction with the warp-level instance that the
 // other lanes' k-th executions belong to. Lanes usually execute the same sequence, so each
-// lane first tries the instance at its own position in the sequence (cursor); only when a
-// lane leaves the common sequence does a hash table of (instruction, k) come into use.
+// lane is checked against the instance at its own position in the common sequence (cursor):
+// while no lane has left that sequence, a lane's executions so far are a prefix of it, and
+// the instruction alone identifies the instance. A lane that leaves it (a data-dependent
+// branch) starts counting its executions per instruction, and a hash table of
+// (instruction, k) finds or makes the instance.
 struct Matcher {
   std::vector<uint64_t> keys;            // (site << 32 | k) of each instance, in creation order
+  std::vector<uint32_t> common;          // [site]: executions in the common sequence so far
   uint32_t cursor[32] = {};
-  std::vector<uint32_t> occurrences[32];  // [lane][site]: executions so far
+  uint32_t counting = 0;                 // lanes that count their own executions
+  std::vector<uint32_t> occurrences[32];  // [lane][site], for counting lanes
   bool mapped = false;
+  bool in_step = false;                  // the last match was a lane following the common sequence
   std::vector<int32_t> table;            // open addressing: instance + 1
 
   static size_t hash(uint64_t key) { return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17); }
@@ -83,27 +89,48 @@ struct Matcher {
   }
 
   // The instance of this execution, and whether it is new.
-  int32_t match(unsigned lane, uint32_t site, bool* created) {
+  inline __attribute__((always_inline)) int32_t match(unsigned lane, uint32_t site, bool* created) {
+    uint32_t j = cursor[lane];
+    if (!(counting >> lane & 1u) && !mapped) {
+      if (j < keys.size()) {
+        if ((uint32_t)(keys[j] >> 32) == site) {
+          cursor[lane] = j + 1;
+          *created = false;
+          in_step = true;
+          return (int32_t)j;
+        }
+      } else {
+        if (site >= common.size()) common.resize(site + 64, 0);
+        keys.push_back((uint64_t)site << 32 | common[site]++);
+        cursor[lane] = j + 1;
+        *created = true;
+        return (int32_t)j;
+      }
+    }
+    in_step = false;
+    return match_counting(lane, site, created);
+  }
+
+  int32_t match_counting(unsigned lane, uint32_t site, bool* created) {
     std::vector<uint32_t>& occ = occurrences[lane];
+    uint32_t j = cursor[lane];
+    if (!(counting >> lane & 1u)) {  // this lane's executions so far are keys[0, j): count them
+      counting |= 1u << lane;
+      occ.assign(occ.size(), 0);
+      for (uint32_t i = 0; i < j; ++i) {
+        uint32_t s = (uint32_t)(keys[i] >> 32);
+        if (s >= occ.size()) occ.resize(s + 64, 0);
+        occ[s]++;
+      }
+    }
     if (site >= occ.size()) occ.resize(site + 64, 0);
     uint64_t key = (uint64_t)site << 32 | occ[site]++;
-    uint32_t j = cursor[lane];
     if (j < keys.size() && keys[j] == key) {
       cursor[lane] = j + 1;
       *created = false;
       return (int32_t)j;
     }
-    if (!mapped) {
-      // While no lane has left the common sequence, every lane's executions so far are a
-      // prefix of `keys`: one at the end of it is a new instance.
-      if (j == keys.size()) {
-        keys.push_back(key);
-        cursor[lane] = j + 1;
-        *created = true;
-        return (int32_t)j;
-      }
-      rebuild();
-    }
+    if (!mapped) rebuild();
     size_t mask = table.size() - 1;
     for (size_t i = hash(key) & mask; table[i]; i = (i + 1) & mask)
       if (keys[table[i] - 1] == key) {
@@ -121,10 +148,9 @@ struct Matcher {
 
   void reset() {
     keys.clear();
-    for (unsigned l = 0; l < 32; ++l) {
-      cursor[l] = 0;
-      std::fill(occurrences[l].begin(), occurrences[l].end(), 0);
-    }
+    std::fill(common.begin(), common.end(), 0);
+    for (unsigned l = 0; l < 32; ++l) cursor[l] = 0;
+    counting = 0;
     mapped = false;
   }
 };
@@ -566,7 +592,14 @@ HIDDEN void __sanitizer_cov_trace_pc() {
   WarpState& W = *S.warp;
   bool created;
   int32_t slot = W.blocks.match(S.lane, site, &created) + 1;  // instance 0 is the threads' start
-  if (created) W.instances.push_back(Instance{-2, 0});
+  if (created) {
+    W.instances.push_back(Instance{-2, 0});
+  } else if (W.blocks.in_step) {
+    // A lane that follows the common sequence goes where the lane that laid it down went:
+    // nothing to record (that lane set the previous instance's target when it appended this one).
+    W.previous[S.lane] = slot;
+    return;
+  }
   go_to((int32_t)site);
   W.previous[S.lane] = slot;
 }

@@ -1,0 +1,97 @@
+"""What counting costs: each lesson kernel profiled vs run plainly on the emulator, in one run.
+
+    .venv/bin/python benchmarks/profiler_bench.py [--out benchmarks/results/cpu-emulator-profiler.json]
+
+For every kernel of the lessons' ladders (activation, transpose, the reduction ladder, the matmul
+ladder) at a lesson's size, the best of several plain launches and of several profiled launches
+(after a first profiled launch that builds the instrumented module) are timed, interleaved, on this
+machine's CPU: the ratio profiled / plain is the figure (target <= 20x), with the geometric mean over
+the kernels. Measured on the emulator's CPU; nothing here is a GPU figure.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import gpuedu  # noqa: E402  (the benchmark measures the checkout it sits in)
+
+TARGET = 20.0
+
+
+def best(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def cases():
+    import pycuda.gpuarray as gpuarray
+
+    from gpuedu import ops
+    rng = np.random.default_rng(0)
+    x = gpuarray.to_gpu(rng.random(1 << 18, dtype=np.float32))
+    square = gpuarray.to_gpu(rng.random((512, 512), dtype=np.float32))
+    a = gpuarray.to_gpu(rng.random((256, 256), dtype=np.float32))
+    yield "activation relu v1 (2^18)", lambda: ops.activation(x, "relu", version=1)
+    for v in ops.TRANSPOSE_VERSIONS:
+        yield f"transpose v{v} (512^2)", lambda v=v: ops.transpose(square, version=v)
+    for v in ops.REDUCE_VERSIONS:
+        yield f"reduction v{v} (2^18)", lambda v=v: ops.reduce_sum(x, version=v)
+    for v in ops.MATMUL_VERSIONS:
+        yield f"matmul v{v} (256^3)", lambda v=v: ops.matmul(a, a, version=v)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                                      "cpu-emulator-profiler.json"))
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    backend = gpuedu.setup("cpu", verbose=False)
+    rows = []
+    for name, run in cases():
+        run()                                          # compile and warm the plain module
+        with gpuedu.profile():
+            t0 = time.perf_counter()
+            run()                                      # builds the instrumented module
+            first = time.perf_counter() - t0
+        plain, profiled = [], []
+        for _ in range(args.repeats):                  # interleaved, so machine noise hits both alike
+            plain.append(best(run, 1))
+            with gpuedu.profile():
+                profiled.append(best(run, 1))
+        ratio = min(profiled) / min(plain)
+        rows.append({"kernel": name, "plain_s": min(plain), "profiled_s": min(profiled), "ratio": ratio,
+                     "first_profiled_launch_s": first})
+        print(f"{name:28s} plain {min(plain) * 1e3:8.2f} ms  profiled {min(profiled) * 1e3:9.2f} ms  "
+              f"{ratio:6.1f}x   (first profiled launch {first:.1f} s)", flush=True)
+    geomean = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+    worst = max(rows, key=lambda r: r["ratio"])
+    print(f"geometric mean {geomean:.1f}x, worst {worst['ratio']:.1f}x ({worst['kernel']}); target <= {TARGET:g}x")
+    result = {
+        "what": "profiled / plain emulator time per lesson kernel (measured on this machine's CPU)",
+        "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
+                    "load_average": os.getloadavg()},
+        "backend": backend.name, "target_ratio": TARGET, "geometric_mean_ratio": geomean,
+        "worst": {"kernel": worst["kernel"], "ratio": worst["ratio"]},
+        "kernels_within_target": sum(r["ratio"] <= TARGET for r in rows), "kernels": len(rows), "rows": rows,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
