@@ -348,7 +348,7 @@ void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t
   std::vector<Shadow>& shadow = all[range];
   if (shadow.empty()) {
     size_t words = (r.hi - r.lo + 3) / 4;
-    if (words > ((size_t)64 << 20)) return;  // over 256 MB: not checked (the shadow would need 3 GB)
+    if (words > ((size_t)16 << 20)) return;  // over 64 MB: not checked (its shadow would need 768 MB)
     shadow.assign(words, Shadow{});
   }
   uint64_t end = offset + size;
