@@ -1,0 +1,1 @@
+"""The profiler: exact counters from the emulator, occupancy and a modelled GPU time."""
