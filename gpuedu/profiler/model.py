@@ -204,7 +204,7 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None):
                      f"{in_flight / DRAM_LATENCY_S / 1e9:,.0f} GB/s (Little's law); cache hits are assumed hidden")
 
     divergent = _count(metrics, DIVERGENT_BRANCHES)
-    notes.append("not modelled: instruction issue, atomic contention on one address, blocks of unequal work"
+    notes.append("not modelled: instruction throughput, atomic contention on one address, blocks of unequal work"
                  + (f", the cost of {divergent:,.0f} divergent branch targets" if divergent else ""))
     if unknown:
         notes.append(f"left out, since a count they need is unknown (None): {', '.join(unknown)}")

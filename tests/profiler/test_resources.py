@@ -45,7 +45,7 @@ __global__ void lookup(float* out, const int* index) {
 
 PTXAS_REPORT = """\
 ptxas info    : 40 bytes gmem
-ptxas info    : Function properties for _Z6helperPf
+ptxas info    : Function properties for _Z8warp_sumPf
     24 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads
 ptxas info    : Compiling entry function '_ZN6course4axpyEfPKfPf' for 'sm_90'
 ptxas info    : Function properties for _ZN6course4axpyEfPKfPf
