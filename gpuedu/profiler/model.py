@@ -1,0 +1,234 @@
+"""A modelled GPU time from exact counters: which roof a kernel would hit first, and how long it would take.
+
+The emulator counts what a kernel does (requests, sectors, wavefronts, DRAM bytes); this module turns
+the counts into time on a named GPU by asking how long each part of the chip would need for its
+share of the work, if it ran at its own top speed:
+
+- launch: a fixed cost before any work starts;
+- DRAM: bytes that must come from or go to memory, over the achievable bandwidth;
+- L2: every 32-byte sector the SMs ask for, over the L2 bandwidth;
+- L1/shared: every wavefront (one pass of the L1/shared data path), at one per clock per SM;
+- compute: your count of floating-point operations, over the FP32 peak (only when you give one);
+- latency/occupancy: Little's law. A warp waiting for DRAM keeps only so many bytes in flight, so
+  too few resident warps cannot use the bandwidth however fast it is.
+
+The parts work at the same time, so the slowest sets the pace: modelled time = launch + the largest
+of the others, and the largest term names the *limiter*. It is a model, and every constant it rests
+on is listed in ``Prediction.assumptions``; it is meant to rank kernels and explain them, not to
+replace a measurement.
+
+>>> copy = {"dram__bytes_read.sum": 256e6, "dram__bytes_write.sum": 256e6}
+>>> print(predict(copy, {"grid": (250_000, 1, 1), "block": (256, 1, 1)}, "H100"))
+modelled on H100 SXM: 182.8 µs, DRAM-bound (DRAM 179.8 µs, launch 3 µs)
+"""
+import math
+import operator
+from dataclasses import dataclass, field
+
+from .gpus import get_gpu
+from .occupancy import Occupancy, theoretical_occupancy
+
+LAUNCH_OVERHEAD_S = 3e-6       # an empty kernel's launch-to-finish time is 2-5 µs on recent GPUs
+DRAM_EFFICIENCY = 0.85         # a device-to-device copy reaches 80-90% of the datasheet bandwidth
+DRAM_LATENCY_S = 700e-9        # a DRAM load's round trip under load (600-800 ns on A100/H100)
+LOADS_IN_FLIGHT_PER_WARP = 1   # a warp waits on one load at a time (no unrolling assumed)
+WAVEFRONTS_PER_CLOCK = 1       # the L1/shared data path: 128 bytes, one wavefront, per clock per SM
+SECTOR_BYTES = 32
+SECTORS_PER_LINE = 4           # a 128-byte cache line
+
+GLOBAL_OPS = ("ld", "st", "atom")
+#: The roofs, each a possible limiter.
+ROOFS = ("launch", "DRAM", "L2", "L1/shared", "compute", "latency/occupancy")
+
+
+def _requests(op):
+    return f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum"
+
+
+def _sectors(op):
+    return f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum"
+
+
+SHARED_WAVEFRONTS = tuple(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum" for op in ("ld", "st"))
+SHARED_ATOMICS = "smsp__sass_inst_executed_op_shared_atom.sum"
+DIVERGENT_BRANCHES = "smsp__sass_branch_targets_threads_divergent.sum"
+DRAM_READ, DRAM_WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
+
+
+def format_seconds(seconds):
+    """A time at a readable scale: 182.8 µs, 4.2 ms, 1.3 s."""
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds * 1e9:.4g} ns"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A modelled (never measured) kernel time: ``terms`` holds each roof's seconds."""
+    gpu: str
+    seconds: float
+    limiter: str
+    terms: dict = field(compare=False)
+    assumptions: list = field(compare=False)
+
+    def __str__(self):
+        ranked = sorted(((n, t) for n, t in self.terms.items() if t > 0), key=lambda item: -item[1])
+        detail = ", ".join(f"{name} {format_seconds(t)}" for name, t in ranked)
+        return f"modelled on {self.gpu}: {format_seconds(self.seconds)}, {self.limiter}-bound ({detail})"
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer, cycle):   # IPython and Jupyter show the same text
+        printer.text(str(self))
+
+
+def _count(metrics, name):
+    """A counter's value: 0 when absent (nothing of that kind happened), None when unknown."""
+    value = metrics.get(name, 0)
+    return None if value is None else float(value)
+
+
+def _total(metrics, names):
+    values = [_count(metrics, name) for name in names]
+    return None if None in values else sum(values)
+
+
+def _shape(launch, key):
+    """The number of blocks (key "grid") or threads a block (key "block") of a launch."""
+    if key not in launch:
+        raise ValueError(f"launch needs {key!r}: a dict such as {{'grid': (64, 1, 1), 'block': (256, 1, 1)}}")
+    value = launch[key]
+    try:
+        dims = [operator.index(d) for d in (value if hasattr(value, "__iter__") else (value,))]
+    except TypeError:
+        dims = []
+    if not 1 <= len(dims) <= 3 or min(dims) < 1:
+        raise ValueError(f"launch[{key!r}] must be up to three positive integers, got {value!r}")
+    return math.prod(dims)
+
+
+def _occupancy(gpu, threads, shared_dynamic, occupancy, notes):
+    if occupancy is None:
+        notes.append("registers unknown: occupancy from the block size and dynamic shared memory only "
+                     "(pass occupancy=theoretical_occupancy(...) with resource_usage()'s registers)")
+        return theoretical_occupancy(gpu, threads, 0, shared_dynamic)
+    if not isinstance(occupancy, Occupancy):
+        raise TypeError(f"occupancy must come from theoretical_occupancy(), got {type(occupancy).__name__}")
+    if (occupancy.gpu, occupancy.threads_per_block) != (gpu.name, threads):
+        raise ValueError(f"occupancy was worked out for {occupancy.gpu} with {occupancy.threads_per_block} "
+                         f"threads a block, but this launch is on {gpu.name} with {threads}")
+    return occupancy
+
+
+def _l1_wavefronts(metrics):
+    """Wavefronts through the L1/shared data path, or None if a count it needs is unknown."""
+    total = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    for op in GLOBAL_OPS:
+        requests, sectors = _count(metrics, _requests(op)), _count(metrics, _sectors(op))
+        if None in (requests, sectors, total):
+            return None
+        # Each request takes at least one wavefront, and one per 128-byte line its sectors fill.
+        total += max(requests, sectors / SECTORS_PER_LINE)
+    return total
+
+
+def predict(metrics, launch, gpu, flops=None, occupancy=None):
+    """Model how long a kernel launch would take on `gpu`, from the emulator's counters.
+
+    metrics: {Nsight Compute metric name: count}; a missing name counts as 0, a None as unknown
+    (its roof is then left out, and the assumptions say so). launch: {"grid": (x, y, z),
+    "block": (x, y, z), "shared_dynamic": bytes}. gpu: a `GPU` or a name. flops: your own count
+    of the floating-point operations (an FMA is 2), for the compute roof. occupancy: from
+    `theoretical_occupancy` with the compiler's registers; without it registers are not counted.
+    """
+    gpu = get_gpu(gpu)
+    blocks, threads = _shape(launch, "grid"), _shape(launch, "block")
+    notes = [f"modelled, not measured: launch + the slowest of the roofs below, which overlap ({gpu.name})"]
+    occ = _occupancy(gpu, threads, launch.get("shared_dynamic", 0), occupancy, notes)
+    notes.append(f"occupancy: {occ}")
+    # Roofs inside an SM are set by the busiest SM, which runs ceil(blocks / SMs) equal blocks.
+    busiest_share = math.ceil(blocks / gpu.sms) / blocks
+    active_sms = min(blocks, gpu.sms)
+    notes.append(f"blocks do equal work, spread evenly: the busiest SM runs {math.ceil(blocks / gpu.sms)} "
+                 f"of the {blocks:,} blocks, and the SM-local roofs (L1/shared, compute) wait for it")
+    if blocks < gpu.sms:
+        notes.append(f"the grid's {blocks} blocks fill {blocks} of the {gpu.sms} SMs: the rest stay idle")
+
+    terms, unknown = {"launch": LAUNCH_OVERHEAD_S}, []
+    notes.append(f"launch: {LAUNCH_OVERHEAD_S * 1e6:g} µs per kernel before any work (empty kernels take 2-5 µs)")
+
+    read, written = _count(metrics, DRAM_READ), _count(metrics, DRAM_WRITE)
+    if None in (read, written):
+        unknown.append("DRAM")
+    else:
+        terms["DRAM"] = (read + written) / (gpu.dram_bytes_per_s * DRAM_EFFICIENCY)
+        notes.append(f"DRAM: {DRAM_EFFICIENCY:.0%} of the datasheet's {gpu.dram_bytes_per_s / 1e12:.3g} TB/s "
+                     f"is reachable; its bytes are distinct 32-byte sectors, as if L2 kept all reused data "
+                     f"(a working set far beyond the {gpu.l2_bytes / 2**20:.0f} MB L2 moves more)")
+
+    sectors = _total(metrics, [_sectors(op) for op in GLOBAL_OPS])
+    if sectors is None:
+        unknown.append("L2")
+    else:
+        terms["L2"] = sectors * SECTOR_BYTES / (gpu.l2_bytes_per_s * active_sms / gpu.sms)
+        notes.append(f"L2: every global sector the SMs ask for crosses L2 at {gpu.l2_bytes_per_s / 1e12:.3g} TB/s, "
+                     f"L1 hits included (an upper bound); busy SMs share it ({gpu.sources['l2_bytes_per_clock']})")
+
+    wavefronts = _l1_wavefronts(metrics)
+    if wavefronts is None:
+        unknown.append("L1/shared")
+    else:
+        terms["L1/shared"] = wavefronts * busiest_share / (gpu.clock_hz * WAVEFRONTS_PER_CLOCK)
+        notes.append("L1/shared: one wavefront a clock per SM; shared accesses as counted (bank conflicts "
+                     "included), a shared atomic as one, a global request as the 128-byte lines its sectors "
+                     "fill (at least one: requests scattered over more lines cost more)")
+
+    if flops is None:
+        notes.append("compute: not modelled (pass flops= your count of the kernel's floating-point operations)")
+    else:
+        terms["compute"] = flops * busiest_share / (gpu.fp32_flops / gpu.sms)
+        notes.append(f"compute: your count of {flops:.4g} FLOPs at the FP32 peak of {gpu.fp32_flops / 1e12:.3g} "
+                     f"TFLOP/s (a napkin count: address arithmetic and other instructions are not counted)")
+
+    loads, load_sectors = _count(metrics, _requests("ld")), _count(metrics, _sectors("ld"))
+    if None in (read, loads, load_sectors):
+        unknown.append("latency/occupancy")
+    elif read and loads:   # only loads make a warp wait: stores are sent and forgotten
+        warps = min(blocks, gpu.sms * occ.blocks_per_sm) * math.ceil(threads / gpu.warp_size)
+        per_warp = load_sectors / loads * SECTOR_BYTES * LOADS_IN_FLIGHT_PER_WARP
+        in_flight = warps * per_warp
+        terms["latency/occupancy"] = read * DRAM_LATENCY_S / in_flight
+        notes.append(f"latency: a DRAM load takes {DRAM_LATENCY_S * 1e9:.0f} ns; {warps:,} resident warps, each "
+                     f"with {LOADS_IN_FLIGHT_PER_WARP} load of {per_warp:.0f} B in flight, read at most "
+                     f"{in_flight / DRAM_LATENCY_S / 1e9:,.0f} GB/s (Little's law); cache hits are assumed hidden")
+
+    divergent = _count(metrics, DIVERGENT_BRANCHES)
+    notes.append("not modelled: instruction throughput, atomic contention on one address, blocks of unequal work"
+                 + (f", the cost of {divergent:,.0f} divergent branch targets" if divergent else ""))
+    if unknown:
+        notes.append(f"left out, since a count they need is unknown (None): {', '.join(unknown)}")
+    work = max((t for name, t in terms.items() if name != "launch"), default=0.0)
+    limiter = max(terms, key=terms.get)
+    return Prediction(gpu=gpu.name, seconds=LAUNCH_OVERHEAD_S + work, limiter=limiter, terms=terms,
+                      assumptions=notes)
+
+
+def arithmetic_intensity(metrics, flops):
+    """FLOPs per DRAM byte: the x axis of a roofline plot (infinite if nothing reached DRAM)."""
+    moved = _total(metrics, (DRAM_READ, DRAM_WRITE))
+    if moved is None:
+        raise ValueError("the DRAM byte counts are unknown (None), so the arithmetic intensity is too")
+    return math.inf if moved == 0 else flops / moved
+
+
+def roofline(metrics, flops, gpu):
+    """Where a kernel sits on `gpu`'s roofline: its intensity, the ridge point, the attainable FLOP/s,
+    and whether the memory or the compute roof is the lower one there."""
+    gpu = get_gpu(gpu)
+    intensity = arithmetic_intensity(metrics, flops)
+    bandwidth = gpu.dram_bytes_per_s * DRAM_EFFICIENCY
+    ridge = gpu.fp32_flops / bandwidth
+    return {"intensity": intensity, "ridge": ridge,
+            "attainable_flops": min(gpu.fp32_flops, intensity * bandwidth),
+            "bound": "memory" if intensity < ridge else "compute"}

@@ -1,0 +1,193 @@
+"""The modelled GPU time, on synthetic counters whose answer follows by hand."""
+import math
+
+import pytest
+
+from gpuedu.profiler.gpus import get_gpu
+from gpuedu.profiler.model import (DRAM_EFFICIENCY, DRAM_LATENCY_S, LAUNCH_OVERHEAD_S, ROOFS, arithmetic_intensity,
+                                   format_seconds, predict, roofline)
+from gpuedu.profiler.occupancy import theoretical_occupancy
+
+H100 = get_gpu("H100")
+
+
+def counters(ld=(0, 0), st=(0, 0), shared=(0, 0), dram=(0, 0), **extra):
+    """Counters by kind: global (requests, sectors) for loads and stores, shared wavefronts
+    (loads, stores), DRAM bytes (read, written)."""
+    found = {
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": ld[0],
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": ld[1],
+        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": st[0],
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": st[1],
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum": shared[0],
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum": shared[1],
+        "dram__bytes_read.sum": dram[0],
+        "dram__bytes_write.sum": dram[1],
+    }
+    found.update(extra)
+    return found
+
+
+# A float copy of 256 MB: 64e6 threads, one 128-byte request (4 sectors) per warp each way.
+COPY_BYTES = 256_000_000
+COPY_WARPS = COPY_BYTES // 4 // 32
+COPY = counters(ld=(COPY_WARPS, 4 * COPY_WARPS), st=(COPY_WARPS, 4 * COPY_WARPS), dram=(COPY_BYTES, COPY_BYTES))
+COPY_LAUNCH = {"grid": (COPY_BYTES // 4 // 256, 1, 1), "block": (256, 1, 1), "shared_dynamic": 0}
+
+
+def test_streaming_copy_is_dram_bound_at_the_achievable_bandwidth():
+    p = predict(COPY, COPY_LAUNCH, "H100")
+    assert p.limiter == "DRAM"
+    assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + 2 * COPY_BYTES / (3.35e12 * DRAM_EFFICIENCY))
+    # L2 carries the same bytes at ~12 TB/s; the L1 path sees 4e6 wavefronts over 132 SMs.
+    assert p.terms["L2"] == pytest.approx(2 * COPY_BYTES / H100.l2_bytes_per_s)
+    busiest = math.ceil(250_000 / 132) / 250_000
+    assert p.terms["L1/shared"] == pytest.approx(2 * COPY_WARPS * busiest / H100.clock_hz)
+
+
+def test_copy_with_too_few_warps_is_latency_bound():
+    # 64 blocks of 256 threads walking the array: 512 warps x 128 B in flight, 700 ns a round trip.
+    p = predict(COPY, {"grid": (64, 1, 1), "block": (256, 1, 1)}, "H100")
+    assert p.limiter == "latency/occupancy"
+    assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + COPY_BYTES * DRAM_LATENCY_S / (512 * 128))
+    assert any("fill 64 of the 132 SMs" in note for note in p.assumptions)
+
+
+def test_register_hungry_kernel_keeps_fewer_loads_in_flight():
+    lean = theoretical_occupancy("H100", 256, 32, 0)      # 8 blocks an SM
+    hungry = theoretical_occupancy("H100", 256, 128, 0)   # 2 blocks an SM
+    fast = predict(COPY, COPY_LAUNCH, "H100", occupancy=lean)
+    slow = predict(COPY, COPY_LAUNCH, "H100", occupancy=hungry)
+    assert slow.terms["latency/occupancy"] == pytest.approx(4 * fast.terms["latency/occupancy"])
+    assert slow.limiter == "latency/occupancy" and fast.limiter == "DRAM"
+
+
+def test_huge_flop_count_is_compute_bound():
+    flops = 1e15
+    p = predict(COPY, COPY_LAUNCH, "H100", flops=flops)
+    assert p.limiter == "compute"
+    busiest = math.ceil(250_000 / 132) / 250_000 * 132
+    assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + flops / 67e12 * busiest)
+
+
+def test_tiny_launch_is_launch_bound():
+    p = predict(counters(ld=(1, 4), st=(1, 4), dram=(128, 128)), {"grid": (1, 1, 1), "block": (32, 1, 1)}, "T4")
+    assert p.limiter == "launch"
+    assert LAUNCH_OVERHEAD_S < p.seconds < 2 * LAUNCH_OVERHEAD_S
+
+
+def test_one_block_more_than_the_sms_doubles_the_sm_time():
+    # Equal blocks of 1e9 FLOPs: 132 run at once, the 133rd runs alone afterwards.
+    full = predict({}, {"grid": 132, "block": 256}, "H100", flops=132e9)
+    one_more = predict({}, {"grid": 133, "block": 256}, "H100", flops=133e9)
+    assert one_more.terms["compute"] == pytest.approx(2 * full.terms["compute"])
+
+
+def naive_matmul(n, sectors_per_a_load):
+    """Counters of a naive n x n x n matmul, one thread per output, A read with the given sectors per
+    warp request (32: lanes walk down a column, as in an uncoalesced kernel; 4: lanes read along a row)."""
+    warps = n * n // 32
+    return counters(ld=(2 * warps * n, warps * n * (sectors_per_a_load + 4)), st=(warps, 4 * warps),
+                    dram=(2 * n * n * 4, n * n * 4))
+
+
+def test_uncoalesced_matmul_is_bound_by_the_caches_and_slower():
+    launch = {"grid": (128, 128, 1), "block": (32, 32, 1)}
+    scattered = predict(naive_matmul(4096, 32), launch, "H100", flops=2 * 4096**3)
+    coalesced = predict(naive_matmul(4096, 4), launch, "H100", flops=2 * 4096**3)
+    assert scattered.limiter in ("L2", "L1/shared")
+    assert scattered.seconds > 4 * coalesced.seconds    # 36 sectors per k step against 8
+    assert scattered.terms["DRAM"] == coalesced.terms["DRAM"]
+
+
+# siboehm, "How to optimize a CUDA matmul kernel for cuBLAS-like performance": 4092^3 SGEMM on an
+# RTX A6000, GFLOP/s per kernel. Counters worked out by hand for 4096^3 (0.3% larger, same access
+# pattern) per warp, with W warps and T tiles along K:
+# 1 naive: per k, A at 32 rows (32 sectors), B broadcast (1); C stored down a column (32).
+# 2 coalesced: per k, A broadcast (1), B along a row (4); C along a row (4).
+# 3 shared-memory 32x32 tiles: per tile 2 loads of 4 sectors, 2 shared stores, 32 x 2 shared loads.
+# 4 1D blocktiling (64x64x8 tiles, 8 results a thread): per tile 2 loads of 4 sectors, 2 shared
+#   stores, 8 x (1 + 8) shared loads (A broadcast); C: 8 stores of 4 sectors.
+# 5 2D blocktiling (128x128x8, 8x8 a thread): per tile 8 loads of 4 sectors, 8 shared stores,
+#   8 x 8 x (2 + 4) shared loads (2- and 4-way bank conflicts); C: 64 stores of 4 sectors.
+N = 4096
+LADDER = [
+    # name, GFLOP/s measured, (grid, block), warps, per warp: (ld req, ld sec, st req, st sec, shared ld, st)
+    ("naive", 309, ((128, 128), (32, 32)), N * N // 32, (2 * N, 33 * N, 1, 32, 0, 0)),
+    ("coalesced", 1987, ((128, 128), (1024,)), N * N // 32, (2 * N, 5 * N, 1, 4, 0, 0)),
+    ("shared memory", 2980, ((128, 128), (1024,)), N * N // 32, (2 * 128, 8 * 128, 1, 4, 64 * 128, 2 * 128)),
+    ("1D blocktiling", 8475, ((64, 64), (512,)), N * N // 8 // 32, (2 * 512, 8 * 512, 8, 32, 72 * 512, 2 * 512)),
+    ("2D blocktiling", 15972, ((32, 32), (256,)), N * N // 64 // 32, (8 * 512, 32 * 512, 64, 256, 384 * 512, 8 * 512)),
+]
+
+
+def ladder_prediction(launch, warps, per_warp):
+    ld_req, ld_sec, st_req, st_sec, sh_ld, sh_st = (warps * count for count in per_warp)
+    metrics = counters(ld=(ld_req, ld_sec), st=(st_req, st_sec), shared=(sh_ld, sh_st), dram=(2 * N * N * 4, N * N * 4))
+    return predict(metrics, {"grid": launch[0], "block": launch[1]}, "RTX A6000", flops=2 * N**3)
+
+
+def test_sgemm_ladder_ranks_right_and_lands_within_2x_of_the_published_times():
+    modelled = [ladder_prediction(launch, warps, per_warp) for _, _, launch, warps, per_warp in LADDER]
+    measured = [2 * 4092**3 / (gflops * 1e9) for _, gflops, _, _, _ in LADDER]
+    assert [p.seconds for p in modelled] == sorted((p.seconds for p in modelled), reverse=True)
+    assert [p.limiter for p in modelled] == ["L2", "L2", "L1/shared", "L1/shared", "L1/shared"]
+    assert all(set(p.terms) <= set(ROOFS) for p in modelled)
+    for (name, *_), model, real in zip(LADDER, modelled, measured):
+        assert 0.5 < model.seconds / real < 2, f"{name}: {model}; measured {real * 1e3:.1f} ms"
+
+
+def test_str_and_repr_say_it_is_modelled():
+    p = predict(COPY, COPY_LAUNCH, "H100")
+    assert str(p).startswith("modelled on H100 SXM: 182.8 µs, DRAM-bound (DRAM 179.8 µs, ")
+    assert repr(p) == str(p)
+
+
+def test_assumptions_state_every_constant():
+    text = "\n".join(predict(COPY, COPY_LAUNCH, "H100", flops=1e9).assumptions)
+    for fact in ("modelled, not measured", "3 µs", "85%", "3.35 TB/s", "700 ns", "one wavefront a clock",
+                 "12.4 TB/s", "assumption: A100's published", "67 TFLOP/s", "napkin", "registers unknown"):
+        assert fact in text, fact
+
+
+def test_missing_counts_are_zero_and_none_counts_are_left_out():
+    p = predict({"dram__bytes_read.sum": None, "dram__bytes_write.sum": 1e9}, COPY_LAUNCH, "H100")
+    assert "DRAM" not in p.terms and "latency/occupancy" not in p.terms
+    assert p.terms["L2"] == 0
+    assert any("unknown (None): DRAM, latency/occupancy" in note for note in p.assumptions)
+
+
+def test_divergent_branches_are_reported_as_not_modelled():
+    p = predict(counters(**{"smsp__sass_branch_targets_threads_divergent.sum": 96}), COPY_LAUNCH, "H100")
+    assert any("96 divergent branch targets" in note for note in p.assumptions)
+
+
+def test_occupancy_for_another_launch_is_refused():
+    with pytest.raises(ValueError, match="worked out for A100 SXM4 80GB with 256 threads"):
+        predict(COPY, COPY_LAUNCH, "H100", occupancy=theoretical_occupancy("A100", 256, 32, 0))
+    with pytest.raises(ValueError, match="with 128"):
+        predict(COPY, {"grid": 8, "block": 128}, "H100", occupancy=theoretical_occupancy("H100", 256, 32, 0))
+
+
+@pytest.mark.parametrize("launch", [{"block": (256,)}, {"grid": (0, 1, 1), "block": 256},
+                                    {"grid": (1, 1, 1, 1), "block": 256}, {"grid": 2.5, "block": 256}])
+def test_bad_launch_is_a_value_error(launch):
+    with pytest.raises(ValueError, match="launch"):
+        predict(COPY, launch, "H100")
+
+
+def test_roofline_places_a_kernel_against_the_ridge():
+    ridge = 67e12 / (3.35e12 * DRAM_EFFICIENCY)
+    copy = roofline(COPY, flops=0, gpu="H100")
+    assert (copy["intensity"], copy["bound"], copy["attainable_flops"]) == (0, "memory", 0)
+    assert copy["ridge"] == pytest.approx(ridge)
+    gemm = roofline(counters(dram=(2 * 4096**2 * 4, 4096**2 * 4)), flops=2 * 4096**3, gpu="H100")
+    assert gemm["intensity"] == pytest.approx(2 * 4096 / 12)
+    assert (gemm["bound"], gemm["attainable_flops"]) == ("compute", 67e12)
+    assert arithmetic_intensity({}, 1.0) == math.inf
+
+
+@pytest.mark.parametrize("seconds, text", [(1.5, "1.5 s"), (4.2e-3, "4.2 ms"), (182.8e-6, "182.8 µs"),
+                                           (3e-6, "3 µs"), (5e-8, "50 ns")])
+def test_format_seconds(seconds, text):
+    assert format_seconds(seconds) == text
