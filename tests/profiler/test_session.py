@@ -162,3 +162,23 @@ def test_gpuedu_profile_command_runs_a_script_and_prints_the_table(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "gpuedu", "profile", str(tmp_path / "nope.py")],
                              capture_output=True, text=True, env=env, timeout=300)
     assert missing.returncode == 2 and "no such script" in missing.stderr
+
+
+
+def test_counts_extrapolate_exactly_from_two_sizes_to_a_third(emu):
+    _, gpuarray = emu
+    from gpuedu import ops
+    from gpuedu.profiler.scaling import extrapolate
+    records = {}
+    for n in (32, 64, 128):
+        a = gpuarray.to_gpu(np.ones((n, n), np.float32))
+        with gpuedu.profile() as prof:
+            ops.matmul(a, a, version=3, tile=16)
+        records[n] = prof.kernels[0]
+    guess = extrapolate(records[32], records[64], 32, 64, 128, grid=records[128].grid)
+    assert guess.metrics == records[128].metrics
+    assert guess.exponents["global_ld_requests"] == 3.0     # the K loop: n**3
+    assert guess.exponents["global_st_sectors"] == 2.0      # one store a thread: n**2
+    assert guess.exponents["dram_read_sectors"] == 2.0
+    with pytest.raises(ValueError, match="the sizes must grow"):
+        extrapolate(records[64], records[32], 64, 32, 128, grid=(8, 8))
