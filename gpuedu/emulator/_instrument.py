@@ -94,9 +94,19 @@ def twin_of(module):
     if args is None:
         raise ProfilingUnavailable("the module was loaded from a file or a buffer, so its source is unknown; "
                                    "build it with SourceModule to profile it")
+    from ._errors import CompileError
     from .compiler import build
     source, options, no_extern_c, include_dirs, cache = args
-    twin = Twin(module, build(source, options, no_extern_c, include_dirs, cache, profile=True))
+    try:
+        path = build(source, options, no_extern_c, include_dirs, cache, profile=True)
+    except CompileError as exc:
+        # The plain build of this very source succeeded: the host compiler lacks what counting needs
+        # (-fsanitize=thread, -fsanitize-coverage=trace-pc), which is no fault of the kernel.
+        log = (exc.stderr or "").strip().splitlines()
+        raise ProfilingUnavailable(f"the host compiler could not build the instrumented module ({exc.msg}"
+                                   f"{': ' + log[0] if log else ''}); counting needs g++ or clang++ with "
+                                   f"-fsanitize=thread and -fsanitize-coverage=trace-pc") from None
+    twin = Twin(module, path)
     module._profile_twin = twin
     return twin
 

@@ -182,3 +182,18 @@ def test_counts_extrapolate_exactly_from_two_sizes_to_a_third(emu):
     assert guess.exponents["dram_read_sectors"] == 2.0
     with pytest.raises(ValueError, match="the sizes must grow"):
         extrapolate(records[64], records[32], 64, 32, 128, grid=(8, 8))
+
+
+def test_a_host_compiler_that_cannot_instrument_leaves_the_launch_plain_with_the_reason(emu, monkeypatch):
+    _, gpuarray = emu
+    from pycuda.compiler import SourceModule
+    from gpuedu.emulator import compiler
+    mod = SourceModule(SOURCE.replace("x[i] *= a", "x[i] *= a + 0.0f"))   # a module of its own
+    monkeypatch.setattr(compiler, "profile_flags", lambda version: ["-fsanitize=no-such-sanitizer"])
+    x = gpuarray.to_gpu(np.ones(32, np.float32))
+    with gpuedu.profile() as prof:
+        mod.get_function("scale")(x, np.float32(4), np.int32(32), block=(32, 1, 1), grid=(1, 1))
+    rec = prof.kernels[0]
+    assert rec.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] is None
+    assert "could not build the instrumented module" in rec.reasons["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
+    np.testing.assert_array_equal(x.get(), np.full(32, 4, np.float32))
