@@ -41,12 +41,10 @@ enum Counter {
 
 struct Range { uint64_t lo, hi; };
 
-struct Request {
-  Request() {}         // addr is written lane by lane: no need to clear it
+struct Request {       // a warp-level memory instruction; its lanes' addresses are in WarpState::addresses
   uint32_t site;
   uint8_t space, op, size;
-  uint32_t mask;
-  uint64_t addr[32];   // global: allocation << 40 | offset; shared: the host address
+  uint32_t mask;       // the lanes that executed it
 };
 
 struct Instance {       // one warp-level execution of a basic block
@@ -159,6 +157,9 @@ struct WarpState {
   bool live = false;
   unsigned existing = 0, done = 0;
   std::vector<Request> requests;
+  // [lane][request]: each lane's addresses in its own array, written in order as the lane runs
+  // (global: allocation << 40 | offset; shared: the host address)
+  std::vector<uint64_t> addresses[32];
   std::vector<Instance> instances;
   Matcher memory, blocks;
   int32_t previous[32];                                        // last block instance of each lane
@@ -381,16 +382,11 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
   WarpState& W = *S.warp;
   bool created;
   int32_t slot = W.memory.match(S.lane, site, &created);
-  if (created) {
-    W.requests.emplace_back();
-    Request& q = W.requests.back();
-    q.site = site; q.space = space; q.op = op; q.size = (uint8_t)size; q.mask = 0;
-  }
-  Request& q = W.requests[slot];
-  if (!(q.mask >> S.lane & 1u)) {
-    q.mask |= 1u << S.lane;
-    q.addr[S.lane] = where;
-  }
+  if (created) W.requests.push_back(Request{site, space, op, (uint8_t)size, 0});
+  W.requests[slot].mask |= 1u << S.lane;  // a lane meets each instance once (it is its k-th execution)
+  std::vector<uint64_t>& mine = W.addresses[S.lane];
+  if ((size_t)slot >= mine.size()) mine.resize(std::max<size_t>(slot + 1, 2 * mine.size()));
+  mine[slot] = where;
   if (S.racecheck) {
     if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
@@ -414,7 +410,9 @@ void mark_dram(uint64_t sector, bool read, bool write) {
   if (write) mark(S.dram_write);
 }
 
-void count_request(const Request& q) {
+void count_request(const WarpState& W, size_t index) {
+  const Request& q = W.requests[index];
+  auto addr = [&](unsigned lane) { return W.addresses[lane][index]; };
   unsigned lanes = (unsigned)__builtin_popcount(q.mask);
   if (q.space == GLOBAL) {
     uint64_t sectors[64];
@@ -422,7 +420,7 @@ void count_request(const Request& q) {
     bool ascending = true;
     for (unsigned l = 0; l < 32; ++l) {
       if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t s = q.addr[l] >> 5; s <= (q.addr[l] + q.size - 1) >> 5 && n < 64; ++s) {
+      for (uint64_t s = addr(l) >> 5; s <= (addr(l) + q.size - 1) >> 5 && n < 64; ++s) {
         if (n && s <= sectors[n - 1]) {
           if (s == sectors[n - 1]) continue;  // the lane before touched it too (a broadcast)
           ascending = false;
@@ -452,7 +450,7 @@ void count_request(const Request& q) {
     unsigned n = 0;
     for (unsigned l = first; l < first + per_phase; ++l) {
       if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t w = q.addr[l] >> 2; w <= (q.addr[l] + q.size - 1) >> 2 && n < 128; ++w) words[n++] = w;
+      for (uint64_t w = addr(l) >> 2; w <= (addr(l) + q.size - 1) >> 2 && n < 128; ++w) words[n++] = w;
     }
     if (!n) continue;
     ideal += 1;
@@ -473,7 +471,7 @@ void count_request(const Request& q) {
 
 void finish_warp(WarpState& W) {
   if (!W.live) return;
-  for (const Request& q : W.requests) count_request(q);
+  for (size_t i = 0; i < W.requests.size(); ++i) count_request(W, i);
   for (const Instance& i : W.instances) S.counters[DIVERGENT] += i.divergent;
   S.counters[BLOCK_INSTANCES] += W.instances.size() - 1;
   S.counters[WARPS] += 1;
