@@ -117,7 +117,8 @@ __global__ void histogram(unsigned int* hist, const unsigned char* x, int n) {
     assert not result.passed and result.failure.kind == "requirement", result.report()
     assert "smsp__sass_thread_inst_executed_op_shared_atom.sum = 0" in result.failure.message
     assert "smsp__sass_thread_inst_executed_op_global_atom.sum" in result.failure.hint
-    assert result.failed_cases == [label.split(" (block=")[0] for label in result.cases]
+    assert result.failure.case.startswith("n = 1 ") and result.failed_cases == [
+        label.split(" (block=")[0] for label in result.cases]
 
 
 @emulator_only

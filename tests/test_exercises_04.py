@@ -119,3 +119,11 @@ def test_load_request_formulas_are_what_the_counters_count():
         assert counted["naive"] == lesson04.naive_load_requests(case), case.label
         assert counted["unpredicated"] == lesson04.tiled_load_requests(case), case.label
         assert counted["tiled"] <= lesson04.tiled_load_requests(case), case.label
+
+
+def test_a_naive_kernel_with_wrong_values_is_told_about_its_values_first():
+    # The counters are read only once every case's values are right: the report stays about the values.
+    wrong = _without(NAIVE_AS_TILED, "k < K;", "k < K - 1;")
+    result = _check("04.matmul_tiled", wrong)
+    assert not result.passed and result.failure.kind != "requirement"
+    assert LOADS not in result.report()

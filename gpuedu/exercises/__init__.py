@@ -270,10 +270,11 @@ def _check(exercise_id, source, seed):
         result.notes.append(f"(only the values were checked here: {_counted_checks(ex)} run on the emulator "
                             f"only; run with GPUEDU_BACKEND=cpu to check them too)")
         counted = False
+    judged = []   # (case, expected) of every case run
     for case in ex.make_cases(seed):
-        label = case.describe()
-        result.cases.append(label)
+        result.cases.append(case.describe())
         expected = ex.expected(case)
+        judged.append((case, expected))
         threads = _prod(case.block)
         failure = _run_and_judge(ex, function, case, expected, threads, None)
         if failure is None and races:
@@ -285,22 +286,32 @@ def _check(exercise_id, source, seed):
                                 "shared memory before the thread that writes it has done so. Put "
                                 "`__syncthreads()` between writing shared memory and reading what "
                                 "other threads wrote (and before overwriting it again).")
-        if failure is None and counted:
+        if failure is not None and _record(result, case, failure):
+            break
+    # How the kernel gets its values is judged once they are right in every case (so a wrong
+    # kernel's report is about its values, and it never waits for an instrumented build).
+    if counted and result.failure is None:
+        for case, expected in judged:
             failure = _judge_counters(ex, function, case, expected, result.notes)
-        if failure is not None:
-            failure.case = label
-            result.failed_cases.append(case.label)
-            # Report the most telling failure: an out-of-bounds write in any case says more than
-            # a wrong value in the first one (where n = 1 may match a wrong pattern by chance).
-            if result.failure is None or _rank(failure) < _rank(result.failure):
-                result.failure = failure
-            if failure.kind == "launch_error" and (_backend.active().name == "cuda"
-                                                   or "longer than" in failure.message):
-                break  # a fault leaves a GPU context unusable; an endless loop would only repeat
+            if failure is not None and _record(result, case, failure):
+                break
     result.passed = result.failure is None
     if result.passed and counted and not any(n.startswith("(no counters") for n in result.notes):
         result.notes.append(f"(each case also passed {_counted_checks(ex)} on the emulator)")
     return result
+
+
+def _record(result, case, failure):
+    """Add a failed case to ``result``; True when the remaining cases are not worth running."""
+    failure.case = case.describe()
+    result.failed_cases.append(case.label)
+    # Report the most telling failure: an out-of-bounds write in any case says more than
+    # a wrong value in the first one (where n = 1 may match a wrong pattern by chance).
+    if result.failure is None or _rank(failure) < _rank(result.failure):
+        result.failure = failure
+    # A fault leaves a GPU context unusable; an endless loop would only repeat.
+    return failure.kind == "launch_error" and (_backend.active().name == "cuda"
+                                                or "longer than" in failure.message)
 
 
 def _counted_checks(ex):
