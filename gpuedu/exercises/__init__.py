@@ -24,10 +24,10 @@ not multiples of the block (1, block, block + 1, an odd size, a large one).  Exe
 shared memory set ``races=True``: under the emulator each case then also runs with the threads of
 a block in reverse order, which makes a missing ``__syncthreads()`` fail reliably.
 
-Right values are not always the point: a naive matmul computes what a tiled one does.  Once a
-case's values are right, the emulator runs it once more under ``gpuedu.profile()``, which counts
-what Nsight Compute's counters count, and fails the check when an exercise's ``Requirement`` on a
-counter is not kept (the tiled matmul's global load requests, the histogram's shared-memory
+Right values are not always the point: a naive matmul computes what a tiled one does.  Once the
+values are right in every case, the emulator runs each case again under ``gpuedu.profile()``,
+which counts what Nsight Compute's counters count, and fails the check when an exercise's
+``Requirement`` on a counter is not kept (the tiled matmul's global load requests, the histogram's shared-memory
 atomics), or, with ``races=True``, when ``gpuedu.racecheck()`` finds two threads racing (a `++` on
 a shared counter gives right values on the emulator, which runs threads one after another, and
 loses counts on a GPU).  A GPU has no such counters here: there the values decide, and the

@@ -34,9 +34,9 @@ class Case:
 class Requirement:
     """How the kernel must get its values, as one of Nsight Compute's counters shows it.
 
-    Checked on the emulator only, once a case's values are right: ``metric`` (a counted metric of
-    ``gpuedu.profile()``, summed over the case's launches) must be at most ``at_most(case)`` or at
-    least ``at_least(case)``.  ``hint`` says what the exercise asks for and how to get there: a
+    Checked on the emulator only, once the values are right in every case: ``metric`` (a counted
+    metric of ``gpuedu.profile()``, summed over the case's launches) must be at most
+    ``at_most(case)`` or at least ``at_least(case)``.  ``hint`` says what the exercise asks for and how to get there: a
     string formatted with ``got`` and ``limit``, or ``(case, got, limit, metrics) -> str`` where
     ``metrics`` holds every counted metric of the case.
     """
