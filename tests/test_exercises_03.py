@@ -91,6 +91,66 @@ def test_histogram_missing_barrier_after_zeroing():
 
 
 @emulator_only
+def test_histogram_racy_increment_in_shared_memory_is_named_by_racecheck():
+    # Right values on the emulator (one thread after another), lost counts on a GPU: racecheck names it.
+    wrong = _without(HISTOGRAM, "atomicAdd(&local[x[i]], 1u);", "local[x[i]]++;")
+    line = next(k for k, text in enumerate(wrong.splitlines(), 1) if "local[x[i]]++" in text)
+    result = _check("03.histogram", wrong)
+    assert not result.passed and result.failure.kind == "race"
+    message = result.failure.message
+    assert "race on shared memory" in message and "gpuedu.racecheck()" in message
+    assert "read-after-write" in message or "write-after-write" in message
+    assert message.count("thread ") == 2 and message.count(f"line {line}") == 2
+    assert "atomicAdd" in result.failure.hint
+
+
+@emulator_only
+def test_histogram_counting_straight_into_global_memory_is_refused():
+    wrong = r"""
+__global__ void histogram(unsigned int* hist, const unsigned char* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        atomicAdd(&hist[x[i]], 1u);          // right counts, but no private bins
+}
+"""
+    result = _check("03.histogram", wrong)
+    assert not result.passed and result.failure.kind == "requirement", result.report()
+    assert "smsp__sass_thread_inst_executed_op_shared_atom.sum = 0" in result.failure.message
+    assert "smsp__sass_thread_inst_executed_op_global_atom.sum" in result.failure.hint
+    assert result.failure.case.startswith("n = 1 ") and result.failed_cases == [
+        label.split(" (block=")[0] for label in result.cases]
+
+
+@emulator_only
+def test_histogram_solution_passes_racecheck_and_the_atomic_counts():
+    result = _check("03.histogram", HISTOGRAM)
+    assert result.passed, result.report()
+    assert any("gpuedu.racecheck()" in note and "shared_atom" in note for note in result.notes)
+
+
+@emulator_only
+def test_warp_sum_lane_zero_looping_over_the_warp_is_refused():
+    wrong = r"""
+__global__ void warp_sum(float* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int lane = threadIdx.x % 32;
+    int warp = i / 32;
+    if (lane == 0 && warp * 32 < n) {      // right sums, but 32 loads of one lane each
+        float v = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (i + j < n) v += x[i + j];
+        out[warp] = v;
+    }
+}
+"""
+    result = _check("03.warp_sum", wrong)
+    assert not result.passed and result.failure.kind == "requirement", result.report()
+    assert "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum = 32, where at most 4" in result.failure.message
+    assert "issued 32 global load requests (l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum)" in \
+        result.failure.hint
+
+
+@emulator_only
 def test_warp_sum_early_return_before_the_shuffle_is_refused():
     # lanes past n leave before __shfl_down_sync: undefined on a GPU, a named error on the emulator
     wrong = _without(WARP_SUM, "    float v = (i < n) ? x[i] : 0.0f;", "    if (i >= n) return;\n    float v = x[i];")

@@ -1,10 +1,16 @@
 """Lesson 04's exercises: each check fails plausible wrong kernels (that every solution passes and every
 stub fails is tested for all exercises in test_exercises_framework_runs.py)."""
+import pytest
+
 import gpuedu
 from gpuedu import exercises
 from exercise_helpers import check_quietly as _check, mutate as _without
 
 gpuedu.setup(verbose=False)
+
+# Load requests are counted by the emulator only; on a GPU the tiled check judges the values alone.
+emulator_only = pytest.mark.skipif(gpuedu.backend.active().name != "cpu",
+                                   reason="the counters of a launch are counted on the emulator only")
 
 
 NAIVE = exercises.get("04.matmul_naive").solution
@@ -67,3 +73,57 @@ def test_tiled_missing_second_barrier_is_a_race():
 def test_tiled_early_return_skips_the_barriers():
     wrong = _without(TILED, "    float acc = 0.0f;\n", "    float acc = 0.0f;\n    if (row >= M || col >= N) return;\n")
     assert not _check("04.matmul_tiled", wrong).passed
+
+
+LOADS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+NAIVE_AS_TILED = NAIVE.replace("matmul_naive", "matmul_tiled")
+
+# Tiled, but every thread loads from a clamped index and masks the value: each warp issues exactly one
+# load of A and one of B per tile, the most a tiled kernel issues.
+TILED_UNPREDICATED = _without(_without(
+    TILED, "(row < M && k + tx < K) ? A[row * K + k + tx] : 0.0f;",
+    "A[min(row, M - 1) * K + min(k + tx, K - 1)] * (row < M && k + tx < K ? 1.0f : 0.0f);"),
+    "(k + ty < K && col < N) ? B[(k + ty) * N + col] : 0.0f;",
+    "B[min(k + ty, K - 1) * N + min(col, N - 1)] * (k + ty < K && col < N ? 1.0f : 0.0f);")
+
+
+@emulator_only
+def test_tiled_check_refuses_a_correct_naive_kernel_by_its_load_requests():
+    result = _check("04.matmul_tiled", NAIVE_AS_TILED)
+    assert not result.passed and result.failure.kind == "requirement", result.report()
+    assert f"{LOADS} = 256, where at most 16 is expected" in result.failure.message   # M = N = K = 16
+    assert (f"your kernel issued 256 global load requests ({LOADS}); a 16x16-tiled kernel issues at most 16 "
+            f"here, the naive one 256") in result.failure.hint
+    assert "once per tile, not once per multiply" in result.failure.hint
+
+
+@emulator_only
+def test_tiled_check_accepts_tiled_kernels_that_load_unconditionally():
+    assert _check("04.matmul_tiled", TILED_UNPREDICATED).passed
+
+
+@emulator_only
+def test_load_request_formulas_are_what_the_counters_count():
+    # The bound and the hint's naive figure are formulas: check them against the profiler on every case.
+    from gpuedu.exercises import _runner, lesson04
+    tiled = exercises.get("04.matmul_tiled")
+    kernels = {"naive": _runner.compile_kernel(NAIVE_AS_TILED, "matmul_tiled"),
+               "tiled": _runner.compile_kernel(TILED, "matmul_tiled"),
+               "unpredicated": _runner.compile_kernel(TILED_UNPREDICATED, "matmul_tiled")}
+    for case in tiled.make_cases(0):
+        counted = {}
+        for name, function in kernels.items():
+            with gpuedu.profile() as prof:
+                _runner.run_case(tiled, function, case, tiled.expected(case))
+            counted[name] = prof.kernels[-1].metrics[LOADS]
+        assert counted["naive"] == lesson04.naive_load_requests(case), case.label
+        assert counted["unpredicated"] == lesson04.tiled_load_requests(case), case.label
+        assert counted["tiled"] <= lesson04.tiled_load_requests(case), case.label
+
+
+def test_a_naive_kernel_with_wrong_values_is_told_about_its_values_first():
+    # The counters are read only once every case's values are right: the report stays about the values.
+    wrong = _without(NAIVE_AS_TILED, "k < K;", "k < K - 1;")
+    result = _check("04.matmul_tiled", wrong)
+    assert not result.passed and result.failure.kind != "requirement"
+    assert LOADS not in result.report()

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from gpuedu import exercises
-from gpuedu.exercises import Case, Exercise, _canary, _diagnose
+from gpuedu.exercises import Case, Exercise, Requirement, _canary, _diagnose
 
 
 # ---------------------------------------------------------------- canaries
@@ -111,6 +111,65 @@ def test_out_of_bounds_finding_names_the_guard():
     assert "if (i < n)" in f.hint
     f = _diagnose.out_of_bounds("out", np.array([-1]), np.array([], int), 300)
     assert "before the start" in f.summary
+
+
+def _hazard(kind, first, second, space="shared"):
+    """A racecheck hazard: ``first`` and ``second`` are (block x, thread x, line)."""
+    def access(block, thread, line):
+        return {"block": (block, 0, 0), "thread": (thread, 0, 0), "line": f"exercise.cu:{line}"}
+    return {"kind": kind, "space": space, "count": 1, "where": {},
+            "first": access(*first), "second": access(*second)}
+
+
+def test_a_race_names_its_kind_both_threads_and_lines():
+    f = _diagnose.race([_hazard("read-after-write", (0, 5, 9), (0, 17, 12))])
+    assert f.kind == "race"
+    assert ("read-after-write race on shared memory (found by gpuedu.racecheck()): thread 5 of block 0 wrote "
+            "an address at line 9, then thread 17 of the same block read it at line 12") in f.summary
+    assert "__syncthreads() between line 9 and line 12" in f.hint
+
+
+def test_two_threads_writing_from_one_line_is_a_lost_update():
+    f = _diagnose.race([_hazard("read-after-write", (0, 5, 9), (0, 17, 9)),
+                        _hazard("write-after-write", (0, 5, 9), (0, 17, 9))])
+    assert "atomicAdd" in f.hint and "__syncthreads" not in f.hint
+    f = _diagnose.race([_hazard("read-after-write", (0, 3, 7), (0, 2, 7))])   # a tree missing its barrier
+    assert "__syncthreads() between line 7 and line 7" in f.hint
+    f = _diagnose.race([_hazard("write-after-write", (0, 0, 4), (3, 0, 6), space="global")])
+    assert "of block 3" in f.summary and "no barrier orders blocks" in f.hint
+
+
+# ---------------------------------------------------------------- requirements on counters
+
+LOADS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+
+
+def test_a_requirement_names_a_counted_metric_and_one_bound():
+    with pytest.raises(KeyError, match="unknown metric"):
+        Requirement("l1tex__requests.sum", hint="", at_most=lambda case: 1)
+    with pytest.raises(ValueError, match="not counted"):
+        Requirement("dram__bytes_read.sum", hint="", at_most=lambda case: 1)
+    with pytest.raises(ValueError, match="exactly one"):
+        Requirement(LOADS, hint="")
+    with pytest.raises(ValueError, match="exactly one"):
+        Requirement(LOADS, hint="", at_most=lambda case: 1, at_least=lambda case: 1)
+    with pytest.raises(TypeError, match="Requirement objects"):
+        _toy(requirements=(LOADS,))
+
+
+def test_a_requirement_judges_the_bound_and_words_the_hint():
+    case = Case("n = 64", {"n": np.int32(64)}, (64, 1, 1), (1, 1))
+    most = Requirement(LOADS, hint="{got} loads, at most {limit}", at_most=lambda c: int(c.inputs["n"]) // 32)
+    assert most.judge(case, {LOADS: 2}) is None
+    message, hint = most.judge(case, {LOADS: 64})
+    assert message == ("the values are right, but not the way this exercise asks: "
+                       f"{LOADS} = 64, where at most 2 is expected")
+    assert hint == "64 loads, at most 2"
+    least = Requirement(LOADS, hint=lambda c, got, limit, metrics: f"{got}/{limit}/{metrics['x']}",
+                        at_least=lambda c: 3)
+    assert least.judge(case, {LOADS: 3, "x": 0}) is None
+    message, hint = least.judge(case, {LOADS: 2, "x": 7})
+    assert message.endswith(f"{LOADS} = 2, where at least 3 is expected") and hint == "2/3/7"
 
 
 # ---------------------------------------------------------------- registry and verdicts

@@ -24,6 +24,15 @@ not multiples of the block (1, block, block + 1, an odd size, a large one).  Exe
 shared memory set ``races=True``: under the emulator each case then also runs with the threads of
 a block in reverse order, which makes a missing ``__syncthreads()`` fail reliably.
 
+Right values are not always the point: a naive matmul computes what a tiled one does.  Once the
+values are right in every case, the emulator runs each case again under ``gpuedu.profile()``,
+which counts what Nsight Compute's counters count, and fails the check when an exercise's
+``Requirement`` on a counter is not kept (the tiled matmul's global load requests, the histogram's shared-memory
+atomics), or, with ``races=True``, when ``gpuedu.racecheck()`` finds two threads racing (a `++` on
+a shared counter gives right values on the emulator, which runs threads one after another, and
+loses counts on a GPU).  A GPU has no such counters here: there the values decide, and the
+report says what was not checked.
+
 Writing an exercise (in ``gpuedu/exercises/lessonNN.py``; modules named ``lessonNN`` are found and
 imported on first use)::
 
@@ -47,14 +56,27 @@ imported on first use)::
         solution=SOLUTION,               # hidden until solution() is called
         launch="block = 256 threads, grid = ceil_div(n, 256) blocks",
         rtol=0, atol=0,                  # tolerance of the comparison (0, 0: exact)
-        races=False,                     # True: also run under the reversed thread order
+        races=False,                     # True: also run under the reversed thread order, and
+                                         # under gpuedu.racecheck() (the emulator only)
         diagnoses=(),                    # callables (case, expected, got) -> hint str or None, tried
                                          # in order when an output of 8+ elements is wrong; the first
                                          # hint replaces the generic one (expected, got: dicts of arrays)
         run=None,                        # optional (function, args, case) -> None: custom launches
         options=(),                      # extra compiler flags
         no_extern_c=False,               # True: the source declares `extern "C" __global__` itself
-    ))                                   # (for C++ headers such as cuda_fp16.h)
+                                         # (for C++ headers such as cuda_fp16.h)
+        requirements=(),                 # Requirement(metric, hint, at_most=/at_least=): a counter of
+    ))                                   # gpuedu.profile() kept within a bound (the emulator only)
+
+A requirement states how the kernel must get its values, in Nsight Compute's words::
+
+    Requirement("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",   # a counted metric
+                at_most=lambda case: math.prod(case.grid) * math.prod(case.block) // 32,
+                hint="your kernel issued {got} global load requests; one per warp is {limit}: ...")
+
+``at_most``/``at_least`` give the bound for a case; ``hint`` is formatted with ``got`` and
+``limit``, or is a function ``(case, got, limit, metrics) -> str``.  The metric is summed over the
+case's launches; a value outside the bound fails the case with kind ``"requirement"``.
 
 In a diagnosis, ``never_written(got["out"])`` is the mask of elements the kernel did not write.
 
@@ -71,12 +93,13 @@ import traceback
 import numpy as np
 
 from .. import backend as _backend
+from ..profiler.metrics import COUNTED as _COUNTED
 from . import _canary, _diagnose, _runner
-from ._exercise import Case, Exercise, ceil_div, sizes_1d
+from ._exercise import Case, Exercise, Requirement, ceil_div, sizes_1d
 from ._result import CheckResult, Failure
 
-__all__ = ["Case", "Exercise", "CheckResult", "ceil_div", "sizes_1d", "never_written", "register", "get",
-           "list", "show", "stub", "check", "solution"]
+__all__ = ["Case", "Exercise", "Requirement", "CheckResult", "ceil_div", "sizes_1d", "never_written",
+           "register", "get", "list", "show", "stub", "check", "solution"]
 
 _registry = {}
 _loaded_all = False
@@ -242,10 +265,16 @@ def _check(exercise_id, source, seed):
     races = ex.races and _runner.emulator_scheduler() is not None
     if races:
         result.notes.append("(each case also ran with the threads of every block in reverse order)")
+    counted = bool(ex.races or ex.requirements)   # how the kernel gets its values: races, counters
+    if counted and _backend.active().name != "cpu":
+        result.notes.append(f"(only the values were checked here: {_counted_checks(ex)} run on the emulator "
+                            f"only; run with GPUEDU_BACKEND=cpu to check them too)")
+        counted = False
+    judged = []   # (case, expected) of every case run
     for case in ex.make_cases(seed):
-        label = case.describe()
-        result.cases.append(label)
+        result.cases.append(case.describe())
         expected = ex.expected(case)
+        judged.append((case, expected))
         threads = _prod(case.block)
         failure = _run_and_judge(ex, function, case, expected, threads, None)
         if failure is None and races:
@@ -257,24 +286,46 @@ def _check(exercise_id, source, seed):
                                 "shared memory before the thread that writes it has done so. Put "
                                 "`__syncthreads()` between writing shared memory and reading what "
                                 "other threads wrote (and before overwriting it again).")
-        if failure is not None:
-            failure.case = label
-            result.failed_cases.append(case.label)
-            # Report the most telling failure: an out-of-bounds write in any case says more than
-            # a wrong value in the first one (where n = 1 may match a wrong pattern by chance).
-            if result.failure is None or _rank(failure) < _rank(result.failure):
-                result.failure = failure
-            if failure.kind == "launch_error" and (_backend.active().name == "cuda"
-                                                   or "longer than" in failure.message):
-                break  # a fault leaves a GPU context unusable; an endless loop would only repeat
+        if failure is not None and _record(result, case, failure):
+            break
+    # How the kernel gets its values is judged once they are right in every case (so a wrong
+    # kernel's report is about its values, and it never waits for an instrumented build).
+    if counted and result.failure is None:
+        for case, expected in judged:
+            failure = _judge_counters(ex, function, case, expected, result.notes)
+            if failure is not None and _record(result, case, failure):
+                break
     result.passed = result.failure is None
+    if result.passed and counted and not any(n.startswith("(no counters") for n in result.notes):
+        result.notes.append(f"(each case also passed {_counted_checks(ex)} on the emulator)")
     return result
+
+
+def _record(result, case, failure):
+    """Add a failed case to ``result``; True when the remaining cases are not worth running."""
+    failure.case = case.describe()
+    result.failed_cases.append(case.label)
+    # Report the most telling failure: an out-of-bounds write in any case says more than
+    # a wrong value in the first one (where n = 1 may match a wrong pattern by chance).
+    if result.failure is None or _rank(failure) < _rank(result.failure):
+        result.failure = failure
+    # A fault leaves a GPU context unusable; an endless loop would only repeat.
+    return failure.kind == "launch_error" and (_backend.active().name == "cuda"
+                                                or "longer than" in failure.message)
+
+
+def _counted_checks(ex):
+    """What the counted checks of ``ex`` look at, in words."""
+    looks = ["gpuedu.racecheck()"] if ex.races else []
+    if ex.requirements:
+        looks.append("the bounds on " + ", ".join(sorted({r.metric for r in ex.requirements})))
+    return " and ".join(looks)
 
 
 # Lower is more telling; among equals the first failing case is reported.
 _SEVERITY = {kind: rank for rank, kind in enumerate([
     "launch_error", "out_of_bounds", "input_modified", "race", "untouched", "wrong_index", "tail",
-    "block_edges", "wrong_values"])}
+    "block_edges", "wrong_values", "requirement"])}
 
 
 def _rank(failure):
@@ -312,6 +363,37 @@ def _run_and_judge(ex, function, case, expected, block_threads, order):
             hint = None
         return Failure(finding.kind, finding.summary, finding.hint, output=name, index=finding.index,
                        n_wrong=finding.n_wrong, n_total=finding.n_total, specific=bool(hint))
+    return None
+
+
+_WARPS = "smsp__warps_launched.sum"   # counted for every launch the emulator could instrument
+
+
+def _judge_counters(ex, function, case, expected, notes):
+    """Once the values are right: run the case again under ``gpuedu.profile()`` (with racecheck for
+    exercises about shared memory) and fail a race, then a counter out of its Requirement's bounds."""
+    drv = _backend.active().driver
+    try:
+        with _runner.counters(racecheck=ex.races) as prof, _runner.time_limit(KERNEL_TIME_LIMIT_S):
+            _runner.run_case(ex, function, case, expected)
+    except drv.Error as exc:
+        return Failure("launch_error", f"the launch failed: {type(exc).__name__}: {exc}",
+                       _launch_error_hint(str(exc)))
+    if prof.hazards:
+        f = _diagnose.race(prof.hazards)
+        return Failure(f.kind, f.summary, f.hint, specific=True)
+    uncounted = [k for k in prof.kernels if k.metrics[_WARPS] is None]
+    if uncounted:   # e.g. no instrumented build of this module: say so, and judge the values only
+        why = uncounted[0].reasons[_WARPS]
+        note = f"(no counters for this kernel, so only its values were checked: {why})"
+        if note not in notes:
+            notes.append(note)
+        return None
+    metrics = {name: sum(k.metrics[name] for k in prof.kernels) for name in _COUNTED}
+    for requirement in ex.requirements:
+        verdict = requirement.judge(case, metrics)
+        if verdict is not None:
+            return Failure("requirement", verdict[0], verdict[1], specific=True)
     return None
 
 

@@ -152,3 +152,47 @@ def _shift(expected, got):
         if same.mean() > 0.9:
             return shift
     return 0
+
+
+# What each thread of a hazard did, by its kind (racecheck names the earlier access first).
+_RACE_VERBS = {"read-after-write": ("wrote", "read"), "write-after-read": ("read", "wrote"),
+               "write-after-write": ("wrote", "wrote")}
+
+
+def _xyz(v):
+    return str(v[0]) if not any(v[1:]) else "(" + ", ".join(str(c) for c in v) + ")"
+
+
+def _line(access):
+    where = access.get("line") or "?"
+    name, _, number = where.rpartition(":")
+    return f"line {number}" if name == "exercise.cu" else where
+
+
+def race(hazards):
+    """A Finding for the races ``gpuedu.racecheck()`` found (a list of its hazard dicts)."""
+    h = hazards[0]
+    first, second = h["first"], h["second"]
+    did_first, did_second = _RACE_VERBS.get(h["kind"], ("touched", "touched"))
+    same_block = first["block"] == second["block"]
+    summary = (f"a {h['kind']} race on {h['space']} memory (found by gpuedu.racecheck()): thread "
+               f"{_xyz(first['thread'])} of block {_xyz(first['block'])} {did_first} an address at "
+               f"{_line(first)}, then thread {_xyz(second['thread'])} of "
+               f"{'the same block' if same_block else 'block ' + _xyz(second['block'])} {did_second} it "
+               f"at {_line(second)}, with nothing ordering the two")
+    # Two threads writing one address from one line: an update (`++`, `+=`) that is not atomic.
+    lost_updates = any(x["kind"] == "write-after-write" and x["first"]["line"] == x["second"]["line"]
+                       for x in hazards)
+    if lost_updates:
+        hint = ("two threads update one address with a plain read-modify-write (`++`, `+=`): on a GPU "
+                "they interleave and one update is lost. The emulator runs them one after the other, so "
+                "the values come out right here, but not on a GPU. Make the update atomic, e.g. "
+                "atomicAdd(&bins[b], 1u).")
+    elif not same_block:
+        hint = ("threads of different blocks touch one address, and no barrier orders blocks: make the "
+                "update atomic (atomicAdd), or give each block its own place to write.")
+    else:
+        hint = (f"put __syncthreads() between {_line(first)} and {_line(second)}, where every thread "
+                f"of the block reaches it: a thread must not read (or overwrite) a slot before the "
+                f"thread that writes (or reads) it is done.")
+    return Finding("race", summary, hint)

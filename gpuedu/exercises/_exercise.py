@@ -7,6 +7,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..ops import ceil_div  # noqa: F401 - re-exported: exercise cases size their grids with it
+from ..profiler import metrics as _metrics
 
 _ID = re.compile(r"^\d\d\.[a-z][a-z0-9_]*$")
 
@@ -27,6 +28,43 @@ class Case:
 
     def describe(self):
         return f"{self.label} (block={tuple(self.block)}, grid={tuple(self.grid)})"
+
+
+@dataclass
+class Requirement:
+    """How the kernel must get its values, as one of Nsight Compute's counters shows it.
+
+    Checked on the emulator only, once the values are right in every case: ``metric`` (a counted
+    metric of ``gpuedu.profile()``, summed over the case's launches) must be at most
+    ``at_most(case)`` or at least ``at_least(case)``.  ``hint`` says what the exercise asks for and how to get there: a
+    string formatted with ``got`` and ``limit``, or ``(case, got, limit, metrics) -> str`` where
+    ``metrics`` holds every counted metric of the case.
+    """
+
+    metric: str
+    hint: object
+    at_most: Optional[Callable] = None
+    at_least: Optional[Callable] = None
+
+    def __post_init__(self):
+        if (self.at_most is None) == (self.at_least is None):
+            raise ValueError(f"a Requirement on {self.metric} needs exactly one of at_most and at_least")
+        if _metrics.kind(self.metric) != "counted":   # a KeyError names the known metrics
+            raise ValueError(f"{self.metric} is {_metrics.kind(self.metric)}, not counted: only counted "
+                             f"metrics are exact enough to fail a kernel on")
+
+    def judge(self, case, metrics):
+        """None when the case's ``metrics`` keep the bound, else (what is wrong, the hint)."""
+        got = metrics[self.metric]
+        limit = int((self.at_most or self.at_least)(case))
+        if (got <= limit) if self.at_most else (got >= limit):
+            return None
+        bound = "at most" if self.at_most else "at least"
+        message = (f"the values are right, but not the way this exercise asks: {self.metric} = {got}, "
+                   f"where {bound} {limit} is expected")
+        hint = (self.hint(case, got, limit, metrics) if callable(self.hint)
+                else self.hint.format(got=got, limit=limit))
+        return message, hint
 
 
 @dataclass
@@ -51,6 +89,7 @@ class Exercise:
     run: Optional[Callable] = None
     options: tuple = ()
     no_extern_c: bool = False
+    requirements: tuple = ()
     spec_text: str = field(default="", repr=False)
 
     def __post_init__(self):
@@ -59,6 +98,9 @@ class Exercise:
                              f"lower-case name)")
         self.params = tuple(self.params)
         self.outputs = tuple(self.outputs)
+        self.requirements = tuple(self.requirements)
+        if not all(isinstance(r, Requirement) for r in self.requirements):
+            raise TypeError(f"{self.id}: requirements must be Requirement objects")
         missing = [name for name in self.outputs if name not in self.params]
         if missing:
             raise ValueError(f"{self.id}: outputs {missing} are not kernel parameters {self.params}")

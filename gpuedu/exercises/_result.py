@@ -6,8 +6,8 @@ from typing import Optional
 @dataclass
 class Failure:
     kind: str      # compile_error, missing_kernel, launch_error, out_of_bounds, untouched, wrong_index,
-                   # tail, block_edges, wrong_values, race, input_modified, bad_source,
-                   # unknown_exercise, internal
+                   # tail, block_edges, wrong_values, race, input_modified, requirement (a
+                   # counter out of bounds), bad_source, unknown_exercise, internal
     message: str   # what is wrong
     hint: str = ""  # the likely cause and what to do
     case: Optional[str] = None

@@ -107,6 +107,18 @@ def time_limit(seconds):
         compiler.set_kernel_timeout(previous)
 
 
+@contextlib.contextmanager
+def counters(racecheck=False):
+    """Record the enclosed launches with the emulator's counters (and its racecheck): yields the
+    ``gpuedu.profile()`` Profile, or None on a real GPU, whose counters only Nsight Compute reads."""
+    if _emulator_compiler() is None:
+        yield None
+        return
+    from ..profiler import profile
+    with profile(racecheck=racecheck) as prof:
+        yield prof
+
+
 def _emulator_compiler():
     """The emulator's compiler module (its teaching knobs live there), or None on a real GPU."""
     active = _backend.active()

@@ -2,10 +2,14 @@
 
 The sums use small integers stored as float32: every partial sum is then exact whatever the order
 of the additions, so a correct kernel matches NumPy bit for bit and any difference is a bug.
+Right sums are not enough for the warp sum and the histogram: on the emulator their counters must
+show the pattern the exercise teaches (one load per warp; counting in shared memory).
 """
+import math
+
 import numpy as np
 
-from . import Case, Exercise, ceil_div, register, sizes_1d
+from . import Case, Exercise, Requirement, ceil_div, register, sizes_1d
 from ._canary import is_sentinel
 
 BLOCK = 256
@@ -146,6 +150,22 @@ def _warp_sum_shuffle_steps(case, expected, got):
     return None
 
 
+LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+
+
+def _warps_launched(case):
+    """One global load request per warp: its 32 lanes load their 32 floats with one instruction."""
+    return math.prod(case.grid) * math.prod(case.block) // 32
+
+
+WARP_SUM_ONE_LOAD_PER_WARP = Requirement(
+    LOAD_REQUESTS, at_most=_warps_launched,
+    hint="your kernel issued {got} global load requests (" + LOAD_REQUESTS + "); one load per lane "
+         "issues at most {limit} here, one per warp, since the 32 lanes load their 32 consecutive "
+         "floats with one instruction. Let every lane load its own x[i] and the shuffles add them; "
+         "a lane that loops over the warp's values issues a request per value.")
+
+
 WARP_SUM_STUB = r"""
 // out[w] = x[32 w] + ... + x[32 w + 31] (past n count as 0), one warp per output, no shared memory.
 __global__ void warp_sum(float* out, const float* x, int n) {
@@ -182,6 +202,7 @@ register(Exercise(
     reference=warp_sum_spec, cases=warp_sum_cases, stub=WARP_SUM_STUB, solution=WARP_SUM_SOLUTION,
     launch=f"block = ({WARP_BLOCK}, 1, 1), grid = (ceil_div(n, {WARP_BLOCK}), 1); out has ceil_div(n, 32) floats",
     diagnoses=(_warp_sum_shuffle_steps,),
+    requirements=(WARP_SUM_ONE_LOAD_PER_WARP,),
 ))
 
 # ---------------------------------------------------------------------------------------------
@@ -229,6 +250,26 @@ def _histogram_lost_counts(case, expected, got):
     return None
 
 
+SHARED_ATOMICS = "smsp__sass_thread_inst_executed_op_shared_atom.sum"
+GLOBAL_ATOMICS = "smsp__sass_thread_inst_executed_op_global_atom.sum"
+
+
+def _histogram_counts_in_shared(case, got, limit, metrics):
+    return (f"{got} of the n = {limit} values were counted with an atomic on shared memory "
+            f"({SHARED_ATOMICS}), and your kernel made {metrics[GLOBAL_ATOMICS]} atomics on global "
+            f"memory ({GLOBAL_ATOMICS}): count every x[i] into the block's own bins, "
+            f"atomicAdd(&local[x[i]], 1u), so that only the merge, at most one atomic per bin and "
+            f"block, reaches the global histogram that every block fights over.")
+
+
+HISTOGRAM_PRIVATE_BINS = (
+    Requirement(SHARED_ATOMICS, at_least=lambda case: int(case.inputs["n"]), hint=_histogram_counts_in_shared),
+    Requirement(GLOBAL_ATOMICS, at_most=lambda case: BINS * math.prod(case.grid),
+                hint="your kernel made {got} atomics on global memory (" + GLOBAL_ATOMICS + "); merging "
+                     "each block's bins takes at most {limit} here, one per bin and block: count into "
+                     "shared memory, and add each of the block's bins to hist once, at the end."),
+)
+
 HISTOGRAM_STUB = r"""
 // hist[b] += number of i < n with x[i] == b, for the 256 byte values b.
 // Each block first counts into its own 256 bins in shared memory (fast atomics, little contention
@@ -263,11 +304,12 @@ register(Exercise(
          "loses counts when two threads interleave, so use atomicAdd. Counting straight into the "
          "global histogram makes every block fight over 256 addresses; each block instead keeps its "
          "own 256 bins in shared memory and merges them once at the end. (The emulator runs the "
-         "threads of a barrier-free stretch one after another, so it cannot show a lost `++`; a GPU "
-         "will. The check does catch the missing barriers.)",
+         "threads of a barrier-free stretch one after another, so a `++` loses no counts there, though "
+         "it would on a GPU; the check's racecheck names the two threads that race instead.)",
     kernel="histogram", params=("hist", "x", "n"), outputs=("hist",),
     reference=histogram_spec, cases=histogram_cases, stub=HISTOGRAM_STUB, solution=HISTOGRAM_SOLUTION,
     launch=f"block = ({BINS}, 1, 1), grid = (ceil_div(n, {BINS}), 1); hist: 256 uint32 starting at 0",
     races=True,
     diagnoses=(_histogram_nothing_counted, _histogram_extra_counts, _histogram_lost_counts),
+    requirements=HISTOGRAM_PRIVATE_BINS,
 ))

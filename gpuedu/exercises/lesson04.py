@@ -1,11 +1,12 @@
 """Exercises of lessons/04_matmul.ipynb: the naive matmul with its guards, and a tiled one.
 
 The matrices hold small integers stored as float32, so every dot product is exact whatever the
-order of the additions: a correct kernel matches NumPy bit for bit.
+order of the additions: a correct kernel matches NumPy bit for bit.  The tiled one must also load
+less: on the emulator its global load requests are counted against what tiling allows.
 """
 import numpy as np
 
-from . import Case, Exercise, ceil_div, register
+from . import Case, Exercise, Requirement, ceil_div, register
 
 BLOCK = 16
 TILE = 16
@@ -106,6 +107,31 @@ register(Exercise(
 ))
 
 
+LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+
+
+def naive_load_requests(case):
+    """Global load requests of the naive kernel: a warp is two rows of a 16 x 16 block, and each warp
+    with a row < M (every block column has a col < N) loads A[row][k] and B[k][col] for each k."""
+    M, N, K = (int(case.inputs[k]) for k in "MNK")
+    return 2 * K * ceil_div(M, 2) * ceil_div(N, BLOCK)
+
+
+def tiled_load_requests(case):
+    """The most a tiled kernel issues: per tile along K, each of a block's 8 warps loads one element
+    of the A tile and one of the B tile (fewer where a whole warp lies past the edge of A or B)."""
+    K = int(case.inputs["K"])
+    blocks = int(case.grid[0]) * int(case.grid[1])
+    return 2 * ceil_div(K, TILE) * (TILE * TILE // 32) * blocks
+
+
+def _tiled_loads_hint(case, got, limit, metrics):
+    return (f"your kernel issued {got} global load requests ({LOAD_REQUESTS}); a {TILE}x{TILE}-tiled "
+            f"kernel issues at most {limit} here, the naive one {naive_load_requests(case)}: each element "
+            f"of A and B must be loaded into shared memory once per tile, not once per multiply. Load "
+            f"one element of As and of Bs per thread, wait, then read the products from As and Bs.")
+
+
 MATMUL_TILED_STUB = r"""
 #define TILE 16
 // C = A @ B as before, but each block stages TILE x TILE tiles of A and B in shared memory:
@@ -160,4 +186,5 @@ register(Exercise(
     launch=f"block = ({TILE}, {TILE}, 1), grid = (ceil_div(N, {TILE}), ceil_div(M, {TILE}))",
     races=True,
     diagnoses=(_short_k, _transposed_product, _tiles_overwritten_or_misindexed),
+    requirements=(Requirement(LOAD_REQUESTS, at_most=tiled_load_requests, hint=_tiled_loads_hint),),
 ))
