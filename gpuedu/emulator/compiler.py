@@ -580,7 +580,9 @@ def _profile_object(cxx, folder):
 
 def profile_flags(version):
     """The host compiler's flags that make every load, store and basic block call the profiler."""
-    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc"]
+    # -fno-tree-sra keeps a float4 (an aggregate) one 16-byte access, as the GPU's vector load is one
+    # instruction, instead of four scalar loads the counters would see as four requests.
+    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-fno-tree-sra"]
     if "clang" in version.lower():
         return flags + ["-mllvm", "-tsan-instrument-func-entry-exit=0"]
     return flags + ["--param=tsan-instrument-func-entry-exit=0"]
@@ -633,6 +635,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     if os.environ.get("GPUEDU_FIBER_IMPL", "") == "ucontext":
         flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
     rewritten = _rewrite_source(source, profile)
+    if profile:  # the instrumentation's flags are part of what the cached module is
+        flags = flags + profile_flags(find_cxx()[1])
     folder = cache_dir_ or cache_dir()
     os.makedirs(folder, exist_ok=True)
     key = hashlib.sha256(json.dumps(
@@ -649,8 +653,6 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         with open(os.path.join(build_dir, "kernel.cu"), "w") as f:
             f.write(rewritten)
         tu = os.path.join(build_dir, "module.cpp")
-        if profile:
-            flags = flags + profile_flags(version)
         base = [cxx] + CXX_FLAGS + ["-I" + NATIVE_DIR, "-I" + build_dir] + flags
         pch_dir = None if profile else _precompiled_prelude(cxx, version, folder)
         with open(tu, "w") as f:

@@ -235,3 +235,42 @@ def test_a_tiled_matmul_loads_each_element_once_a_tile_instead_of_once_a_product
     assert untiled[LD_REQ] == warps * 2 * n   # every thread loads one A and one B value per k
     assert tiled[LD_REQ] == warps * 2 * (n // 16)
     assert untiled[LD_REQ] // tiled[LD_REQ] == 16
+
+
+def test_a_tile_column_in_one_bank_conflicts_31_times_a_request_and_padding_removes_it():
+    # transpose v2 reads a column of an unpadded 32 x 32 tile: 32 words in one bank. Its tile sits
+    # next to other module data in the same cache line, which must not hide any lane's access.
+    backend = gpuedu.setup(verbose=False)
+    if backend.name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    import pycuda.gpuarray as gpuarray
+
+    from gpuedu import ops
+    x = gpuarray.to_gpu(np.arange(64 * 64, dtype=np.float32).reshape(64, 64))
+    with gpuedu.profile() as prof:
+        ops.transpose(x, version=2)
+        ops.transpose(x, version=3)
+    unpadded, padded = (k.metrics for k in prof.kernels)
+    requests = 64 * 64 // 32
+    assert unpadded["smsp__sass_inst_executed_op_shared_ld.sum"] == requests
+    assert unpadded[SH_LD_WAVES] == requests * 32 and unpadded[SH_LD_CONFLICTS] == requests * 31
+    assert padded[SH_LD_WAVES] == requests and padded[SH_LD_CONFLICTS] == 0
+
+
+def test_a_float4_load_whose_parts_are_used_one_by_one_is_still_one_request():
+    # matmul v6 loads float4s and uses .x .y .z .w separately: the host compiler must not split the
+    # load into four scalar ones (four requests), since a GPU's vector load is one instruction.
+    backend = gpuedu.setup(verbose=False)
+    if backend.name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    import pycuda.gpuarray as gpuarray
+
+    from gpuedu import ops
+    a = gpuarray.to_gpu(np.ones((128, 128), np.float32))
+    with gpuedu.profile() as prof:
+        ops.matmul(a, a, version=5)
+        ops.matmul(a, a, version=6)
+    scalar, vector = (k.metrics for k in prof.kernels)
+    assert scalar[LD_REQ] == 4 * vector[LD_REQ]
+    assert scalar[LD_SECT] == vector[LD_SECT]          # the same bytes, in a quarter of the requests
+    assert vector[LD_SECT] == 16 * vector[LD_REQ]

@@ -363,14 +363,17 @@ void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t
 // ---- the access hook ------------------------------------------------------------------
 inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
   if (!S.on) return;
-  uint64_t line = a >> 6;
-  if (S.miss_lines[line & 255] == line + 1) return;  // lately found to be neither global nor shared
   size_t which;
   uint8_t space;
   uint64_t where;
+  uint64_t line = a >> 6;
+  // Shared memory first: its variables are module statics, which may share a cache line with
+  // data that is neither shared nor global (the line cache below would then hide them).
   if (find_shared(a, &which)) {
     space = SHARED;
     where = a;
+  } else if (S.miss_lines[line & 255] == line + 1) {
+    return;  // lately found to be neither global nor shared (allocations own whole pages)
   } else if (find_global(a, &which)) {
     space = GLOBAL;
     where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
