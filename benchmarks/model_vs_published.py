@@ -120,8 +120,9 @@ def main(argv=None):
         "notes": [
             "published figures are measured on an RTX A6000 by the article's author; ours are modelled from "
             "counted traffic, never measured",
-            "the model has no instruction-issue roof: register-blocked versions (4-7) spend most of their time "
-            "issuing FMAs and index arithmetic, which the model does not charge, so it flatters them most",
+            "versions 5-6 come out slower than measured, version 7 and the naive versions faster: the model "
+            "charges no instruction issue and no latency inside a block, and its L1/shared roof (one wavefront per "
+            "clock per SM) and the A6000's L2 bandwidth are stated assumptions (Prediction.assumptions)",
             "the article's kernels and the course's share designs, not code: tile sizes and loads differ in detail",
         ],
     }
