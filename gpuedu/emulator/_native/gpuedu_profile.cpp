@@ -413,6 +413,22 @@ void mark_dram(uint64_t sector, bool read, bool write) {
   if (write) mark(S.dram_write);
 }
 
+// Keep the distinct values of v[0, n) (n <= 128), in place; returns how many there are.
+unsigned distinct(uint64_t* v, unsigned n) {
+  uint64_t seen[128];
+  uint8_t used[128] = {};
+  unsigned kept = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    unsigned h = (unsigned)((v[i] * 0x9E3779B97F4A7C15ull) >> 57);
+    while (used[h] && seen[h] != v[i]) h = (h + 1) & 127;
+    if (used[h]) continue;
+    used[h] = 1;
+    seen[h] = v[i];
+    v[kept++] = v[i];
+  }
+  return kept;
+}
+
 void count_request(const WarpState& W, size_t index) {
   const Request& q = W.requests[index];
   auto addr = [&](unsigned lane) { return W.addresses[lane][index]; };
@@ -431,10 +447,7 @@ void count_request(const WarpState& W, size_t index) {
         sectors[n++] = s;
       }
     }
-    if (!ascending) {
-      std::sort(sectors, sectors + n);
-      n = (unsigned)(std::unique(sectors, sectors + n) - sectors);
-    }
+    if (!ascending) n = distinct(sectors, n);
     S.counters[G_REQ + q.op] += 1;
     S.counters[G_SECT + q.op] += n;
     S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
@@ -458,10 +471,7 @@ void count_request(const WarpState& W, size_t index) {
     if (!n) continue;
     ideal += 1;
     unsigned per_bank[32] = {};
-    if (q.op != ATOM) {
-      std::sort(words, words + n);
-      n = (unsigned)(std::unique(words, words + n) - words);
-    }
+    if (q.op != ATOM) n = distinct(words, n);
     unsigned most = 0;
     for (unsigned i = 0; i < n; ++i) most = std::max(most, ++per_bank[words[i] & 31]);
     waves += most;

@@ -1,0 +1,50 @@
+"""The profiler's benchmark scripts: their arithmetic and a small run of their core, no timings asserted."""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import gpuedu
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    if gpuedu.setup(verbose=False).name != "cpu":
+        pytest.skip("the benchmarks profile on the emulator")
+
+
+def test_spearman_is_one_for_the_same_order_and_minus_one_for_the_reverse():
+    mvp = load("model_vs_published")
+    assert mvp.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+    assert mvp.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+
+
+def test_two_counted_sizes_predict_a_third_and_the_comparison_is_well_formed(emulator):
+    mvp = load("model_vs_published")
+    records = mvp.count_ladder(sizes=(32, 64, 128), versions=(1, 2, 3))
+    predicted = mvp.at_size({32: records[32], 64: records[64]}, 128, sizes=(32, 64))
+    for v in (1, 2, 3):
+        assert predicted[v].metrics == records[128][v].metrics
+    rows = mvp.compare(predicted, size=128)
+    assert [r["version"] for r in rows] == [1, 2, 3]
+    assert all(r["modelled_gflops"] > 0 and r["limiter"] for r in rows)
+    assert rows[1]["step_published"] == pytest.approx(1986.5 / 309.0)
+
+
+def test_the_overhead_benchmark_covers_every_ladder_of_the_lessons(emulator):
+    from gpuedu import ops
+    names = [name for name, _ in load("profiler_bench").cases()]
+    assert sum(n.startswith("matmul") for n in names) == len(ops.MATMUL_VERSIONS)
+    assert sum(n.startswith("reduction") for n in names) == len(ops.REDUCE_VERSIONS)
+    assert sum(n.startswith("transpose") for n in names) == len(ops.TRANSPOSE_VERSIONS)
+    assert np.isfinite(load("profiler_bench").TARGET)
