@@ -218,25 +218,6 @@ def _address(lib, name):
 
 def _variables(path):
     """{name: size} of the variables a module exports (its __device__ and __constant__ data)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data[:4] != b"\x7fELF" or data[4] != 2:
-        return {}
-    end = "<" if data[5] == 1 else ">"
-    shoff, = struct.unpack_from(end + "Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
-    sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    found = {}
-    for sec in sections:
-        if sec[1] != 11:  # SHT_DYNSYM
-            continue
-        str_off = sections[sec[6]][4]
-        for k in range(sec[5] // 24):
-            st_name, st_info, _, st_shndx, _, st_size = struct.unpack_from(end + "IBBHQQ", data, sec[4] + 24 * k)
-            if st_info & 0xF != 1 or st_shndx == 0 or not st_size:  # defined objects only
-                continue
-            stop = data.index(b"\0", str_off + st_name)
-            name = data[str_off + st_name:stop].decode()
-            if not name.startswith(("gpuedu_", "__gpuedu", "_ZN8__gpuedu")):
-                found[name] = st_size
-    return found
+    from .function import read_dynamic_symbols
+    return {name: size for name, (size, is_object) in read_dynamic_symbols(path).items()
+            if is_object and size and not name.startswith(("gpuedu_", "__gpuedu", "_ZN8__gpuedu"))}

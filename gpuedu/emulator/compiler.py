@@ -535,22 +535,7 @@ def _host_object(cxx, folder):
     and stack mappings need (unistd.h, signal.h, ...) out of the user's translation
     unit, so kernels may be called ``read``, ``write`` or ``signal`` as with nvcc.
     """
-    key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
-    obj = os.path.join(folder, f"host-{key}.o")
-    if os.path.isfile(obj):
-        return obj
-    tmp = f"{obj}.{os.getpid()}.tmp.o"
-    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + [
-        "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, "gpuedu_host.cpp"), "-o", tmp]
-    proc = _run(cmd, folder)
-    if proc.returncode != 0 or not os.path.isfile(tmp):
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise CompileError("compiling the emulator's runtime (gpuedu_host.cpp) failed: the C++ compiler may be "
-                           "too old (C++17 is needed)", command_line=" ".join(cmd), stdout=proc.stdout,
-                           stderr=proc.stderr)
-    os.replace(tmp, obj)  # atomic: a concurrent process sees no file or the whole file
-    return obj
+    return _runtime_object(cxx, folder, "gpuedu_host.cpp", "host", [], "runtime")
 
 
 def _profile_object(cxx, folder):
@@ -559,22 +544,26 @@ def _profile_object(cxx, folder):
     A profiled module links it: the compiler's instrumentation of the module calls
     into it for every load, store and basic block of the kernels.
     """
+    return _runtime_object(cxx, folder, "gpuedu_profile.cpp", "profile", ["-O3", "-DGPUEDU_PROFILE=1"], "profiler")
+
+
+def _runtime_object(cxx, folder, source, prefix, extra_flags, what):
+    """``_native/<source>`` compiled once per prelude and compiler into ``<folder>/<prefix>-<key>.o``."""
     key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
-    obj = os.path.join(folder, f"profile-{key}.o")
+    obj = os.path.join(folder, f"{prefix}-{key}.o")
     if os.path.isfile(obj):
         return obj
     tmp = f"{obj}.{os.getpid()}.tmp.o"
-    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + [
-        "-O3", "-DGPUEDU_PROFILE=1", "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, "gpuedu_profile.cpp"),
-        "-o", tmp]
+    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + extra_flags + [
+        "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, source), "-o", tmp]
     proc = _run(cmd, folder)
     if proc.returncode != 0 or not os.path.isfile(tmp):
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise CompileError("compiling the emulator's profiler (gpuedu_profile.cpp) failed: the C++ compiler may be "
+        raise CompileError(f"compiling the emulator's {what} ({source}) failed: the C++ compiler may be "
                            "too old (C++17 is needed)", command_line=" ".join(cmd), stdout=proc.stdout,
                            stderr=proc.stderr)
-    os.replace(tmp, obj)
+    os.replace(tmp, obj)  # atomic: a concurrent process sees no file or the whole file
     return obj
 
 

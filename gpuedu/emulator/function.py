@@ -219,6 +219,11 @@ def _symbol_size(path, name):
 
 
 def _read_elf_dynsym_sizes(path):
+    return {name: size for name, (size, _) in read_dynamic_symbols(path).items()}
+
+
+def read_dynamic_symbols(path):
+    """{name: (st_size, is_defined_object)} of an ELF shared library's dynamic symbols ({} if not ELF64)."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:4] != b"\x7fELF" or data[4] != 2:
@@ -227,17 +232,17 @@ def _read_elf_dynsym_sizes(path):
     shoff, = struct.unpack_from(end + "Q", data, 0x28)
     shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
     sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    sizes = {}
+    symbols = {}
     for sec in sections:
         if sec[1] != 11:  # SHT_DYNSYM
             continue
-        strtab = sections[sec[6]]
-        str_off = strtab[4]
+        str_off = sections[sec[6]][4]
         for k in range(sec[5] // 24):
-            st_name, _, _, _, _, st_size = struct.unpack_from(end + "IBBHQQ", data, sec[4] + 24 * k)
+            st_name, st_info, _, st_shndx, _, st_size = struct.unpack_from(end + "IBBHQQ", data, sec[4] + 24 * k)
             stop = data.index(b"\0", str_off + st_name)
-            sizes[data[str_off + st_name:stop].decode()] = st_size
-    return sizes
+            is_object = st_info & 0xF == 1 and st_shndx != 0   # STT_OBJECT, defined in this file
+            symbols[data[str_off + st_name:stop].decode()] = (st_size, is_object)
+    return symbols
 
 
 # ---- launching -------------------------------------------------------------------------------

@@ -79,13 +79,8 @@ DIVERGENT = "smsp__sass_branch_targets_threads_divergent.sum"
 
 
 @pytest.fixture(scope="module")
-def emu():
-    backend = gpuedu.setup(verbose=False)
-    if backend.name != "cpu":
-        pytest.skip("the counters are the emulator's")
-    from pycuda.compiler import SourceModule
-    import pycuda.gpuarray as gpuarray
-    return SourceModule(SOURCE), gpuarray
+def emu(emulator_module):
+    return emulator_module(SOURCE)
 
 
 def profiled(fn, *args, **launch):

@@ -47,13 +47,8 @@ __global__ void blocks_share_a_slot(float* out) {
 
 
 @pytest.fixture(scope="module")
-def emu():
-    backend = gpuedu.setup(verbose=False)
-    if backend.name != "cpu":
-        pytest.skip("racecheck runs on the emulator")
-    from pycuda.compiler import SourceModule
-    import pycuda.gpuarray as gpuarray
-    return SourceModule(SOURCE), gpuarray
+def emu(emulator_module):
+    return emulator_module(SOURCE)
 
 
 def checked(fn, *args, **launch):

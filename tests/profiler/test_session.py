@@ -19,13 +19,8 @@ __global__ void out_of_bounds(float* x) { x[threadIdx.x + 64] = 1.0f; }   // x h
 
 
 @pytest.fixture(scope="module")
-def emu():
-    backend = gpuedu.setup(verbose=False)
-    if backend.name != "cpu":
-        pytest.skip("the counters are the emulator's")
-    from pycuda.compiler import SourceModule
-    import pycuda.gpuarray as gpuarray
-    return SourceModule(SOURCE), gpuarray
+def emu(emulator_module):
+    return emulator_module(SOURCE)
 
 
 def test_one_record_per_launch_in_launch_order_with_its_shape(emu):
