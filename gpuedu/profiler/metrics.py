@@ -18,6 +18,11 @@ by many lanes is a broadcast; 8- and 16-byte accesses go a half- and a quarter-w
 time); *bank conflicts* = wavefronts - the wavefronts the access width needs at least.
 A branch instance is *divergent* when the active lanes of a warp go on to different
 basic blocks.
+
+The counts follow the host compiler's code for the kernel at -O2 (its basic blocks and the
+loads it keeps), which may differ in detail from nvcc's; module ``__device__`` and
+``__constant__`` variables are not counted; WMMA fragment loads count as every lane loading
+the whole tile (the emulator's mma.h), so tensor-core kernels' counts are overstated.
 """
 
 # Nsight Compute name -> how it follows from the emulator's raw counts (_instrument.COUNTERS).
