@@ -192,3 +192,18 @@ def test_a_host_compiler_that_cannot_instrument_leaves_the_launch_plain_with_the
     assert rec.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] is None
     assert "could not build the instrumented module" in rec.reasons["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
     np.testing.assert_array_equal(x.get(), np.full(32, 4, np.float32))
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_each_launch_is_timed_with_events_and_the_counters_point_to_ncu(gpu_context):
+    from pycuda.compiler import SourceModule
+    import pycuda.gpuarray as gpuarray
+    fn = SourceModule(SOURCE).get_function("scale")
+    x = gpuarray.to_gpu(np.ones(1 << 20, np.float32))
+    with gpuedu.profile() as prof:
+        fn(x, np.float32(2), np.int32(1 << 20), block=(256, 1, 1), grid=((1 << 20) // 256, 1))
+    rec = prof.kernels[0]
+    assert rec.backend == "cuda" and rec.seconds > 0 and rec.grid == (4096, 1, 1)
+    assert rec.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] is None
+    assert "ncu --metrics" in rec.reasons["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
+    np.testing.assert_array_equal(x.get(), np.full(1 << 20, 2, np.float32))
