@@ -15,7 +15,6 @@ import re
 
 import numpy as np
 
-from . import _device
 from .tools import context_dependent_memoize, dtype_to_ctype, get_or_register_dtype
 
 __all__ = ["ElementwiseKernel", "VectorArg", "ScalarArg", "parse_c_arg", "get_elwise_module",
@@ -287,6 +286,9 @@ class ElementwiseKernel:
 THREADS_PER_BLOCK = 256
 
 
+MAX_THREADS = 1 << 31   # threads of one elementwise launch (see _launch_shape)
+
+
 def _launch_shape(count):
     """``(grid, block)`` giving each element its own thread.
 
@@ -296,7 +298,9 @@ def _launch_shape(count):
     revisit every cache line (about 8x slower on 2**22 floats), while one element
     per thread walks memory in order.
     """
-    blocks = min(-(-count // THREADS_PER_BLOCK), _device.MAX_GRID_DIM[0])
+    # At most 2**31 threads: the loop's 32-bit `total_threads` (as PyCUDA generates it) must not wrap
+    # to 0, which would leave every thread on its first element forever; past that, threads stride.
+    blocks = min(-(-count // THREADS_PER_BLOCK), MAX_THREADS // THREADS_PER_BLOCK)
     return (blocks, 1), (THREADS_PER_BLOCK, 1, 1)
 
 

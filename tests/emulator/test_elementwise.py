@@ -163,3 +163,14 @@ def test_reading_past_a_raw_pointer_is_a_launch_error_and_the_process_lives_on()
     idx.set(np.array([3, 2, 1, 0], np.int32))
     gather(idx, table.gpudata, out)
     assert out.get().tolist() == [40, 30, 20, 10]
+
+
+def test_a_launch_over_two_to_the_32_elements_keeps_the_grid_stride_from_wrapping():
+    # `total_threads` is 32-bit in the generated loop (as in PyCUDA's): 2**32 threads would make it 0
+    # and every thread would stay on its first element forever.
+    from gpuedu.emulator.elementwise import _launch_shape
+    for count in (1, 255, 257, 1 << 31, 1 << 32, (1 << 40) + 3):
+        (blocks, _), (threads, _, _) = _launch_shape(count)
+        assert blocks * threads <= 1 << 31
+        assert blocks * threads >= min(count, 1 << 31)   # one element a thread, up to the cap
+        assert blocks >= 1
