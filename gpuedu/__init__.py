@@ -20,6 +20,13 @@ def racecheck(arch="sm_90"):
     return _racecheck(arch=arch)
 
 
+def trace(path=None, gpu="H100"):
+    """Record copies, kernels, events and synchronisations in a ``with`` block and lay them out as the
+    streams of ``gpu`` would run them (modelled); see ``gpuedu.profiler.trace``."""
+    from .profiler.trace import trace as _trace
+    return _trace(path=path, gpu=gpu)
+
+
 def setup(backend=None, verbose=True):
     """Choose real PyCUDA or the CPU emulator for this process; see ``gpuedu.backend.setup``."""
     from .backend import setup as _setup

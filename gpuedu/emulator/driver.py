@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from . import _device, memory
+from . import _activity, _device, memory
 from ._alloc import DeviceAllocation
 from ._args import ArgumentHandler, In, InOut, Out
 from ._errors import CompileError, Error, LaunchError, LogicError, MemoryError, RuntimeError
@@ -376,6 +376,7 @@ class Context:
     def synchronize():
         """Wait for all work in the current context; kernels here finish at launch."""
         _require_context("cuCtxSynchronize")
+        _activity.emit("context_synchronize")
 
     def detach(self):
         """Drop this context: pop it if current; it cannot be used afterwards."""
@@ -535,41 +536,62 @@ def _check_stream(stream):
 
 def memcpy_htod(dest, src):
     """Copy the host buffer ``src`` (all of it) to device pointer ``dest``."""
-    src_address, nbytes = _host_buffer(src, "cuMemcpyHtoD", "source", writeable=False)
-    dest_address = _device_address(dest, nbytes, "cuMemcpyHtoD", "destination")
-    ctypes.memmove(dest_address, src_address, nbytes)
+    _copy_htod(dest, src, None, False)
 
 
 def memcpy_dtoh(dest, src):
     """Fill the host buffer ``dest`` (all of it) from device pointer ``src``."""
-    dest_address, nbytes = _host_buffer(dest, "cuMemcpyDtoH", "destination", writeable=True)
-    src_address = _device_address(src, nbytes, "cuMemcpyDtoH", "source")
-    ctypes.memmove(dest_address, src_address, nbytes)
+    _copy_dtoh(dest, src, None, False)
 
 
 def memcpy_dtod(dest, src, size):
     """Copy ``size`` bytes from device pointer ``src`` to device pointer ``dest``."""
-    size = _as_count(size, "cuMemcpyDtoD", "size")
-    dest_address = _device_address(dest, size, "cuMemcpyDtoD", "destination")
-    src_address = _device_address(src, size, "cuMemcpyDtoD", "source")
-    ctypes.memmove(dest_address, src_address, size)
+    _copy_dtod(dest, src, size, None, False)
 
 
 # Kernels and copies run in issue order on the one CPU "device", so an asynchronous
 # copy is complete when the call returns: exactly what a stream guarantees, only sooner.
+# (A recorder, gpuedu.trace(), hears of each with its stream, to lay them out as a GPU would.)
 def memcpy_htod_async(dest, src, stream=None):
     _check_stream(stream)
-    memcpy_htod(dest, src)
+    _copy_htod(dest, src, stream, True)
 
 
 def memcpy_dtoh_async(dest, src, stream=None):
     _check_stream(stream)
-    memcpy_dtoh(dest, src)
+    _copy_dtoh(dest, src, stream, True)
 
 
 def memcpy_dtod_async(dest, src, size, stream=None):
     _check_stream(stream)
-    memcpy_dtod(dest, src, size)
+    _copy_dtod(dest, src, size, stream, True)
+
+
+def _copy_htod(dest, src, stream, is_async):
+    with _activity.call("copy", direction="htod", stream=_activity.stream_id(stream), is_async=is_async) as info:
+        src_address, nbytes = _host_buffer(src, "cuMemcpyHtoD", "source", writeable=False)
+        dest_address = _device_address(dest, nbytes, "cuMemcpyHtoD", "destination")
+        ctypes.memmove(dest_address, src_address, nbytes)
+        if _activity.active():
+            info.update(bytes=nbytes, pinned=_activity.is_pinned(src))
+
+
+def _copy_dtoh(dest, src, stream, is_async):
+    with _activity.call("copy", direction="dtoh", stream=_activity.stream_id(stream), is_async=is_async) as info:
+        dest_address, nbytes = _host_buffer(dest, "cuMemcpyDtoH", "destination", writeable=True)
+        src_address = _device_address(src, nbytes, "cuMemcpyDtoH", "source")
+        ctypes.memmove(dest_address, src_address, nbytes)
+        if _activity.active():
+            info.update(bytes=nbytes, pinned=_activity.is_pinned(dest))
+
+
+def _copy_dtod(dest, src, size, stream, is_async):
+    with _activity.call("copy", direction="dtod", stream=_activity.stream_id(stream), is_async=is_async) as info:
+        size = _as_count(size, "cuMemcpyDtoD", "size")
+        dest_address = _device_address(dest, size, "cuMemcpyDtoD", "destination")
+        src_address = _device_address(src, size, "cuMemcpyDtoD", "source")
+        ctypes.memmove(dest_address, src_address, size)
+        info.update(bytes=size, pinned=False)
 
 
 def _memset(dest, data, count, ctype, call):
@@ -783,7 +805,7 @@ class Stream:
         self.flags = flags
 
     def synchronize(self):
-        pass
+        _activity.emit("stream_synchronize", stream=_activity.stream_id(self))
 
     def is_done(self):
         return True
@@ -791,6 +813,7 @@ class Stream:
     def wait_for_event(self, event):
         if not isinstance(event, Event):
             raise TypeError(f"wait_for_event takes a pycuda.driver.Event, got {type(event).__name__}")
+        _activity.emit("stream_wait_event", stream=_activity.stream_id(self), event=id(event))
 
     @property
     def handle(self):
@@ -813,9 +836,11 @@ class Event:
         # Everything issued before this point has already finished, so "now" is when
         # the stream reaches the event.
         self._time = time.perf_counter()
+        _activity.emit("event_record", stream=_activity.stream_id(stream), event=id(self))
         return self
 
     def synchronize(self):
+        _activity.emit("event_synchronize", event=id(self))
         return self
 
     def query(self):

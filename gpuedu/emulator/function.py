@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from . import _device, memory
+from . import _activity, _device, memory
 from ._alloc import DeviceAllocation
 from ._args import ArgumentHandler
 from ._errors import LaunchError, LogicError
@@ -432,7 +432,14 @@ class Function:
         limit = max(_device.MAX_SHARED_MEMORY_PER_BLOCK, self._max_dynamic_shared)
         return struct.pack("8I", *grid, *block, shared, limit)
 
-    def _run(self, dims, argbuf):
+    def _run(self, dims, argbuf, stream=None):
+        if _activity._recorder[0] is not None:   # gpuedu.trace() lays the launch out on its stream
+            with _activity.call("kernel", name=self.name, stream=_activity.stream_id(stream), dims=dims):
+                self._dispatch(dims, argbuf)
+        else:
+            self._dispatch(dims, argbuf)
+
+    def _dispatch(self, dims, argbuf):
         observer = _observer[0]
         if observer is not None:
             observer(self, dims, argbuf)
@@ -504,7 +511,7 @@ class Function:
             for h in handlers:
                 h.pre_call(stream)
             start = time.perf_counter()
-            self._run(dims, argbuf)
+            self._run(dims, argbuf, stream)
             elapsed = time.perf_counter() - start
             for h in handlers:
                 h.post_call(stream)
@@ -577,7 +584,8 @@ class Function:
 
     def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
         # Launches run synchronously in the emulator: the stream is already done afterwards.
-        self.prepared_call(grid, block, *args, shared_size=shared_size)
+        dims = self._check_launch(block, grid, shared_size)
+        self._run(dims, self._prepared_args(args), stream)
 
 
 _ATTRIBUTE_ORDER = ["MAX_THREADS_PER_BLOCK", "SHARED_SIZE_BYTES", "CONST_SIZE_BYTES", "LOCAL_SIZE_BYTES",

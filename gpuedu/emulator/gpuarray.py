@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from . import driver as drv
-from . import memory
+from . import _activity, memory
 
 __all__ = [
     "GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "empty_like", "zeros_like",
@@ -255,7 +255,9 @@ class GPUArray:
             raise ValueError(f"ary and self must have the same dtype ({ary.dtype} != {self.dtype}); "
                              f"convert with ary.astype(np.{self.dtype.name})")
         if self.size:
-            np.copyto(self._host_view(), ary)
+            with _activity.call("copy", direction="htod", stream=_activity.stream_id(stream), is_async=async_,
+                                bytes=self.nbytes, pinned=_activity.is_pinned(ary)):
+                np.copyto(self._host_view(), ary)
 
     def set_async(self, ary, stream=None):
         return self.set(ary, async_=True, stream=stream)
@@ -282,7 +284,9 @@ class GPUArray:
                               DeprecationWarning, stacklevel=2)
                 ary = ary.reshape(self.shape)
         if self.size:
-            np.copyto(ary, self._host_view())
+            with _activity.call("copy", direction="dtoh", stream=_activity.stream_id(stream), is_async=async_,
+                                bytes=self.nbytes, pinned=_activity.is_pinned(ary)):
+                np.copyto(ary, self._host_view())
         return ary
 
     def get_async(self, stream=None, ary=None):

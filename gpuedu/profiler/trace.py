@@ -1,0 +1,224 @@
+"""``gpuedu.trace()``: a timeline of copies and kernels as a GPU's streams would run them (modelled).
+
+The emulator runs every copy and kernel at once, in issue order, so its own clock shows no overlap.
+Inside ``with gpuedu.trace() as tr:`` every copy, launch, event, stream wait and synchronisation is
+recorded with its stream, and ``schedule`` lays them out as CUDA's rules say a GPU runs them:
+
+- work on one stream runs in issue order; work on different streams may overlap;
+- the legacy default stream (``stream=None``) waits for all earlier work of every stream, and later
+  work on any stream waits for it;
+- ``stream.wait_for_event(e)`` holds the stream until ``e`` is reached; ``e.synchronize()``,
+  ``stream.synchronize()``, ``Context.synchronize()`` and every synchronous copy hold the host;
+- one copy engine per direction (host to device, device to host) and one compute queue (kernels
+  of different streams do not run side by side here: a stated simplification).
+
+Durations are **modelled**: a copy takes latency + bytes / link bandwidth (pinned memory at the
+link's DMA rate; pageable memory about half, and a pageable "async" copy holds the host, as the
+driver stages it); a kernel takes the profiler's modelled time on the named GPU (its counts come
+from running it instrumented). The host is modelled as issuing its calls back to back (a couple of
+microseconds each): what it does between calls here is the emulator's work, not a GPU program's.
+``tr.write(path)`` saves Chrome trace-event JSON (Perfetto, chrome://tracing); ``tr.plot()`` draws it.
+"""
+import json
+
+from . import metrics as _metrics
+
+# Host <-> device links, per GPU: (pinned bytes/s, pageable bytes/s, latency s). Assumptions, stated.
+LINKS = {
+    "T4": (12e9, 6e9, 10e-6),           # PCIe 3.0 x16: ~12 GB/s pinned in practice
+    "A100 SXM4 80GB": (24e9, 12e9, 10e-6),  # PCIe 4.0 x16: ~24 GB/s pinned in practice
+    "RTX A6000": (24e9, 12e9, 10e-6),
+    "H100 SXM": (50e9, 25e9, 8e-6),     # PCIe 5.0 x16: ~50 GB/s pinned in practice
+    "H200 SXM": (50e9, 25e9, 8e-6),
+}
+LINK_SOURCE = ("assumption: typical measured PCIe rates (3.0 x16 ~12 GB/s, 4.0 ~24, 5.0 ~50 GB/s pinned; "
+               "pageable about half, through the driver's staging buffer), 8-10 us per copy")
+API_OVERHEAD_S = 2e-6   # host time to issue one call (assumption)
+ENGINES = {"htod": "copy engine (host to device)", "dtoh": "copy engine (device to host)",
+           "dtod": "compute", "kernel": "compute"}
+
+
+class Trace:
+    """What a ``with gpuedu.trace() as tr:`` block recorded, and its modelled schedule (``tr.events``)."""
+
+    def __init__(self, gpu="H100", path=None):
+        from .gpus import get_gpu
+        self.gpu = get_gpu(gpu)
+        self.path = path
+        self.calls = []          # (kind, info) in issue order
+        self.events = []         # the schedule: dicts with name, row, start, duration (seconds), args
+        self._profile = None
+        self._previous = None
+
+    def __enter__(self):
+        import gpuedu
+        from .session import Profile
+        backend = gpuedu.setup(verbose=False)
+        if backend.name != "cpu":
+            raise RuntimeError("gpuedu.trace() models a GPU's timeline on the emulator; on this GPU measure the "
+                               "real one with Nsight Systems: nsys profile -t cuda,nvtx python your_script.py")
+        from gpuedu.emulator import _activity
+        self._profile = Profile().__enter__()          # kernels are counted, for their modelled time
+        self._previous = _activity.set_recorder(self._hear)
+        return self
+
+    def __exit__(self, *exc):
+        from gpuedu.emulator import _activity
+        _activity.set_recorder(self._previous)
+        self._profile.__exit__(*exc)
+        self.events = schedule(self.calls, self.gpu)
+        if self.path is not None and exc[0] is None:
+            self.write(self.path)
+        return False
+
+    def _hear(self, kind, info):
+        info = dict(info)
+        if kind == "kernel":
+            rec = self._profile.kernels[-1] if self._profile.kernels else None
+            info["record"] = rec
+        self.calls.append((kind, info))
+
+    # -- reading it
+    @property
+    def total(self):
+        """Modelled seconds from the first call to the end of the last piece of work."""
+        return max((e["start"] + e["duration"] for e in self.events), default=0.0)
+
+    def rows(self):
+        """The timeline's rows, host first, then each stream in order of first use."""
+        seen = []
+        for e in self.events:
+            if e["row"] not in seen:
+                seen.append(e["row"])
+        return sorted(seen, key=lambda r: (r != "host", seen.index(r)))
+
+    def to_chrome(self):
+        """Chrome trace-event JSON: one complete event ("ph": "X") per copy or kernel, microseconds."""
+        rows = self.rows()
+        out = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": i, "args": {"name": row}}
+               for i, row in enumerate(rows)]
+        for e in self.events:
+            out.append({"name": e["name"], "cat": e["kind"], "ph": "X", "pid": 1, "tid": rows.index(e["row"]),
+                        "ts": round(e["start"] * 1e6, 3), "dur": round(e["duration"] * 1e6, 3), "args": e["args"]})
+        return {"traceEvents": out, "displayTimeUnit": "ns",
+                "otherData": {"what": f"modelled on {self.gpu.name} by gpuedu.trace(), not measured",
+                              "links": LINK_SOURCE}}
+
+    def write(self, path):
+        with open(path, "w") as f:
+            json.dump(self.to_chrome(), f, indent=1)
+        return path
+
+    def plot(self, ax=None, title=None):
+        """The timeline: one row per stream (and the host), a bar per copy or kernel, in modelled ms."""
+        import matplotlib.pyplot as plt
+        if ax is None:
+            _, ax = plt.subplots(figsize=(9, 0.6 + 0.5 * len(self.rows())))
+        colours = {"htod": "tab:orange", "dtoh": "tab:green", "dtod": "tab:olive", "kernel": "tab:blue",
+                   "host": "tab:grey"}
+        rows = self.rows()
+        for e in self.events:
+            y = len(rows) - 1 - rows.index(e["row"])
+            ax.broken_barh([(e["start"] * 1e3, max(e["duration"] * 1e3, 1e-6))], (y - 0.35, 0.7),
+                           color=colours.get(e["kind"], "tab:purple"), edgecolor="white", linewidth=0.3)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(list(reversed(rows)))
+        ax.set_xlabel(f"milliseconds, modelled on {self.gpu.name} (not measured)")
+        ax.set_title(title or f"{len(self.events)} copies and kernels: {self.total * 1e3:.3f} ms (modelled)")
+        return ax
+
+    def __str__(self):
+        kinds = {}
+        for e in self.events:
+            kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
+        parts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        return (f"gpuedu.trace: {parts or 'nothing'} on {len(self.rows())} rows, {self.total * 1e3:.3f} ms "
+                f"modelled on {self.gpu.name} (not measured)")
+
+
+def trace(path=None, gpu="H100"):
+    """Record copies, kernels, events and synchronisations in a ``with`` block; lay them out as ``gpu``'s
+    streams would run them (modelled); ``path`` (optional) receives Chrome trace-event JSON."""
+    return Trace(gpu=gpu, path=path)
+
+
+# ---- the schedule ------------------------------------------------------------------------------------
+def copy_seconds(direction, nbytes, pinned, gpu):
+    """Modelled time of one copy: a latency plus the bytes over the link (or twice over DRAM on the device)."""
+    if direction == "dtod":
+        return 2 * nbytes / (0.85 * gpu.dram_bytes_per_s)
+    rate_pinned, rate_pageable, latency = LINKS.get(gpu.name, LINKS["H100 SXM"])
+    return latency + nbytes / (rate_pinned if pinned else rate_pageable)
+
+
+def kernel_seconds(record, gpu):
+    """The profiler's modelled time of a launch on ``gpu`` (``None`` when it could not be counted)."""
+    if record is None or record.metrics.get("smsp__warps_launched.sum") is None:
+        return None
+    return record.predict(gpu).seconds
+
+
+def schedule(calls, gpu):
+    """Lay out ``calls`` [(kind, info)] as CUDA's stream rules run them; returns the timeline's events.
+
+    A kernel's info may give its ``seconds``; else its profiler ``record`` is modelled on ``gpu``.
+    Each event: ``name``, ``kind`` (htod, dtoh, dtod, kernel), ``row`` (the stream),
+    ``start`` and ``duration`` in modelled seconds from the first call, and ``args``.
+    """
+    events = []
+    host = 0.0                 # the host's clock
+    tail = {}                  # stream -> when its last piece of work ends
+    gate = {}                  # stream -> when an event it waits for is reached
+    engine_free = {}           # engine -> when it is next free
+    default_tail = 0.0         # the legacy default stream's last piece of work
+    event_time = {}            # event -> when its stream reached it
+    names = {0: "default stream"}   # streams numbered in order of first use
+    for _, info in calls:
+        if "stream" in info and info["stream"] not in names:
+            names[info["stream"]] = f"stream {len(names)}"
+    for kind, info in calls:
+        stream = info.get("stream", 0)
+        ready = max(tail.get(stream, 0.0), gate.get(stream, 0.0))
+        ready = max(ready, max(tail.values(), default=0.0) if stream == 0 else default_tail)
+        if kind in ("copy", "kernel"):
+            host += API_OVERHEAD_S
+            if kind == "copy":
+                what = info["direction"]
+                duration = copy_seconds(what, info.get("bytes", 0), info.get("pinned", False), gpu)
+                name = f"{what} {info.get('bytes', 0):,} B" + ("" if info.get("pinned") else " (pageable)")
+                args = {"bytes": info.get("bytes", 0), "pinned": info.get("pinned", False)}
+            else:
+                what = "kernel"
+                duration = info.get("seconds") or kernel_seconds(info.get("record"), gpu)
+                if duration is None:
+                    duration = info["host_end"] - info["host_time"]
+                    args = {"duration": "the emulator's own time (not counted)"}
+                else:
+                    args = {"duration": f"modelled on {gpu.name}"}
+                name = info["name"]
+            engine = ENGINES[what]
+            start = max(host, ready, engine_free.get(engine, 0.0))
+            end = start + duration
+            engine_free[engine] = end
+            tail[stream] = end
+            if stream == 0:
+                default_tail = end
+            blocking = not info.get("is_async", kind == "kernel") or (
+                kind == "copy" and what != "dtod" and not info.get("pinned", False))
+            if blocking and kind == "copy":
+                host = end
+            events.append({"name": name, "kind": what, "row": names[stream], "start": start,
+                           "duration": duration, "args": dict(args, stream=names[stream])})
+        elif kind == "event_record":
+            event_time[info["event"]] = max(host, ready)
+        elif kind == "stream_wait_event":
+            gate[stream] = max(gate.get(stream, 0.0), event_time.get(info["event"], 0.0))
+        elif kind == "event_synchronize":
+            host = max(host, event_time.get(info["event"], host))
+        elif kind == "stream_synchronize":
+            host = max(host, tail.get(stream, 0.0), gate.get(stream, 0.0),
+                       max(tail.values(), default=0.0) if stream == 0 else 0.0)
+        elif kind == "context_synchronize":
+            host = max([host] + list(tail.values()))
+    return events
+

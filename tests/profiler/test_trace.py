@@ -1,0 +1,144 @@
+"""gpuedu.trace(): CUDA's stream rules against timelines worked out by hand, the trace-event JSON, and a
+double-buffered pipeline that overlaps."""
+import json
+
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu.profiler.gpus import get_gpu
+from gpuedu.profiler.trace import API_OVERHEAD_S, copy_seconds, schedule
+
+H100 = get_gpu("H100")
+US = 1e-6
+
+
+def copy(stream, nbytes, pinned=True, is_async=True, direction="htod"):
+    return ("copy", {"direction": direction, "stream": stream, "bytes": nbytes, "pinned": pinned,
+                     "is_async": is_async})
+
+
+def kernel(stream, seconds, name="k"):
+    return ("kernel", {"name": name, "stream": stream, "seconds": seconds})
+
+
+def spans(events):
+    return [(e["row"], e["kind"], round(e["start"] / US, 3), round((e["start"] + e["duration"]) / US, 3))
+            for e in events]
+
+
+def test_a_copy_takes_a_latency_plus_its_bytes_over_the_link():
+    assert copy_seconds("htod", 50_000_000, True, H100) == pytest.approx(8e-6 + 1e-3)
+    assert copy_seconds("htod", 50_000_000, False, H100) == pytest.approx(8e-6 + 2e-3)   # pageable: half
+    assert copy_seconds("dtod", 1_000_000, False, H100) == pytest.approx(2e6 / (0.85 * 3.35e12))
+
+
+def test_two_streams_overlap_a_copy_with_the_other_streams_kernel():
+    c = copy_seconds("htod", 1_000_000, True, H100)          # 28 us
+    k = 50 * US
+    calls = [copy(1, 1_000_000), kernel(1, k), copy(2, 1_000_000), kernel(2, k)]
+    o = API_OVERHEAD_S
+    got = spans(schedule(calls, H100))
+    c1_end = o + c
+    expected = [
+        ("stream 1", "htod", o, c1_end),
+        ("stream 1", "kernel", c1_end, c1_end + k),           # after its stream's copy
+        ("stream 2", "htod", c1_end, c1_end + c),             # the copy engine is free again: overlaps the kernel
+        ("stream 2", "kernel", c1_end + k, c1_end + 2 * k),   # one compute queue: after stream 1's kernel
+    ]
+    assert got == [(r, kind, round(a / US, 3), round(b / US, 3)) for r, kind, a, b in expected]
+
+
+def test_one_stream_runs_everything_in_order():
+    c = copy_seconds("htod", 1_000_000, True, H100)
+    k = 50 * US
+    events = schedule([copy(1, 1_000_000), kernel(1, k), copy(1, 1_000_000), kernel(1, k)], H100)
+    ends = [e["start"] + e["duration"] for e in events]
+    assert ends[-1] == pytest.approx(API_OVERHEAD_S + 2 * (c + k))
+    assert all(b["start"] >= a["start"] + a["duration"] - 1e-15 for a, b in zip(events, events[1:]))
+
+
+def test_a_wait_for_an_event_holds_the_stream_until_the_other_stream_reaches_it():
+    k = 100 * US
+    calls = [kernel(1, k, "producer"), ("event_record", {"stream": 1, "event": 7}),
+             ("stream_wait_event", {"stream": 2, "event": 7}), kernel(2, 10 * US, "consumer"),
+             kernel(3, 10 * US, "independent")]
+    by_name = {e["name"]: e for e in schedule(calls, H100)}
+    assert by_name["consumer"]["start"] == pytest.approx(API_OVERHEAD_S + k)
+    # without the wait it could have started at once, but the compute queue is busy with the producer
+    assert by_name["independent"]["start"] == pytest.approx(API_OVERHEAD_S + k + 10 * US)
+
+
+def test_the_legacy_default_stream_waits_for_every_stream_and_blocks_the_next():
+    calls = [kernel(1, 100 * US, "a"), copy(0, 1_000_000, direction="htod", is_async=True),
+             copy(2, 1_000_000)]
+    a, on_default, after = schedule(calls, H100)
+    assert on_default["start"] == pytest.approx(a["start"] + a["duration"])
+    assert after["start"] == pytest.approx(on_default["start"] + on_default["duration"])
+
+
+def test_synchronous_and_pageable_copies_hold_the_host_but_pinned_async_ones_do_not():
+    k = 1e-3
+    calls = [kernel(1, k, "long"), copy(2, 1000, pinned=True, is_async=True), kernel(2, 1 * US, "next")]
+    events = schedule(calls, H100)
+    # the pinned async copy returns at once: the host issues "next" right after it (2 us each)
+    issued = 3 * API_OVERHEAD_S
+    assert events[2]["start"] == pytest.approx(max(issued, events[0]["start"] + k))
+    calls = [copy(2, 1_000_000, pinned=False, is_async=True), kernel(1, 1 * US, "after")]
+    staged, after = schedule(calls, H100)
+    assert after["start"] == pytest.approx(staged["start"] + staged["duration"] + API_OVERHEAD_S)
+
+
+def test_a_stream_synchronize_makes_the_host_wait_for_that_stream_only():
+    calls = [kernel(1, 1e-3, "long"), kernel(2, 1 * US, "short"), ("stream_synchronize", {"stream": 2}),
+             copy(3, 1000)]
+    long_, short, after = schedule(calls, H100)
+    assert after["start"] == pytest.approx(short["start"] + short["duration"] + API_OVERHEAD_S)
+
+
+def test_a_double_buffered_pipeline_overlaps_and_the_json_is_trace_event_format(tmp_path):
+    if gpuedu.setup(verbose=False).name != "cpu":
+        pytest.skip("gpuedu.trace() models the timeline on the emulator")
+    import pycuda.driver as drv
+    from pycuda.compiler import SourceModule
+    scale = SourceModule("__global__ void scale(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x;"
+                         " if (i < n) x[i] *= 2.0f; }").get_function("scale")
+    n = 1 << 16
+    host = [drv.pagelocked_empty(n, np.float32) for _ in range(4)]
+    for i, h in enumerate(host):
+        h[:] = i
+    dev = [drv.mem_alloc(4 * n) for _ in range(2)]
+
+    def run(streams):
+        for i in range(4):
+            s = streams[i % len(streams)]
+            drv.memcpy_htod_async(dev[i % 2], host[i], s)
+            scale(dev[i % 2], np.int32(n), block=(256, 1, 1), grid=(n // 256, 1), stream=s)
+        drv.Context.synchronize()
+
+    with gpuedu.trace() as serial:
+        run([drv.Stream()])
+    path = tmp_path / "pipeline.json"
+    with gpuedu.trace(str(path)) as overlapped:
+        run([drv.Stream(), drv.Stream()])
+    out = np.empty(n, np.float32)
+    drv.memcpy_dtoh(out, dev[1])
+    assert (out == 6).all()                       # the work was done, and done right
+    c = overlapped.events[0]["duration"]
+    k = overlapped.events[1]["duration"]
+    assert overlapped.total < serial.total
+    assert overlapped.total == pytest.approx(API_OVERHEAD_S + c + 3 * max(c, k) + k)
+    assert serial.total == pytest.approx(API_OVERHEAD_S + 4 * (c + k))
+    doc = json.loads(path.read_text())
+    complete = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(complete) == 8
+    for e in complete:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= set(e) and e["dur"] > 0
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M"}
+    assert names == {"stream 1", "stream 2"}
+    assert "modelled" in doc["otherData"]["what"] and "modelled" in str(overlapped)
+    import matplotlib
+    matplotlib.use("Agg")
+    ax = overlapped.plot()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 2", "stream 1"]
+    assert "modelled" in ax.get_xlabel()
