@@ -27,6 +27,13 @@ def trace(path=None, gpu="H100"):
     return _trace(path=path, gpu=gpu)
 
 
+def range(name):  # noqa: A001 - named as NVTX's ranges are
+    """``with gpuedu.range("forward"):`` marks a span of host work: on ``gpuedu.trace()``'s host row on the
+    emulator, as an NVTX range (Nsight Systems) on a GPU when the ``nvtx`` package is installed."""
+    from .profiler.trace import nvtx_range
+    return nvtx_range(name)
+
+
 def setup(backend=None, verbose=True):
     """Choose real PyCUDA or the CPU emulator for this process; see ``gpuedu.backend.setup``."""
     from .backend import setup as _setup

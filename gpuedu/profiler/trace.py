@@ -19,6 +19,7 @@ from running it instrumented). The host is modelled as issuing its calls back to
 microseconds each): what it does between calls here is the emulator's work, not a GPU program's.
 ``tr.write(path)`` saves Chrome trace-event JSON (Perfetto, chrome://tracing); ``tr.plot()`` draws it.
 """
+import contextlib
 import json
 
 from . import metrics as _metrics
@@ -136,6 +137,34 @@ class Trace:
                 f"modelled on {self.gpu.name} (not measured)")
 
 
+@contextlib.contextmanager
+def nvtx_range(name):
+    """A named span of the host's work (``gpuedu.range("forward")``): a bar on the trace's host row on the
+    emulator, and an NVTX range that Nsight Systems shows on a GPU when the ``nvtx`` package is installed."""
+    from .. import backend as _backend
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a range needs a non-empty name, like gpuedu.range('forward'); got {name!r}")
+    active = _backend.active()
+    if active is not None and active.name == "cpu":
+        from gpuedu.emulator import _activity
+        _activity.emit("range_push", name=name)
+        try:
+            yield
+        finally:
+            _activity.emit("range_pop", name=name)
+        return
+    try:
+        import nvtx
+    except ImportError:   # no NVTX here: the range marks nothing, and the code runs the same
+        yield
+        return
+    nvtx.push_range(name)
+    try:
+        yield
+    finally:
+        nvtx.pop_range()
+
+
 def trace(path=None, gpu="H100"):
     """Record copies, kernels, events and synchronisations in a ``with`` block; lay them out as ``gpu``'s
     streams would run them (modelled); ``path`` (optional) receives Chrome trace-event JSON."""
@@ -162,7 +191,7 @@ def schedule(calls, gpu):
     """Lay out ``calls`` [(kind, info)] as CUDA's stream rules run them; returns the timeline's events.
 
     A kernel's info may give its ``seconds``; else its profiler ``record`` is modelled on ``gpu``.
-    Each event: ``name``, ``kind`` (htod, dtoh, dtod, kernel), ``row`` (the stream),
+    Each event: ``name``, ``kind`` (htod, dtoh, dtod, kernel, range), ``row`` (the stream, or "host"),
     ``start`` and ``duration`` in modelled seconds from the first call, and ``args``.
     """
     events = []
@@ -172,6 +201,7 @@ def schedule(calls, gpu):
     engine_free = {}           # engine -> when it is next free
     default_tail = 0.0         # the legacy default stream's last piece of work
     event_time = {}            # event -> when its stream reached it
+    ranges = []                # open gpuedu.range()s: (name, host time at entry)
     names = {0: "default stream"}   # streams numbered in order of first use
     for _, info in calls:
         if "stream" in info and info["stream"] not in names:
@@ -220,5 +250,11 @@ def schedule(calls, gpu):
                        max(tail.values(), default=0.0) if stream == 0 else 0.0)
         elif kind == "context_synchronize":
             host = max([host] + list(tail.values()))
+        elif kind == "range_push":
+            ranges.append((info["name"], host))
+        elif kind == "range_pop" and ranges:
+            name, began = ranges.pop()
+            events.append({"name": name, "kind": "range", "row": "host", "start": began,
+                           "duration": max(host - began, 0.0), "args": {"depth": len(ranges)}})
     return events
 

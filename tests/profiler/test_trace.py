@@ -142,3 +142,33 @@ def test_a_double_buffered_pipeline_overlaps_and_the_json_is_trace_event_format(
     ax = overlapped.plot()
     assert [t.get_text() for t in ax.get_yticklabels()] == ["stream 2", "stream 1"]
     assert "modelled" in ax.get_xlabel()
+
+
+def test_a_range_spans_the_host_time_of_the_calls_inside_it():
+    calls = [("range_push", {"name": "step"}), kernel(1, 1e-3, "a"), kernel(1, 1e-3, "b"),
+             ("range_pop", {"name": "step"}), ("stream_synchronize", {"stream": 1}),
+             ("range_push", {"name": "after"}), ("range_pop", {"name": "after"})]
+    events = schedule(calls, H100)
+    step = next(e for e in events if e["name"] == "step")
+    assert step["row"] == "host" and step["kind"] == "range"
+    assert step["start"] == 0 and step["duration"] == pytest.approx(2 * API_OVERHEAD_S)   # issuing is quick
+    after = next(e for e in events if e["name"] == "after")
+    assert after["start"] == pytest.approx(API_OVERHEAD_S + 2e-3)   # the host waited for both kernels
+
+
+def test_gpuedu_range_marks_the_host_row_of_a_trace_and_is_harmless_outside_one():
+    if gpuedu.setup(verbose=False).name != "cpu":
+        pytest.skip("gpuedu.trace() models the timeline on the emulator")
+    import pycuda.gpuarray as gpuarray
+    x = gpuarray.to_gpu(np.ones(1024, np.float32))
+    with gpuedu.range("outside any trace"):
+        (x * 2).get()
+    with gpuedu.trace() as tr:
+        with gpuedu.range("double"):
+            y = x * 2
+        y.get()
+    assert tr.rows()[0] == "host"
+    assert [e["name"] for e in tr.events if e["kind"] == "range"] == ["double"]
+    with pytest.raises(ValueError, match="non-empty name"):
+        with gpuedu.range(""):
+            pass
