@@ -173,7 +173,12 @@ def check_cxx():
 
 
 def check_cache():
+    from .emulator.compiler import cache_problem
     folder = backend_module.kernel_cache_dir()
+    problem = cache_problem(folder)
+    if problem:   # the emulator refuses it: compiled kernels run as the learner's own code
+        return Finding("Kernel cache", folder, False,
+                       f"refused: {problem}; set {backend_module.CACHE_ENV_VAR} to a folder of your own")
     parent = folder
     while not os.path.exists(parent) and os.path.dirname(parent) != parent:
         parent = os.path.dirname(parent)

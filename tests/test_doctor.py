@@ -151,3 +151,15 @@ def test_yardsticks_are_read_from_the_installed_packages(tmp_path, monkeypatch):
     finding = doctor_module.check_yardsticks()
     assert finding.ok and finding.value == "neither PyTorch nor CuPy is installed"
     assert "--system-site-packages" in finding.advice
+
+
+def test_doctor_reports_a_kernel_cache_the_emulator_would_refuse(tmp_path, monkeypatch):
+    from gpuedu import doctor
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(shared))
+    finding = doctor.check_cache()
+    assert not finding.ok and "refused: other users may write into it" in finding.advice
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "mine"))
+    assert doctor.check_cache().ok

@@ -40,8 +40,10 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
+import warnings
 
 from . import function as _function
 from ._errors import CompileError
@@ -126,10 +128,69 @@ def _cxx_identity():
 
 
 def cache_dir():
-    """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR`` or ``~/.cache/gpuedu/kernels``."""
-    path = os.environ.get("GPUEDU_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
-    os.makedirs(path, exist_ok=True)
-    return path
+    """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR`` or ``~/.cache/gpuedu/kernels``.
+
+    The modules in it run as your own code, so the folder must be yours alone: it is created with
+    mode 0700, and one that is a symbolic link, belongs to another user or that others may write
+    into is refused (CompileError, with the reason). One that cannot be created or written is
+    replaced, for this process, by a private temporary folder, with a warning.
+    """
+    path = os.path.abspath(os.environ.get("GPUEDU_CACHE_DIR")
+                           or os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels"))
+    return trusted_folder(path)
+
+
+_trusted = {}   # folder asked for -> the folder used
+
+
+def cache_problem(path):
+    """Why ``path`` cannot be trusted as a kernel cache, or None (also when it does not exist yet)."""
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):   # not there (yet): creating it will tell
+        return None
+    except OSError as exc:
+        return f"it cannot be examined ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symbolic link, which another user could point at their own files"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a folder"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return (f"other users may write into it (mode {stat.S_IMODE(st.st_mode):o}): after checking what is in it, "
+                f"`chmod 700` it, or delete it and let gpuedu create it again")
+    return None
+
+
+def trusted_folder(path):
+    """``path`` as a kernel cache (created 0700), or a private temporary folder when it cannot be written."""
+    if path in _trusted:
+        return _trusted[path]
+    refuse = ("the kernel cache {path} is refused: {problem}. Compiled kernels run as your own code, so the "
+              "cache must be yours alone: set GPUEDU_CACHE_DIR to a folder of your own (gpuedu creates it with "
+              "mode 0700)")
+    problem = cache_problem(path)
+    if problem:
+        raise CompileError(refuse.format(path=path, problem=problem))
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        reason = f"it cannot be created ({exc.strerror})"
+    else:
+        problem = cache_problem(path)   # again: it may have appeared meanwhile, made by someone else
+        if problem:
+            raise CompileError(refuse.format(path=path, problem=problem))
+        if os.access(path, os.W_OK | os.X_OK):
+            _trusted[path] = path
+            return path
+        reason = "it is not writable"
+    fallback = tempfile.mkdtemp(prefix="gpuedu-kernels-")   # mode 0700, this user's
+    warnings.warn(f"the kernel cache {path} cannot be used ({reason}); kernels compile into {fallback} for this "
+                  f"process and will compile again next time. Set GPUEDU_CACHE_DIR to a writable folder of your "
+                  f"own to keep them.", stacklevel=3)
+    _trusted[path] = fallback
+    return fallback
 
 
 _prelude_hash = None
@@ -626,8 +687,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     rewritten = _rewrite_source(source, profile)
     if profile:  # the instrumentation's flags are part of what the cached module is
         flags = flags + profile_flags(find_cxx()[1])
-    folder = cache_dir_ or cache_dir()
-    os.makedirs(folder, exist_ok=True)
+    folder = trusted_folder(os.path.abspath(cache_dir_)) if cache_dir_ else cache_dir()
     key = hashlib.sha256(json.dumps(
         [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten, bool(profile)]).encode()
     ).hexdigest()[:40]
@@ -687,10 +747,12 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         # older build keeps it (dlopen returns the loaded library for a known path).
         dep_hash = hashlib.sha256(json.dumps(sorted(deps.items())).encode()).hexdigest()[:12]
         lib_path = os.path.join(folder, f"k{key}-{dep_hash}.so")
+        library_digest = _file_digest(out)
         os.replace(out, lib_path)  # atomic: a concurrent process sees no file or the whole file
         tmp_meta = meta_path + f".{os.getpid()}.tmp"
         with open(tmp_meta, "w") as f:
-            json.dump({"library": os.path.basename(lib_path), "compiler": version, "deps": deps,
+            json.dump({"library": os.path.basename(lib_path), "library_sha256": library_digest,
+                       "compiler": version, "deps": deps,
                        "kernels": [[e, p, analysis.needs_fibers[p]] for e, p in analysis.kernels]}, f)
         os.replace(tmp_meta, meta_path)
     finally:
@@ -713,7 +775,19 @@ def _cached_library(meta_path):
         except OSError:
             return None
     lib_path = os.path.join(os.path.dirname(meta_path), meta.get("library", ""))
-    return lib_path if os.path.isfile(lib_path) else None
+    # A truncated or damaged library would crash the process that loads it (and every later one):
+    # load only what hashes as it did when it was built; anything else is built again.
+    if not os.path.isfile(lib_path) or meta.get("library_sha256") != _file_digest(lib_path):
+        return None
+    return lib_path
+
+
+def _file_digest(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
 
 
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,  # noqa: A001

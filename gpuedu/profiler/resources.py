@@ -91,10 +91,10 @@ def parse_ptxas(text):
 
 
 def cache_dir():
-    """Where results are kept: ``$GPUEDU_CACHE_DIR/resources`` or ``~/.cache/gpuedu/kernels/resources``."""
-    root = os.environ.get("GPUEDU_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
-    return os.path.join(root, "resources")
+    """Where results are kept: ``resources/`` in the emulator's kernel cache (``$GPUEDU_CACHE_DIR`` or
+    ``~/.cache/gpuedu/kernels``), under the same rules of ownership."""
+    from gpuedu.emulator.compiler import cache_dir as kernel_cache
+    return os.path.join(kernel_cache(), "resources")
 
 
 def _find_nvcc():

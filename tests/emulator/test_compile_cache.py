@@ -109,3 +109,64 @@ def test_concurrent_processes_share_the_cache(fresh_cache):
     procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ)) for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     assert not [f for f in os.listdir(compiler.cache_dir()) if f.endswith(".tmp") or f.startswith("gpuedu-build-")]
+
+
+# ---- a cache the learner can trust ----------------------------------------------------------------
+
+def test_a_new_cache_folder_is_private_to_its_user(fresh_cache):
+    folder = compiler.cache_dir()
+    assert folder == str(fresh_cache / "cache")
+    assert os.stat(folder).st_mode & 0o777 == 0o700
+
+
+def test_a_cache_folder_that_is_a_symlink_is_refused_with_the_reason(tmp_path, monkeypatch):
+    (tmp_path / "theirs").mkdir(mode=0o700)
+    os.symlink(tmp_path / "theirs", tmp_path / "link")
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "link"))
+    with pytest.raises(CompileError, match="refused: it is a symbolic link.*GPUEDU_CACHE_DIR"):
+        compiler.cache_dir()
+
+
+def test_a_cache_folder_others_may_write_into_is_refused(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(shared))
+    with pytest.raises(CompileError, match=r"other users may write into it \(mode 777\).*chmod 700"):
+        compiler.SourceModule("__global__ void k(int* x) { x[0] = 1; }")
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a folder away needs root")
+def test_a_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(theirs))
+    with pytest.raises(CompileError, match="belongs to another user"):
+        compiler.cache_dir()
+
+
+def test_a_cache_folder_that_cannot_be_made_falls_back_to_a_private_one_with_a_warning(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("not a folder")
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
+    with pytest.warns(UserWarning, match="cannot be used .*GPUEDU_CACHE_DIR"):
+        folder = compiler.cache_dir()
+    assert folder != str(tmp_path / "a_file" / "cache") and os.stat(folder).st_mode & 0o777 == 0o700
+    fn = compiler.SourceModule("__global__ void k(int* x) { x[0] = 7; }").get_function("k")
+    out = np.zeros(1, np.int32)
+    fn(Out(out), block=(1, 1, 1))
+    assert out[0] == 7
+
+
+def test_a_damaged_cached_module_is_built_again_instead_of_loaded(fresh_cache):
+    src = CACHE_SRC + f"// damaged {fresh_cache}\n"
+    options = ["-DVALUE(i)=(5*(i))"]
+    path = compiler.build(src, options)
+    with open(path, "r+b") as f:      # truncate it, as a full disk or a killed copy would
+        f.truncate(os.path.getsize(path) // 3)
+    rebuilt = compiler.build(src, options)
+    assert rebuilt == path and os.path.getsize(rebuilt) > 0
+    fn = compiler.SourceModule(src, options=options).get_function("fill")
+    out = np.zeros(4, np.int32)
+    fn(Out(out), np.int32(4), block=(4, 1, 1))
+    np.testing.assert_array_equal(out, [0, 5, 10, 15])
