@@ -23,7 +23,7 @@ from ._errors import LaunchError, LogicError
 
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
-    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO = range(13)
+    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED = range(14)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -489,6 +489,8 @@ class Function:
                               f"stopped in block {block} (an endless loop? check the loop conditions)")
         if code == ASSERT:
             raise LaunchError(f"device-side assert triggered: {where}: {message}")
+        if code == SIGNALLED:
+            raise LaunchError(f"{where} {message}")
         if code == TOO_MUCH_SHARED:
             raise LaunchError(f"cuLaunchKernel failed: kernel '{self.name}': {message}")
         if code in (BARRIER_PARTIAL, WARP_EXITED, WARP_MISMATCH, DEADLOCK):

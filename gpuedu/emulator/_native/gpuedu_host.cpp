@@ -18,7 +18,7 @@ namespace {
 sigjmp_buf jump;
 pthread_t launch_thread;
 volatile sig_atomic_t in_launch;
-struct sigaction old_segv, old_bus, old_fpe, old_int;
+struct sigaction old_segv, old_bus, old_fpe, old_int, old_ill, old_trap, old_abrt;
 alignas(16) char alt_stack[64 * 1024];
 thread_local bool altstack_checked;
 
@@ -35,6 +35,19 @@ void fault_handler(int sig, siginfo_t* info, void* ctx) {
   (void)ctx;
 #endif
   siglongjmp(jump, on_fault(sig == SIGFPE, info->si_addr, is_write));
+}
+
+// An illegal instruction (__builtin_trap), a breakpoint or abort() in a kernel: stop the launch
+// with what it was, instead of the process.
+void trap_handler(int sig, siginfo_t* info, void* ctx) {
+  if (!in_launch || !pthread_equal(pthread_self(), launch_thread)) {
+    sigaction(sig, sig == SIGILL ? &old_ill : sig == SIGTRAP ? &old_trap : &old_abrt, nullptr);
+    if (sig == SIGABRT) raise(sig);   // abort() outside a launch: let it do what it does
+    return;
+  }
+  (void)info;
+  (void)ctx;
+  siglongjmp(jump, on_signal(sig == SIGILL ? 0 : sig == SIGTRAP ? 1 : 2));
 }
 
 void interrupt_handler(int sig, siginfo_t* info, void* ctx) {
@@ -77,6 +90,10 @@ void install_handlers() {
   sigaction(SIGSEGV, &sa, &old_segv);
   sigaction(SIGBUS, &sa, &old_bus);
   sigaction(SIGFPE, &sa, &old_fpe);  // integer division by zero traps on the CPU (not on a GPU)
+  sa.sa_sigaction = trap_handler;
+  sigaction(SIGILL, &sa, &old_ill);
+  sigaction(SIGTRAP, &sa, &old_trap);
+  sigaction(SIGABRT, &sa, &old_abrt);
   sa.sa_sigaction = interrupt_handler;
   sigaction(SIGINT, &sa, &old_int);
 }
@@ -86,6 +103,9 @@ void restore_handlers() {
   sigaction(SIGBUS, &old_bus, nullptr);
   sigaction(SIGFPE, &old_fpe, nullptr);
   sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGILL, &old_ill, nullptr);
+  sigaction(SIGTRAP, &old_trap, nullptr);
+  sigaction(SIGABRT, &old_abrt, nullptr);
 }
 
 }  // namespace

@@ -32,6 +32,8 @@ GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* strid
 // during a launch: record where it stopped and return the launch's error code.
 GPUEDU_HIDDEN int on_fault(bool divide_by_zero, void* address, int is_write);
 GPUEDU_HIDDEN int on_interrupt();
+// An illegal instruction (0), a breakpoint trap (1) or abort() (2) stopped the launch.
+GPUEDU_HIDDEN int on_signal(int what);
 
 }  // namespace host
 }  // namespace __gpuedu

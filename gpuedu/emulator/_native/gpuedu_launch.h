@@ -33,6 +33,20 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
   return code;
 }
 
+int on_signal(int what) {
+  static const char* const what_stopped[] = {
+      "executed an illegal instruction (__builtin_trap(), or code the compiler marked unreachable, such as the "
+      "end of a non-void function that returns nothing)",
+      "hit a breakpoint instruction",
+      "called abort(): device code cannot call host functions (nvcc refuses abort, exit and the like); use "
+      "assert() or __trap() to stop a kernel"};
+  E.code = SIGNALLED;
+  E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
+  E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
+  snprintf(E.message, sizeof E.message, "%s", what_stopped[what < 0 || what > 2 ? 0 : what]);
+  return SIGNALLED;
+}
+
 int on_interrupt() {
   int code = R.stop_reason == TIMEOUT ? TIMEOUT : INTERRUPT;
   E.code = code;
