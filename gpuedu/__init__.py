@@ -20,6 +20,12 @@ def racecheck(arch="sm_90"):
     return _racecheck(arch=arch)
 
 
+def memcheck(arch="sm_90"):
+    """compute-sanitizer's memcheck without a GPU: ``with gpuedu.memcheck() as mc: ...; mc.errors``."""
+    from .profiler.session import memcheck as _memcheck
+    return _memcheck(arch=arch)
+
+
 def trace(path=None, gpu="H100"):
     """Record copies, kernels, events and synchronisations in a ``with`` block and lay them out as the
     streams of ``gpu`` would run them (modelled); see ``gpuedu.profiler.trace``."""

@@ -44,6 +44,13 @@ class _Hazard(ctypes.Structure):
                 ("thread_second", ctypes.c_uint32), ("count", ctypes.c_uint64), ("where", ctypes.c_uint64)]
 
 
+class _MemError(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int32), ("space", ctypes.c_int32), ("op", ctypes.c_int32),
+                ("size", ctypes.c_uint32), ("site", ctypes.c_uint32), ("thread", ctypes.c_uint32),
+                ("count", ctypes.c_uint64), ("offset", ctypes.c_int64), ("region", ctypes.c_uint64),
+                ("region_bytes", ctypes.c_uint64)]
+
+
 class Twin:
     """A module's instrumented build, loaded, with the variables it shares with the module."""
 
@@ -51,7 +58,8 @@ class Twin:
         from .function import Module
         self.module = Module(path)
         lib = self.module._lib
-        lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.gpuedu_prof_errors.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_counters.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_sites.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_shared_ranges.argtypes = [ctypes.c_void_p, ctypes.c_int]
@@ -112,11 +120,13 @@ def twin_of(module):
 
 
 class RawRun:
-    """What one instrumented launch counted: ``counts`` {name: int}, ``hazards`` [dict], ``seconds``."""
+    """What one instrumented launch counted: ``counts`` {name: int}, ``hazards`` [dict], ``errors`` [dict],
+    ``seconds``."""
 
-    def __init__(self, counts, hazards, seconds):
+    def __init__(self, counts, hazards, seconds, errors=()):
         self.counts = counts
         self.hazards = hazards
+        self.errors = list(errors)
         self.seconds = seconds
 
 
@@ -128,7 +138,7 @@ def _device_ranges():
     return pairs
 
 
-def run(function, dims, argbuf, racecheck=False):
+def run(function, dims, argbuf, racecheck=False, memcheck=False):
     """Launch ``function`` on its module's instrumented twin; return a RawRun (errors raise as a plain launch's)."""
     import time
     twin = twin_of(function.module)
@@ -139,7 +149,7 @@ def run(function, dims, argbuf, racecheck=False):
     lib = twin.module._lib
     pairs = _device_ranges()
     flat = (ctypes.c_uint64 * (2 * len(pairs) or 1))(*[v for p in pairs for v in p])
-    lib.gpuedu_prof_configure(flat, len(pairs), int(bool(racecheck)))
+    lib.gpuedu_prof_configure(flat, len(pairs), int(bool(racecheck)), int(bool(memcheck)))
     for ours, theirs, size in twin.shared_variables:
         ctypes.memmove(theirs, ours, size)
     start = time.perf_counter()
@@ -153,7 +163,42 @@ def run(function, dims, argbuf, racecheck=False):
     lib.gpuedu_prof_counters(out, len(COUNTERS))
     counts = dict(zip(COUNTERS, (int(v) for v in out)))
     hazards = _hazards(twin, pairs, dims) if racecheck else []
-    return RawRun(counts, hazards, seconds)
+    errors = _errors(twin, dims) if memcheck else []
+    return RawRun(counts, hazards, seconds, errors)
+
+
+def _thread_of(number, dims):
+    """(block, thread) coordinates of a launch-wide thread number."""
+    shape = struct.unpack("8I", dims)
+    grid, block = shape[0:3], shape[3:6]
+    b, t = divmod(number, block[0] * block[1] * block[2])
+    return ((b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])),
+            (t % block[0], t // block[0] % block[1], t // (block[0] * block[1])))
+
+
+def _site_line(twin, site):
+    n_sites = twin.module._lib.gpuedu_prof_sites(None, 0)
+    sites = (ctypes.c_uint64 * max(n_sites, 1))()
+    twin.module._lib.gpuedu_prof_sites(sites, n_sites)
+    return twin.source_line(int(sites[site])) if site < n_sites else None
+
+
+def _errors(twin, dims):
+    lib = twin.module._lib
+    n = lib.gpuedu_prof_errors(None, 0)
+    if not n:
+        return []
+    found = (_MemError * n)()
+    lib.gpuedu_prof_errors(found, n)
+    result = []
+    for e in found:
+        block, thread = _thread_of(e.thread, dims)
+        result.append({"kind": ("out of bounds", "misaligned")[e.kind], "space": SPACES[e.space],
+                       "access": ("read", "write", "atomic")[e.op], "size": int(e.size), "count": int(e.count),
+                       "offset": int(e.offset), "region_bytes": int(e.region_bytes),
+                       "region": ("dynamic" if e.region == 0 else "static") if e.space == 1 else "allocation",
+                       "block": block, "thread": thread, "line": _site_line(twin, e.site)})
+    return result
 
 
 def _hazards(twin, pairs, dims):

@@ -631,8 +631,11 @@ def _runtime_object(cxx, folder, source, prefix, extra_flags, what):
 def profile_flags(version):
     """The host compiler's flags that make every load, store and basic block call the profiler."""
     # -fno-tree-sra keeps a float4 (an aggregate) one 16-byte access, as the GPU's vector load is one
-    # instruction, instead of four scalar loads the counters would see as four requests.
-    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-fno-tree-sra"]
+    # instruction, instead of four scalar loads the counters would see as four requests; no
+    # vectorising keeps neighbouring scalar accesses from being merged into one wider access that
+    # the source never made (a wrong request count, and a false misaligned access for memcheck).
+    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-fno-tree-sra",
+             "-fno-tree-vectorize", "-fno-tree-slp-vectorize"]
     if "clang" in version.lower():
         return flags + ["-mllvm", "-tsan-instrument-func-entry-exit=0"]
     return flags + ["--param=tsan-instrument-func-entry-exit=0"]

@@ -7,6 +7,6 @@ names them as ``ncu`` does), the real compiler gives registers and shared memory
 stated roofline model (model.py, with the GPUs of gpus.py) turns counts into a
 *modelled* time, never to be read as a measurement.
 """
-from .session import KernelRecord, Profile, profile, racecheck
+from .session import KernelRecord, Profile, memcheck, profile, racecheck
 
-__all__ = ["KernelRecord", "Profile", "profile", "racecheck"]
+__all__ = ["KernelRecord", "Profile", "memcheck", "profile", "racecheck"]

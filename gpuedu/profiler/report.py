@@ -47,6 +47,8 @@ def table(prof):
     lines.append(note)
     if prof.racecheck:
         lines.append(hazard_report(prof))
+    if getattr(prof, "memcheck", False):
+        lines.append(memcheck_report(prof))
     return "\n".join(lines)
 
 
@@ -88,3 +90,25 @@ def modelled_times(prof, gpu):
             continue
         lines.append(f"  {k.name}: {p.seconds * 1e6:.2f} us, {p.limiter}-bound")
     return "\n".join(lines)
+
+
+def memcheck_report(prof):
+    """The invalid accesses found, one line each, in the words of compute-sanitizer's memcheck."""
+    errors = prof.errors
+    if not errors:
+        return "memcheck: no invalid accesses found"
+    out = [f"memcheck: {len(errors)} invalid access{'es' if len(errors) != 1 else ''} found"]
+    for e in errors:
+        space = "__global__" if e["space"] == "global" else "__shared__"
+        what = "allocation" if e["space"] == "global" else (
+            "dynamic shared memory (shared=)" if e["region"] == "dynamic" else "__shared__ variable")
+        if e["kind"] == "misaligned":
+            place = f"misaligned: byte offset {e['offset']} of a {e['region_bytes']}-byte {what} is not a multiple of {e['size']}"
+        elif e["offset"] < 0:
+            place = f"{-e['offset']} bytes before a {e['region_bytes']}-byte {what}"
+        else:
+            place = f"{e['offset'] - e['region_bytes']} bytes past the end of a {e['region_bytes']}-byte {what}"
+        out.append(f"  invalid {space} {e['access']} of size {e['size']} in kernel '{e['kernel']}' at "
+                   f"{e['line'] or 'an unknown line'} by thread {e['thread']} of block {e['block']}: {place} "
+                   f"({e['count']} time{'s' if e['count'] != 1 else ''})")
+    return "\n".join(out)

@@ -22,12 +22,13 @@ class KernelRecord:
     """
 
     def __init__(self, name, grid, block, shared_dynamic, counts=None, hazards=(), seconds=None,
-                 source=None, arch="sm_90", backend="cpu", error=None, reason=None):
+                 source=None, arch="sm_90", backend="cpu", error=None, reason=None, errors=()):
         self.name = name
         self.grid = tuple(grid)
         self.block = tuple(block)
         self.shared_dynamic = int(shared_dynamic)
         self.hazards = list(hazards)
+        self.errors = list(errors)      # memcheck: out-of-bounds and misaligned accesses
         self.seconds = seconds          # cpu: the instrumented emulator's run; cuda: CUDA events
         self.backend = backend
         self.arch = arch
@@ -154,9 +155,10 @@ class KernelRecord:
 class Profile:
     """What a ``with gpuedu.profile() as prof:`` block recorded: ``prof.kernels``, one record per launch."""
 
-    def __init__(self, racecheck=False, arch="sm_90"):
+    def __init__(self, racecheck=False, arch="sm_90", memcheck=False):
         self.kernels = []
         self.racecheck = racecheck
+        self.memcheck = memcheck
         self.arch = arch
         self.backend = None
         self._previous = None
@@ -191,7 +193,7 @@ class Profile:
         source = None if args is None else args[:4]
         common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6], arch=self.arch)
         try:
-            raw = _instrument.run(function, dims, argbuf, racecheck=self.racecheck)
+            raw = _instrument.run(function, dims, argbuf, racecheck=self.racecheck, memcheck=self.memcheck)
         except _instrument.ProfilingUnavailable as exc:
             start = time.perf_counter()
             function._run_on(function.module, function._info_address, dims, argbuf)
@@ -202,7 +204,7 @@ class Profile:
             self.kernels.append(KernelRecord(function.name, source=source, error=f"{type(exc).__name__}: {exc}",
                                              reason="the launch failed", **common))
             raise
-        self.kernels.append(KernelRecord(function.name, counts=raw.counts, hazards=raw.hazards,
+        self.kernels.append(KernelRecord(function.name, counts=raw.counts, hazards=raw.hazards, errors=raw.errors,
                                          seconds=raw.seconds, source=source, **common))
 
     # -- reading it
@@ -210,6 +212,11 @@ class Profile:
     def hazards(self):
         """Every race found (with racecheck on), each with the kernel's name added."""
         return [dict(h, kernel=k.name) for k in self.kernels for h in k.hazards]
+
+    @property
+    def errors(self):
+        """Every out-of-bounds or misaligned access found (with memcheck on), with the kernel's name added."""
+        return [dict(e, kernel=k.name) for k in self.kernels for e in k.errors]
 
     def __len__(self):
         return len(self.kernels)
@@ -260,6 +267,17 @@ def racecheck(arch="sm_90"):
     Inter-block communication through ``__threadfence`` and flags is reported too.
     """
     return Profile(racecheck=True, arch=arch)
+
+
+def memcheck(arch="sm_90"):
+    """Like compute-sanitizer's memcheck, without a GPU: ``with gpuedu.memcheck() as mc:``, then ``mc.errors``.
+
+    Reports accesses just past (or before) a device allocation, including the slack a plain launch
+    cannot see (a write one element past a 100-float buffer), past a ``__shared__`` array or past the
+    dynamic shared memory the launch asked for (``shared=``), and accesses not aligned to their size
+    (a GPU faults on those): each with the thread, the place and the source line.
+    """
+    return Profile(memcheck=True, arch=arch)
 
 
 def _time_gpu_launches(prof):

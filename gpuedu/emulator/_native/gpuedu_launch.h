@@ -114,7 +114,7 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   R.stop_reason = 0;
   E.code = 0;
   E.message[0] = 0;
-  GPUEDU_PROF(launch_begin(dims, dims + 3, dynamic_shared, R.dynamic_shared_bytes));
+  GPUEDU_PROF(launch_begin(dims, dims + 3, dynamic_shared, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
   LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
   return host::run_guarded(run_launch, &body);
 }

@@ -187,10 +187,26 @@ struct HazardOut {      // layout mirrored in _instrument.py
 
 struct SiteEntry { uintptr_t address; uint32_t id; };
 
+struct MemError {        // layout mirrored in _instrument.py
+  int32_t kind;          // 0 out of bounds, 1 misaligned
+  int32_t space;
+  int32_t op;
+  uint32_t size;
+  uint32_t site;
+  uint32_t thread;       // launch-wide thread number
+  uint64_t count;
+  int64_t offset;        // from the start of the nearest allocation or shared variable (negative: before it)
+  uint64_t region;       // its index (global: allocation; shared: 0 dynamic, else static), and its size
+  uint64_t region_bytes;
+};
+
 struct State {
   // configuration (Python, before each launch)
   std::vector<Range> ranges;              // device allocations, sorted
   bool racecheck = false;
+  bool memcheck = false;
+  size_t dynamic_capacity = 0;            // the dynamic shared buffer's full size (shared= uses its start)
+  std::vector<MemError> errors;
   // launch
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
   unsigned nthreads = 1, block_linear = 0;
@@ -361,6 +377,41 @@ void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t
 }
 
 // ---- the access hook ------------------------------------------------------------------
+void memcheck_error(int kind, int space, uint8_t op, unsigned size, uintptr_t ra, int64_t offset,
+                    uint64_t region, uint64_t region_bytes) {
+  uint32_t site = site_of(ra, MEMORY);
+  for (MemError& e : S.errors)
+    if (e.kind == kind && e.site == site) { e.count++; return; }
+  if (S.errors.size() >= 256) return;
+  S.errors.push_back(MemError{kind, space, op, size, site, S.block_linear * S.nthreads + S.tid, 1, offset, region,
+                              region_bytes});
+}
+
+// An address in no allocation and no shared variable: one just past (or before) an allocation,
+// which owns its pages, or past the dynamic shared memory the launch asked for is an out-of-bounds
+// access, as compute-sanitizer's memcheck reports it; anything else (the thread's own stack, the
+// module's data) is not device memory and is left alone.
+void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
+  const uint64_t near = 1024;
+  const Range& dyn = S.shared[0];
+  if (a >= dyn.lo && a < dyn.lo + S.dynamic_capacity) {   // past what the launch's shared= asked for
+    memcheck_error(0, SHARED, op, size, ra, (int64_t)(a - dyn.lo), 0, dyn.hi - dyn.lo);
+    return;
+  }
+  // (Past a static __shared__ array lies the module's other data, which the kernel may read
+  // legitimately: an overrun there cannot be told apart, and is not reported.)
+  const std::vector<Range>& r = S.ranges;
+  size_t lo = 0, hi = r.size();
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (r[mid].lo <= a) lo = mid + 1; else hi = mid;
+  }
+  if (lo > 0 && a >= r[lo - 1].hi && a - r[lo - 1].hi < near)
+    memcheck_error(0, GLOBAL, op, size, ra, (int64_t)(a - r[lo - 1].lo), lo - 1, r[lo - 1].hi - r[lo - 1].lo);
+  else if (lo < r.size() && r[lo].lo > a && r[lo].lo - a <= near)
+    memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
+}
+
 inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
   if (!S.on) return;
   size_t which;
@@ -372,15 +423,21 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
   if (find_shared(a, &which)) {
     space = SHARED;
     where = a;
-  } else if (S.miss_lines[line & 255] == line + 1) {
+  } else if (!S.memcheck && S.miss_lines[line & 255] == line + 1) {
     return;  // lately found to be neither global nor shared (allocations own whole pages)
   } else if (find_global(a, &which)) {
     space = GLOBAL;
     where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
   } else {
-    S.miss_lines[line & 255] = line + 1;
+    if (S.memcheck) memcheck_stray(ra, a, size, op);
+    else S.miss_lines[line & 255] = line + 1;
     return;
   }
+  // A GPU faults on an access that is not aligned to its size ("misaligned address").
+  if (S.memcheck && (size & (size - 1)) == 0 && (a & (size - 1)))
+    memcheck_error(1, space, op, size, ra, (int64_t)(space == GLOBAL ? a - S.ranges[which].lo : a - S.shared[which].lo),
+                   which, space == GLOBAL ? S.ranges[which].hi - S.ranges[which].lo
+                                          : S.shared[which].hi - S.shared[which].lo);
   uint32_t site = site_of(ra, MEMORY);
   WarpState& W = *S.warp;
   bool created;
@@ -514,7 +571,10 @@ void go_to(int32_t target) {
 namespace __gpuedu {
 namespace prof {
 
-void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared, size_t dynamic_bytes) {
+void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared, size_t dynamic_bytes,
+                  size_t dynamic_capacity) {
+  S.dynamic_capacity = dynamic_capacity;
+  S.errors.clear();
   for (int i = 0; i < 3; ++i) { S.grid[i] = grid[i]; S.block[i] = block[i]; }
   S.nthreads = block[0] * block[1] * block[2];
   std::memset(S.counters, 0, sizeof S.counters);
@@ -665,7 +725,8 @@ HIDDEN void __tsan_atomic_signal_fence(int) {}
 // ---- what Python reads (gpuedu/emulator/_instrument.py) ------------------------------------
 #define EXPORT __attribute__((visibility("default")))
 // Device allocations as sorted [lo, hi) pairs, and whether to look for races; before each launch.
-EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck) {
+EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck, int memcheck) {
+  S.memcheck = memcheck != 0;
   S.ranges.assign(n, Range{});
   for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
   for (size_t& r : S.recent) r = 0;
@@ -694,6 +755,12 @@ EXPORT int gpuedu_prof_sites(uint64_t* address, int cap) {
 EXPORT int gpuedu_prof_shared_ranges(uint64_t* out, int cap) {
   int n = (int)S.shared.size();
   for (int i = 0; i < n && i < cap; ++i) { out[2 * i] = S.shared[i].lo; out[2 * i + 1] = S.shared[i].hi; }
+  return n;
+}
+
+EXPORT int gpuedu_prof_errors(MemError* out, int cap) {
+  int n = (int)S.errors.size();
+  for (int i = 0; i < n && i < cap; ++i) out[i] = S.errors[i];
   return n;
 }
 

@@ -19,7 +19,7 @@ namespace __gpuedu {
 namespace prof {
 // A launch starts: the grid, the block and the dynamic shared buffer (the part of it the launch asked for).
 GPUEDU_HIDDEN void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared,
-                                size_t dynamic_bytes);
+                                size_t dynamic_bytes, size_t dynamic_capacity);
 GPUEDU_HIDDEN void block_begin(unsigned block_linear);
 // Thread `tid` (linear in its block) runs the learner's code from here on, until leave().
 GPUEDU_HIDDEN void enter(unsigned tid);
