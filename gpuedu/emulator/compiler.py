@@ -69,6 +69,7 @@ CXX_FLAGS = [
     "-fno-math-errno",
     "-fno-finite-loops",             # a spin loop must spin (and stop on Ctrl-C), not vanish
     "-fstack-clash-protection",      # big frames probe each page, so a fiber's overflow hits its guard page
+    "-fstack-protector-strong",      # an overrun local array stops the launch (__stack_chk_fail, gpuedu_launch.h)
     "-U_FORTIFY_SOURCE",             # fortified longjmp refuses to leave a fiber's stack
     "-fvisibility=default",
 ]

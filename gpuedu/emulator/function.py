@@ -23,7 +23,7 @@ from ._errors import LaunchError, LogicError
 
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
-    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED = range(14)
+    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED, STACK_SMASHED = range(15)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -111,7 +111,8 @@ def set_launch_observer(observer):
 class _StackPool(ctypes.Structure):
     # Mirrors __gpuedu::StackPool: the first module that needs fibers maps the
     # stacks and records them here; every other module reuses them.
-    _fields_ = [("base", ctypes.c_void_p), ("bytes", ctypes.c_size_t), ("stride", ctypes.c_size_t)]
+    _fields_ = [("base", ctypes.c_void_p), ("bytes", ctypes.c_size_t), ("stride", ctypes.c_size_t),
+                ("launch_base", ctypes.c_void_p), ("launch_bytes", ctypes.c_size_t)]
 
 
 _STACK_POOL = _StackPool()
@@ -479,8 +480,12 @@ class Function:
             raise LaunchError(f"{where} divided an integer by zero (or INT_MIN by -1); a GPU gives an unspecified "
                               f"value there instead of stopping, so guard the divisor")
         if code == STACK_OVERFLOW:
-            raise LaunchError(f"{where} overflowed its stack (128 KiB per thread in the emulator): large local "
+            limit = ("128 KiB per thread" if self.needs_fibers or _force_fibers
+                     else "8 MiB for a launch whose threads run one after another")
+            raise LaunchError(f"{where} overflowed its stack ({limit} in the emulator): large local "
                               f"arrays or deep recursion; move big arrays to shared or global memory")
+        if code == STACK_SMASHED:
+            raise LaunchError(f"{where} {message}")
         if code == INTERRUPT:
             raise KeyboardInterrupt(f"kernel '{self.name}' interrupted in block {block}")
         if code == TIMEOUT:

@@ -49,3 +49,46 @@ def test_the_launch_fails_with_what_stopped_it_and_the_process_goes_on(body, mes
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"LaunchError: kernel 'bad' thread (3,0,0) of block (0,0,0) {message}" in done.stdout
     assert "afterwards: [7, 7, 7, 7, 7, 7, 7, 7]" in done.stdout
+
+
+STACK_SCRIPT = textwrap.dedent(r'''
+    import numpy as np
+    from gpuedu.emulator import driver as drv
+    from gpuedu.emulator.compiler import SourceModule
+    drv.init()
+    ctx = drv.Device(0).make_context()
+    mod = SourceModule(r"""
+    __device__ void fill(float* t, int n) { for (int i = 0; i < n; ++i) t[i] = (float)i; }
+    __global__ void overrun(float* out, int n) { float tmp[8]; fill(tmp, n); out[threadIdx.x] = tmp[3]; }
+    __noinline__ __device__ int deep(int d, volatile char* up) {
+      volatile char pad[4096]; pad[0] = (char)d;
+      int r = d <= 0 ? 0 : deep(d - 1, pad);
+      return r + pad[0] + up[0];
+    }
+    __global__ void recurse(int* out, int d) { volatile char top[1] = {0}; out[0] = deep(d, top); }
+    """)
+    out = np.zeros(4, np.float32)
+    try:
+        mod.get_function(NAME)(drv.Out(out) if NAME == "overrun" else drv.Out(np.zeros(1, np.int32)),
+                               np.int32(ARG), block=(4, 1, 1))
+        print("NO ERROR")
+    except drv.LaunchError as exc:
+        print("LaunchError:", exc)
+    mod.get_function("overrun")(drv.Out(out), np.int32(8), block=(4, 1, 1))
+    print("afterwards:", out.tolist())
+''')
+
+
+@pytest.mark.parametrize("name, arg, message", [
+    ("overrun", 64, "wrote past the end of a local array"),
+    ("recurse", 100_000, "overflowed its stack (8 MiB for a launch whose threads run one after another"),
+])
+def test_a_barrier_free_kernel_that_wrecks_its_stack_stops_its_launch_not_the_process(name, arg, message, tmp_path):
+    # Barrier-free kernels run their threads as a plain loop: on the launch's own guarded stack,
+    # never on the Python interpreter's.
+    script = STACK_SCRIPT.replace("NAME", repr(name)).replace("ARG", str(arg))
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "LaunchError: kernel" in done.stdout and message in done.stdout
+    assert "afterwards: [3.0, 3.0, 3.0, 3.0]" in done.stdout

@@ -80,9 +80,29 @@ __gpuedu_switch:
 
 void fiber_entry();
 
+#ifndef GPUEDU_UCONTEXT
+// A stack top from which the first switch to the returned stack pointer starts entry().
+inline void* prepare_stack(char* stack_top, void (*entry)()) {
+  uintptr_t top = (uintptr_t)stack_top & ~(uintptr_t)15;
+#if defined(__x86_64__)
+  // [top-8]: fake return address (keeps the ABI's rsp%16==8 at entry),
+  // [top-16]: where the switch jumps, then six callee-saved registers.
+  uintptr_t* s = (uintptr_t*)top;
+  s[-1] = 0;
+  s[-2] = (uintptr_t)entry;
+  for (int i = 3; i <= 8; ++i) s[-i] = 0;
+  return (void*)(s - 8);
+#else
+  uintptr_t* s = (uintptr_t*)(top - 160);
+  memset(s, 0, 160);
+  s[11] = (uintptr_t)entry;  // x30: where the switch branches
+  return (void*)s;
+#endif
+}
+#endif
+
 // Prepare a fresh fiber so that the first switch to it starts fiber_entry.
 inline void fiber_init(Fiber& f, char* stack_top) {
-  uintptr_t top = (uintptr_t)stack_top & ~(uintptr_t)15;
 #if defined(GPUEDU_UCONTEXT)
   getcontext(&f.uc);
   // stack_top may lie up to STACK_COLOURS cache lines below the mapping's top
@@ -90,19 +110,8 @@ inline void fiber_init(Fiber& f, char* stack_top) {
   f.uc.uc_stack.ss_sp = stack_top - f.uc.uc_stack.ss_size;
   f.uc.uc_link = nullptr;
   makecontext(&f.uc, (void (*)())fiber_entry, 0);
-#elif defined(__x86_64__)
-  // [top-8]: fake return address (keeps the ABI's rsp%16==8 at entry),
-  // [top-16]: where the switch jumps, then six callee-saved registers.
-  uintptr_t* s = (uintptr_t*)top;
-  s[-1] = 0;
-  s[-2] = (uintptr_t)&fiber_entry;
-  for (int i = 3; i <= 8; ++i) s[-i] = 0;
-  f.sp = (void*)(s - 8);
 #else
-  uintptr_t* s = (uintptr_t*)(top - 160);
-  memset(s, 0, 160);
-  s[11] = (uintptr_t)&fiber_entry;  // x30: where the switch branches
-  f.sp = (void*)s;
+  f.sp = prepare_stack(stack_top, &fiber_entry);
 #endif
 }
 

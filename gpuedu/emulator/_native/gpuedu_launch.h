@@ -9,6 +9,10 @@
 #ifndef GPUEDU_SCAN
 namespace __gpuedu {
 
+static const char* const LOCAL_ARRAY_OVERRUN =
+    "wrote past the end of a local array (its stack frame was overwritten): an index beyond the size of a local "
+    "array such as `float tmp[8]`, in the kernel or a function it calls; check each index against the array's size";
+
 // ---- faults, Ctrl-C and timeouts during a launch ----------------------------------
 // The host side's signal handlers (gpuedu_host.cpp) ask these where the launch
 // stopped, then jump back to the launch entry with the code returned.
@@ -24,12 +28,21 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
     size_t offset = a >= R.stacks ? (size_t)(a - R.stacks) % R.stack_stride : 0;
     if (offset < R.stack_stride - STACK_BYTES) code = STACK_OVERFLOW;
   }
+  // ... or in the guard page under the launch's own stack.
+  char* launch = R.pool ? R.pool->launch_base : nullptr;
+  if (code == FAULT && launch && a >= launch - 65536 && a < launch + (R.pool->launch_bytes - LAUNCH_STACK_BYTES))
+    code = STACK_OVERFLOW;
+  // Just above the launch's stack: a local array written far past its end, upwards off the stack.
+  bool smashed = code == FAULT && launch && a >= launch + R.pool->launch_bytes &&
+                 a < launch + R.pool->launch_bytes + (1 << 20);
+  if (smashed) code = STACK_SMASHED;
   E.code = code;
   E.fault_address = (unsigned long long)(uintptr_t)address;
   E.fault_is_write = is_write;
   E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
   E.message[0] = 0;
+  if (smashed) snprintf(E.message, sizeof E.message, "%s", LOCAL_ARRAY_OVERRUN);
   return code;
 }
 
@@ -70,6 +83,52 @@ inline void run_launch(void* p) {
   if (b.known_static + R.dynamic_shared_bytes > R.shared_limit) fail_too_much_shared(b.known_static);
   b.kernel->run(b.args, b.use_fibers);
 }
+
+// A launch runs on a stack of its own, with a guard page under it, not on the caller's (the
+// Python interpreter's): a kernel that overruns a local array or recurses too deep then damages
+// only that stack, and the fault or the stack protector's check stops the launch, not the process.
+// (Fibers have their own stacks already; this one holds the grid loop and barrier-free threads.)
+struct LaunchStack {
+  void* sp;
+  void* host_sp;
+  void* body;
+};
+GPUEDU_HIDDEN LaunchStack L;
+
+#ifndef GPUEDU_UCONTEXT
+[[noreturn]] inline void launch_stack_entry() {
+  run_launch(L.body);
+  __gpuedu_switch(&L.sp, L.host_sp);  // back to the caller's stack; this one starts afresh next launch
+  __builtin_unreachable();
+}
+#endif
+
+inline void run_on_launch_stack(void* p) {
+#ifdef GPUEDU_UCONTEXT
+  run_launch(p);  // the portable switch keeps the caller's stack
+#else
+  static StackPool own;
+  if (!R.pool) R.pool = &own;
+  if (!R.pool->launch_base) {
+    size_t stride = 0, total = 0;
+    char* base = host::map_stacks(LAUNCH_STACK_BYTES, 1, &stride, &total);
+    if (!base) {  // no memory for a stack of its own: run where we are, as before
+      run_launch(p);
+      return;
+    }
+    R.pool->launch_base = base;
+    R.pool->launch_bytes = total;
+  }
+  L.body = p;
+  // Start below the top, so that a local array overrun near the first frames lands in this stack
+  // (where the stack protector's check finds it) rather than in whatever lies above the mapping.
+  L.sp = prepare_stack(R.pool->launch_base + R.pool->launch_bytes - LAUNCH_STACK_HEADROOM, &launch_stack_entry);
+  __gpuedu_switch(&L.host_sp, L.sp);
+#endif
+}
+
+// -fstack-protector's check failed: a kernel wrote past the end of a local array.
+extern "C" [[noreturn]] GPUEDU_HIDDEN void __stack_chk_fail() { fail(STACK_SMASHED, "%s", LOCAL_ARRAY_OVERRUN); }
 
 }  // namespace __gpuedu
 
@@ -116,6 +175,6 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   E.message[0] = 0;
   GPUEDU_PROF(launch_begin(dims, dims + 3, dynamic_shared, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
   LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
-  return host::run_guarded(run_launch, &body);
+  return host::run_guarded(run_on_launch_stack, &body);
 }
 #endif  // GPUEDU_SCAN

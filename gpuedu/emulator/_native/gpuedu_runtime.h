@@ -29,7 +29,7 @@ namespace __gpuedu {
 enum : int {
   OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
   LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
-  DIVIDE_BY_ZERO = 12, SIGNALLED = 13,
+  DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14,
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -46,6 +46,8 @@ static const char* const warp_op_names[] = {
 
 constexpr unsigned MAX_THREADS = 1024;
 constexpr size_t STACK_BYTES = 128 * 1024;  // per fiber; a guard page below each
+constexpr size_t LAUNCH_STACK_BYTES = 8 << 20;  // the launch's own stack (gpuedu_launch.h), as a thread's default
+constexpr size_t LAUNCH_STACK_HEADROOM = 64 * 1024;  // left unused at its top (gpuedu_launch.h)
 constexpr size_t STACK_COLOURS = 64, STACK_COLOUR_BYTES = 64;  // stack tops staggered by cache line (stack_top)
 constexpr size_t DYNAMIC_SHARED_BYTES = 96 * 1024;
 
@@ -87,6 +89,8 @@ struct StackPool {
   char* base;
   size_t bytes;
   size_t stride;
+  char* launch_base;          // the launch's own stack (gpuedu_launch.h): a guard page, then the stack
+  size_t launch_bytes;
 };
 
 struct Runtime {
