@@ -549,6 +549,14 @@ _C_LINKAGE_HINT = (
 )
 
 
+_PTX_HINT = (
+    "Inline PTX (asm(...)) is not supported by the emulator: it compiles your kernel for the CPU, where PTX "
+    "instructions do not exist, so the assembler rejects them (the messages above). Write the operation in "
+    "CUDA C instead (intrinsics such as __popc, __clz, __shfl_sync and atomics exist in the emulator), or run "
+    "this kernel on a GPU."
+)
+
+
 def _clean_log(log, build_dir):
     """The compiler's output in terms of the user's file: drop build paths and include chains."""
     out = []
@@ -672,6 +680,11 @@ def _compile_error(msg, cmd, proc, build_dir, source):
     if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
             r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline)\.h", source):
         msg = msg + "\n" + _C_LINKAGE_HINT
+    code = _NOT_CODE.sub(" ", source)
+    if re.search(r"\b(asm|__asm__)\s*(volatile\s*|__volatile__\s*)?\(", code) and re.search(
+            r"Error:|[Aa]ssembler messages|invalid instruction|no such instruction|unknown mnemonic|"
+            r"impossible constraint|invalid operand|unknown register|invalid 'asm'", log):
+        msg = msg + "\n" + _PTX_HINT
     return CompileError(msg, command_line=" ".join(cmd), stdout=proc.stdout, stderr=log)
 
 

@@ -71,7 +71,17 @@ def get_schedule():
     return {v: k for k, v in SCHEDULES.items()}[_settings["schedule"]]
 
 
-set_schedule(os.environ.get("GPUEDU_SCHEDULE", "forward") or "forward")
+def _from_environment(name, apply, default):
+    """Apply ``$name`` (or ``default`` when unset) with ``apply``; a value it refuses is an error that names it."""
+    value = os.environ.get(name, "") or default
+    try:
+        apply(value)
+    except ValueError as exc:
+        raise ValueError(f"the environment variable {name}={os.environ.get(name)!r} cannot be used: {exc}. "
+                         f"Unset it or give it a valid value.") from None
+
+
+_from_environment("GPUEDU_SCHEDULE", set_schedule, "forward")
 _force_fibers = 1 if os.environ.get("GPUEDU_FIBERS", "") == "always" else 0
 
 
@@ -80,9 +90,14 @@ def set_kernel_timeout(seconds):
 
     ``GPUEDU_KERNEL_TIMEOUT`` (seconds) sets it when the emulator is imported.
     """
-    if seconds is not None and float(seconds) <= 0:
-        raise ValueError(f"the kernel timeout must be positive seconds or None, got {seconds!r}")
-    _settings["timeout"] = None if seconds is None else float(seconds)
+    if seconds is not None:
+        try:
+            seconds = float(seconds)
+        except (TypeError, ValueError):
+            raise ValueError(f"the kernel timeout must be a number of seconds (or None), got {seconds!r}") from None
+        if not seconds > 0:
+            raise ValueError(f"the kernel timeout must be positive seconds or None, got {seconds!r}")
+    _settings["timeout"] = seconds
 
 
 def get_kernel_timeout():
@@ -90,7 +105,7 @@ def get_kernel_timeout():
     return _settings["timeout"]
 
 
-set_kernel_timeout(os.environ.get("GPUEDU_KERNEL_TIMEOUT") or None)
+_from_environment("GPUEDU_KERNEL_TIMEOUT", set_kernel_timeout, None)
 
 
 # What runs each launch instead of the plain module, while one is set: gpuedu.profile()'s

@@ -170,3 +170,17 @@ def test_a_damaged_cached_module_is_built_again_instead_of_loaded(fresh_cache):
     out = np.zeros(4, np.int32)
     fn(Out(out), np.int32(4), block=(4, 1, 1))
     np.testing.assert_array_equal(out, [0, 5, 10, 15])
+
+
+def test_inline_ptx_is_named_as_unsupported_rather_than_left_to_the_assembler(fresh_cache):
+    src = r"""
+    __global__ void lane_id(unsigned* out) {
+      unsigned id;
+      asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
+      out[threadIdx.x] = id;
+    }"""
+    with pytest.raises(CompileError, match=r"Inline PTX \(asm\(\.\.\.\)\) is not supported by the emulator"):
+        compiler.SourceModule(src)
+    with pytest.raises(CompileError) as plain_error:   # an ordinary error gets no such hint
+        compiler.SourceModule("__global__ void broken(int* x) { x[0] = undeclared; }")
+    assert "Inline PTX" not in str(plain_error.value)

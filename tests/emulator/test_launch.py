@@ -1,6 +1,9 @@
 """Launching kernels: indexing in 1D/2D/3D grids, arguments (In/Out/InOut, device memory,
 NumPy scalars, structs), prepared calls, attributes and device limits."""
 import ctypes
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -185,3 +188,16 @@ def test_launches_from_several_threads(mod):
     for t in threads:
         t.join()
     assert results == [True] * 4
+
+
+@pytest.mark.parametrize("name, value, says", [
+    ("GPUEDU_KERNEL_TIMEOUT", "abc", "must be a number of seconds"),
+    ("GPUEDU_KERNEL_TIMEOUT", "-1", "must be positive"),
+    ("GPUEDU_SCHEDULE", "sideways", "unknown schedule 'sideways'"),
+])
+def test_an_unusable_environment_variable_is_named_in_the_error(name, value, says):
+    env = dict(os.environ, **{name: value})
+    done = subprocess.run([sys.executable, "-c", "import gpuedu.emulator.function"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode != 0
+    assert f"the environment variable {name}='{value}' cannot be used" in done.stderr and says in done.stderr
