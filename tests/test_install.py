@@ -43,7 +43,7 @@ def conda_environment():
 def test_environment_yml_has_the_same_packages_and_pins_as_pyproject():
     project = pyproject()
     wanted = dict(split(r) for r in project["dependencies"])
-    for extra in ("test", "lab"):
+    for extra in ("test", "mpi", "lab"):
         wanted.update(split(r) for r in project["optional-dependencies"][extra])
     env = conda_environment()
     assert env["channels"] == ["conda-forge"]
