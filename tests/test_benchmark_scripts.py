@@ -1,4 +1,4 @@
-"""The profiler's benchmark scripts: their arithmetic and a small run of their core, no timings asserted."""
+"""The benchmark scripts (profiler, model, all-reduce): their arithmetic and a small run of their core, no timings asserted."""
 import importlib.util
 import os
 
@@ -48,3 +48,19 @@ def test_the_overhead_benchmark_covers_every_ladder_of_the_lessons(emulator):
     assert sum(n.startswith("reduction") for n in names) == len(ops.REDUCE_VERSIONS)
     assert sum(n.startswith("transpose") for n in names) == len(ops.TRANSPOSE_VERSIONS)
     assert np.isfinite(load("profiler_bench").TARGET)
+
+
+@pytest.mark.skipif(not __import__("gpuedu.distributed").distributed.mpi_status()[0], reason="needs gpuedu[mpi]")
+def test_the_allreduce_benchmark_runs_on_two_ranks_and_compares_with_the_model(tmp_path):
+    bench = load("allreduce_bench")
+    out = tmp_path / "allreduce.json"
+    assert bench.main(["--quick", "--out", str(out)]) == 0
+    import json
+    result = json.loads(out.read_text())
+    (run,) = result["runs"]
+    assert run["ranks"] == 2 and run["alpha_seconds"] >= 0 and run["beta_bytes_per_second"] > 0
+    assert [r["elements"] for r in run["rows"]] == list(bench.QUICK_SIZES)
+    for row in run["rows"]:
+        assert row["ring_seconds"] > 0 and row["modelled_ring_seconds"] > 0
+        assert row["measured_over_modelled"] == pytest.approx(row["ring_seconds"] / row["modelled_ring_seconds"])
+    assert result["labels"]["modelled_ring_seconds"] == "modelled"

@@ -60,17 +60,17 @@ def wait_all(requests, timeout, what):
     """Wait for MPI requests, at most ``timeout`` seconds; PeerTimeout (after cancelling them) otherwise."""
     from mpi4py import MPI
     deadline = time.monotonic() + timeout
-    spins = 0
+    polls = 0
     while not MPI.Request.Testall(requests):
-        spins += 1
-        if spins > 2000:              # after a short spin, let the other ranks on this core run
-            if time.monotonic() > deadline:
-                for req in requests:
-                    if req != MPI.REQUEST_NULL:
-                        req.Cancel()
-                raise PeerTimeout(f"{what}: nothing arrived within {timeout:g} s. A rank died, hangs, or "
-                                  f"did not make the same call; raise GPUEDU_MPI_TIMEOUT if it is only slow")
-            time.sleep(1e-4)
+        # Give the core away between polls: with more ranks than cores, the rank we wait for may need it.
+        os.sched_yield()
+        polls += 1
+        if polls % 1024 == 0 and time.monotonic() > deadline:
+            for req in requests:
+                if req != MPI.REQUEST_NULL:
+                    req.Cancel()
+            raise PeerTimeout(f"{what}: nothing arrived within {timeout:g} s. A rank died, hangs, or "
+                              f"did not make the same call; raise GPUEDU_MPI_TIMEOUT if it is only slow")
 
 
 def check_same_buffer(comm, n, dtype, what="ring_allreduce"):
