@@ -1,0 +1,72 @@
+"""Lesson 11's exercise: the learner's ring all-reduce, run on 1-4 MPI processes by the checker."""
+import pytest
+
+from gpuedu import exercises
+from gpuedu.distributed import launch
+
+pytestmark = pytest.mark.skipif(not launch.mpi_status()[0], reason=launch.mpi_status()[1])
+EX = "11.ring_allreduce"
+
+
+def solution():
+    return exercises.get(EX).solution
+
+
+def test_the_solution_passes_on_every_rank_count(capsys):
+    result = exercises.check(EX, solution())
+    assert result, result.report()
+    assert len(result.cases) == 4 and "4 ranks: 12 cases" in result.cases[-1]
+
+
+def test_the_stub_does_not_pass_and_says_the_buffer_is_unchanged():
+    result = exercises.check(EX, exercises.stub(EX), verbose=False)
+    assert not result and result.kind == "unchanged"
+    assert "FILL ME IN" in " ".join(result.notes)
+
+
+def test_copying_instead_of_adding_is_a_wrong_value():
+    wrong = solution().replace("incoming += scratch", "incoming[:] = scratch")
+    result = exercises.check(EX, wrong, verbose=False)
+    assert not result and result.kind == "wrong_values" and "2 ranks" in result.failure.case
+
+
+def test_a_missing_all_gather_step_is_caught():
+    wrong = solution().replace("for step in range(size - 1):                       # all-gather",
+                               "for step in range(size - 2):                       # all-gather")
+    assert wrong != solution()
+    result = exercises.check(EX, wrong, verbose=False)
+    assert not result and result.failure.kind in ("unchanged", "wrong_values")
+
+
+def test_an_exception_on_a_rank_is_reported_with_its_line(tmp_path):
+    program = tmp_path / "mine.py"
+    program.write_text("def my_ring_allreduce(comm, buf):\n    raise ValueError('nope')\n")
+    result = exercises.check(EX, str(program), verbose=False)
+    assert not result and result.kind == "error"
+    assert "ValueError: nope (line 2 of your program)" in result.failure.message
+
+
+@pytest.mark.slow
+def test_blocking_sends_of_large_chunks_deadlock_and_the_check_says_so():
+    dead = solution().replace("comm.Sendrecv(chunk(rank - step), dest=right, recvbuf=scratch, source=left)",
+                              "comm.Send(chunk(rank - step), dest=right)\n        comm.Recv(scratch, source=left)")
+    assert dead != solution()
+    result = exercises.check(EX, dead, verbose=False)
+    assert not result and result.kind == "deadlock" and "Sendrecv" in result.failure.hint
+
+
+@pytest.mark.parametrize("source, kind, words", [
+    ("def f(:\n", "compile_error", "not valid Python"),
+    ("def other(comm, buf):\n    pass\n", "missing_function", "my_ring_allreduce"),
+    ("no_such_file.py", "bad_source", "no file"),
+    (42, "bad_source", "int"),
+])
+def test_bad_programs_get_a_clear_verdict(source, kind, words):
+    result = exercises.check(EX, source, verbose=False)
+    assert not result and result.kind == kind and words in result.failure.message
+
+
+def test_show_prints_the_program_stub(capsys):
+    exercises.show(EX)
+    out = capsys.readouterr().out
+    assert "def my_ring_allreduce(comm, buf):" in out and "mpiexec" in out
