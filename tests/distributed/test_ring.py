@@ -108,3 +108,21 @@ def test_bad_timeout_setting_is_named(monkeypatch):
     monkeypatch.setenv("GPUEDU_MPI_TIMEOUT", "soon")
     with pytest.raises(ValueError, match="GPUEDU_MPI_TIMEOUT"):
         default_timeout()
+
+
+@needs_mpi
+@pytest.mark.gpu
+def test_ring_allreduce_of_device_arrays_on_a_real_gpu():
+    env_backend = os.environ.get("GPUEDU_BACKEND")
+    os.environ["GPUEDU_BACKEND"] = "cuda"
+    try:
+        done = launch.run(os.path.join(PROGRAMS, "ring_gpu.py"), 2, timeout=300)
+    finally:
+        if env_backend is None:
+            os.environ.pop("GPUEDU_BACKEND")
+        else:
+            os.environ["GPUEDU_BACKEND"] = env_backend
+    (line,) = rank_lines(done.stdout)
+    for transport, err in line["worst"].items():
+        assert err < 1e-4, (transport, err)
+    assert ("device" in line["worst"]) == line["cuda_aware"]

@@ -1,0 +1,27 @@
+"""Rank program for the gpu tier: ring_allreduce on real GPUArrays, through the host and, where the MPI
+is CUDA-aware, with device buffers.  Rank 0 prints one JSON line."""
+import json
+
+import numpy as np
+from mpi4py import MPI
+
+import gpuedu
+from gpuedu.distributed import cuda_aware_mpi, ring_allreduce
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+backend = gpuedu.setup("cuda", verbose=False)
+transports = ["host"] + (["device"] if cuda_aware_mpi() else [])
+worst = {}
+for transport in transports:
+    err = 0.0
+    for n in (1, 7, 1001, 1 << 20):
+        x = np.random.default_rng([rank, n]).standard_normal(n).astype(np.float32)
+        expect = np.empty_like(x)
+        comm.Allreduce(x, expect)
+        dev = backend.gpuarray.to_gpu(x)
+        ring_allreduce(comm, dev, transport=transport)
+        err = max(err, float(np.abs(dev.get() - expect).max()))
+    worst[transport] = comm.allreduce(err, op=MPI.MAX)
+if rank == 0:
+    print(json.dumps({"worst": worst, "cuda_aware": cuda_aware_mpi()}))
