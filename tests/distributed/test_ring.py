@@ -126,3 +126,14 @@ def test_ring_allreduce_of_device_arrays_on_a_real_gpu():
     for transport, err in line["worst"].items():
         assert err < 1e-4, (transport, err)
     assert ("device" in line["worst"]) == line["cuda_aware"]
+    assert ("nccl" in line["worst"]) == line["nccl"][0]
+
+
+def test_nccl_on_the_emulator_says_it_needs_a_gpu():
+    import gpuedu
+    from gpuedu.distributed import nccl_allreduce, nccl_available
+    backend = gpuedu.setup("cpu", verbose=False)
+    ok, reason = nccl_available()
+    assert not ok and "real GPU" in reason
+    with pytest.raises(RuntimeError, match="real GPU"):
+        nccl_allreduce(None, backend.gpuarray.zeros(4, np.float32))

@@ -1,17 +1,18 @@
 """Rank program for the gpu tier: ring_allreduce on real GPUArrays, through the host and, where the MPI
-is CUDA-aware, with device buffers.  Rank 0 prints one JSON line."""
+is CUDA-aware, with device buffers,
+and with NCCL where CuPy brings it.  Rank 0 prints one JSON line."""
 import json
 
 import numpy as np
 from mpi4py import MPI
 
 import gpuedu
-from gpuedu.distributed import cuda_aware_mpi, ring_allreduce
+from gpuedu.distributed import cuda_aware_mpi, nccl_allreduce, nccl_available, ring_allreduce
 
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 backend = gpuedu.setup("cuda", verbose=False)
-transports = ["host"] + (["device"] if cuda_aware_mpi() else [])
+transports = ["host"] + (["device"] if cuda_aware_mpi() else []) + (["nccl"] if nccl_available()[0] else [])
 worst = {}
 for transport in transports:
     err = 0.0
@@ -20,8 +21,11 @@ for transport in transports:
         expect = np.empty_like(x)
         comm.Allreduce(x, expect)
         dev = backend.gpuarray.to_gpu(x)
-        ring_allreduce(comm, dev, transport=transport)
+        if transport == "nccl":
+            nccl_allreduce(comm, dev)
+        else:
+            ring_allreduce(comm, dev, transport=transport)
         err = max(err, float(np.abs(dev.get() - expect).max()))
     worst[transport] = comm.allreduce(err, op=MPI.MAX)
 if rank == 0:
-    print(json.dumps({"worst": worst, "cuda_aware": cuda_aware_mpi()}))
+    print(json.dumps({"worst": worst, "cuda_aware": cuda_aware_mpi(), "nccl": nccl_available()}))
