@@ -100,15 +100,23 @@ def count(family, seed=0):
     return out
 
 
+def carry(small, large, size_small, size_large, size):
+    """The record two counted launches of one kernel (at two sizes) imply at ``size``: every count and
+    every grid dimension as a power of the size."""
+    return extrapolate(small, large, size_small, size_large, size,
+                       grid=_grid_at(small, large, size_small, size_large, size))
+
+
 def at_size(family, small, large, size=None):
     """The record the two counted launches imply at ``size`` (default: the family's target)."""
-    size = family.target if size is None else size
-    s1, s2 = family.sizes
-    return extrapolate(small, large, s1, s2, size, grid=_grid_at(small, large, s1, s2, size))
+    return carry(small, large, *family.sizes, family.target if size is None else size)
 
 
 def rows(gpu="H100", families=None, seed=0):
-    """One dict per kernel version: counted, modelled (on ``gpu``) and measured (emulator) figures."""
+    """One dict per kernel version: counted, modelled (on ``gpu``) and measured (emulator) figures.
+
+    ``counted_at_emulator_size`` holds every metric of the launch counted at the larger size, as counted;
+    the other counts are those carried to the target size."""
     gpu = get_gpu(gpu)
     table = []
     for family in families or course_families():
@@ -127,5 +135,6 @@ def rows(gpu="H100", families=None, seed=0):
                 "modelled_seconds": p.seconds, "limiter": p.limiter,
                 "modelled_gflops": flops / p.seconds / 1e9, "modelled_dram_gbs": dram / p.seconds / 1e9,
                 "emulator_seconds": plain, "emulator_size": family.size_label(family.sizes[1]),
+                "counted_at_emulator_size": large.metrics,
             })
     return table
