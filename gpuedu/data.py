@@ -317,3 +317,37 @@ class DataLoader:
             self.compute_stream.synchronize()
         for s in self._slots:
             s.used = False
+
+
+def prefetch(items, prepare, workers=2, ahead=None):
+    """Yield ``prepare(item)`` for every item, in order, while ``workers`` threads prepare the next ones.
+
+    The host-side half of a data pipeline: decoding, augmenting or normalising batch i+1 while the device
+    trains on batch i.  At most ``ahead`` items (default ``2 * workers``) are in flight.  Threads help when
+    ``prepare`` spends its time in NumPy or I/O, which release the GIL; pure-Python work needs processes
+    (as PyTorch's DataLoader uses with ``num_workers``).  An exception in ``prepare`` is raised at the item
+    it belongs to; leaving the loop early cancels what has not started.
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+    if not callable(prepare):
+        raise TypeError(f"prepare must be a function of one item, got {type(prepare).__name__}")
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    ahead = 2 * workers if ahead is None else ahead
+    if isinstance(ahead, bool) or not isinstance(ahead, (int, np.integer)) or ahead < 1:
+        raise ValueError(f"ahead must be a positive integer, got {ahead!r}")
+    source = iter(items)
+    pending = deque()
+    pool = ThreadPoolExecutor(max_workers=int(workers), thread_name_prefix="gpuedu-prefetch")
+    try:
+        for item in source:
+            pending.append(pool.submit(prepare, item))
+            if len(pending) >= ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
