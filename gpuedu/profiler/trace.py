@@ -18,6 +18,11 @@ driver stages it); a kernel takes the profiler's modelled time on the named GPU 
 from running it instrumented). The host is modelled as issuing its calls back to back (a couple of
 microseconds each): what it does between calls here is the emulator's work, not a GPU program's.
 ``tr.write(path)`` saves Chrome trace-event JSON (Perfetto, chrome://tracing); ``tr.plot()`` draws it.
+
+On a real GPU nothing is modelled: every kernel launch and copy made inside the block is bracketed by two
+CUDA events recorded on its own stream (no synchronisation is added, so overlap happens as it would), and
+the timeline is read from the events when the block ends: **measured**.  Host ranges go to Nsight Systems
+as NVTX ranges (``gpuedu.range``), which measures everything else.
 """
 import contextlib
 import json
@@ -48,22 +53,32 @@ class Trace:
         self.path = path
         self.calls = []          # (kind, info) in issue order
         self.events = []         # the schedule: dicts with name, row, start, duration (seconds), args
+        self.measured_on = None  # the device's name when the events are measured (a real GPU)
         self._profile = None
         self._previous = None
+        self._recorder = None
 
     def __enter__(self):
         import gpuedu
         from .session import Profile
         backend = gpuedu.setup(verbose=False)
         if backend.name != "cpu":
-            raise RuntimeError("gpuedu.trace() models a GPU's timeline on the emulator; on this GPU measure the "
-                               "real one with Nsight Systems: nsys profile -t cuda,nvtx python your_script.py")
+            drv = backend.driver
+            self.measured_on = drv.Context.get_device().name()
+            self._recorder = EventRecorder(drv).start()
+            return self
         from gpuedu.emulator import _activity
         self._profile = Profile().__enter__()          # kernels are counted, for their modelled time
         self._previous = _activity.set_recorder(self._hear)
         return self
 
     def __exit__(self, *exc):
+        if self._recorder is not None:
+            self._recorder.stop()
+            self.events = self._recorder.events()
+            if self.path is not None and exc[0] is None:
+                self.write(self.path)
+            return False
         from gpuedu.emulator import _activity
         _activity.set_recorder(self._previous)
         self._profile.__exit__(*exc)
@@ -101,6 +116,9 @@ class Trace:
         for e in self.events:
             out.append({"name": e["name"], "cat": e["kind"], "ph": "X", "pid": 1, "tid": rows.index(e["row"]),
                         "ts": round(e["start"] * 1e6, 3), "dur": round(e["duration"] * 1e6, 3), "args": e["args"]})
+        if self.measured_on:
+            return {"traceEvents": out, "displayTimeUnit": "ns",
+                    "otherData": {"what": f"measured on {self.measured_on} with CUDA events by gpuedu.trace()"}}
         return {"traceEvents": out, "displayTimeUnit": "ns",
                 "otherData": {"what": f"modelled on {self.gpu.name} by gpuedu.trace(), not measured",
                               "links": LINK_SOURCE}}
@@ -124,8 +142,10 @@ class Trace:
                            color=colours.get(e["kind"], "tab:purple"), edgecolor="white", linewidth=0.3)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels(list(reversed(rows)))
-        ax.set_xlabel(f"milliseconds, modelled on {self.gpu.name} (not measured)")
-        ax.set_title(title or f"{len(self.events)} copies and kernels: {self.total * 1e3:.3f} ms (modelled)")
+        how = f"measured on {self.measured_on}" if self.measured_on else f"modelled on {self.gpu.name} (not measured)"
+        ax.set_xlabel(f"milliseconds, {how}")
+        ax.set_title(title or f"{len(self.events)} copies and kernels: {self.total * 1e3:.3f} ms "
+                              f"({'measured' if self.measured_on else 'modelled'})")
         return ax
 
     def __str__(self):
@@ -133,8 +153,92 @@ class Trace:
         for e in self.events:
             kinds[e["kind"]] = kinds.get(e["kind"], 0) + 1
         parts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        return (f"gpuedu.trace: {parts or 'nothing'} on {len(self.rows())} rows, {self.total * 1e3:.3f} ms "
-                f"modelled on {self.gpu.name} (not measured)")
+        how = f"measured on {self.measured_on}" if self.measured_on else f"modelled on {self.gpu.name} (not measured)"
+        return f"gpuedu.trace: {parts or 'nothing'} on {len(self.rows())} rows, {self.total * 1e3:.3f} ms {how}"
+
+
+class EventRecorder:
+    """On real PyCUDA: bracket every launch and copy with two CUDA events on its stream (``drv`` is
+    ``pycuda.driver``, or anything shaped like it).  ``start()`` patches, ``stop()`` restores, ``events()``
+    synchronises once and reads the timeline, in seconds from the first event."""
+
+    LAUNCHES = ("__call__", "prepared_call", "prepared_async_call")
+    COPIES = {"memcpy_htod": "htod", "memcpy_htod_async": "htod", "memcpy_dtoh": "dtoh",
+              "memcpy_dtoh_async": "dtoh", "memcpy_dtod": "dtod", "memcpy_dtod_async": "dtod"}
+
+    def __init__(self, drv):
+        self.drv = drv
+        self.marks = []          # (kind, name, stream, start event, end event, args)
+        self._saved = []
+
+    def _bracket(self, kind, name, stream, call, args):
+        start, end = self.drv.Event(), self.drv.Event()
+        start.record(stream)
+        result = call()
+        end.record(stream)
+        self.marks.append((kind, name, stream, start, end, args))
+        return result
+
+    def start(self):
+        cls = self.drv.Function
+        for method in self.LAUNCHES:
+            original = getattr(cls, method)
+            self._saved.append((cls, method, original))
+            setattr(cls, method, self._launch_wrapper(method, original))
+        for fname, direction in self.COPIES.items():
+            original = getattr(self.drv, fname, None)
+            if original is not None:
+                self._saved.append((self.drv, fname, original))
+                setattr(self.drv, fname, self._copy_wrapper(fname, direction, original))
+        return self
+
+    def stop(self):
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved = []
+
+    def _launch_wrapper(self, method, original):
+        recorder = self
+
+        def launch(function, *args, **kwargs):
+            if method == "prepared_async_call":
+                stream = args[2] if len(args) > 2 else kwargs.get("stream")
+            else:
+                stream = kwargs.get("stream")
+            name = getattr(function, "function_name", None) or getattr(function, "name", None) or "kernel"
+            return recorder._bracket("kernel", name, stream, lambda: original(function, *args, **kwargs), {})
+        return launch
+
+    def _copy_wrapper(self, fname, direction, original):
+        recorder = self
+
+        def copy(*args, **kwargs):
+            stream = kwargs.get("stream", args[-1] if fname.endswith("_async") and len(args) >= 3 else None)
+            if direction == "dtod":
+                nbytes = args[2] if len(args) > 2 else kwargs.get("size", 0)
+            else:                     # the host side of the copy knows its size
+                host = args[1] if direction == "htod" else args[0]
+                nbytes = getattr(host, "nbytes", 0)
+            return recorder._bracket(direction, f"{direction} {int(nbytes):,} B", stream,
+                                     lambda: original(*args, **kwargs), {"bytes": int(nbytes)})
+        return copy
+
+    def events(self):
+        """The measured timeline (the same dicts as the modelled one), after one synchronisation."""
+        if not self.marks:
+            return []
+        self.drv.Context.synchronize()
+        first = self.marks[0][3]
+        rows, out = {}, []
+        for kind, name, stream, start, end, args in self.marks:
+            key = None if stream is None else getattr(stream, "handle", id(stream))
+            if key not in rows:
+                rows[key] = "stream 0 (default)" if key is None else f"stream {sum(k is not None for k in rows) + 1}"
+            row = rows[key]
+            out.append({"name": name, "kind": kind, "row": row, "start": first.time_till(start) / 1e3,
+                        "duration": start.time_till(end) / 1e3,
+                        "args": dict(args, stream=row, duration="measured with CUDA events")})
+        return out
 
 
 @contextlib.contextmanager

@@ -172,3 +172,95 @@ def test_gpuedu_range_marks_the_host_row_of_a_trace_and_is_harmless_outside_one(
     with pytest.raises(ValueError, match="non-empty name"):
         with gpuedu.range(""):
             pass
+
+
+class FakeDriver:
+    """Shaped like pycuda.driver: events stamp a clock that advances 1 ms per record, per call."""
+
+    def __init__(self):
+        self.clock = 0.0
+        self.synchronized = 0
+        driver = self
+
+        class Event:
+            def record(self, stream=None):
+                driver.clock += 1.0
+                self.t, self.stream = driver.clock, stream
+
+            def time_till(self, other):
+                return other.t - self.t
+
+        class Function:
+            def __call__(self, *args, **kwargs):
+                return "called"
+
+            def prepared_call(self, grid, block, *args, **kwargs):
+                return "prepared"
+
+            def prepared_async_call(self, grid, block, stream, *args, **kwargs):
+                return "async"
+
+        class Context:
+            @staticmethod
+            def synchronize():
+                driver.synchronized += 1
+
+        self.Event, self.Function, self.Context = Event, Function, Context
+        self.copies = []
+
+    def memcpy_htod_async(self, dest, src, stream=None):
+        self.copies.append(("htod", stream))
+
+    def memcpy_dtoh(self, dest, src):
+        self.copies.append(("dtoh", None))
+
+
+class FakeStream:
+    def __init__(self, handle):
+        self.handle = handle
+
+
+def test_the_gpu_recorder_brackets_launches_and_copies_with_events_on_their_streams():
+    import numpy as np
+
+    from gpuedu.profiler.trace import EventRecorder
+    drv = FakeDriver()
+    original_call = drv.Function.prepared_async_call
+    recorder = EventRecorder(drv).start()
+    f = drv.Function()
+    f.function_name = "my_kernel"
+    s1, s2 = FakeStream(11), FakeStream(22)
+    host = np.zeros(256, np.float32)
+    assert drv.memcpy_htod_async(0, host, s1) is None
+    assert f.prepared_async_call((1, 1), (32, 1, 1), s2, 5) == "async"
+    assert f.prepared_call((1, 1), (32, 1, 1)) == "prepared"
+    drv.memcpy_dtoh(host, 0)
+    recorder.stop()
+    assert drv.Function.prepared_async_call is original_call          # restored
+    assert drv.copies == [("htod", s1), ("dtoh", None)]               # the real calls still happened
+    events = recorder.events()
+    assert drv.synchronized == 1
+    assert [(e["kind"], e["name"], e["row"]) for e in events] == [
+        ("htod", "htod 1,024 B", "stream 1"), ("kernel", "my_kernel", "stream 2"),
+        ("kernel", "my_kernel", "stream 0 (default)"), ("dtoh", "dtoh 1,024 B", "stream 0 (default)")]
+    # each call: start at clock k, end at k + 1 (1 ms); starts from the first event, in seconds
+    assert [e["start"] for e in events] == [0.0, 0.002, 0.004, 0.006]
+    assert all(e["duration"] == 0.001 for e in events)
+    assert all(e["args"]["duration"] == "measured with CUDA events" for e in events)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_trace_is_measured_with_events(gpu_context, tmp_path):
+    import numpy as np
+    import pycuda.gpuarray as gpuarray
+
+    from gpuedu import ops
+    x = np.ones(1 << 20, np.float32)
+    stream = gpu_context.Stream()
+    with gpuedu.trace(tmp_path / "gpu.json") as tr:
+        d = gpuarray.to_gpu_async(x, stream=stream)
+        ops.relu(d)
+        d.get()
+    assert tr.measured_on and all(e["duration"] >= 0 for e in tr.events)
+    assert {e["kind"] for e in tr.events} >= {"htod", "kernel", "dtoh"}
+    assert "measured on" in str(tr)
