@@ -42,9 +42,14 @@ gpu-check:
 	@test -x $(PY) || { echo "make gpu-check: no $(PY); create it first: make venv && $(PY) -m pip install -e '.[cuda,test]', or offline: python3 scripts/offline_install.py install --system-site-packages" >&2; exit 2; }
 	$(PY) -m gpuedu gpu-check $(GPU_CHECK_ARGS)
 
-lab: venv
-	$(PY) -m pip install -q -e '.[test,lab]'
-	$(VENV)/bin/jupyter lab lessons/
+# JupyterLab is installed once (a stamp file, renewed when pyproject.toml changes); as root, Jupyter
+# refuses to start without --allow-root, so it is added for root only.
+$(VENV)/.lab-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test,mpi,lab]'
+	touch $@
+
+lab: $(VENV)/.lab-installed
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) lessons/
 
 clean:
 	rm -rf course-report gpu-check-logs $(VENV)/kernel-cache

@@ -445,14 +445,10 @@ def find_cxx():
 
 
 def kernel_cache_dir():
-    """Folder where the emulator caches compiled kernels: $GPUEDU_CACHE_DIR, else ~/.cache/gpuedu/kernels.
-
-    The same rule as the emulator's compiler (this only reports it, and creates nothing).
-    """
-    explicit = os.environ.get(CACHE_ENV_VAR)
-    if explicit:
-        return os.path.abspath(explicit)
-    return os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
+    """Folder where the emulator caches compiled kernels: the emulator's own rule (``$GPUEDU_CACHE_DIR``, else
+    the platform's cache folder), reported without creating anything."""
+    from .emulator.compiler import cache_path
+    return cache_path()
 
 
 def check_gpu():

@@ -53,11 +53,13 @@ def backend_of(notebook):
 
 
 def _failing_cell(notebook):
-    for index, cell in enumerate(notebook.cells):
+    """(code cell number counted from 1, as a reader counts them; its execution count; the error), or Nones."""
+    code_cells = (c for c in notebook.cells if c.cell_type == "code")
+    for number, cell in enumerate(code_cells, start=1):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                return index, f"{output.get('ename')}: {output.get('evalue')}"
-    return None, None
+                return number, cell.get("execution_count"), f"{output.get('ename')}: {output.get('evalue')}"
+    return None, None, None
 
 
 def run_lesson(path, report_dir, timeout):
@@ -71,13 +73,15 @@ def run_lesson(path, report_dir, timeout):
     client = NotebookClient(notebook, timeout=timeout, km=kernel_manager,
                             resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
     start = time.perf_counter()
-    entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None}
+    entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None,
+             "execution_count": None}
     try:
         client.execute()
     except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError) as e:
         entry["status"] = "failed"
-        cell, error = _failing_cell(notebook)
-        entry["cell"], entry["error"] = cell, error or str(e).strip().splitlines()[-1]
+        cell, count, error = _failing_cell(notebook)
+        entry["cell"], entry["execution_count"] = cell, count
+        entry["error"] = error or str(e).strip().splitlines()[-1]
     finally:
         # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
         if kernel_manager.has_kernel:
@@ -89,8 +93,29 @@ def run_lesson(path, report_dir, timeout):
 
 
 def _where(entry):
-    """'cell 3: ValueError: boom', or just the error when no cell failed (e.g. the kernel did not start)."""
-    return entry["error"] if entry["cell"] is None else f"cell {entry['cell']}: {entry['error']}"
+    """'code cell 3 (In [3]): ValueError: boom', or just the error when no cell failed (the kernel did not start)."""
+    if entry["cell"] is None:
+        return entry["error"]
+    count = f" (In [{entry['execution_count']}])" if entry.get("execution_count") else ""
+    return f"code cell {entry['cell']}{count}: {entry['error']}"
+
+
+def run_facts(lessons_folder):
+    """When and with what the course ran: UTC date, the checkout's commit, and the versions that matter."""
+    import platform
+    import subprocess
+
+    import numpy
+
+    from . import __version__
+    try:
+        commit = subprocess.run(["git", "-C", os.path.abspath(lessons_folder), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        commit = ""
+    return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit or "not a git checkout",
+            "gpuedu": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
+            "platform": platform.platform()}
 
 
 def format_table(entries):
@@ -129,10 +154,12 @@ def run(args):
         entries.append(entry)
     failed = [e for e in entries if e["status"] != "passed"]
     table = format_table(entries)
+    facts = run_facts(args.lessons)
+    header = ", ".join(f"{k} {v}" for k, v in facts.items())
     with open(os.path.join(args.report, "report.md"), "w") as f:
-        f.write(f"# Course run\n\n{table}\n\n{len(entries) - len(failed)} of {len(entries)} lessons passed.\n")
+        f.write(f"# Course run\n\n{header}\n\n{table}\n\n{len(entries) - len(failed)} of {len(entries)} lessons passed.\n")
     with open(os.path.join(args.report, "report.json"), "w") as f:
-        json.dump({"lessons": entries, "passed": not failed}, f, indent=2)
+        json.dump({"run": facts, "lessons": entries, "passed": not failed}, f, indent=2)
     print("\n" + table)
     print(f"\n{len(entries) - len(failed)} of {len(entries)} lessons passed; report in "
           f"{os.path.join(args.report, 'report.md')}")

@@ -48,7 +48,11 @@ def test_course_runs_every_lesson_and_reports_the_failure(tmp_path):
     ok, broken = data["lessons"]
     assert data["passed"] is False
     assert (ok["lesson"], ok["status"], ok["backend"], ok["error"]) == ("00_ok.ipynb", "passed", "cpu", None)
-    assert (broken["status"], broken["cell"], broken["error"]) == ("failed", 1, "ValueError: boom")
+    # the second code cell, counted from 1 as a reader counts them, and its execution count
+    assert (broken["status"], broken["cell"], broken["execution_count"], broken["error"]) == \
+        ("failed", 2, 2, "ValueError: boom")
+    assert "code cell 2 (In [2]): ValueError: boom" in proc.stdout
+    assert data["run"]["gpuedu"] and data["run"]["date"].endswith("UTC") and data["run"]["commit"]
     assert ok["seconds"] > 0
     executed = nbformat.read(str(report / "00_ok.ipynb"), as_version=4)
     assert executed.cells[1].outputs[0]["text"] == "42\n"

@@ -26,7 +26,8 @@ shows up as a wrong answer; lessons reach it through ``gpuedu.emulator.compiler`
 Environment variables:
 
 - ``CXX``: the C++ compiler (default: g++, then clang++, then c++ on PATH);
-- ``GPUEDU_CACHE_DIR``: the kernel cache (default ``~/.cache/gpuedu/kernels``);
+- ``GPUEDU_CACHE_DIR``: the kernel cache (default ``gpuedu/kernels`` in the platform's cache folder:
+  ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS);
 - ``GPUEDU_SCHEDULE``: ``forward`` (default), ``reverse`` or ``random``;
 - ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError
   (``set_kernel_timeout``/``get_kernel_timeout`` change and read it at run time);
@@ -38,6 +39,7 @@ Environment variables:
 import hashlib
 import json
 import os
+import sys
 import re
 import shutil
 import stat
@@ -129,16 +131,31 @@ def _cxx_identity():
 
 
 def cache_dir():
-    """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR`` or ``~/.cache/gpuedu/kernels``.
+    """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR``, else ``gpuedu/kernels`` in the platform's
+    cache folder (``$XDG_CACHE_HOME``, by default ``~/.cache``, on Linux; ``~/Library/Caches`` on macOS).
 
     The modules in it run as your own code, so the folder must be yours alone: it is created with
     mode 0700, and one that is a symbolic link, belongs to another user or that others may write
     into is refused (CompileError, with the reason). One that cannot be created or written is
     replaced, for this process, by a private temporary folder, with a warning.
     """
-    path = os.path.abspath(os.environ.get("GPUEDU_CACHE_DIR")
-                           or os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels"))
-    return trusted_folder(path)
+    return trusted_folder(cache_path())
+
+
+def cache_path():
+    """The kernel cache's path by the rule above, without creating or checking it (doctor reports it)."""
+    return os.path.abspath(os.environ.get("GPUEDU_CACHE_DIR") or os.path.join(user_cache_root(), "gpuedu", "kernels"))
+
+
+def user_cache_root():
+    """The platform's folder for a user's caches: ``$XDG_CACHE_HOME`` (an absolute path) or ``~/.cache`` on
+    Linux and other POSIX systems, ``~/Library/Caches`` on macOS (as platformdirs decides)."""
+    if sys.platform == "darwin":
+        return os.path.join(os.path.expanduser("~"), "Library", "Caches")
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):           # the XDG rule: a relative value is invalid and ignored
+        return xdg
+    return os.path.join(os.path.expanduser("~"), ".cache")
 
 
 _trusted = {}   # folder asked for -> the folder used

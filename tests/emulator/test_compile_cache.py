@@ -184,3 +184,20 @@ def test_inline_ptx_is_named_as_unsupported_rather_than_left_to_the_assembler(fr
     with pytest.raises(CompileError) as plain_error:   # an ordinary error gets no such hint
         compiler.SourceModule("__global__ void broken(int* x) { x[0] = undeclared; }")
     assert "Inline PTX" not in str(plain_error.value)
+
+
+def test_the_default_cache_follows_the_platforms_cache_folder(monkeypatch, tmp_path):
+    from gpuedu import backend
+    from gpuedu.emulator import compiler
+    monkeypatch.delenv("GPUEDU_CACHE_DIR", raising=False)
+    monkeypatch.setattr(compiler.sys, "platform", "linux")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compiler.cache_path() == str(tmp_path / "xdg" / "gpuedu" / "kernels")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")          # invalid by the XDG rule: ignored
+    assert compiler.cache_path() == os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
+    monkeypatch.setattr(compiler.sys, "platform", "darwin")
+    assert compiler.cache_path() == os.path.join(os.path.expanduser("~"), "Library", "Caches", "gpuedu", "kernels")
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "mine"))
+    assert compiler.cache_path() == str(tmp_path / "mine")
+    # doctor and the emulator read one rule
+    assert backend.kernel_cache_dir() == compiler.cache_path()
