@@ -1,4 +1,4 @@
-"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu backend``, ``gpuedu bench``,
+"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu lessons``, ``gpuedu backend``, ``gpuedu bench``,
 ``gpuedu gpu-check``, ``gpuedu profile``."""
 import argparse
 import sys
@@ -16,6 +16,8 @@ def main(argv=None):
     commands.add_parser("doctor", help="report what this machine has for the course and what to do about what it lacks")
     from . import course
     course.build_parser(commands.add_parser("course", help="run every lesson headless and report on each"))
+    course.build_lessons_parser(commands.add_parser("lessons", help="copy the lesson notebooks into a folder, "
+                                                                    "ready to open in Jupyter"))
     commands.add_parser("backend", help="print the backend the lessons will get, and why")
     commands.add_parser("bench", help="measure gpuedu's kernels against the memory roof, cuBLAS, PyTorch and NumPy "
                                       "(gpuedu bench --help)")
@@ -34,6 +36,8 @@ def main(argv=None):
         return doctor.main()
     if args.command == "course":
         return course.run(args)
+    if args.command == "lessons":
+        return course.lessons_command(args)
     if args.command == "profile":
         return profile_command.run(args)
     if args.command == "gpu-check":

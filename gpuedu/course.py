@@ -9,11 +9,61 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import time
 
+REPOSITORY = "https://github.com/gpuedu/gpuedu"
 LESSON_PATTERN = re.compile(r"^(\d\d)_[A-Za-z0-9_]+\.ipynb$")
 BACKEND_LINE = re.compile(r"gpuedu: backend (cuda|cpu)\b")
+
+
+def packaged_lessons():
+    """The lessons that came with this install: ``gpuedu/lesson_notebooks`` in a wheel, or the checkout's
+    ``lessons/`` beside the package (a clone, an editable install); None if neither holds any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for folder in (os.path.join(here, "lesson_notebooks"), os.path.join(os.path.dirname(here), "lessons")):
+        if os.path.isdir(folder) and any(LESSON_PATTERN.match(n) for n in os.listdir(folder)):
+            return folder
+    return None
+
+
+def copy_lessons(dest, force=False):
+    """Copy the lessons into ``dest`` (created if needed): ready to open in Jupyter.  A lesson already there is
+    kept (it may hold your work) unless ``force``.  Returns (copied, kept) file names."""
+    source = packaged_lessons()
+    if source is None:
+        raise FileNotFoundError("this gpuedu install carries no lessons; get them from the repository "
+                                f"({REPOSITORY}) with git clone")
+    os.makedirs(dest, exist_ok=True)
+    copied, kept = [], []
+    for name in sorted(n for n in os.listdir(source) if LESSON_PATTERN.match(n)):
+        target = os.path.join(dest, name)
+        if os.path.exists(target) and not force:
+            kept.append(name)
+            continue
+        shutil.copyfile(os.path.join(source, name), target)
+        copied.append(name)
+    return copied, kept
+
+
+def lessons_command(args):
+    try:
+        copied, kept = copy_lessons(args.dest, force=args.force)
+    except (FileNotFoundError, OSError) as e:
+        print(f"gpuedu lessons: {e}", file=sys.stderr)
+        return 2
+    print(f"copied {len(copied)} lessons to {os.path.abspath(args.dest)}")
+    if kept:
+        print(f"kept your copies of {len(kept)} (pass --force to replace them): {', '.join(kept)}")
+    print(f"open them with: jupyter lab {args.dest}    or run them all: gpuedu course --lessons {args.dest}")
+    return 0
+
+
+def build_lessons_parser(parser):
+    parser.add_argument("dest", help="folder to copy the lesson notebooks into (created if needed)")
+    parser.add_argument("--force", action="store_true", help="replace lessons already in the folder")
+    return parser
 
 
 def find_lessons(folder, only=()):
@@ -129,13 +179,25 @@ def format_table(entries):
 def build_parser(parser=None):
     parser = parser or argparse.ArgumentParser(prog="gpuedu course", description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="lesson numbers or names to run (default: all), e.g. 00 03")
-    parser.add_argument("--lessons", default="lessons", help="folder holding the NN_topic.ipynb lessons")
+    parser.add_argument("--lessons", default=None,
+                        help="folder holding the NN_topic.ipynb lessons (default: ./lessons if there is one, else "
+                             "the lessons that came with gpuedu, run from a copy in the report folder)")
     parser.add_argument("--report", default="course-report", help="folder for the report and executed copies")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one cell may run")
     return parser
 
 
 def run(args):
+    if args.lessons is None:
+        if os.path.isdir("lessons"):
+            args.lessons = "lessons"
+        else:   # an install without a clone: run a copy, so the install stays as it came
+            try:
+                copy_lessons(os.path.join(args.report, "lessons"), force=True)
+            except (FileNotFoundError, OSError) as e:
+                print(f"gpuedu course: {e}", file=sys.stderr)
+                return 2
+            args.lessons = os.path.join(args.report, "lessons")
     try:
         lessons = find_lessons(args.lessons, args.only)
     except (FileNotFoundError, ValueError) as e:

@@ -1,0 +1,81 @@
+"""The lessons travel with the package: `gpuedu lessons DEST`, and a built wheel that runs the course outside
+the repository."""
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from gpuedu import course
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_copy_lessons_keeps_your_work_unless_forced(tmp_path):
+    copied, kept = course.copy_lessons(tmp_path / "mine")
+    assert copied and not kept
+    assert copied == sorted(n for n in os.listdir(os.path.join(REPO, "lessons")) if course.LESSON_PATTERN.match(n))
+    first = tmp_path / "mine" / copied[0]
+    first.write_text("my work")
+    copied_again, kept = course.copy_lessons(tmp_path / "mine")
+    assert copied_again == [] and copied[0] in kept and first.read_text() == "my work"
+    course.copy_lessons(tmp_path / "mine", force=True)
+    assert first.read_text() != "my work"
+
+
+def test_lessons_command_says_where_and_what_next(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "gpuedu", "lessons", str(tmp_path / "course")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "copied" in done.stdout and "gpuedu course --lessons" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_wheel_in_a_fresh_venv_outside_the_repository_copies_and_runs_the_lessons(tmp_path):
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(wheels), REPO], check=True, capture_output=True, timeout=600)
+    (wheel,) = wheels.glob("gpuedu-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "gpuedu/emulator/_native/cassert" in names
+    assert sum(n.startswith("gpuedu/lesson_notebooks/") and n.endswith(".ipynb") for n in names) == \
+        len([n for n in os.listdir(os.path.join(REPO, "lessons")) if course.LESSON_PATTERN.match(n)])
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel)], capture_output=True,
+                         text=True, timeout=900)
+    if pip.returncode != 0 and ("connection" in pip.stderr.lower() or "no matching distribution" in pip.stderr.lower()):
+        pytest.skip(f"the wheel's dependencies cannot be installed here (no package index): {pip.stderr[-300:]}")
+    assert pip.returncode == 0, pip.stderr
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GPUEDU_BACKEND")}
+    env["GPUEDU_CACHE_DIR"] = str(tmp_path / "cache")
+    gpuedu = str(venv / "bin" / "gpuedu")
+
+    def run(*args):
+        return subprocess.run([gpuedu, *args], cwd=work, env=env, capture_output=True, text=True, timeout=900,
+                              stdin=subprocess.DEVNULL)
+
+    assert run("lessons", "mine").returncode == 0
+    assert (work / "mine" / "01_first_kernel.ipynb").exists()
+    done = run("course", "01", "--lessons", "mine", "--report", "report")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 of 1 lessons passed" in done.stdout
+    # without a lessons folder, the course runs the install's own lessons from a copy in the report folder
+    done = run("course", "01", "--report", "report2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "report2" / "lessons" / "01_first_kernel.ipynb").exists()
+
+
+def test_the_sdist_is_the_whole_course(tmp_path):
+    import tarfile
+    subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=REPO, check=True,
+                   capture_output=True, timeout=300)
+    (sdist,) = tmp_path.glob("gpuedu-*.tar.gz")
+    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    for wanted in ("Makefile", "environment.yml", ".ci/run", "tests/conftest.py", "tests/emulator/conftest.py",
+                   "lessons/conftest.py", "lessons/nbval_sanitize.cfg", "lessons/01_first_kernel.ipynb",
+                   "gpuedu/emulator/_native/cassert", "benchmarks/README.md"):
+        assert wanted in names, wanted
