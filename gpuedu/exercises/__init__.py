@@ -96,10 +96,11 @@ from .. import backend as _backend
 from ..profiler.metrics import COUNTED as _COUNTED
 from . import _canary, _diagnose, _runner
 from ._exercise import Case, Exercise, Requirement, ceil_div, sizes_1d
+from ._function import FunctionExercise
 from ._program import ProgramExercise
 from ._result import CheckResult, Failure
 
-__all__ = ["Case", "Exercise", "ProgramExercise", "Requirement", "CheckResult", "ceil_div", "sizes_1d", "never_written",
+__all__ = ["Case", "Exercise", "FunctionExercise", "ProgramExercise", "Requirement", "CheckResult", "ceil_div", "sizes_1d", "never_written",
            "register", "get", "list", "show", "stub", "check", "solution"]
 
 _registry = {}
@@ -114,8 +115,8 @@ def never_written(array):
 
 def register(exercise):
     """Add an exercise to the registry (an id may be registered once)."""
-    if not isinstance(exercise, (Exercise, ProgramExercise)):
-        raise TypeError(f"register() takes an Exercise or a ProgramExercise, got {type(exercise).__name__}")
+    if not isinstance(exercise, (Exercise, ProgramExercise, FunctionExercise)):
+        raise TypeError(f"register() takes an Exercise, a ProgramExercise or a FunctionExercise, got {type(exercise).__name__}")
     old = _registry.get(exercise.id)
     if old is not None and old is not exercise:
         raise ValueError(f"exercise {exercise.id!r} is already registered")
@@ -188,7 +189,7 @@ def show(exercise_id):
     ex = _lookup_or_say(exercise_id)
     if ex is None:
         return
-    if isinstance(ex, ProgramExercise):
+    if isinstance(ex, (ProgramExercise, FunctionExercise)):
         ex.show()
         return
     print(f"{ex.id}: {ex.title}\n")
@@ -243,7 +244,7 @@ def _check(exercise_id, source, seed):
         ex = get(exercise_id)
     except KeyError as exc:
         return CheckResult(str(exercise_id), failure=Failure("unknown_exercise", exc.args[0]))
-    if isinstance(ex, ProgramExercise):     # a Python program on MPI processes, not a kernel
+    if isinstance(ex, (ProgramExercise, FunctionExercise)):   # Python, not a kernel
         return ex.check(source, seed)
     result = CheckResult(ex.id, ex.title)
     if not isinstance(source, str) or not source.strip():

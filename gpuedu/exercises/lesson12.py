@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from . import Case, Exercise, Requirement, ceil_div, register
+from . import Case, Exercise, FunctionExercise, Requirement, ceil_div, register
 
 BX, BY = 32, 8
 LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
@@ -72,4 +72,85 @@ __global__ void bias_relu(float* out, const float* x, const float* b, int rows, 
     atol=0, rtol=0,
     diagnoses=(_bias_mixups,),
     requirements=(Requirement(LOAD_SECTORS, at_most=coalesced_sectors, hint=_loads_hint),),
+))
+
+
+# ---- occupancy: how many blocks of a kernel an H100 SM holds ---------------------------------------------
+
+def resident_blocks_reference(threads, registers, shared):
+    from ..profiler.occupancy import theoretical_occupancy
+    return theoretical_occupancy("H100", threads, registers, shared).blocks_per_sm
+
+
+def resident_blocks_cases(rng):
+    yield "256 threads, 32 registers, no shared memory", dict(threads=256, registers=32, shared=0)
+    yield "256 threads, 128 registers (the register file decides)", dict(threads=256, registers=128, shared=0)
+    yield "96 threads, 33 registers (1,056 a warp, allocated as 1,280)", dict(threads=96, registers=33, shared=0)
+    yield "96 threads, 40 registers (whole warps per quarter of the file)", dict(threads=96, registers=40, shared=0)
+    yield "256 threads, 32 registers, 48 KB shared (a 96 x 128 tile)", dict(threads=256, registers=32, shared=49152)
+    yield "96 threads, 36 registers, 32 KB shared (the reserved 1 KB)", dict(threads=96, registers=36, shared=32768)
+    yield "32 threads, 8 registers (the block slots)", dict(threads=32, registers=8, shared=0)
+    yield "1024 threads, 64 registers", dict(threads=1024, registers=64, shared=0)
+    for _ in range(6):
+        threads = int(rng.choice([64, 128, 192, 256, 384, 512]))
+        registers = int(rng.choice([24, 32, 48, 56, 64, 72, 96]))
+        shared = int(rng.choice([0, 2048, 8192, 20000, 40000]))
+        yield f"{threads} threads, {registers} registers, {shared} bytes shared", \
+            dict(threads=threads, registers=registers, shared=shared)
+
+
+def _occupancy_mixups(kwargs, expected, got):
+    threads, registers, shared = kwargs["threads"], kwargs["registers"], kwargs["shared"]
+    warps = -(-threads // 32)
+    per_warp_unrounded = registers * 32
+    per_warp = -(-per_warp_unrounded // 256) * 256
+    if registers and got == min(64 // warps, 32, 65536 // (per_warp * warps)):
+        return ("registers are allocated per quarter of the SM (16,384 each): a warp lives in one quarter, so count "
+                "the whole warps a quarter holds, times 4, then divide by the block's warps")
+    if registers and got == min(64 // warps, 32, 4 * (16384 // per_warp_unrounded) // warps,
+                                233472 // (-(-(shared + 1024) // 256) * 256)):
+        return "a warp's registers are rounded up to a multiple of 256 before they are counted"
+    if shared and got in (233472 // (-(-shared // 256) * 256), 233472 // shared):
+        return "every block also takes 1 KB of shared memory the system reserves, and shared memory is allocated in 256-byte units"
+    if got == 64 // warps:
+        return "the warp slots are only one of four limits: also blocks (32), registers and shared memory"
+    return None
+
+
+register(FunctionExercise(
+    id="12.resident_blocks",
+    title="Occupancy: how many blocks of a kernel fit on an H100 SM",
+    text="An SM hides memory latency by switching among its resident warps, so how many it can hold matters. Four "
+         "resources cap the blocks of one kernel on an H100 SM, and the smallest cap wins: (1) warp slots, 64 "
+         "warps (a block of t threads takes ceil(t / 32)); (2) block slots, 32 blocks; (3) registers, 65,536 in "
+         "4 quarters of 16,384: a warp needs registers x 32 registers rounded up to a multiple of 256, lives in "
+         "one quarter, and only whole warps fit in a quarter; (4) shared memory, 233,472 bytes: a block takes "
+         "its shared memory plus 1,024 reserved bytes, rounded up to a multiple of 256. Return the number of "
+         "blocks of (threads, registers per thread, shared bytes per block) that an SM holds at once; "
+         "gpuedu.profiler.occupancy and the CUDA occupancy calculator work it out the same way.",
+    function="resident_blocks",
+    cases=resident_blocks_cases,
+    reference=resident_blocks_reference,
+    stub='''def resident_blocks(threads, registers, shared):
+    """Blocks of this kernel one H100 SM holds at once (threads per block, registers per thread, shared bytes per block)."""
+    MAX_WARPS, MAX_BLOCKS, REGISTERS, QUARTERS, SHARED, RESERVED = 64, 32, 65536, 4, 233472, 1024
+    warps = -(-threads // 32)                     # a partial warp takes a whole warp slot
+    # FILL ME IN (roughly 6 lines: the four limits, then the smallest)
+''',
+    solution='''def resident_blocks(threads, registers, shared):
+    """Blocks of this kernel one H100 SM holds at once (threads per block, registers per thread, shared bytes per block)."""
+    MAX_WARPS, MAX_BLOCKS, REGISTERS, QUARTERS, SHARED, RESERVED = 64, 32, 65536, 4, 233472, 1024
+    warps = -(-threads // 32)                     # a partial warp takes a whole warp slot
+    limits = [MAX_WARPS // warps, MAX_BLOCKS]
+    if registers:
+        per_warp = -(-registers * 32 // 256) * 256              # rounded up to the allocation unit
+        whole_warps = QUARTERS * (REGISTERS // QUARTERS // per_warp)
+        limits.append(whole_warps // warps)
+    per_block = -(-(shared + RESERVED) // 256) * 256
+    limits.append(SHARED // per_block)
+    return min(limits)
+''',
+    launch="resident_blocks(threads, registers, shared) is called for 14 kernels' resources and compared with the "
+           "occupancy calculator's answer (gpuedu.profiler.occupancy.theoretical_occupancy on an H100)",
+    diagnoses=(_occupancy_mixups,),
 ))
