@@ -422,26 +422,18 @@ def probe_launch(pycuda_dir, cubin, timeout=120):
 
 
 def find_cxx():
-    """The C++ compiler the emulator builds kernels with, or None.
+    """The C++ compiler the emulator builds kernels with, or None: the emulator's own lookup ($CXX if set,
+    else g++, clang++, c++), so that doctor and the emulator always agree."""
+    return cxx_status()[0]
 
-    Asks the emulator first (it knows its own rules); falls back to $CXX, c++, g++, clang++.
-    """
+
+def cxx_status():
+    """(path or None, None or the emulator's reason for having no compiler, e.g. a $CXX that does not work)."""
+    from .emulator import compiler
     try:
-        emulator_compiler = importlib.import_module("gpuedu.emulator.compiler")
-    except ImportError:
-        emulator_compiler = None
-    finder = getattr(emulator_compiler, "find_cxx", None)
-    if finder is not None:
-        try:
-            found = finder()
-        except Exception:   # the emulator raises when it finds none; the fallback below says what to do
-            found = None
-        if found:
-            return found if isinstance(found, str) else str(found[0] if isinstance(found, (list, tuple)) else found)
-    for name in [os.environ.get("CXX"), "c++", "g++", "clang++"]:
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
+        return compiler.find_cxx()[0], None
+    except compiler.CompileError as e:
+        return None, str(e)
 
 
 def kernel_cache_dir():
@@ -491,8 +483,8 @@ def check_gpu():
 
 def _cpu_backend(reason):
     """The emulator backend, with a check that it can build kernels (it needs a C++ compiler)."""
-    cxx = find_cxx()
-    problems = [] if cxx else [f"the emulator found no C++ compiler to build kernels with: {CXX_INSTALL_HINT}"]
+    cxx, why = cxx_status()
+    problems = [] if cxx else [f"the emulator cannot build kernels: {why}"]
     return Backend("cpu", reason, cxx=cxx, problems=problems)
 
 

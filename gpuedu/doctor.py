@@ -165,9 +165,9 @@ def check_emulated_device(backend):
 
 
 def check_cxx():
-    cxx = backend_module.find_cxx()
+    cxx, why = backend_module.cxx_status()
     if cxx is None:
-        return Finding("C++ compiler", "not found", False, backend_module.CXX_INSTALL_HINT)
+        return Finding("C++ compiler", (why or "not found").splitlines()[0], False, backend_module.CXX_INSTALL_HINT)
     version = _first_line([cxx, "--version"]) or "version unknown"
     return Finding("C++ compiler", f"{version} ({cxx})")
 

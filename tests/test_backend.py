@@ -387,5 +387,20 @@ def test_missing_cxx_is_reported_with_what_to_install(tmp_path):
         print("USABLE", b.usable)
     '''))
     assert "USABLE False" in out
-    assert "gpuedu: WARNING the emulator found no C++ compiler" in out
+    assert "gpuedu: WARNING the emulator cannot build kernels: no C++ compiler found" in out
     assert "sudo apt install g++" in out
+
+
+def test_a_cxx_that_does_not_exist_is_not_replaced_behind_the_learners_back(tmp_path):
+    # doctor and setup ask the emulator, which uses $CXX when it is set: a wrong one is reported, not skipped
+    out = ok(run_child(f'''
+        import os
+        os.environ["CXX"] = {str(tmp_path / "no-such-g++")!r}
+        import gpuedu
+        from gpuedu import backend, doctor
+        print("FOUND", backend.find_cxx())
+        finding = doctor.check_cxx()
+        print("DOCTOR", finding.ok, finding.value)
+    '''))
+    assert "FOUND None" in out
+    assert "DOCTOR False CXX=" in out and "is not a working C++ compiler" in out
