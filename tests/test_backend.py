@@ -404,3 +404,19 @@ def test_a_cxx_that_does_not_exist_is_not_replaced_behind_the_learners_back(tmp_
     '''))
     assert "FOUND None" in out
     assert "DOCTOR False CXX=" in out and "is not a working C++ compiler" in out
+
+
+def test_only_pycudas_own_module_names_resolve_to_the_emulator():
+    out = ok(run_child('''
+        import gpuedu
+        gpuedu.setup("cpu", verbose=False)
+        import pycuda.driver, pycuda.gpuarray, pycuda.tools
+        for name in ("pycuda.function", "pycuda.memory", "pycuda._errors"):
+            try:
+                __import__(name)
+                print("IMPORTED", name)
+            except ModuleNotFoundError as e:
+                print("REFUSED", name, "PyCUDA has no such module" in str(e))
+    '''))
+    assert "IMPORTED" not in out
+    assert out.count("True") == 3
