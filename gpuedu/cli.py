@@ -1,4 +1,5 @@
-"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu lessons``, ``gpuedu backend``, ``gpuedu bench``,
+"""The ``gpuedu`` command: ``gpuedu doctor``, ``gpuedu course``, ``gpuedu lessons``, ``gpuedu classroom``,
+``gpuedu grade``, ``gpuedu backend``, ``gpuedu bench``,
 ``gpuedu gpu-check``, ``gpuedu profile``."""
 import argparse
 import sys
@@ -18,6 +19,11 @@ def main(argv=None):
     course.build_parser(commands.add_parser("course", help="run every lesson headless and report on each"))
     course.build_lessons_parser(commands.add_parser("lessons", help="copy the lesson notebooks into a folder, "
                                                                     "ready to open in Jupyter"))
+    from . import classroom
+    classroom.build_parser(commands.add_parser("classroom", help="write student notebooks (exercise outputs cleared) "
+                                                                 "and solution notebooks for a workshop"))
+    classroom.build_grade_parser(commands.add_parser("grade", help="run submitted notebooks and write each "
+                                                                   "exercise's verdict per student to a CSV"))
     commands.add_parser("backend", help="print the backend the lessons will get, and why")
     commands.add_parser("bench", help="measure gpuedu's kernels against the memory roof, cuBLAS, PyTorch and NumPy "
                                       "(gpuedu bench --help)")
@@ -38,6 +44,10 @@ def main(argv=None):
         return course.run(args)
     if args.command == "lessons":
         return course.lessons_command(args)
+    if args.command == "classroom":
+        return classroom.classroom_command(args)
+    if args.command == "grade":
+        return classroom.grade_command(args)
     if args.command == "profile":
         return profile_command.run(args)
     if args.command == "gpu-check":
