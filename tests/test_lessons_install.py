@@ -32,7 +32,7 @@ def test_lessons_command_says_where_and_what_next(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_wheel_in_a_fresh_venv_outside_the_repository_copies_and_runs_the_lessons(tmp_path):
+def test_a_wheel_in_a_fresh_venv_outside_the_repository_copies_runs_and_grades_the_lessons(tmp_path):
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(wheels), REPO], check=True, capture_output=True, timeout=600)
@@ -67,6 +67,16 @@ def test_a_wheel_in_a_fresh_venv_outside_the_repository_copies_and_runs_the_less
     done = run("course", "01", "--report", "report2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert (work / "report2" / "lessons" / "01_first_kernel.ipynb").exists()
+    # the instructor's round: hand-outs, then a right and a wrong submission graded into a CSV
+    assert run("classroom", "kit").returncode == 0
+    (work / "alice.ipynb").write_bytes((work / "kit" / "solutions" / "01_first_kernel.ipynb").read_bytes())
+    (work / "bob.ipynb").write_bytes((work / "kit" / "student" / "01_first_kernel.ipynb").read_bytes())
+    done = run("grade", "alice.ipynb", "bob.ipynb", "--out", "results.csv")
+    assert done.returncode == 0, done.stdout + done.stderr
+    import csv
+    rows = list(csv.DictReader(open(work / "results.csv")))
+    assert {r["result"] for r in rows if r["student"] == "alice"} == {"passed"}
+    assert {r["result"] for r in rows if r["student"] == "bob"} == {"not yet"}
 
 
 def test_the_sdist_is_the_whole_course(tmp_path):
