@@ -143,7 +143,7 @@ def grade_one(path, timeout=600):
                             resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
     stopped = None
     try:
-        client.execute()
+        client.execute(env=dict(os.environ, TQDM_DISABLE="1"))     # no progress bars in a grading run
     except CellTimeoutError:
         stopped = f"a cell ran longer than {timeout:g} s and was stopped"
     except DeadKernelError as e:

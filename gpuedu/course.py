@@ -112,6 +112,35 @@ def _failing_cell(notebook):
     return None, None, None
 
 
+def _without_progress(text):
+    """``text`` without its transient lines: a line redrawn with carriage returns (a progress bar) is meant to
+    be overwritten, so a stored notebook keeps none of it; other lines stay, CRLF line ends (a shell
+    command's output) included."""
+    protected = text.replace("\r\n", "\x00")
+    chunks = re.split(r"(?<=[\n\x00])", protected)
+    return "".join(c for c in chunks if "\r" not in c).replace("\x00", "\r\n")
+
+
+def tidy_outputs(notebook):
+    """Merge each cell's consecutive stream outputs and drop progress bars' redrawn lines, so a stored notebook
+    keeps the lasting output (epoch lines, warnings) and no fragments of a bar."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        merged = []
+        for output in cell.get("outputs", []):
+            if (output.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                    and merged[-1].get("name") == output.get("name")):
+                merged[-1]["text"] += output["text"]
+            else:
+                merged.append(output)
+        for output in merged:
+            if output.get("output_type") == "stream" and "\r" in output["text"]:
+                output["text"] = _without_progress(output["text"])
+        cell.outputs = [o for o in merged if not (o.get("output_type") == "stream" and not o["text"].strip())]
+    return notebook
+
+
 def run_lesson(path, report_dir, timeout):
     """Execute one lesson; returns its report entry and writes the executed copy to ``report_dir``."""
     import nbformat
@@ -126,7 +155,9 @@ def run_lesson(path, report_dir, timeout):
     entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None,
              "execution_count": None}
     try:
-        client.execute()
+        # headless: a progress bar has no one to show progress to, and would leave its redrawn fragments
+        # in the stored outputs (TQDM_DISABLE is tqdm's own switch)
+        client.execute(env=dict(os.environ, TQDM_DISABLE="1"))
     except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError) as e:
         entry["status"] = "failed"
         cell, count, error = _failing_cell(notebook)
@@ -138,7 +169,7 @@ def run_lesson(path, report_dir, timeout):
             kernel_manager.shutdown_kernel(now=True)
     entry["seconds"] = round(time.perf_counter() - start, 1)
     entry["backend"] = backend_of(notebook)
-    nbformat.write(notebook, os.path.join(report_dir, os.path.basename(path)))
+    nbformat.write(tidy_outputs(notebook), os.path.join(report_dir, os.path.basename(path)))
     return entry
 
 
@@ -184,6 +215,9 @@ def build_parser(parser=None):
                              "the lessons that came with gpuedu, run from a copy in the report folder)")
     parser.add_argument("--report", default="course-report", help="folder for the report and executed copies")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds one cell may run")
+    parser.add_argument("--store", action="store_true",
+                        help="for maintainers: write each lesson that passed back in place with its new outputs "
+                             "(run with GPUEDU_BACKEND=cpu: stored outputs are the emulator's)")
     return parser
 
 
@@ -211,6 +245,8 @@ def run(args):
     for path in lessons:
         print(f"running {os.path.basename(path)} ...", flush=True)
         entry = run_lesson(path, args.report, args.timeout)
+        if args.store and entry["status"] == "passed":
+            shutil.copyfile(os.path.join(args.report, os.path.basename(path)), path)
         print(f"  {entry['status']} on {entry['backend']} in {entry['seconds']:.1f} s"
               + (f": {_where(entry)}" if entry["error"] else ""), flush=True)
         entries.append(entry)

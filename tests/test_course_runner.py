@@ -67,3 +67,34 @@ def test_course_with_no_lessons_is_an_error(tmp_path):
                           capture_output=True, text=True, cwd=REPO, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2
     assert "no NN_topic.ipynb lessons" in proc.stderr
+
+
+def test_tidy_outputs_keeps_lasting_lines_and_no_progress_fragments():
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("fit()")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="a warning\n  0%|  | 0/3\r"),
+                    nbformat.v4.new_output("stream", name="stderr", text=" 66%|# | 2/3\r"),
+                    nbformat.v4.new_output("stream", name="stdout", text="epoch 1\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="\r          \r"),
+                    nbformat.v4.new_output("stream", name="stdout", text="done\n"),
+                    nbformat.v4.new_output("stream", name="stderr", text="from a shell\r\n")]
+    nb.cells = [cell]
+    course.tidy_outputs(nb)
+    # a bar redraws its line with carriage returns: none of it is kept; the warning and stdout are
+    # (CRLF line ends, as a shell command's output has, are line ends, not redraws)
+    assert [(o["name"], o["text"]) for o in nb.cells[0].outputs] == [("stderr", "a warning\n"), ("stdout", "epoch 1\n"),
+                                                                      ("stdout", "done\n"), ("stderr", "from a shell\r\n")]
+
+
+def test_store_writes_a_passing_lesson_back_with_its_outputs(tmp_path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    write_notebook(lessons / "00_ok.ipynb", "print(6 * 7)")
+    env = {k: v for k, v in os.environ.items() if k != "GPUEDU_BACKEND"}
+    env["PYTHONPATH"] = REPO
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "course", "--lessons", str(lessons), "--report",
+                           str(tmp_path / "report"), "--store"], capture_output=True, text=True, env=env,
+                          timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stored = nbformat.read(str(lessons / "00_ok.ipynb"), as_version=4)
+    assert stored.cells[0].outputs[0]["text"] == "42\n"

@@ -86,6 +86,6 @@ def test_the_sdist_is_the_whole_course(tmp_path):
     (sdist,) = tmp_path.glob("gpuedu-*.tar.gz")
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     for wanted in ("Makefile", "environment.yml", ".ci/run", "tests/conftest.py", "tests/emulator/conftest.py",
-                   "lessons/conftest.py", "lessons/nbval_sanitize.cfg", "lessons/01_first_kernel.ipynb",
+                   "conftest.py", "tests/nbval_sanitize.cfg", "lessons/01_first_kernel.ipynb",
                    "gpuedu/emulator/_native/cassert", "benchmarks/README.md"):
         assert wanted in names, wanted

@@ -1,6 +1,7 @@
 """The contract every lesson keeps, checked on the stored notebooks (nbval then re-runs them).
 
-- the first cell is the course's first cell, character for character;
+- the first cell is the course's first cell, character for character, tagged nbval-ignore-output;
+- nbval's markers are cell tags, never comments in the learner's code;
 - stored outputs are a complete run on the emulator: every code cell executed, no errors;
 - no matplotlib object repr leaked into an output (end plotting cells with plt.show());
 - lesson code reaches the emulator only through pycuda.* (so it runs unchanged on real PyCUDA);
@@ -16,8 +17,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LESSONS = sorted(glob.glob(os.path.join(REPO, "lessons", "[0-9][0-9]_*.ipynb")))
 
-FIRST_CELL = '''# NBVAL_IGNORE_OUTPUT
-# On Google Colab this installs gpuedu first; everywhere it picks the backend (real GPU or CPU emulator).
+FIRST_CELL = '''# On Google Colab this installs gpuedu first; everywhere it picks the backend (real GPU or CPU emulator).
 import sys
 if "google.colab" in sys.modules:
     %pip install -q "gpuedu[cuda] @ git+https://github.com/gpuedu/gpuedu"
@@ -49,6 +49,16 @@ def test_first_cell_is_the_course_first_cell(lesson):
     name, nb = lesson
     first = code_cells(nb)[0].source.strip()
     assert first == FIRST_CELL, f"{name}: the first code cell differs from the course's first cell"
+    first_cell = code_cells(nb)[0]
+    assert "nbval-ignore-output" in first_cell.metadata.get("tags", []), \
+        f"{name}: the first cell's output names the backend: tag it nbval-ignore-output"
+
+
+def test_nbval_markers_are_cell_tags_not_comments_in_learners_code(lesson):
+    name, nb = lesson
+    marked = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "NBVAL_" in c.source.split("\n", 1)[0]]
+    assert not marked, (f"{name}: cells {marked} carry nbval comment markers; run "
+                        f"python scripts/nbval_tags.py {name} to turn them into tags")
 
 
 def test_outputs_are_a_complete_emulator_run(lesson):

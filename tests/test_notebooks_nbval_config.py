@@ -1,4 +1,4 @@
-"""The nbval settings in lessons/ do what the lessons rely on: addresses and durations are
+"""The nbval settings (conftest.py at the root, tests/nbval_sanitize.cfg) do what the lessons rely on: addresses and durations are
 sanitised, stderr is not compared, and any other difference in output still fails."""
 import os
 import shutil
@@ -24,8 +24,9 @@ def notebook(path, cells):
 
 
 def test_sanitising_and_stderr_policy(pytester):
-    for name in ("conftest.py", "nbval_sanitize.cfg"):
-        shutil.copy(os.path.join(REPO, "lessons", name), pytester.path / name)
+    shutil.copy(os.path.join(REPO, "conftest.py"), pytester.path / "conftest.py")
+    (pytester.path / "tests").mkdir()
+    shutil.copy(os.path.join(REPO, "tests", "nbval_sanitize.cfg"), pytester.path / "tests" / "nbval_sanitize.cfg")
     notebook(pytester.path / "00_tolerated.ipynb", [
         ("print(hex(id(object())))", "0x7f00deadbeef\n", None),                       # an address
         ("print(f'took {12.5:.1f} ms and 3 s')", "took 0.4 ms and 9 s\n", None),      # durations

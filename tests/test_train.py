@@ -52,7 +52,7 @@ def test_energy_is_reported_unavailable_with_a_reason_on_the_emulator(digits):
 
 
 def test_quiet_prints_nothing_and_the_bar_goes_to_stderr(digits, capsys, monkeypatch):
-    # lessons/conftest.py turns bars off for notebook kernels; this test is about the bar itself.
+    # this test is about the bar itself: a TQDM_DISABLE in the environment must not hide it.
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     model = nn.mlp([64, 10], seed=0)
     loader = data.DataLoader(digits.x_train[:64], digits.y_train[:64], batch_size=16)
