@@ -8,6 +8,7 @@
 - the skeleton's closing sections are there: a summary and exercises.
 """
 import glob
+import importlib.util
 import os
 import re
 
@@ -17,12 +18,16 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LESSONS = sorted(glob.glob(os.path.join(REPO, "lessons", "[0-9][0-9]_*.ipynb")))
 
-FIRST_CELL = '''# On Google Colab this installs gpuedu first; everywhere it picks the backend (real GPU or CPU emulator).
-import sys
-if "google.colab" in sys.modules:
-    %pip install -q "gpuedu[cuda] @ git+https://github.com/gpuedu/gpuedu"
-import gpuedu
-backend = gpuedu.setup()'''
+
+def _links():
+    spec = importlib.util.spec_from_file_location("links", os.path.join(REPO, "scripts", "links.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The course's first cell, with the Colab install pinned to this release (scripts/links.py writes it).
+FIRST_CELL = _links().first_cell()
 
 LEAKED_REPR = re.compile(r"^\[?<matplotlib\.|^\[<matplotlib|^Text\(|^<matplotlib\.")
 
@@ -94,3 +99,7 @@ def test_lesson_ends_with_summary_and_exercises(lesson):
                 for line in c.source.splitlines() if line.startswith("#")]
     assert any("summary" in h for h in headings), f"{name}: no Summary section"
     assert any("exercise" in h for h in headings), f"{name}: no Exercises section"
+
+
+def test_every_address_comes_from_the_one_setting():
+    assert _links().main(["--check"]) == 0, "run python scripts/links.py"
