@@ -129,8 +129,92 @@ static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
 static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
 static inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
 static inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752); }
-static inline float sinpif(float x) { return sinf(x * 3.14159265358979323846f); }
-static inline float cospif(float x) { return cosf(x * 3.14159265358979323846f); }
+// sin(pi x) and cos(pi x) with the argument reduced exactly first (sinpi(1) is 0, not sin of a rounded pi).
+static inline double __gpuedu_sinpi(double x) {
+  double r = remainder(x, 2.0);                      // exact, in [-1, 1]
+  if (r == 0.0 || fabs(r) == 1.0) return copysign(0.0, x);
+  if (fabs(r) == 0.5) return r > 0 ? 1.0 : -1.0;
+  return sin(r * 3.14159265358979323846);
+}
+static inline double __gpuedu_cospi(double x) {
+  double r = fabs(remainder(x, 2.0));
+  if (r == 0.5) return 0.0;
+  if (r == 0.0) return 1.0;
+  if (r == 1.0) return -1.0;
+  return cos(r * 3.14159265358979323846);
+}
+static inline float sinpif(float x) { return (float)__gpuedu_sinpi(x); }
+static inline float cospif(float x) { return (float)__gpuedu_cospi(x); }
+// (macros, not functions: C23 libraries declare sinpi/cospi themselves, and a second definition would clash)
+#define sinpi(x) __gpuedu_sinpi(x)
+#define cospi(x) __gpuedu_cospi(x)
+
+// Inverse error functions: a starting guess, then Newton steps on erf/erfc in double precision
+// (near |y| = 1, on erfc: erf(x) - y would cancel every digit that matters).
+static inline double __gpuedu_erfcinv(double y);
+static inline double __gpuedu_erfinv(double y) {
+  if (y <= -1.0) return y == -1.0 ? -INFINITY : NAN;
+  if (y >= 1.0) return y == 1.0 ? INFINITY : NAN;
+  if (y != y) return y;
+  if (fabs(y) > 0.9375) return copysign(__gpuedu_erfcinv(1.0 - fabs(y)), y);
+  // Giles's single-precision approximation ("Approximating the erfinv function", 2010) as the start
+  double w = -log((1.0 - y) * (1.0 + y)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w; p = -3.5233877e-06 + p * w; p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;  p = -0.00125372503 + p * w; p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;    p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w; p = 0.00134934322 + p * w;  p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;  p = -0.0076224613 + p * w;  p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;     p = 2.83297682 + p * w;
+  }
+  double x = p * y;
+  for (int i = 0; i < 3; ++i) {                      // Newton in double: erf'(x) = 2/sqrt(pi) exp(-x^2)
+    double err = erf(x) - y;
+    x -= err / (1.1283791670955126 * exp(-x * x));
+  }
+  return x;
+}
+static inline double __gpuedu_erfcinv(double y) {
+  if (y <= 0.0) return y == 0.0 ? INFINITY : NAN;
+  if (y >= 2.0) return y == 2.0 ? -INFINITY : NAN;
+  if (y != y) return y;
+  if (y > 0.0625 && y < 1.9375) return __gpuedu_erfinv(1.0 - y);
+  // the tails: Newton on erfc itself keeps the relative precision of a tiny y
+  double t = y < 1.0 ? y : 2.0 - y, x = sqrt(-log(t));
+  for (int i = 0; i < 60; ++i) {
+    double step = (erfc(x) - t) / (-1.1283791670955126 * exp(-x * x));
+    x -= step;
+    if (fabs(step) <= 1e-15 * fabs(x)) break;
+  }
+  return y < 1.0 ? x : -x;
+}
+static inline float erfinvf(float y) { return (float)__gpuedu_erfinv(y); }
+static inline double erfinv(double y) { return __gpuedu_erfinv(y); }
+static inline float erfcinvf(float y) { return (float)__gpuedu_erfcinv(y); }
+static inline double erfcinv(double y) { return __gpuedu_erfcinv(y); }
+static inline float normcdfinvf(float p) { return (float)(-1.4142135623730951 * __gpuedu_erfcinv(2.0 * (double)p)); }
+static inline double normcdfinv(double p) { return -1.4142135623730951 * __gpuedu_erfcinv(2.0 * p); }
+
+// Norms: hypot's care against overflow, in double.
+static inline float rhypotf(float x, float y) { return (float)(1.0 / hypot((double)x, (double)y)); }
+static inline double rhypot(double x, double y) { return 1.0 / hypot(x, y); }
+static inline float norm3df(float a, float b, float c) { return (float)hypot(hypot((double)a, (double)b), (double)c); }
+static inline float rnorm3df(float a, float b, float c) { return (float)(1.0 / hypot(hypot((double)a, (double)b), (double)c)); }
+static inline float norm4df(float a, float b, float c, float d) {
+  return (float)hypot(hypot((double)a, (double)b), hypot((double)c, (double)d));
+}
+static inline float rnorm4df(float a, float b, float c, float d) { return 1.0f / norm4df(a, b, c, d); }
+static inline float normf(int dim, const float* p) {
+  double s = 0.0; for (int i = 0; i < dim; ++i) s = hypot(s, (double)p[i]); return (float)s;
+}
+static inline float rnormf(int dim, const float* p) { return 1.0f / normf(dim, p); }
+static inline double norm(int dim, const double* p) { double s = 0.0; for (int i = 0; i < dim; ++i) s = hypot(s, p[i]); return s; }
+static inline double rnorm(int dim, const double* p) { return 1.0 / norm(dim, p); }
 static inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
 
 // min/max: the overload set of CUDA's math headers (mixed int/float is ambiguous there too).
@@ -246,6 +330,28 @@ static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
   unsigned long long v = ((unsigned long long)hi << 32) | lo; return (unsigned)(v >> (s & 31));
 }
 static inline int __sad(int a, int b, unsigned c) { return (a > b ? a - b : b - a) + (int)c; }
+static inline unsigned __usad(unsigned a, unsigned b, unsigned c) { return (a > b ? a - b : b - a) + c; }
+// Byte and halfword SIMD within a 32-bit word (sm_61+ __dp4a; the __v* family).
+static inline int __dp4a(int a, int b, int c) {
+  for (int i = 0; i < 4; ++i) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+  return c;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  for (int i = 0; i < 4; ++i) c += ((a >> (8 * i)) & 0xffu) * ((b >> (8 * i)) & 0xffu);
+  return c;
+}
+static inline unsigned __gpuedu_lanes(unsigned a, unsigned b, int bits, int sub) {
+  unsigned out = 0, mask = bits == 16 ? 0xffffu : 0xffu;
+  for (int shift = 0; shift < 32; shift += bits) {
+    unsigned x = (a >> shift) & mask, y = (b >> shift) & mask;
+    out |= ((sub ? x - y : x + y) & mask) << shift;
+  }
+  return out;
+}
+static inline unsigned __vadd2(unsigned a, unsigned b) { return __gpuedu_lanes(a, b, 16, 0); }
+static inline unsigned __vsub2(unsigned a, unsigned b) { return __gpuedu_lanes(a, b, 16, 1); }
+static inline unsigned __vadd4(unsigned a, unsigned b) { return __gpuedu_lanes(a, b, 8, 0); }
+static inline unsigned __vsub4(unsigned a, unsigned b) { return __gpuedu_lanes(a, b, 8, 1); }
 static inline int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
 static inline int __rhadd(int a, int b) { return (int)(((long long)a + b + 1) >> 1); }
 
