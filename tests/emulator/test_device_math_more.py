@@ -86,3 +86,26 @@ def test_byte_and_halfword_simd(mod):
     assert out[4] == int(np.array((ua + ub) % 256, np.uint8).view(np.uint32)[0])
     assert out[5] == int(np.array((ua - ub) % 256, np.uint8).view(np.uint32)[0])
     assert out[6] == 15 + 7
+
+
+MATCH_SRC = r"""
+__global__ void match(const int* keys, unsigned* any_out, unsigned* all_out, int* pred_out) {
+  int t = threadIdx.x;
+  any_out[t] = __match_any_sync(0xffffffffu, keys[t]);
+  int pred;
+  all_out[t] = __match_all_sync(0xffffffffu, keys[t] / 100, &pred);
+  pred_out[t] = pred;
+}
+"""
+
+
+def test_match_any_and_all_group_the_lanes_by_value():
+    keys = np.array([i % 3 for i in range(32)], np.int32)
+    any_out, all_out = np.empty(32, np.uint32), np.empty(32, np.uint32)
+    pred = np.empty(32, np.int32)
+    SourceModule(MATCH_SRC).get_function("match")(In(keys), Out(any_out), Out(all_out), Out(pred),
+                                                  block=(32, 1, 1), grid=(1, 1))
+    for lane in range(32):
+        expect = sum(1 << l for l in range(32) if keys[l] == keys[lane])
+        assert any_out[lane] == expect
+    assert list(all_out) == [0xFFFFFFFF] * 32 and list(pred) == [1] * 32     # keys // 100 are all 0

@@ -37,11 +37,13 @@ enum : int {
   W_SYNC = 0, W_SHFL = 1, W_SHFL_UP = 2, W_SHFL_DOWN = 3, W_SHFL_XOR = 4, W_BALLOT = 5, W_ANY = 6, W_ALL = 7,
   W_RED_ADD = 8, W_RED_MIN = 9, W_RED_MAX = 10, W_RED_AND = 11, W_RED_OR = 12, W_RED_XOR = 13,
   W_MMA = 14,  // mma.h: the lanes meet so that one of them computes the warp's product
+  W_MATCH_ANY = 15, W_MATCH_ALL = 16,
 };
 static const char* const warp_op_names[] = {
   "__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
   "__any_sync", "__all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
-  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "wmma::mma_sync",
+  "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "wmma::mma_sync", "__match_any_sync",
+  "__match_all_sync",
 };
 
 constexpr unsigned MAX_THREADS = 1024;
@@ -425,6 +427,14 @@ inline unsigned long long warp_result(const Warp& W, unsigned lane, unsigned nee
       }
       return acc;
     }
+    case W_MATCH_ANY: case W_MATCH_ALL: {
+      // the lanes of the mask whose value equals this lane's; "all" answers the mask or 0
+      unsigned same = 0;
+      for (unsigned l = 0; l < 32; ++l)
+        if (((need >> l) & 1u) && W.value[l] == own) same |= 1u << l;
+      if (op == W_MATCH_ANY) return same;
+      return same == need ? need : 0u;
+    }
     default: return 0;
   }
 }
@@ -656,6 +666,22 @@ static inline int __reduce_max_sync(unsigned mask, int v) { return (int)__gpuedu
 static inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_AND, mask, v, 0, 32); }
 static inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_OR, mask, v, 0, 32); }
 static inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return (unsigned)__gpuedu::warp_collective(__gpuedu::W_RED_XOR, mask, v, 0, 32); }
+
+// Match: which lanes of the mask hold the same 32- or 64-bit value (sm_70 and later).
+template <typename T> static inline unsigned __match_any_sync(unsigned mask, T value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_any_sync compares 32- or 64-bit values");
+  unsigned long long bits = 0;
+  memcpy(&bits, &value, sizeof(T));
+  return (unsigned)__gpuedu::warp_collective(__gpuedu::W_MATCH_ANY, mask, bits, 0, 32);
+}
+template <typename T> static inline unsigned __match_all_sync(unsigned mask, T value, int* pred) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "__match_all_sync compares 32- or 64-bit values");
+  unsigned long long bits = 0;
+  memcpy(&bits, &value, sizeof(T));
+  unsigned all = (unsigned)__gpuedu::warp_collective(__gpuedu::W_MATCH_ALL, mask, bits, 0, 32);
+  *pred = all != 0;
+  return all;
+}
 
 // Shuffles move the value's bits (any type of up to 8 bytes, e.g. __half2).
 template <typename T> static inline T __gpuedu_shfl(int op, unsigned mask, T var, int arg, int width) {
