@@ -109,3 +109,39 @@ def test_match_any_and_all_group_the_lanes_by_value():
         expect = sum(1 << l for l in range(32) if keys[l] == keys[lane])
         assert any_out[lane] == expect
     assert list(all_out) == [0xFFFFFFFF] * 32 and list(pred) == [1] * 32     # keys // 100 are all 0
+
+
+DIVERGENT_BARRIERS = r"""
+__global__ void two_barriers(float* x) {
+  __shared__ float tile[64];
+  int t = threadIdx.x;
+  tile[t] = x[t];
+  if (t < 32) {
+    __syncthreads();
+    x[t] = tile[63 - t];
+  } else {
+    __syncthreads();
+    x[t] = tile[t - 32];
+  }
+}
+__global__ void one_barrier_in_a_uniform_branch(float* x, int flag) {
+  __shared__ float tile[64];
+  int t = threadIdx.x;
+  tile[t] = x[t];
+  if (flag) { __syncthreads(); x[t] = tile[63 - t]; }
+  else { __syncthreads(); x[t] = tile[t]; }
+}
+"""
+
+
+def test_two_different_syncthreads_in_if_else_are_refused_with_both_lines():
+    from gpuedu.emulator._args import InOut
+    from gpuedu.emulator._errors import LaunchError
+    mod = SourceModule(DIVERGENT_BARRIERS)
+    x = np.arange(64, dtype=np.float32)
+    with pytest.raises(LaunchError, match=r"different __syncthreads\(\).*line 7.*line 10|different __syncthreads\(\).*line 10.*line 7"):
+        mod.get_function("two_barriers")(InOut(x), block=(64, 1, 1), grid=(1, 1))
+    # a branch every thread takes the same way is fine, whichever barrier it holds
+    y = np.arange(64, dtype=np.float32)
+    mod.get_function("one_barrier_in_a_uniform_branch")(InOut(y), np.int32(1), block=(64, 1, 1), grid=(1, 1))
+    assert list(y) == list(range(63, -1, -1))

@@ -121,6 +121,8 @@ struct Runtime {
   unsigned cur;               // linear id of the running fiber
   unsigned n_ready, n_block, n_warp, n_done;
   int barrier_count, barrier_result;
+  int barrier_line;           // source line of the __syncthreads the waiting threads reached (0: none yet)
+  unsigned barrier_first;     // the first thread that reached it
   Warp warps[MAX_THREADS / 32];
   // shared memory: the block's static __shared__ variables and the dynamic buffer's size
   struct { void* p; size_t n; const void* kernel; } shared[256];
@@ -299,6 +301,7 @@ inline void run_next() {
     // Everyone arrived: release the barrier and start again from the first thread in schedule order.
     R.barrier_result = R.barrier_count;
     R.barrier_count = 0;
+    R.barrier_line = 0;
     GPUEDU_PROF(barrier_released());
     memset(R.state, READY, n);  // one vector store per 32 threads
     R.n_ready = n;
@@ -367,8 +370,23 @@ inline void fiber_entry() {
 }
 
 // Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
-inline int block_barrier(int op, int predicate) {
+inline int block_barrier(int op, int predicate, int line = 0) {
   if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  if (line) {
+    // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
+    // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
+    if (R.n_block == 0) {
+      R.barrier_line = line;
+      R.barrier_first = R.cur;
+    } else if (R.barrier_line && line != R.barrier_line) {
+      const uint3 a = R.fibers[R.barrier_first].tid;
+      fail(BARRIER_PARTIAL,
+           "threads of the block wait at different __syncthreads(): thread (%u,%u,%u) at line %d, thread "
+           "(%u,%u,%u) at line %d - each __syncthreads is a barrier of its own, which every thread must reach; "
+           "move the barrier out of the if/else so that all threads take the same one",
+           a.x, a.y, a.z, R.barrier_line, threadIdx.x, threadIdx.y, threadIdx.z, line);
+    }
+  }
   GPUEDU_PROF(leave());
   Fiber* me = &R.fibers[R.cur];
   R.state[R.cur] = AT_BLOCK;
@@ -534,6 +552,7 @@ inline void run_block_fibers() {
   R.n_ready = n;
   R.n_block = R.n_warp = R.n_done = 0;
   R.barrier_count = 0;
+  R.barrier_line = 0;
   R.cur = R.order[0];
   resume(0, nullptr);  // returns once every thread of the block is done
 }
@@ -642,10 +661,11 @@ template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibe
 }  // namespace __gpuedu
 
 // ---- the CUDA intrinsics that need the runtime --------------------------------------
-static inline void __syncthreads() { __gpuedu::block_barrier(0, 1); }
-static inline int __syncthreads_count(int p) { return __gpuedu::block_barrier(1, p); }
-static inline int __syncthreads_and(int p) { return __gpuedu::block_barrier(2, p); }
-static inline int __syncthreads_or(int p) { return __gpuedu::block_barrier(3, p); }
+// Macros, so that each barrier knows its source line (two different ones reached at once are an error).
+#define __syncthreads() __gpuedu::block_barrier(0, 1, __LINE__)
+#define __syncthreads_count(p) __gpuedu::block_barrier(1, (p), __LINE__)
+#define __syncthreads_and(p) __gpuedu::block_barrier(2, (p), __LINE__)
+#define __syncthreads_or(p) __gpuedu::block_barrier(3, (p), __LINE__)
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { __gpuedu::warp_collective(__gpuedu::W_SYNC, mask, 0, 0, 32); }
 static inline unsigned __activemask() { return __gpuedu::active_mask(); }
 static inline unsigned __ballot_sync(unsigned mask, int p) {
