@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/conv_bench.py [--quick] [--out benchmarks/results/cpu-emulator-conv.json]
 
 For each layer shape, the best of several timings of: NumPy float32 (im2col in NumPy, then one BLAS GEMM), the
-four versions of gpuedu.conv.conv2d, the backward pass (conv2d_backward) and, on a GPU with PyTorch, cuDNN
+four versions of gpuedu.conv.conv2d (NumPy's BLAS on one thread, for a steady baseline on a shared machine), the backward pass (conv2d_backward) and, on a GPU with PyTorch, cuDNN
 (torch.nn.functional.conv2d). Each ratio is a version's time over NumPy's on the same machine in the same
 process; the results file records the machine, the backend and the load average, since CPU timings on a shared
 machine are noisy. On the emulator a ratio says how the CPU runs the emulated threads, not how a GPU would.
@@ -28,6 +28,7 @@ SHAPES = [
     ("CNN conv2 8->16 3x3 14x14, batch 16", (16, 8, 14, 14), (16, 8, 3, 3), 1, 1),
     ("16->32 3x3 stride 2 16x16, batch 4", (4, 16, 16, 16), (32, 16, 3, 3), 2, 1),
 ]
+NUMPY_THREADS = 1   # BLAS threads of the NumPy baseline (see _numpy_time)
 QUICK_SHAPES = [("8->16 3x3 9x9, batch 2", (2, 8, 9, 9), (16, 8, 3, 3), 1, 1)]
 
 
@@ -53,6 +54,17 @@ def best_time(fn, sync, repeats):
         sync()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def _numpy_time(x, w, stride, padding, repeats):
+    """NumPy's best time with BLAS on one thread: on a shared 2-core machine a multi-threaded BLAS waiting for a
+    busy core makes the baseline swing by 20x from run to run; one thread gives a steady yardstick."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return best_time(lambda: numpy_conv(x, w, stride, padding), lambda: None, repeats)
+    with threadpool_limits(limits=NUMPY_THREADS, user_api="blas"):
+        return best_time(lambda: numpy_conv(x, w, stride, padding), lambda: None, repeats)
 
 
 def cudnn_time(x, w, stride, padding, repeats):
@@ -81,7 +93,7 @@ def run(shapes, repeats=3, versions=conv.VERSIONS):
         xd, wd = ga.to_gpu(x), ga.to_gpu(w)
         row = {"shape": label, "x": list(xs), "w": list(ws), "stride": stride, "padding": padding,
                "gflop": conv.conv2d_flops(xs, ws, stride, padding) / 1e9,
-               "numpy_s": best_time(lambda: numpy_conv(x, w, stride, padding), lambda: None, repeats)}
+               "numpy_s": _numpy_time(x, w, stride, padding, repeats)}
         for v in versions:
             if v == 2 and (w.size > conv.CONST_FLOATS or max(ws[2:]) > conv.MAX_KSIZE or stride > conv.MAX_STRIDE):
                 row[f"v{v}_s"] = None
@@ -100,6 +112,7 @@ def run(shapes, repeats=3, versions=conv.VERSIONS):
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"backend": backend.name, "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(), "load_average": load, "repeats": repeats,
+            "numpy_blas_threads": NUMPY_THREADS,
             "note": "times are the best of `repeats` runs; ratios are a time over NumPy's in the same run",
             "results": rows}
 
