@@ -7,7 +7,9 @@
 
 x is [N, C, H, W], w is [K, C, R, S] (K filters), b is [K]; the output is [N, K, P, Q] with
 P = (H + 2 * padding - R) // stride + 1 (and Q alike). Inputs are GPUArrays or float32 NumPy arrays
-(copied to the device); a shape that cannot work raises a ValueError that says what is wrong and how to fix it.
+(copied to the device); ``stream=`` launches on a stream (default: the default stream; version 3's GEMM
+always runs on the default stream). A shape that cannot work raises a ValueError that says what is wrong and
+how to fix it.
 """
 import numpy as np
 
@@ -28,6 +30,15 @@ _SIG = "PPPPiiiiiiiiiiii"     # y, x, w, bias, N, C, H, W, K, R, S, stride, pad,
 
 def _fn(name, signature):
     return _ops.kernel("conv2d", name, signature)
+
+
+def _launch(name, signature, grid, block, stream, *args):
+    """Launch a conv2d.cu kernel on ``stream`` (None: the default stream); asynchronous either way."""
+    fn = _fn(name, signature)
+    if stream is None:
+        fn.prepared_call(grid, block, *args)
+    else:
+        fn.prepared_async_call(grid, block, stream, *args)
 
 
 def _int(value, name, minimum):
@@ -77,7 +88,7 @@ def _ptr(a):
     return np.uintp(0) if a is None else np.uintp(int(a.gpudata))
 
 
-def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None):
+def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None, stream=None):
     """y = w * x + b (cross-correlation, NCHW), through a ReLU if ``relu``; ``version`` picks the kernel."""
     _ops._check_version(version, VERSIONS, "conv2d")
     x, w = as_device(x, "x"), as_device(w, "w")
@@ -88,8 +99,8 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None):
     y = _ops._output(out, (N, K, P, Q))
     dims = tuple(np.int32(v) for v in (N, C, H, W, K, R, S, stride, padding, P, Q, int(bool(relu))))
     if version == 1:
-        _fn("conv_kernel1", _SIG).prepared_call((ceil_div(N * K * P * Q, THREADS), 1), (THREADS, 1, 1),
-                                                y.gpudata, x.gpudata, w.gpudata, _ptr(b), *dims)
+        _launch("conv_kernel1", _SIG, (ceil_div(N * K * P * Q, THREADS), 1), (THREADS, 1, 1), stream,
+                y.gpudata, x.gpudata, w.gpudata, _ptr(b), *dims)
     elif version == 2:
         if R > MAX_KSIZE or S > MAX_KSIZE or stride > MAX_STRIDE:
             raise ValueError(f"conv2d version 2 sizes its shared tile for kernels up to {MAX_KSIZE}x{MAX_KSIZE} "
@@ -100,47 +111,54 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None):
         module = _ops._kernels.load("conv2d")
         address, _size = module.get_global("conv_filter")
         from . import backend
-        backend.active().driver.memcpy_dtod(address, w.gpudata, w.size * 4)
-        _fn("conv_kernel2", "PPPiiiiiiiiiiii").prepared_call(
-            (ceil_div(Q, TILE_W), ceil_div(P, TILE_H), N * K), (TILE_W, TILE_H, 1),
-            y.gpudata, x.gpudata, _ptr(b), *dims)
+        drv = backend.active().driver
+        if stream is None:
+            drv.memcpy_dtod(address, w.gpudata, w.size * 4)
+        else:   # in stream order, so that a launch already queued still sees the filters it was given
+            drv.memcpy_dtod_async(address, w.gpudata, w.size * 4, stream)
+        _launch("conv_kernel2", "PPPiiiiiiiiiiii", (ceil_div(Q, TILE_W), ceil_div(P, TILE_H), N * K),
+                (TILE_W, TILE_H, 1), stream,
+                y.gpudata, x.gpudata, _ptr(b), *dims)
     elif version == 3:
-        cols = im2col(x, R, S, stride, padding)
+        cols = im2col(x, R, S, stride, padding, stream=stream)
+        if stream is not None:
+            stream.synchronize()   # ops.matmul launches on the default stream: cols must be complete
         g = _ops.matmul(w.reshape(K, C * R * S), cols, version=GEMM_VERSION)
-        _fn("conv_bias_act_nkpq", "PPPiiii").prepared_call(
-            (ceil_div(N * K * P * Q, THREADS), 1), (THREADS, 1, 1), y.gpudata, g.gpudata, _ptr(b),
-            np.int32(N), np.int32(K), np.int32(P * Q), np.int32(int(bool(relu))))
+        _launch("conv_bias_act_nkpq", "PPPiiii", (ceil_div(N * K * P * Q, THREADS), 1), (THREADS, 1, 1), stream,
+                y.gpudata, g.gpudata, _ptr(b),
+                np.int32(N), np.int32(K), np.int32(P * Q), np.int32(int(bool(relu))))
     else:
-        _fn("conv_kernel4", _SIG).prepared_call((ceil_div(N * P * Q, GT), ceil_div(K, GT)), (GT, GT, 1),
-                                                y.gpudata, x.gpudata, w.gpudata, _ptr(b), *dims)
+        _launch("conv_kernel4", _SIG, (ceil_div(N * P * Q, GT), ceil_div(K, GT)), (GT, GT, 1), stream,
+                y.gpudata, x.gpudata, w.gpudata, _ptr(b), *dims)
     return y
 
 
-def im2col(x, R, S, stride=1, padding=0, out=None):
+def im2col(x, R, S, stride=1, padding=0, out=None, stream=None):
     """The lowered matrix cols [C * R * S, N * P * Q] of x [N, C, H, W] (version 3's first step)."""
     x = as_device(x, "x")
     R, S = _int(R, "R", 1), _int(S, "S", 1)
     P, Q = check_shapes(x.shape, (1, x.shape[1] if len(x.shape) == 4 else 1, R, S), stride, padding, "im2col")
     N, C, H, W = (int(v) for v in x.shape)
     cols = _ops._output(out, (C * R * S, N * P * Q), "out")
-    _fn("conv_im2col", "PPiiiiiiiiii").prepared_call(
-        (ceil_div(cols.size, THREADS), 1), (THREADS, 1, 1), cols.gpudata, x.gpudata,
-        *(np.int32(v) for v in (N, C, H, W, R, S, stride, padding, P, Q)))
+    _launch("conv_im2col", "PPiiiiiiiiii", (ceil_div(cols.size, THREADS), 1), (THREADS, 1, 1), stream,
+            cols.gpudata, x.gpudata,
+            *(np.int32(v) for v in (N, C, H, W, R, S, stride, padding, P, Q)))
     return cols
 
 
-def relu_grad(dy, y, out=None):
+def relu_grad(dy, y, out=None, stream=None):
     """dz = dy where y > 0, else 0: the gradient through a fused ReLU, from its output y."""
     dy, y = as_device(dy, "dy"), as_device(y, "y")
     if tuple(dy.shape) != tuple(y.shape):
         raise ValueError(f"relu_grad: dy has shape {tuple(dy.shape)} but y has {tuple(y.shape)}")
     dz = _ops._output(out, tuple(y.shape), "out")
-    _fn("conv_relu_grad", "PPPi").prepared_call((ceil_div(y.size, THREADS), 1), (THREADS, 1, 1),
-                                                dz.gpudata, dy.gpudata, y.gpudata, np.int32(y.size))
+    _launch("conv_relu_grad", "PPPi", (ceil_div(y.size, THREADS), 1), (THREADS, 1, 1), stream,
+            dz.gpudata, dy.gpudata, y.gpudata, np.int32(y.size))
     return dz
 
 
-def conv2d_backward(dy, x, w, stride=1, padding=0, need_input_grad=True, dx=None, dw=None, db=None):
+def conv2d_backward(dy, x, w, stride=1, padding=0, need_input_grad=True, dx=None, dw=None, db=None,
+                    stream=None):
     """(dx, dw, db) of y = conv2d(x, w, b) for dy = dL/dy (apply ``relu_grad`` first if the ReLU was fused).
 
     dx is None when ``need_input_grad`` is False (the first layer: nobody needs the data's gradient)."""
@@ -153,15 +171,15 @@ def conv2d_backward(dy, x, w, stride=1, padding=0, need_input_grad=True, dx=None
     dims = tuple(np.int32(v) for v in (N, C, H, W, K, R, S, stride, padding, P, Q))
     dw = _ops._output(dw, tuple(w.shape), "dw")
     db = _ops._output(db, (K,), "db")
-    _fn("conv_backward_filter", "PPPiiiiiiiiiii").prepared_call(
-        (w.size, 1), (REDUCE_THREADS, 1, 1), dw.gpudata, dy.gpudata, x.gpudata, *dims)
-    _fn("conv_backward_bias", "PPiii").prepared_call(
-        (K, 1), (REDUCE_THREADS, 1, 1), db.gpudata, dy.gpudata, np.int32(N), np.int32(K), np.int32(P * Q))
+    _launch("conv_backward_filter", "PPPiiiiiiiiiii", (w.size, 1), (REDUCE_THREADS, 1, 1), stream,
+            dw.gpudata, dy.gpudata, x.gpudata, *dims)
+    _launch("conv_backward_bias", "PPiii", (K, 1), (REDUCE_THREADS, 1, 1), stream,
+            db.gpudata, dy.gpudata, np.int32(N), np.int32(K), np.int32(P * Q))
     if not need_input_grad:
         return None, dw, db
     dx = _ops._output(dx, tuple(x.shape), "dx")
-    _fn("conv_backward_input", "PPPiiiiiiiiiii").prepared_call(
-        (ceil_div(x.size, THREADS), 1), (THREADS, 1, 1), dx.gpudata, dy.gpudata, w.gpudata, *dims)
+    _launch("conv_backward_input", "PPPiiiiiiiiiii", (ceil_div(x.size, THREADS), 1), (THREADS, 1, 1), stream,
+            dx.gpudata, dy.gpudata, w.gpudata, *dims)
     return dx, dw, db
 
 
@@ -178,7 +196,7 @@ def pool_shape(x_shape, ksize, stride):
     return ksize, stride, output_size(H, ksize, stride), output_size(W, ksize, stride)
 
 
-def maxpool2d(x, ksize=2, stride=None, out=None, argmax=None):
+def maxpool2d(x, ksize=2, stride=None, out=None, argmax=None, stream=None):
     """(y, argmax) of max pooling over ksize x ksize windows every ``stride`` (default ``ksize``) pixels;
     argmax (int32, same shape as y) holds each winner's flat index h * W + w in its plane."""
     x = as_device(x, "x")
@@ -187,13 +205,13 @@ def maxpool2d(x, ksize=2, stride=None, out=None, argmax=None):
     y = _ops._output(out, (N, C, P, Q), "out")
     if argmax is None:
         argmax = _ops._gpuarray().empty((N, C, P, Q), np.int32)
-    _fn("maxpool_forward", "PPPiiiiiii").prepared_call(
-        (ceil_div(y.size, THREADS), 1), (THREADS, 1, 1), y.gpudata, argmax.gpudata, x.gpudata,
-        *(np.int32(v) for v in (N * C, H, W, ksize, stride, P, Q)))
+    _launch("maxpool_forward", "PPPiiiiiii", (ceil_div(y.size, THREADS), 1), (THREADS, 1, 1), stream,
+            y.gpudata, argmax.gpudata, x.gpudata,
+            *(np.int32(v) for v in (N * C, H, W, ksize, stride, P, Q)))
     return y, argmax
 
 
-def maxpool2d_backward(dy, argmax, x_shape, ksize=2, stride=None, out=None):
+def maxpool2d_backward(dy, argmax, x_shape, ksize=2, stride=None, out=None, stream=None):
     """dx: each window's gradient sent to the input element that won it (zero elsewhere)."""
     ksize, stride, P, Q = pool_shape(x_shape, ksize, stride)
     dy = as_device(dy, "dy")
@@ -202,9 +220,9 @@ def maxpool2d_backward(dy, argmax, x_shape, ksize=2, stride=None, out=None):
         raise ValueError(f"maxpool2d_backward: dy {tuple(dy.shape)} and argmax {tuple(argmax.shape)} must both "
                          f"have the pooled shape {(N, C, P, Q)}")
     dx = _ops._output(out, (N, C, H, W), "out")
-    _fn("maxpool_backward", "PPPiiiiiii").prepared_call(
-        (ceil_div(dx.size, THREADS), 1), (THREADS, 1, 1), dx.gpudata, dy.gpudata, argmax.gpudata,
-        *(np.int32(v) for v in (N * C, H, W, ksize, stride, P, Q)))
+    _launch("maxpool_backward", "PPPiiiiiii", (ceil_div(dx.size, THREADS), 1), (THREADS, 1, 1), stream,
+            dx.gpudata, dy.gpudata, argmax.gpudata,
+            *(np.int32(v) for v in (N * C, H, W, ksize, stride, P, Q)))
     return dx
 
 

@@ -152,3 +152,19 @@ def test_conv2d_cu_compiles_with_nvcc(arch):
                                "-o", os.path.join(tmp, "conv2d.cubin"), kernels.path("conv2d")],
                               capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("version", conv.VERSIONS)
+def test_every_launcher_takes_a_stream(version):
+    x, w, b, stride, pad = make(SHAPES[1])
+    stream = backend.driver.Stream()
+    y = conv.conv2d(x, w, b, stride, pad, relu=True, version=version, stream=stream)
+    dy = conv.relu_grad(y, y, stream=stream)
+    dx, dw, db = conv.conv2d_backward(dy, x, w, stride, pad, stream=stream)
+    p, arg = conv.maxpool2d(y, 2, stream=stream)
+    dp = conv.maxpool2d_backward(p, arg, tuple(y.shape), 2, stream=stream)
+    stream.synchronize()
+    np.testing.assert_allclose(y.get(), ref.conv2d(x, w, b, stride, pad, relu=True), atol=tol(w), rtol=1e-5)
+    rx, rw, _ = ref.conv2d_backward(dy.get(), x, w, stride, pad)
+    np.testing.assert_allclose(dx.get(), rx, atol=1e-3)
+    np.testing.assert_allclose(dp.get(), ref.maxpool2d_backward(p.get(), arg.get(), tuple(y.shape)), atol=1e-6)

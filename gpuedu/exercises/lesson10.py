@@ -77,7 +77,8 @@ def _stride_ignored(case, expected, got):
         P, Q = _out(H, R, stride, pad), _out(W, S, stride, pad)
         unit = reference.im2col(x, R, S, 1, pad).reshape(C * R * S, _out(H, R, 1, pad), -1)[:, :P, :Q]
     if np.array_equal(got[name].reshape(unit.shape), unit.astype(np.float32)):
-        return f"the stride is missing: output p reads input rows p * stride - pad + r (here stride = {stride}), not p - pad + r."
+        return (f"the stride is missing: output p reads input rows p * stride - pad + r (here stride = {stride}), "
+                f"not p - pad + r.")
     return None
 
 

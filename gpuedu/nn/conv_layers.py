@@ -9,8 +9,9 @@ Flatten:   [batch, C, H, W] -> [batch, C * H * W]  a reshape of the same device 
 Reshape:   [batch, C * H * W] -> [batch, C, H, W]  the other way (a CNN fed by a loader of flat rows)
 
 Each layer keeps in_channels / out_channels (None where it keeps the channel count), so Sequential can check
-that a stack chains before it runs; spatial sizes depend on the input and are checked at the first forward.  Their kernels are launched on the
-default stream (``stream`` is kept for the layer protocol).
+that a stack chains before it runs; spatial sizes depend on the input and are checked at the first forward.
+Their kernels are launched on the layer's ``stream``, as the dense layers' are (Conv2D version 3's GEMM
+excepted: it runs on the default stream).
 """
 import numpy as np
 
@@ -110,7 +111,7 @@ class Conv2D:
         bufs = self._cache.get(tuple(x.shape), Y=(shape, np.float32), dZ=(shape, np.float32),
                                dX=(tuple(x.shape), np.float32))
         _conv.conv2d(x, self.W.value, self.b.value, self.stride, self.padding, relu=self.activation == "relu",
-                     version=self.version, out=bufs["Y"])
+                     version=self.version, out=bufs["Y"], stream=self.stream)
         self._x, self._bufs = x, bufs
         return bufs["Y"]
 
@@ -121,9 +122,9 @@ class Conv2D:
         if tuple(dy.shape) != tuple(y.shape):
             raise ValueError(f"the gradient has shape {tuple(dy.shape)}, the last forward produced {tuple(y.shape)}")
         if self.activation == "relu":
-            dy = _conv.relu_grad(dy, y, out=self._bufs["dZ"])
+            dy = _conv.relu_grad(dy, y, out=self._bufs["dZ"], stream=self.stream)
         dx, _, _ = _conv.conv2d_backward(dy, self._x, self.W.value, self.stride, self.padding, need_input_grad,
-                                         dx=self._bufs["dX"], dw=self.W.grad, db=self.b.grad)
+                                         dx=self._bufs["dX"], dw=self.W.grad, db=self.b.grad, stream=self.stream)
         return dx
 
     def __repr__(self):
@@ -156,7 +157,7 @@ class MaxPool2D:
         shape = self.output_shape(x.shape)
         bufs = self._cache.get(tuple(x.shape), Y=(shape, np.float32), arg=(shape, np.int32),
                                dX=(tuple(x.shape), np.float32))
-        _conv.maxpool2d(x, self.kernel_size, self.stride, out=bufs["Y"], argmax=bufs["arg"])
+        _conv.maxpool2d(x, self.kernel_size, self.stride, out=bufs["Y"], argmax=bufs["arg"], stream=self.stream)
         self._x, self._bufs = x, bufs
         return bufs["Y"]
 
@@ -169,7 +170,7 @@ class MaxPool2D:
         if not need_input_grad:
             return None
         return _conv.maxpool2d_backward(dy, self._bufs["arg"], tuple(self._x.shape), self.kernel_size,
-                                        self.stride, out=self._bufs["dX"])
+                                        self.stride, out=self._bufs["dX"], stream=self.stream)
 
     def __repr__(self):
         return f"MaxPool2D({self.kernel_size}, stride={self.stride})"
@@ -248,7 +249,8 @@ def to_device_images(x, name="x", channels=None):
     """Check a batch of images and return it as a GPUArray (copying a NumPy array to the device)."""
     if isinstance(x, np.ndarray):
         if x.dtype != np.float32:
-            raise TypeError(f"{name} has dtype {x.dtype}, the kernels compute in float32: pass {name}.astype(np.float32)")
+            raise TypeError(f"{name} has dtype {x.dtype}, the kernels compute in float32: "
+                            f"pass {name}.astype(np.float32)")
         if x.ndim != 4:
             raise ValueError(f"{name} must be 4-D [batch, channels, height, width] for a model that starts with "
                              f"a convolution, got shape {x.shape}; grey images [N, H, W] become "

@@ -136,3 +136,19 @@ def test_backward_before_forward_is_an_error():
     for layer in (nn.Conv2D(1, 1, 3), nn.MaxPool2D(2), nn.Flatten(), nn.Reshape(1, 2, 2)):
         with pytest.raises(RuntimeError, match="forward"):
             layer.backward(ga.zeros((1, 1, 2, 2), np.float32))
+
+
+def test_layers_launch_on_their_stream_and_agree_with_the_default_stream():
+    x = images((2, 2, 9, 11))
+    labels = np.array([1, 3], np.int32)
+    results = []
+    for stream in (None, backend.driver.Stream()):
+        model = small_cnn(version=2)
+        model.stream = stream
+        results.append(device_grads(model, x, labels))
+        if stream is not None:
+            stream.synchronize()
+    (loss0, grads0), (loss1, grads1) = results
+    assert loss0 == loss1
+    for a, b in zip(grads0, grads1):
+        np.testing.assert_array_equal(a, b)
