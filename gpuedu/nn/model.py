@@ -70,8 +70,11 @@ class Sequential(LayerStack):
             c_out = getattr(layer, "out_channels", None)
             if c_out is not None:
                 channels, channel_source = c_out, layer
+            # Flatten's width and Reshape's images depend on the input's height and width: checked at run time.
             if type(layer).__name__ == "Flatten":
-                channels, channel_source = None, None
+                channels, channel_source, width, source = None, None, None, None
+            if type(layer).__name__ == "Reshape":     # rows become images again: image layers may follow
+                dense_seen, width, source = None, None, None
         self.layers = list(layers)
 
     @property

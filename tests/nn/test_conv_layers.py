@@ -152,3 +152,11 @@ def test_layers_launch_on_their_stream_and_agree_with_the_default_stream():
     assert loss0 == loss1
     for a, b in zip(grads0, grads1):
         np.testing.assert_array_equal(a, b)
+
+
+def test_reshape_after_a_dense_layer_lets_image_layers_follow():
+    model = nn.Sequential(nn.Dense(6, 16, seed=0), nn.Reshape(1, 4, 4), nn.Conv2D(1, 2, 3, padding=1), nn.Flatten(),
+                          nn.Dense(32, 3, seed=1))
+    x = images((2, 6))
+    np.testing.assert_allclose(model.forward(x).get(), ref.Sequential.from_model(model).forward(x.astype(np.float64)),
+                               atol=1e-4)
