@@ -1,4 +1,5 @@
 """Launchers for ``gpuedu/kernels/conv2d.cu``: convolution, its gradients and max pooling (NCHW, float32).
+Introduced in lessons/10_convolution.ipynb.
 
     conv.conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4)   the ladder's versions 1-4
     conv.im2col(x, R, S, stride=1, padding=0)                               the lowered matrix of version 3

@@ -36,3 +36,16 @@ def test_quick_run_writes_every_version_and_ratio(tmp_path):
         assert row[f"v{v}_s"] > 0 and row[f"v{v}_vs_numpy"] == row[f"v{v}_s"] / row["numpy_s"]
     assert row["backward_s"] > 0 and row["numpy_s"] > 0
     assert row["cudnn_s"] is None or row["cudnn_s"] > 0
+
+
+def test_cnn_vs_mlp_script_records_both_models(tmp_path):
+    spec = importlib.util.spec_from_file_location("cnn_vs_mlp", os.path.join(ROOT, "cnn_vs_mlp.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "runs.json"
+    module.main(["--epochs", "1", "--train", "64", "--out", str(out)])
+    results = json.loads(out.read_text())
+    assert results["train_images"] == 64 and results["epochs"] == 1
+    for name in ("cnn", "mlp"):
+        model = results["models"][name]
+        assert 0.0 <= model["test_accuracy"] <= 1.0 and len(model["loss"]) == 1 and model["parameters"] > 0
