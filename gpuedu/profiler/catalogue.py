@@ -1,7 +1,7 @@
 """The course's kernel ladders in one place, counted at two sizes and carried to a GPU-sized problem.
 
-Lesson 12 puts every kernel of lessons 01-04 on one roofline from this list.  For each family
-(activations, transposes, the reduction ladder, row softmax, the matmul ladder) a ``Family`` knows how to
+Lesson 12 puts every kernel ladder of lessons 01-04 and 10 on one roofline from this list.  For each family
+(activations, transposes, the reduction ladder, row softmax, convolution, the matmul ladder) a ``Family`` knows how to
 make inputs of a size, launch one version through ``gpuedu.ops``, and count its floating-point work (a
 napkin count, stated with the family).  ``count(family)`` profiles every version at the family's two sizes
 on the emulator (counted); ``at_size`` extrapolates each version's counts and grid to the target size as
@@ -35,8 +35,8 @@ class Family:
 
 
 def course_families():
-    """The ladders of lessons 01-04, with sizes the emulator counts in seconds."""
-    from .. import backend, ops
+    """The ladders of lessons 01-04 and 10, with sizes the emulator counts in seconds."""
+    from .. import backend, conv, ops
     ga = backend.active().gpuarray
 
     def vector(n, rng):
@@ -47,6 +47,10 @@ def course_families():
 
     def two_squares(n, rng):
         return square(n, rng), square(n, rng)
+
+    def images(n, rng):      # n images of 8 channels, 28 x 28, and 16 filters of 3 x 3
+        return (ga.to_gpu(rng.standard_normal((n, 8, 28, 28)).astype(np.float32)),
+                ga.to_gpu(rng.standard_normal((16, 8, 3, 3)).astype(np.float32)))
 
     def rows_512(n, rng):
         return ga.to_gpu(rng.standard_normal((n, 512)).astype(np.float32))
@@ -64,6 +68,11 @@ def course_families():
         Family("softmax rows", ops.SOFTMAX_VERSIONS, (512, 1024), 32768, rows_512,
                lambda x, v: ops.softmax_rows(x, version=v), lambda n: 5 * n * 512,
                lambda n: f"{n} x 512", "5 per element: max, subtract, exp, sum, divide (exp counted as one)"),
+        Family("conv2d", tuple(v for v in conv.VERSIONS if v != 3), (2, 4), 256, images,
+               lambda xw, v: conv.conv2d(*xw, padding=1, version=v), lambda n: 2 * n * 16 * 28 * 28 * 8 * 9,
+               lambda n: f"{n} x 8 x 28 x 28, 16 3x3 filters",
+               "2 per multiply-add of each output's 8 x 3 x 3 window (version 3 is three launches: im2col, "
+               "GEMM, rearrange, left out)"),
         Family("matmul", ops.MATMUL_VERSIONS, (128, 256), 4096, two_squares,
                lambda ab, v: ops.matmul(*ab, version=v), lambda n: 2 * n ** 3, lambda n: f"{n}^3",
                "2 n^3: one multiply and one add per term"),
