@@ -10,11 +10,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable
 
+from ._python import PythonExercise
 from ._result import CheckResult, Failure
 
 
 @dataclass
-class FunctionExercise:
+class FunctionExercise(PythonExercise):
     """``function``: the name to define; ``cases(rng)`` yields (label, kwargs); ``reference(**kwargs)`` the answer;
     ``diagnoses``: callables (kwargs, expected, got) -> hint or None."""
 
@@ -29,23 +30,7 @@ class FunctionExercise:
     launch: str = "your function is called with each case's arguments and must return the reference's value"
     diagnoses: tuple = ()
 
-    def __post_init__(self):
-        from ._exercise import _ID
-        if not _ID.match(self.id):
-            raise ValueError(f"exercise id {self.id!r} must look like '12.resident_blocks'")
-        if "FILL ME IN" not in self.stub:
-            raise ValueError(f"{self.id}: the stub must mark where the learner writes with '# FILL ME IN'")
-
-    @property
-    def lesson(self):
-        return self.id[:2]
-
-    def show(self):
-        print(f"{self.id}: {self.title}\n")
-        print(self.text.strip() + "\n")
-        print("How it is checked: " + self.launch + "\n")
-        print("Your function (replace the FILL ME IN line):\n" +
-              "\n".join("    " + l if l else l for l in self.stub.strip("\n").splitlines()))
+    answer = "function"
 
     def check(self, source, seed=0):
         import numpy as np

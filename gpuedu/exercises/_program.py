@@ -13,13 +13,14 @@ import tempfile
 from dataclasses import dataclass
 from typing import Callable
 
+from ._python import PythonExercise
 from ._result import CheckResult, Failure
 
 HARNESS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_program_harness.py")
 
 
 @dataclass
-class ProgramExercise:
+class ProgramExercise(PythonExercise):
     """An exercise answered by a Python function that runs on every rank of an MPI program.
 
     ``function``: the name the learner defines; ``rank_cases(function, comm, seed) -> list of dicts``
@@ -39,23 +40,7 @@ class ProgramExercise:
     time_limit: float = 60.0
     deadlock_hint: str = ""
 
-    def __post_init__(self):
-        from ._exercise import _ID
-        if not _ID.match(self.id):
-            raise ValueError(f"exercise id {self.id!r} must look like '11.ring_allreduce'")
-        if "FILL ME IN" not in self.stub:
-            raise ValueError(f"{self.id}: the stub must mark where the learner writes with '# FILL ME IN'")
-
-    @property
-    def lesson(self):
-        return self.id[:2]
-
-    def show(self):
-        print(f"{self.id}: {self.title}\n")
-        print(self.text.strip() + "\n")
-        print("How it is checked: " + self.launch + "\n")
-        print("Your program (replace the FILL ME IN line):\n" +
-              "\n".join("    " + l if l else l for l in self.stub.strip("\n").splitlines()))
+    answer = "program"
 
     def check(self, source, seed=0):
         result = CheckResult(self.id, self.title)

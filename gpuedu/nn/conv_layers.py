@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import conv as _conv
 from .checks import gpuarray_module
-from .layers import Parameter
+from .layers import Parameter, _Cache
 
 
 def _positive(value, name):
@@ -50,21 +50,6 @@ def check_images(x, name, channels=None):
     if channels is not None and x.shape[1] != channels:
         raise ValueError(f"{name} has {x.shape[1]} channels, the layer expects {channels}")
     return x
-
-
-class _Cache:
-    """Device buffers reused across steps, one set per input shape (the last batch may be smaller)."""
-
-    def __init__(self):
-        self._by_shape = {}
-
-    def get(self, key, **shapes):
-        bufs = self._by_shape.get(key)
-        if bufs is None:
-            ga = gpuarray_module()
-            bufs = {name: ga.empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
-            self._by_shape[key] = bufs
-        return bufs
 
 
 class Conv2D:

@@ -96,19 +96,27 @@ class Parameter:
         return f"Parameter({self.name!r}, shape={self.shape})"
 
 
-class _Buffers:
-    """Device buffers reused across steps, one set per batch size (the last batch may be smaller)."""
+class _Cache:
+    """Device buffers reused across steps, one set per key (an input shape: the last batch may be smaller)."""
 
     def __init__(self):
-        self._by_rows = {}
+        self._by_key = {}
 
-    def get(self, rows, **shapes):
-        bufs = self._by_rows.get(rows)
+    def get(self, key, **shapes):
+        """{name: GPUArray} for ``key``, made once from ``shapes`` = {name: (shape, dtype)}."""
+        bufs = self._by_key.get(key)
         if bufs is None:
             ga = gpuarray_module()
-            bufs = {name: ga.empty((rows, cols), np.float32) for name, cols in shapes.items()}
-            self._by_rows[rows] = bufs
+            bufs = {name: ga.empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
+            self._by_key[key] = bufs
         return bufs
+
+
+class _Buffers(_Cache):
+    """The dense layers' buffers: float32 [rows, cols] each, one set per batch size."""
+
+    def get(self, rows, **widths):
+        return super().get(rows, **{name: ((rows, cols), np.float32) for name, cols in widths.items()})
 
 
 class Dense:

@@ -12,6 +12,19 @@ MPI_OK, MPI_REASON = launch.mpi_status()
 needs_mpi = pytest.mark.skipif(not MPI_OK, reason=MPI_REASON)
 
 
+class Solo:
+    """A communicator of one rank, without MPI: enough for the checks that need no messages."""
+
+    def Get_size(self):
+        return 1
+
+    def Get_rank(self):
+        return 0
+
+    def allgather(self, x):
+        return [x]
+
+
 def rank_lines(stdout):
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
@@ -68,16 +81,6 @@ def test_a_silent_rank_gives_the_others_a_timeout_naming_it():
 
 
 def test_one_rank_without_mpi_processes_is_the_identity():
-    class Solo:
-        def Get_size(self):
-            return 1
-
-        def Get_rank(self):
-            return 0
-
-        def allgather(self, x):
-            return [x]
-
     buf = np.arange(5, dtype=np.float32)
     assert ring_allreduce(Solo(), buf) is buf
     np.testing.assert_array_equal(buf, np.arange(5, dtype=np.float32))
@@ -89,16 +92,6 @@ def test_one_rank_without_mpi_processes_is_the_identity():
     ([1.0, 2.0], TypeError, "list"),
 ])
 def test_bad_buffers_get_a_clear_error(buf, error, words):
-    class Solo:
-        def Get_size(self):
-            return 1
-
-        def Get_rank(self):
-            return 0
-
-        def allgather(self, x):
-            return [x]
-
     with pytest.raises(error, match=words):
         ring_allreduce(Solo(), buf)
 

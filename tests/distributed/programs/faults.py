@@ -23,8 +23,12 @@ if case == "mismatch":
         buf = np.ones(12, np.float32)
     try:
         ring_allreduce(comm, buf)
+        said = f"rank {rank} summed"
     except ValueError as e:
-        print(f"rank {rank} refused: {e}", flush=True)
+        said = f"rank {rank} refused: {e}"
+    said = comm.gather(said, root=0)      # one writer: lines from several processes would interleave
+    if rank == 0:
+        print("\n".join(said), flush=True)
 elif case == "raise":
     if rank == 1:
         raise RuntimeError("rank 1 fails on purpose")
@@ -36,7 +40,6 @@ elif case == "die":
 elif case == "silent":
     if rank == 1:
         time.sleep(4)        # never joins; the others give up after 1 s
-        print("rank 1 done waiting", flush=True)
     else:
         try:
             ring_allreduce(comm, buf, timeout=1.0, check=False)
