@@ -18,6 +18,7 @@ export PIP_NO_INPUT := 1
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade 'setuptools>=77' wheel   # the build backend pyproject.toml names
 	$(PY) -m pip install -q -e '.[test,mpi]'
 	touch $@
 

@@ -34,7 +34,8 @@ def test_lessons_command_says_where_and_what_next(tmp_path):
 @pytest.mark.slow
 def test_a_wheel_in_a_fresh_venv_outside_the_repository_copies_runs_and_grades_the_lessons(tmp_path):
     wheels = tmp_path / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+    isolation = ["--no-build-isolation"] if _build_backend_reason() is None else []   # else pip fetches one
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *isolation, "-w",
                     str(wheels), REPO], check=True, capture_output=True, timeout=600)
     (wheel,) = wheels.glob("gpuedu-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -79,8 +80,18 @@ def test_a_wheel_in_a_fresh_venv_outside_the_repository_copies_runs_and_grades_t
     assert {r["result"] for r in rows if r["student"] == "bob"} == {"not yet"}
 
 
+def _build_backend_reason():
+    """None when this environment's setuptools can build the project (pyproject.toml asks for >= 77)."""
+    import setuptools
+    major = int(setuptools.__version__.split(".")[0])
+    return None if major >= 77 else (f"setuptools {setuptools.__version__} is older than the 77 pyproject.toml "
+                                     f"names as its build backend; make venv installs it")
+
+
 def test_the_sdist_is_the_whole_course(tmp_path):
     import tarfile
+    if _build_backend_reason():
+        pytest.skip(_build_backend_reason())
     subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path)], cwd=REPO, check=True,
                    capture_output=True, timeout=300)
     (sdist,) = tmp_path.glob("gpuedu-*.tar.gz")
