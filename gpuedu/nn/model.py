@@ -5,16 +5,16 @@ import numpy as np
 
 from . import _kernels as K
 from .checks import check_host_labels, gpuarray_module, to_device_features
-from .conv_layers import MaxPool2D, to_device_images
+from .conv_layers import Flatten, MaxPool2D, Reshape, to_device_images
 from .layers import Dense
 
 PREDICT_CHUNK = 4096   # rows per forward pass when predicting on a whole data set
 
 
 def _takes_images(layer):
-    """An image layer: it has ``in_channels`` (Conv2D) or is a pooling layer."""
-    return hasattr(layer, "in_channels") and (getattr(layer, "in_channels") is not None
-                                               or isinstance(layer, MaxPool2D))
+    """An image layer: its input is [batch, C, H, W]: any layer with ``in_channels`` (a convolution, yours too)
+    or a pooling layer, which takes whatever channels it is given."""
+    return getattr(layer, "in_channels", None) is not None or isinstance(layer, MaxPool2D)
 
 
 class LayerStack:
@@ -71,9 +71,9 @@ class Sequential(LayerStack):
             if c_out is not None:
                 channels, channel_source = c_out, layer
             # Flatten's width and Reshape's images depend on the input's height and width: checked at run time.
-            if type(layer).__name__ == "Flatten":
+            if isinstance(layer, Flatten):
                 channels, channel_source, width, source = None, None, None, None
-            if type(layer).__name__ == "Reshape":     # rows become images again: image layers may follow
+            if isinstance(layer, Reshape):     # rows become images again: image layers may follow
                 dense_seen, width, source = None, None, None
         self.layers = list(layers)
 
