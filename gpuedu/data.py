@@ -286,6 +286,16 @@ class _Slot:
         self.used = False
 
 
+def epoch_batches(rng, rows, batch_size, shuffle=True, drop_last=False):
+    """The row indices of each batch of one epoch, as ``DataLoader`` draws them: one permutation of the rows
+    from ``rng`` (the rows in order without ``shuffle``), cut into ``batch_size`` pieces (the last one shorter
+    unless ``drop_last``).  Anything that must see the same batches (data-parallel training) uses this."""
+    order = rng.permutation(rows) if shuffle else np.arange(rows)
+    full, rest = divmod(rows, batch_size)
+    count = full + (1 if rest and not drop_last else 0)
+    return [order[i * batch_size:(i + 1) * batch_size] for i in range(count)]
+
+
 class DataLoader:
     """Mini-batches of (features, labels) as GPUArrays, copied asynchronously from pinned buffers.
 
@@ -355,9 +365,7 @@ class DataLoader:
     def __iter__(self):
         if self._slots is None:
             self._setup()
-        n, b = len(self.x), self.batch_size
-        order = self._rng.permutation(n) if self.shuffle else np.arange(n)
-        batches = [order[i * b:(i + 1) * b] for i in range(len(self))]
+        batches = epoch_batches(self._rng, len(self.x), self.batch_size, self.shuffle, self.drop_last)
         if not batches:
             return
         staged = self._stage(self._slots[0], batches[0])

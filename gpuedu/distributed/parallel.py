@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from ..data import epoch_batches
 from ..nn.checks import check_host_features, check_host_labels, gpuarray_module
 from ..nn.loss import SoftmaxCrossEntropy
 from ..nn.model import Sequential
@@ -104,12 +105,6 @@ class GradientBuckets:
                 offset += p.grad.size
 
 
-def _epoch_batches(rng, rows, batch_size, shuffle):
-    """The batches ``gpuedu.data.DataLoader`` draws: one permutation per epoch, cut into batch_size rows."""
-    order = rng.permutation(rows) if shuffle else np.arange(rows)
-    return [order[i:i + batch_size] for i in range(0, rows, batch_size)]
-
-
 class DataParallel:
     """Wrap ``model`` for data-parallel training over ``comm``: ``step(xb, yb, loss, optimizer)``."""
 
@@ -163,7 +158,7 @@ def fit_data_parallel(model, comm, x, y, epochs, batch_size, optimizer, loss=Non
     for epoch in range(epochs):
         loss.reset()
         start = time.perf_counter()
-        for rows in _epoch_batches(rng, len(x), int(batch_size), shuffle):
+        for rows in epoch_batches(rng, len(x), int(batch_size), shuffle):
             trainer.step(x[rows], y[rows], loss, optimizer)
         mean, acc = loss.result()
         local = np.array([mean * loss.rows, acc * loss.rows, loss.rows], np.float64)
