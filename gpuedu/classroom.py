@@ -132,25 +132,18 @@ def verdicts(nb):
 def grade_one(path, timeout=600):
     """Execute one submitted notebook (its own kernel process) and return its rows."""
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    from .course import _current_env_kernel_manager
+    from .course import execute
     nb = nbformat.read(path, as_version=4)
     student = os.path.splitext(os.path.basename(path))[0]
-    km = _current_env_kernel_manager()
-    client = NotebookClient(nb, timeout=timeout, allow_errors=True, km=km,
-                            resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
     stopped = None
-    try:
-        client.execute(env=dict(os.environ, TQDM_DISABLE="1"))     # no progress bars in a grading run
+    try:     # errors allowed: one broken cell must not hide the other exercises
+        execute(nb, os.path.dirname(os.path.abspath(path)), timeout, allow_errors=True)
     except CellTimeoutError:
         stopped = f"a cell ran longer than {timeout:g} s and was stopped"
     except DeadKernelError as e:
         stopped = f"the notebook's kernel died ({e})"
-    finally:
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)
     rows = []
     for ex_id, (result, message, hint) in verdicts(nb).items():
         if result == "error" and stopped and message == "the check did not run":

@@ -141,32 +141,41 @@ def tidy_outputs(notebook):
     return notebook
 
 
-def run_lesson(path, report_dir, timeout):
-    """Execute one lesson; returns its report entry and writes the executed copy to ``report_dir``."""
-    import nbformat
+def execute(notebook, folder, timeout, allow_errors=False):
+    """Run ``notebook`` (in place) in a fresh kernel of this Python, from ``folder``, headless; the kernel is
+    always shut down.  Raises nbclient's errors (a failing cell unless ``allow_errors``, a cell past
+    ``timeout`` seconds, a dead kernel)."""
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
-    notebook = nbformat.read(path, as_version=4)
     kernel_manager = _current_env_kernel_manager()
-    client = NotebookClient(notebook, timeout=timeout, km=kernel_manager,
-                            resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
-    start = time.perf_counter()
-    entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None,
-             "execution_count": None}
+    client = NotebookClient(notebook, timeout=timeout, km=kernel_manager, allow_errors=allow_errors,
+                            resources={"metadata": {"path": os.path.abspath(folder)}})
     try:
         # headless: a progress bar has no one to show progress to, and would leave its redrawn fragments
         # in the stored outputs (TQDM_DISABLE is tqdm's own switch)
         client.execute(env=dict(os.environ, TQDM_DISABLE="1"))
+    finally:
+        # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
+        if kernel_manager.has_kernel:
+            kernel_manager.shutdown_kernel(now=True)
+
+
+def run_lesson(path, report_dir, timeout):
+    """Execute one lesson; returns its report entry and writes the executed copy to ``report_dir``."""
+    import nbformat
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    notebook = nbformat.read(path, as_version=4)
+    start = time.perf_counter()
+    entry = {"lesson": os.path.basename(path), "status": "passed", "error": None, "cell": None,
+             "execution_count": None}
+    try:
+        execute(notebook, os.path.dirname(os.path.abspath(path)), timeout)
     except (CellExecutionError, CellTimeoutError, DeadKernelError, RuntimeError) as e:
         entry["status"] = "failed"
         cell, count, error = _failing_cell(notebook)
         entry["cell"], entry["execution_count"] = cell, count
         entry["error"] = error or str(e).strip().splitlines()[-1]
-    finally:
-        # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
-        if kernel_manager.has_kernel:
-            kernel_manager.shutdown_kernel(now=True)
     entry["seconds"] = round(time.perf_counter() - start, 1)
     entry["backend"] = backend_of(notebook)
     nbformat.write(tidy_outputs(notebook), os.path.join(report_dir, os.path.basename(path)))
