@@ -172,11 +172,7 @@ def _allreduce_gpuarray(comm, buf, timeout, check, transport):
             raise ValueError("transport='device' needs an MPI built with CUDA support, and this one says it "
                              "is not (MPIX_Query_cuda_support); use transport='host'")
         return _ring_on_device(comm, buf, timeout, check)
-    host = buf.get()
-    flat = _host_view(host)
-    if check:
-        check_same_buffer(comm, flat.shape[0], flat.dtype)
-    ring_steps(flat, comm, timeout)
+    host = ring_allreduce(comm, buf.get(), timeout=timeout, check=check)   # the NumPy path, on a host copy
     buf.set(host)
     return buf
 
