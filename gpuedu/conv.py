@@ -34,12 +34,9 @@ def _fn(name, signature):
 
 
 def _launch(name, signature, grid, block, stream, *args):
-    """Launch a conv2d.cu kernel on ``stream`` (None: the default stream); asynchronous either way."""
-    fn = _fn(name, signature)
-    if stream is None:
-        fn.prepared_call(grid, block, *args)
-    else:
-        fn.prepared_async_call(grid, block, stream, *args)
+    """Launch a conv2d.cu kernel on ``stream`` (None: the default stream), as the nn layers launch theirs."""
+    from .nn._kernels import launch     # here, not at the top: gpuedu.nn's conv layers import this module
+    launch(_fn(name, signature), grid, block, args, stream)
 
 
 def _int(value, name, minimum):
