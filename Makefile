@@ -1,6 +1,8 @@
 # The two commands of README.md, each self-contained on a fresh machine:
 #   make course   run every lesson headless, with a report per lesson (course-report/)
-#   make test     the whole test suite: unit tests and every lesson under nbval
+#   make test     the whole test suite: unit tests, every lesson under nbval, the site and its browser check
+# And:
+#   make site     the course site in build/site, checked page by page in headless Chromium
 # Both make their own virtual environment in .venv (PYTHON picks the interpreter).
 # And on a machine with an NVIDIA GPU:
 #   make gpu-check  doctor, the gpu tests, the suite, every lesson and the full bench on the GPU,
@@ -14,12 +16,12 @@ JOBS ?= 2
 export GPUEDU_CACHE_DIR ?= $(abspath $(VENV))/kernel-cache
 export PIP_NO_INPUT := 1
 
-.PHONY: test course lab doctor venv clean gpu-check
+.PHONY: test course site lab doctor venv clean gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade 'setuptools>=77' wheel   # the build backend pyproject.toml names
-	$(PY) -m pip install -q -e '.[test,mpi]'
+	$(PY) -m pip install -q -e '.[test,mpi,site]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -32,6 +34,10 @@ test: venv
 
 course: venv
 	$(PY) -m gpuedu course
+
+# Built from the stored notebooks (nothing is executed), then every page opened in headless Chromium.
+site: venv
+	$(PY) scripts/site.py all
 
 doctor: venv
 	$(PY) -m gpuedu doctor
@@ -46,11 +52,11 @@ gpu-check:
 # JupyterLab is installed once (a stamp file, renewed when pyproject.toml changes); as root, Jupyter
 # refuses to start without --allow-root, so it is added for root only.
 $(VENV)/.lab-installed: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test,mpi,lab]'
+	$(PY) -m pip install -q -e '.[test,mpi,site,lab]'
 	touch $@
 
 lab: $(VENV)/.lab-installed
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) lessons/
 
 clean:
-	rm -rf course-report gpu-check-logs $(VENV)/kernel-cache
+	rm -rf course-report gpu-check-logs build/site build/site-src build/site-src-doctrees $(VENV)/kernel-cache

@@ -98,5 +98,6 @@ def test_the_sdist_is_the_whole_course(tmp_path):
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     for wanted in ("Makefile", "environment.yml", ".ci/run", "tests/conftest.py", "tests/emulator/conftest.py",
                    "conftest.py", "tests/nbval_sanitize.cfg", "lessons/01_first_kernel.ipynb",
-                   "gpuedu/emulator/_native/cassert", "benchmarks/README.md"):
+                   "gpuedu/emulator/_native/cassert", "benchmarks/README.md", "docs/conf.py",
+                   "docs/figures/grid.svg", "scripts/site.py", "tests/scripts/test_site.py"):
         assert wanted in names, wanted
