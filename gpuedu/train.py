@@ -1,9 +1,19 @@
 """The training loop: ``fit(model, loader, epochs, optimizer)`` with a progress bar, history and plots.
 
-Per step: forward, fused loss + gradient, backward, optimizer step, all launched on the device with no
-copy back; the loss and accuracy accumulate on the device and are read once per epoch.  Energy per epoch
-comes from NVML's energy counter where a GPU reports one; elsewhere the history says why it is
-unavailable.
+One loop serves every precision: it runs a *training step* over the loader's batches, epoch after epoch,
+and returns a ``History``. ``fit(model, ...)`` builds the FP32 step (``Step``: forward, the fused loss and
+gradient, backward, the optimizer's update); ``fit(trainer, ...)`` runs a step object given whole, such as
+``nn.amp.MixedPrecisionTrainer`` (FP16 compute, loss scaling, FP32 master weights). A step object has:
+
+- ``model`` (with ``accuracy(x, y)``, and ``in_features``/``out_features`` where it has them), a settable
+  ``stream`` that every launch of the step goes to;
+- ``step(x, labels)``, which queues one step and reads nothing back;
+- ``reset_loss()``, which starts an epoch's sums on the device; ``epoch_result()``, which reads them back once:
+  ``(mean loss, train accuracy)``, the accuracy None where the step does not count it; ``rows`` seen since.
+
+Everything of a step runs on the device with no copy back; the loss (and accuracy) accumulate there and are
+read once per epoch. Energy per epoch comes from NVML's energy counter where a GPU reports one; elsewhere the
+history says why it is unavailable. Timing helpers (``median_seconds``) and timelines are in ``gpuedu.timing``.
 """
 import sys
 import time
@@ -16,7 +26,7 @@ from .nn.loss import SoftmaxCrossEntropy
 
 @dataclass
 class History:
-    """What ``fit`` measured, one entry per epoch."""
+    """What ``fit`` measured, one entry per epoch (``train_accuracy`` holds None where the step does not count it)."""
     loss: list = field(default_factory=list)
     train_accuracy: list = field(default_factory=list)
     test_accuracy: list = field(default_factory=list)
@@ -27,8 +37,9 @@ class History:
 
     def summary(self):
         last = len(self.loss) - 1
-        parts = [f"epochs {len(self.loss)}", f"loss {self.loss[last]:.4f}",
-                 f"train accuracy {self.train_accuracy[last]:.4f}"]
+        parts = [f"epochs {len(self.loss)}", f"loss {self.loss[last]:.4f}"]
+        if self.train_accuracy[last] is not None:
+            parts.append(f"train accuracy {self.train_accuracy[last]:.4f}")
         if self.test_accuracy:
             parts.append(f"test accuracy {self.test_accuracy[last]:.4f}")
         return ", ".join(parts)
@@ -65,26 +76,78 @@ class EnergyMeter:
         return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
 
 
-def fit(model, loader, epochs, optimizer, loss=None, test=None, quiet=False, progress=True):
-    """Train ``model`` for ``epochs`` passes over ``loader``; return a ``History``.
+class Step:
+    """The FP32 training step: forward, the fused softmax cross-entropy and its gradient, backward, update."""
 
-    ``test=(x_test, y_test)`` adds the test accuracy after every epoch.  The progress bar goes to
-    stderr (``quiet=True`` or ``progress=False`` turns it off; ``quiet`` also silences the epoch lines).
+    def __init__(self, model, optimizer, loss=None):
+        if optimizer is None:
+            raise TypeError("training a model needs an optimizer, e.g. nn.SGD(model.parameters(), lr=0.1); "
+                            "or pass a training step such as nn.amp.MixedPrecisionTrainer instead of the model")
+        self.model, self.optimizer = model, optimizer
+        self.loss = loss or SoftmaxCrossEntropy()
+        self._stream = None
+
+    @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        """The model, the loss and the optimizer launch on ``stream``: each reads what the one before wrote."""
+        self._stream = self.model.stream = self.loss.stream = self.optimizer.stream = stream
+
+    def step(self, x, labels):
+        logits = self.model.forward(x)
+        dlogits = self.loss(logits, labels)
+        self.model.backward(dlogits)
+        self.optimizer.step()
+
+    def reset_loss(self):
+        self.loss.reset()
+
+    def epoch_result(self):
+        return self.loss.result()
+
+    @property
+    def rows(self):
+        return self.loss.rows
+
+
+def _is_step(candidate):
+    return all(callable(getattr(candidate, name, None)) for name in ("step", "reset_loss", "epoch_result"))
+
+
+def fit(model, loader, epochs, optimizer=None, loss=None, test=None, quiet=False, progress=True):
+    """Train for ``epochs`` passes over ``loader``; return a ``History``.
+
+    ``model``: a model, trained in FP32 by ``optimizer`` (and ``loss``, softmax cross-entropy by default), or a
+    training step object such as ``nn.amp.MixedPrecisionTrainer``, which brings its own optimizer and loss.
+    ``test=(x_test, y_test)`` adds the test accuracy after every epoch.  The progress bar goes to stderr
+    (``quiet=True`` or ``progress=False`` turns it off; ``quiet`` also silences the epoch lines).
     """
     from . import backend
-    if not isinstance(epochs, (int, np.integer)) or epochs < 1:
+    if _is_step(model):
+        if optimizer is not None or loss is not None:
+            raise TypeError(f"{type(model).__name__} brings its own optimizer and loss: call fit(trainer, loader, "
+                            f"epochs) without optimizer= or loss=")
+        step = model
+    else:
+        step = Step(model, optimizer, loss)
+    model = step.model
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
         raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
     if len(loader) == 0:
         raise ValueError("the loader yields no batches (drop_last with batch_size larger than the data?)")
-    if model.in_features is not None and loader.x.shape[1] != model.in_features:
-        raise ValueError(f"the data has {loader.x.shape[1]} features per row, the model takes {model.in_features}")
-    if loader.y.size and model.out_features is not None and loader.y.max() >= model.out_features:
-        raise ValueError(f"the labels go up to {loader.y.max()} but the model has {model.out_features} outputs")
+    in_features = getattr(model, "in_features", None)
+    if in_features is not None and loader.x.shape[1] != in_features:
+        raise ValueError(f"the data has {loader.x.shape[1]} features per row, the model takes {in_features}")
+    out_features = getattr(model, "out_features", None)
+    if loader.y.size and out_features is not None and loader.y.max() >= out_features:
+        raise ValueError(f"the labels go up to {loader.y.max()} but the model has {out_features} outputs")
     active = backend.active()
-    loss = loss or SoftmaxCrossEntropy()
-    # One compute stream for the model, loss and optimizer, so the loader's copies can overlap it.
+    # One compute stream for the whole step, so the loader's copies can overlap it.
     stream = active.driver.Stream()
-    model.stream = loss.stream = optimizer.stream = stream
+    step.stream = stream
     loader.compute_stream = stream
     meter = EnergyMeter(active.name)
     history = History(energy_note=meter.reason)
@@ -94,29 +157,28 @@ def fit(model, loader, epochs, optimizer, loss=None, test=None, quiet=False, pro
         bar = tqdm(total=epochs * len(loader), file=sys.stderr, unit="batch", leave=False)
     try:
         for epoch in range(epochs):
-            loss.reset()
+            step.reset_loss()
             joules0 = meter.read_joules()
             start = time.perf_counter()
             for xb, yb in loader:
-                logits = model.forward(xb)
-                dlogits = loss(logits, yb)
-                model.backward(dlogits)
-                optimizer.step()
+                step.step(xb, yb)
                 if bar is not None:
                     bar.update(1)
-            stream.synchronize()
+            stream.synchronize()               # the epoch's last step is done before its loss is read
             seconds = time.perf_counter() - start
             joules1 = meter.read_joules()
-            mean_loss, accuracy = loss.result()
+            mean_loss, accuracy = step.epoch_result()
             history.loss.append(mean_loss)
             history.train_accuracy.append(accuracy)
             history.epoch_seconds.append(seconds)
-            history.samples_per_second.append(loss.rows / seconds)
+            history.samples_per_second.append(step.rows / seconds)
             history.energy_joules.append(None if joules0 is None else joules1 - joules0)
             if test is not None:
                 history.test_accuracy.append(model.accuracy(*test))
             if not quiet:
-                line = f"epoch {epoch + 1:3d}: loss {mean_loss:.4f}, train accuracy {accuracy:.4f}"
+                line = f"epoch {epoch + 1:3d}: loss {mean_loss:.4f}"
+                if accuracy is not None:
+                    line += f", train accuracy {accuracy:.4f}"
                 if test is not None:
                     line += f", test accuracy {history.test_accuracy[-1]:.4f}"
                 if bar is not None:
@@ -126,7 +188,7 @@ def fit(model, loader, epochs, optimizer, loss=None, test=None, quiet=False, pro
     finally:
         if bar is not None:
             bar.close()
-        model.stream = loss.stream = optimizer.stream = None
+        step.stream = None
         loader.compute_stream = None
     return history
 
@@ -141,7 +203,8 @@ def plot_history(history, ax=None, title=None):
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
     acc = ax.twinx()
-    acc.plot(epochs, history.train_accuracy, "s--", color="tab:blue", label="train accuracy")
+    if any(a is not None for a in history.train_accuracy):
+        acc.plot(epochs, history.train_accuracy, "s--", color="tab:blue", label="train accuracy")
     if history.test_accuracy:
         acc.plot(epochs, history.test_accuracy, "^-", color="tab:green", label="test accuracy")
     acc.set_ylabel("accuracy")
@@ -149,47 +212,4 @@ def plot_history(history, ax=None, title=None):
     ax.legend(lines, [l.get_label() for l in lines], loc="center right")
     if title:
         ax.set_title(title)
-    return ax
-
-
-def median_seconds(run, repeats=5, warmup=1, reduce="median"):
-    """Median wall-clock seconds of ``run()``, each call followed by a wait for the device to finish.
-
-    What a user of the device experiences: launch overheads included, so small problems show the cost
-    of issuing work, large ones the cost of the work.  ``warmup`` calls first (compilation, allocation).
-    ``reduce="min"`` returns the fastest repeat instead: on a shared, busy machine the least disturbed one.
-    """
-    if reduce not in ("median", "min"):
-        raise ValueError(f"reduce must be 'median' or 'min', got {reduce!r}")
-    from . import backend
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
-    drv = backend.active().driver
-    for _ in range(warmup):
-        run()
-    drv.Context.synchronize()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        drv.Context.synchronize()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times) if reduce == "median" else np.min(times))
-
-
-def plot_timeline(marks, ax=None, title=None):
-    """A copy/compute timeline: ``marks`` holds (copy start, copy end, compute start, compute end) per batch,
-    in milliseconds since a common origin (e.g. ``event.time_since(origin)``); one row of bars per engine."""
-    import matplotlib.pyplot as plt
-    marks = [tuple(float(t) for t in m) for m in marks]
-    if any(len(m) != 4 or m[1] < m[0] or m[3] < m[2] for m in marks):
-        raise ValueError("each mark must be (copy start, copy end, compute start, compute end) with ends >= starts")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(9, 1.8))
-    ax.broken_barh([(c0, c1 - c0) for c0, c1, _, _ in marks], (10, 8), color="tab:orange")
-    ax.broken_barh([(k0, k1 - k0) for _, _, k0, k1 in marks], (0, 8), color="tab:blue")
-    ax.set_yticks([4, 14], ["compute", "copy"])
-    ax.set_xlabel("milliseconds")
-    if title:
-        ax.set_title(title, fontsize=10)
     return ax

@@ -1,6 +1,6 @@
 """Mixed precision on one compute stream, like FP32 ``fit``: every launch of a step goes to the stream
 the trainer was given, the results are those of the default stream bit for bit, reads back synchronise
-the stream first, and ``train_mixed`` hands the stream to the loader and takes it back afterwards.
+the stream first, and ``train.fit(trainer, ...)`` hands the stream to the loader and takes it back afterwards.
 
 The emulator runs every launch when it is issued, so it cannot show a race; what it can show is where each
 launch was sent.  The recorder below wraps the active backend's launch entry points (a prepared kernel's
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import gpuedu
-from gpuedu import data, nn
+from gpuedu import data, nn, train
 from gpuedu.nn import _kernels as K
 from gpuedu.nn import amp
 from gpuedu.nn import fp16_ops as ops
@@ -228,7 +228,7 @@ def test_a_step_on_a_stream_still_never_waits(monkeypatch):
     assert calls == []
 
 
-# ---- train_mixed ---------------------------------------------------------------------------------
+# ---- train.fit(trainer, ...) ---------------------------------------------------------------------
 def loader(rows=200, batch=32):
     rng = np.random.default_rng(3)
     x = rng.uniform(0, 1, (rows, WIDTHS[0])).astype(np.float32)
@@ -236,7 +236,7 @@ def loader(rows=200, batch=32):
     return data.DataLoader(x, y, batch, seed=0)
 
 
-def test_train_mixed_runs_on_one_stream_shared_with_the_loader_and_gives_it_back(monkeypatch):
+def test_fit_runs_a_mixed_step_on_one_stream_shared_with_the_loader_and_gives_it_back(monkeypatch):
     trainer, batches_seen = make_trainer("sgd"), []
     step = trainer.step
 
@@ -247,7 +247,7 @@ def test_train_mixed_runs_on_one_stream_shared_with_the_loader_and_gives_it_back
     loop = loader()
     monkeypatch.setattr(trainer, "step", watched_step)
     with record_launches(monkeypatch) as launches:
-        history = amp.train_mixed(trainer, loop, 2)
+        history = train.fit(trainer, loop, 2, quiet=True)
     stream = batches_seen[0][0]
     assert isinstance(stream, drv.Stream) and len(batches_seen) == 2 * len(loop)
     assert all(seen == (stream, stream, stream) for seen in batches_seen)
@@ -262,10 +262,11 @@ def test_train_mixed_runs_on_one_stream_shared_with_the_loader_and_gives_it_back
         for xb, yb in loop:
             by_hand.step(xb, yb)
         reference.append(by_hand.mean_loss())
-    assert history == reference and len(history) == 2
+    assert history.loss == reference and history.train_accuracy == [None, None]
+    assert history.summary().startswith("epochs 2, loss ") and "train accuracy" not in history.summary()
 
 
-def test_train_mixed_gives_the_streams_back_when_a_step_raises(monkeypatch):
+def test_fit_gives_a_mixed_steps_streams_back_when_a_step_raises(monkeypatch):
     trainer, loop, calls = make_trainer("sgd"), loader(), []
     step = trainer.step
 
@@ -277,15 +278,15 @@ def test_train_mixed_gives_the_streams_back_when_a_step_raises(monkeypatch):
 
     monkeypatch.setattr(trainer, "step", failing_step)
     with pytest.raises(RuntimeError, match="a step failed"):
-        amp.train_mixed(trainer, loop, 1)
+        train.fit(trainer, loop, 1, quiet=True)
     assert len(calls) == 3 and calls[0] is not None
     assert trainer.stream is None and trainer.model.stream is None and trainer.scaler.stream is None
     assert trainer.optimizer.stream is None and loop.compute_stream is None
 
 
 @pytest.mark.parametrize("epochs", [0, -1, 1.5, True])
-def test_train_mixed_refuses_a_bad_number_of_epochs(epochs):
+def test_fit_refuses_a_bad_number_of_epochs_for_a_mixed_step(epochs):
     trainer, loop = make_trainer("sgd"), loader()
     with pytest.raises(ValueError, match="epochs must be a positive integer"):
-        amp.train_mixed(trainer, loop, epochs)
+        train.fit(trainer, loop, epochs, quiet=True)
     assert trainer.stream is None and loop.compute_stream is None

@@ -144,7 +144,7 @@ def test_mixed_precision_accuracy_is_within_half_a_point_of_fp32_on_digits():
               nn.SGD(fp32.parameters(), lr=lr, momentum=0.9), quiet=True)
     trainer = amp.MixedPrecisionTrainer(mixed, nn.SGD(mixed.parameters(), lr=lr, momentum=0.9),
                                         amp.LossScaler(growth_interval=20))
-    history = amp.train_mixed(trainer, data.DataLoader(d.x_train, d.y_train, batch, seed=0), epochs)
+    history = train.fit(trainer, data.DataLoader(d.x_train, d.y_train, batch, seed=0), epochs, quiet=True).loss
     acc32 = fp32.accuracy(d.x_test, d.y_test)
     acc16 = mixed.accuracy(d.x_test, d.y_test)
     assert acc32 > 0.9 and history[-1] < history[0]

@@ -1,4 +1,5 @@
-"""gpuedu.train.fit: the MLP learns digits on the device; history, progress, energy note, bad input."""
+"""gpuedu.train.fit: the MLP learns digits on the device; history, progress, energy note, bad input; one loop
+for the FP32 step and the mixed-precision one."""
 import matplotlib
 import pytest
 
@@ -84,19 +85,6 @@ def test_plot_history_draws_every_curve(digits):
     assert "test accuracy 0.7000" in history.summary()
 
 
-def test_median_seconds_measures_the_call():
-    calls = []
-    seconds = train.median_seconds(lambda: (calls.append(1), __import__("time").sleep(0.01)), repeats=3, warmup=2)
-    assert len(calls) == 5 and 0.009 < seconds < 0.5
-    with pytest.raises(ValueError, match="repeats"):
-        train.median_seconds(lambda: None, repeats=0)
-    delays = iter([0.05, 0.001, 0.05])
-    fastest = train.median_seconds(lambda: __import__("time").sleep(next(delays)), repeats=3, warmup=0, reduce="min")
-    assert fastest < 0.04
-    with pytest.raises(ValueError, match="reduce"):
-        train.median_seconds(lambda: None, reduce="mean")
-
-
 class FakeNVML:
     """Stands in for pynvml: an energy counter in millijoules that rises 2.5 J per read."""
 
@@ -131,17 +119,7 @@ def test_energy_meter_reads_nvml_on_a_gpu_and_says_why_not_elsewhere(monkeypatch
     assert train.EnergyMeter("cpu").reason == "unavailable: the CPU emulator has no power sensor"
 
 
-def test_plot_timeline_draws_a_bar_per_copy_and_per_step():
-    marks = [(0.0, 1.0, 1.0, 3.0), (1.0, 2.0, 3.0, 5.0)]
-    ax = train.plot_timeline(marks, title="overlapped")
-    copies, steps = ax.collections
-    assert len(copies.get_paths()) == 2 and len(steps.get_paths()) == 2
-    assert ax.get_title() == "overlapped"
-    with pytest.raises(ValueError, match="ends >= starts"):
-        train.plot_timeline([(2.0, 1.0, 0.0, 1.0)])
-
-
-def test_fit_and_train_mixed_copy_the_metrics_back_once_per_epoch(digits, monkeypatch):
+def test_fit_copies_the_metrics_back_once_per_epoch_in_fp32_and_mixed_precision(digits, monkeypatch):
     # Every copy back waits for the GPU; the loops may do one per epoch (the loss and the accuracy are
     # summed on the device), never one per step.  The loader's own host-to-device copies are not counted.
     from gpuedu.nn import amp
@@ -155,6 +133,35 @@ def test_fit_and_train_mixed_copy_the_metrics_back_once_per_epoch(digits, monkey
     half = amp.MixedPrecisionMLP(nn.mlp([64, 16, 10], seed=0))
     trainer = amp.MixedPrecisionTrainer(half, nn.SGD(half.parameters(), lr=0.1), amp.LossScaler(1024.0))
     with count_stalls(monkeypatch) as calls:
-        history = amp.train_mixed(trainer, loader, epochs)
+        history = train.fit(trainer, loader, epochs, quiet=True)
     copies_back = [c for c in calls if c.startswith(("GPUArray.get", "driver.memcpy_dtoh"))]
-    assert len(copies_back) == epochs and len(history) == epochs, copies_back
+    assert len(copies_back) == epochs and len(history.loss) == epochs, copies_back
+
+
+def test_a_training_step_brings_its_own_optimizer_and_loss(digits):
+    from gpuedu.nn import amp
+    half = amp.MixedPrecisionMLP(nn.mlp([64, 10], seed=0))
+    trainer = amp.MixedPrecisionTrainer(half, nn.SGD(half.parameters(), lr=0.1))
+    loader = data.DataLoader(digits.x_train[:64], digits.y_train[:64], batch_size=32)
+    with pytest.raises(TypeError, match="brings its own optimizer and loss"):
+        train.fit(trainer, loader, 1, nn.SGD(half.parameters(), lr=0.1))
+    model = nn.mlp([64, 10], seed=0)
+    with pytest.raises(TypeError, match="needs an optimizer"):
+        train.fit(model, loader, 1)
+
+
+def test_the_fp32_step_is_the_one_loop_s_step_and_matches_a_hand_written_epoch(digits):
+    # fit(model, ...) is fit(Step(model, optimizer), ...): the same losses, bit for bit, as the steps by hand.
+    loader = data.DataLoader(digits.x_train[:256], digits.y_train[:256], batch_size=64, seed=0)
+    model = nn.mlp([64, 16, 10], seed=0)
+    history = train.fit(model, loader, 2, nn.SGD(model.parameters(), lr=0.1), quiet=True)
+    by_hand = nn.mlp([64, 16, 10], seed=0)
+    step = train.Step(by_hand, nn.SGD(by_hand.parameters(), lr=0.1))
+    hand_loader, losses = data.DataLoader(digits.x_train[:256], digits.y_train[:256], batch_size=64, seed=0), []
+    for _ in range(2):
+        step.reset_loss()
+        for xb, yb in hand_loader:
+            step.step(xb, yb)
+        losses.append(step.epoch_result())
+    assert history.loss == [l for l, _ in losses] and history.train_accuracy == [a for _, a in losses]
+    assert step.rows == 256

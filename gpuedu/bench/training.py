@@ -31,21 +31,15 @@ def gpuedu_mlp_step(run, widths, batch):
     if run.drv is None:
         raise Skipped("pycuda.driver is not available on this backend")
     try:
-        from gpuedu import nn
+        from gpuedu import nn, train
         model = nn.mlp(widths, activation="relu", seed=0)
-        loss = nn.SoftmaxCrossEntropy()
-        optimizer = nn.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        step = train.Step(model, nn.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM))
     except (ImportError, AttributeError) as exc:
-        raise Skipped(f"gpuedu.nn (mlp, SoftmaxCrossEntropy, SGD) is not available: {exc}") from None
+        raise Skipped(f"gpuedu.nn (mlp, SGD) or gpuedu.train.Step is not available: {exc}") from None
     x, labels = _batch(widths, batch)
     gpuarray = run.backend.gpuarray
     xb, yb = gpuarray.to_gpu(x), gpuarray.to_gpu(labels)
-
-    def step():
-        dlogits = loss(model.forward(xb), yb)
-        model.backward(dlogits)
-        optimizer.step()
-    return step
+    return lambda: step.step(xb, yb)
 
 
 class NumpyMLP:

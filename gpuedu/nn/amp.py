@@ -25,12 +25,12 @@ to finish the step before it could queue the next one; at small batches that wai
 Pieces:
 ``LossScaler``           static or dynamic scale, the unscale-and-check kernel, the state machine
 ``HalfDense``            an ``nn.Dense`` in FP16 (its parameters become FP32 masters)
-``MixedPrecisionMLP``    an ``nn`` MLP converted layer by layer; forward takes float32 input
-``MixedPrecisionTrainer``  one training step: forward, scaled loss, backward, unscale, step or skip
-``train_mixed``          epochs over a ``gpuedu.data.DataLoader`` (the FP32 counterpart is
-                         ``gpuedu.train.fit``)
+``MixedPrecisionMLP``    an ``nn`` MLP converted layer by layer: a ``Sequential`` of ``HalfDense`` whose
+                         forward takes float32 input
+``MixedPrecisionTrainer``  one training step: forward, scaled loss, backward, unscale, step or skip; the
+                         training loop is ``gpuedu.train.fit(trainer, loader, epochs)``, as for FP32
 
-Streams: ``trainer.stream = s`` (as ``train_mixed`` does) queues every launch of a step -- the model's, the
+Streams: ``trainer.stream = s`` (as ``train.fit`` does) queues every launch of a step -- the model's, the
 scaler's, the loss's and the optimizer's -- on the one stream ``s``, so a ``DataLoader`` with
 ``compute_stream = s`` copies the next batch while the step runs.  Every read back (``StepResult.loss``,
 ``mean_loss()``, the scaler's properties, ``predict``) synchronises that stream first.  On real PyCUDA a
@@ -44,12 +44,11 @@ so any ``gpuedu.nn`` optimizer (``SGD``, ``Adam``) updates them unchanged.
 """
 import numpy as np
 
-from .. import backend
 from . import _kernels as K
 from . import fp16_ops
 from .checks import gpuarray_module, is_device_array, to_device_labels
 from .layers import Dense, Parameter
-from .model import LayerStack
+from .model import Sequential
 from .optim import skip_pointer
 
 THREADS = 256
@@ -346,10 +345,12 @@ class HalfDense:
         return f"HalfDense({self.in_features}, {self.out_features}, activation={self.activation!r})"
 
 
-class MixedPrecisionMLP(LayerStack):
+class MixedPrecisionMLP(Sequential):
     """An ``nn`` MLP (a ``Sequential`` of ``Dense`` layers, e.g. ``nn.mlp([64, 128, 10])``) in FP16.
 
-    The FP32 model is left untouched: the mixed-precision one starts from copies of its weights.
+    The FP32 model is left untouched: the mixed-precision one starts from copies of its weights. It is a
+    ``Sequential`` of ``HalfDense`` layers whose input is converted to FP16 on the device (into a buffer
+    kept per batch size); ``predict`` and ``accuracy`` convert the FP16 logits back to float32.
     """
 
     def __init__(self, model, gemm_version="tensor"):
@@ -358,25 +359,10 @@ class MixedPrecisionMLP(LayerStack):
             raise TypeError("MixedPrecisionMLP converts a Sequential of gpuedu.nn.Dense layers (as nn.mlp "
                             "builds); separate activation layers are not supported: use Dense(..., "
                             "activation='relu')")
-        self.layers = [HalfDense(l, gemm_version) for l in layers]
-        self.in_features = self.layers[0].in_features
-        self.out_features = self.layers[-1].out_features
+        super().__init__([HalfDense(l, gemm_version) for l in layers])
         self._inputs = {}            # rows -> the FP16 input buffer, reused every step
-        # its ``stream`` (LayerStack) also carries the input conversion and predict()'s copy back
 
-    def parameters(self):
-        return [p for l in self.layers for p in l.parameters()]
-
-    def half_grads(self):
-        return [pair for l in self.layers for pair in l.half_grads()]
-
-    def refresh_half(self, skip=None, round_masters=False):
-        for l in self.layers:
-            l.refresh_half(skip, round_masters)
-
-    def forward(self, x):
-        """Logits in FP16 for a float32 batch (NumPy or GPUArray), converted to FP16 on the device into a
-        buffer kept per batch size (a NumPy batch is first copied to the device)."""
+    def _device_input(self, x):
         if x.dtype != np.float32:
             raise TypeError(f"x must be float32 (it is converted to float16 on the device), got {x.dtype}")
         if len(x.shape) != 2 or x.shape[1] != self.in_features:
@@ -385,28 +371,14 @@ class MixedPrecisionMLP(LayerStack):
         x16 = self._inputs.get(rows)
         if x16 is None:
             x16 = self._inputs[rows] = gpuarray_module().empty((rows, self.in_features), np.float16)
-        h = fp16_ops.to_half(x, out=x16, stream=self._stream)
-        for layer in self.layers:
-            h = layer.forward(h)
-        return h
+        return fp16_ops.to_half(x, out=x16, stream=self._stream)
 
-    __call__ = forward
+    def half_grads(self):
+        return [pair for l in self.layers for pair in l.half_grads()]
 
-    def backward(self, dlogits16):
-        grad = dlogits16
-        for i in range(len(self.layers) - 1, -1, -1):
-            grad = self.layers[i].backward(grad, need_input_grad=i > 0)
-
-    def predict(self, x):
-        """Class indices (int32, host) for every row of ``x``."""
-        logits = fp16_ops.to_float(self.forward(x), stream=self._stream)
-        _synchronize(self._stream)
-        logits = logits.get()
-        return logits.argmax(axis=1).astype(np.int32)
-
-    def accuracy(self, x, labels):
-        labels = labels.get() if is_device_array(labels) else np.asarray(labels)
-        return float(np.mean(self.predict(x) == labels))
+    def refresh_half(self, skip=None, round_masters=False):
+        for l in self.layers:
+            l.refresh_half(skip, round_masters)
 
     def __repr__(self):
         return "MixedPrecisionMLP(\n  " + ",\n  ".join(repr(l) for l in self.layers) + "\n)"
@@ -462,7 +434,7 @@ class MixedPrecisionTrainer:
     Pass device batches (a ``DataLoader``'s): a NumPy batch must be copied to the device every step.
 
     ``stream``: set it to launch the whole step (model, loss, scaler, optimizer) on one stream, as
-    ``train_mixed`` does; None (the default) is the default stream.  Reads back synchronise it first.
+    ``train.fit`` does; None (the default) is the default stream.  Reads back synchronise it first.
 
     ``master_weights=False`` is an ablation for experiments: after every step the FP32 weights are
     re-rounded to FP16, as if the model had no FP32 copy (updates below half an FP16 gap are lost).
@@ -538,28 +510,13 @@ class MixedPrecisionTrainer:
         self._loss_total.fill(0, stream=self._stream)
         self._rows = 0
 
+    def epoch_result(self):
+        """For ``train.fit``: the mean loss since ``reset_loss()`` and None for the train accuracy, which the
+        mixed-precision loss kernel does not count (``model.accuracy(x, y)`` measures it)."""
+        return self.mean_loss(), None
 
-def train_mixed(trainer, loader, epochs):
-    """Mixed-precision training; returns the mean training loss of each epoch (skipped steps' losses
-    count: the forward pass was still computed).  The loss is read back once per epoch.
+    @property
+    def rows(self):
+        """Rows trained on since ``reset_loss()``."""
+        return self._rows
 
-    Like ``gpuedu.train.fit``, the whole step runs on one compute stream that the loader also gets
-    (``loader.compute_stream``), so the copy of the next batch overlaps the current step and the host
-    never waits for a batch; both are set back to None afterwards, also after an error."""
-    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
-        raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
-    stream = backend.active().driver.Stream()
-    trainer.stream = stream
-    loader.compute_stream = stream
-    history = []
-    try:
-        for _ in range(epochs):
-            trainer.reset_loss()
-            for xb, yb in loader:
-                trainer.step(xb, yb)
-            stream.synchronize()               # the epoch's last step is done before its loss is read
-            history.append(trainer.mean_loss())
-    finally:
-        trainer.stream = None
-        loader.compute_stream = None
-    return history

@@ -4,6 +4,7 @@ import itertools
 import numpy as np
 
 from . import _kernels as K
+from . import fp16_ops
 from .checks import check_host_labels, gpuarray_module, to_device_features
 from .conv_layers import Flatten, MaxPool2D, Reshape, to_device_images
 from .layers import Dense
@@ -17,24 +18,11 @@ def _takes_images(layer):
     return getattr(layer, "in_channels", None) is not None or isinstance(layer, MaxPool2D)
 
 
-class LayerStack:
-    """What every model made of ``self.layers`` shares: a ``stream`` that all its layers launch on."""
+class Sequential:
+    """Layers applied in order, all launching on one ``stream``."""
 
     _stream = None
 
-    @property
-    def stream(self):
-        return self._stream
-
-    @stream.setter
-    def stream(self, stream):
-        """Launch every layer's kernels on ``stream`` (None: the default stream)."""
-        self._stream = stream
-        for layer in self.layers:
-            layer.stream = stream
-
-
-class Sequential(LayerStack):
     def __init__(self, *layers):
         if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
             layers = tuple(layers[0])
@@ -78,6 +66,17 @@ class Sequential(LayerStack):
         self.layers = list(layers)
 
     @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        """Launch every layer's kernels on ``stream`` (None: the default stream)."""
+        self._stream = stream
+        for layer in self.layers:
+            layer.stream = stream
+
+    @property
     def in_features(self):
         if self.takes_images:
             return None
@@ -104,11 +103,14 @@ class Sequential(LayerStack):
     def in_channels(self):
         return next((l.in_channels for l in self.layers if getattr(l, "in_channels", None)), None)
 
-    def forward(self, x):
+    def _device_input(self, x):
+        """The batch as the first layer takes it: on the device, its shape and dtype checked."""
         if self.takes_images:
-            x = to_device_images(x, "x", self.in_channels)
-        else:
-            x = to_device_features(x, "x", self.in_features)
+            return to_device_images(x, "x", self.in_channels)
+        return to_device_features(x, "x", self.in_features)
+
+    def forward(self, x):
+        x = self._device_input(x)
         for layer in self.layers:
             x = layer.forward(x)
         return x
@@ -132,11 +134,15 @@ class Sequential(LayerStack):
         out = []
         for chunk in chunks:
             logits = self.forward(chunk)
+            if logits.dtype == np.float16:      # a mixed-precision model's logits
+                logits = fp16_ops.to_float(logits, stream=self._stream)
             rows, classes = logits.shape
             pred = ga.empty(rows, np.int32)
             f = K.function("nn_loss", "argmax_rows", "PPii")
             K.launch(f, (K.blocks_for(rows, 128), 1), (128, 1, 1),
                      (K.ptr(logits), K.ptr(pred), K.i32(rows), K.i32(classes)), self._stream)
+            if self._stream is not None:     # the copy back must follow the stream's kernels
+                self._stream.synchronize()
             out.append(pred.get())
         return np.concatenate(out)
 
