@@ -8,14 +8,16 @@ Introduced in lessons/10_convolution.ipynb.
 
 x is [N, C, H, W], w is [K, C, R, S] (K filters), b is [K]; the output is [N, K, P, Q] with
 P = (H + 2 * padding - R) // stride + 1 (and Q alike). Inputs are GPUArrays or float32 NumPy arrays
-(copied to the device); ``stream=`` launches on a stream (default: the default stream; version 3's GEMM
-always runs on the default stream). A shape that cannot work raises a ValueError that says what is wrong and
+(copied to the device); ``stream=`` launches every kernel of a call on that stream (default: the default
+stream). A shape that cannot work raises a ValueError that says what is wrong and
 how to fix it.
 """
 import numpy as np
 
+from . import kernels
+from . import launch as L
 from . import ops as _ops
-from .ops import as_device, ceil_div
+from .launch import ceil_div
 
 VERSIONS = (1, 2, 3, 4)
 THREADS = 256                 # the one-thread-per-item kernels' block
@@ -29,14 +31,9 @@ GEMM_VERSION = 5              # the matmul.cu version that version 3 multiplies 
 _SIG = "PPPPiiiiiiiiiiii"     # y, x, w, bias, N, C, H, W, K, R, S, stride, pad, P, Q, relu
 
 
-def _fn(name, signature):
-    return _ops.kernel("conv2d", name, signature)
-
-
 def _launch(name, signature, grid, block, stream, *args):
-    """Launch a conv2d.cu kernel on ``stream`` (None: the default stream), as the nn layers launch theirs."""
-    from .nn._kernels import launch     # here, not at the top: gpuedu.nn's conv layers import this module
-    launch(_fn(name, signature), grid, block, args, stream)
+    """Launch a conv2d.cu kernel on ``stream`` (None: the default stream)."""
+    L.launch(L.kernel("conv2d", name, signature), grid, block, args, stream)
 
 
 def _int(value, name, minimum):
@@ -76,29 +73,25 @@ def check_shapes(x_shape, w_shape, stride=1, padding=0, op="conv2d"):
 def _bias(b, K):
     if b is None:
         return None
-    b = as_device(b, "b", ndim=1)
+    b = L.device_array(b, "b", ndim=1)
     if b.shape[0] != K:
         raise ValueError(f"conv2d: b has {b.shape[0]} entries but there are {K} filters: one bias per filter")
     return b
 
 
-def _ptr(a):
-    return np.uintp(0) if a is None else np.uintp(int(a.gpudata))
-
-
 def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None, stream=None):
     """y = w * x + b (cross-correlation, NCHW), through a ReLU if ``relu``; ``version`` picks the kernel."""
     _ops._check_version(version, VERSIONS, "conv2d")
-    x, w = as_device(x, "x"), as_device(w, "w")
+    x, w = L.device_array(x, "x"), L.device_array(w, "w")
     P, Q = check_shapes(x.shape, w.shape, stride, padding)
     N, C, H, W = (int(v) for v in x.shape)
     K, _, R, S = (int(v) for v in w.shape)
     b = _bias(b, K)
-    y = _ops._output(out, (N, K, P, Q))
+    y = L.output(out, (N, K, P, Q))
     dims = tuple(np.int32(v) for v in (N, C, H, W, K, R, S, stride, padding, P, Q, int(bool(relu))))
     if version == 1:
         _launch("conv_kernel1", _SIG, (ceil_div(N * K * P * Q, THREADS), 1), (THREADS, 1, 1), stream,
-                y.gpudata, x.gpudata, w.gpudata, _ptr(b), *dims)
+                y.gpudata, x.gpudata, w.gpudata, L.ptr(b), *dims)
     elif version == 2:
         if R > MAX_KSIZE or S > MAX_KSIZE or stride > MAX_STRIDE:
             raise ValueError(f"conv2d version 2 sizes its shared tile for kernels up to {MAX_KSIZE}x{MAX_KSIZE} "
@@ -106,7 +99,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None, s
         if w.size > CONST_FLOATS:
             raise ValueError(f"conv2d version 2 keeps the filter bank in constant memory, {CONST_FLOATS} floats; "
                              f"this one has {w.size} (K*C*R*S = {K}*{C}*{R}*{S}): use version 3 or 4")
-        module = _ops._kernels.load("conv2d")
+        module = kernels.load("conv2d")
         address, _size = module.get_global("conv_filter")
         from . import backend
         drv = backend.active().driver
@@ -116,28 +109,26 @@ def conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4, out=None, s
             drv.memcpy_dtod_async(address, w.gpudata, w.size * 4, stream)
         _launch("conv_kernel2", "PPPiiiiiiiiiiii", (ceil_div(Q, TILE_W), ceil_div(P, TILE_H), N * K),
                 (TILE_W, TILE_H, 1), stream,
-                y.gpudata, x.gpudata, _ptr(b), *dims)
+                y.gpudata, x.gpudata, L.ptr(b), *dims)
     elif version == 3:
         cols = im2col(x, R, S, stride, padding, stream=stream)
-        if stream is not None:
-            stream.synchronize()   # ops.matmul launches on the default stream: cols must be complete
-        g = _ops.matmul(w.reshape(K, C * R * S), cols, version=GEMM_VERSION)
+        g = _ops.matmul(w.reshape(K, C * R * S), cols, version=GEMM_VERSION, stream=stream)
         _launch("conv_bias_act_nkpq", "PPPiiii", (ceil_div(N * K * P * Q, THREADS), 1), (THREADS, 1, 1), stream,
-                y.gpudata, g.gpudata, _ptr(b),
+                y.gpudata, g.gpudata, L.ptr(b),
                 np.int32(N), np.int32(K), np.int32(P * Q), np.int32(int(bool(relu))))
     else:
         _launch("conv_kernel4", _SIG, (ceil_div(N * P * Q, GT), ceil_div(K, GT)), (GT, GT, 1), stream,
-                y.gpudata, x.gpudata, w.gpudata, _ptr(b), *dims)
+                y.gpudata, x.gpudata, w.gpudata, L.ptr(b), *dims)
     return y
 
 
 def im2col(x, R, S, stride=1, padding=0, out=None, stream=None):
     """The lowered matrix cols [C * R * S, N * P * Q] of x [N, C, H, W] (version 3's first step)."""
-    x = as_device(x, "x")
+    x = L.device_array(x, "x")
     R, S = _int(R, "R", 1), _int(S, "S", 1)
     P, Q = check_shapes(x.shape, (1, x.shape[1] if len(x.shape) == 4 else 1, R, S), stride, padding, "im2col")
     N, C, H, W = (int(v) for v in x.shape)
-    cols = _ops._output(out, (C * R * S, N * P * Q), "out")
+    cols = L.output(out, (C * R * S, N * P * Q), name="out")
     _launch("conv_im2col", "PPiiiiiiiiii", (ceil_div(cols.size, THREADS), 1), (THREADS, 1, 1), stream,
             cols.gpudata, x.gpudata,
             *(np.int32(v) for v in (N, C, H, W, R, S, stride, padding, P, Q)))
@@ -146,10 +137,10 @@ def im2col(x, R, S, stride=1, padding=0, out=None, stream=None):
 
 def relu_grad(dy, y, out=None, stream=None):
     """dz = dy where y > 0, else 0: the gradient through a fused ReLU, from its output y."""
-    dy, y = as_device(dy, "dy"), as_device(y, "y")
+    dy, y = L.device_array(dy, "dy"), L.device_array(y, "y")
     if tuple(dy.shape) != tuple(y.shape):
         raise ValueError(f"relu_grad: dy has shape {tuple(dy.shape)} but y has {tuple(y.shape)}")
-    dz = _ops._output(out, tuple(y.shape), "out")
+    dz = L.output(out, tuple(y.shape), name="out")
     _launch("conv_relu_grad", "PPPi", (ceil_div(y.size, THREADS), 1), (THREADS, 1, 1), stream,
             dz.gpudata, dy.gpudata, y.gpudata, np.int32(y.size))
     return dz
@@ -160,22 +151,22 @@ def conv2d_backward(dy, x, w, stride=1, padding=0, need_input_grad=True, dx=None
     """(dx, dw, db) of y = conv2d(x, w, b) for dy = dL/dy (apply ``relu_grad`` first if the ReLU was fused).
 
     dx is None when ``need_input_grad`` is False (the first layer: nobody needs the data's gradient)."""
-    x, w, dy = as_device(x, "x"), as_device(w, "w"), as_device(dy, "dy")
+    x, w, dy = L.device_array(x, "x"), L.device_array(w, "w"), L.device_array(dy, "dy")
     P, Q = check_shapes(x.shape, w.shape, stride, padding, "conv2d_backward")
     N, C, H, W = (int(v) for v in x.shape)
     K, _, R, S = (int(v) for v in w.shape)
     if tuple(dy.shape) != (N, K, P, Q):
         raise ValueError(f"conv2d_backward: dy has shape {tuple(dy.shape)}, the convolution's output is {(N, K, P, Q)}")
     dims = tuple(np.int32(v) for v in (N, C, H, W, K, R, S, stride, padding, P, Q))
-    dw = _ops._output(dw, tuple(w.shape), "dw")
-    db = _ops._output(db, (K,), "db")
+    dw = L.output(dw, tuple(w.shape), name="dw")
+    db = L.output(db, (K,), name="db")
     _launch("conv_backward_filter", "PPPiiiiiiiiiii", (w.size, 1), (REDUCE_THREADS, 1, 1), stream,
             dw.gpudata, dy.gpudata, x.gpudata, *dims)
     _launch("conv_backward_bias", "PPiii", (K, 1), (REDUCE_THREADS, 1, 1), stream,
             db.gpudata, dy.gpudata, np.int32(N), np.int32(K), np.int32(P * Q))
     if not need_input_grad:
         return None, dw, db
-    dx = _ops._output(dx, tuple(x.shape), "dx")
+    dx = L.output(dx, tuple(x.shape), name="dx")
     _launch("conv_backward_input", "PPPiiiiiiiiiii", (ceil_div(x.size, THREADS), 1), (THREADS, 1, 1), stream,
             dx.gpudata, dy.gpudata, w.gpudata, *dims)
     return dx, dw, db
@@ -197,12 +188,12 @@ def pool_shape(x_shape, ksize, stride):
 def maxpool2d(x, ksize=2, stride=None, out=None, argmax=None, stream=None):
     """(y, argmax) of max pooling over ksize x ksize windows every ``stride`` (default ``ksize``) pixels;
     argmax (int32, same shape as y) holds each winner's flat index h * W + w in its plane."""
-    x = as_device(x, "x")
+    x = L.device_array(x, "x")
     ksize, stride, P, Q = pool_shape(x.shape, ksize, stride)
     N, C, H, W = (int(v) for v in x.shape)
-    y = _ops._output(out, (N, C, P, Q), "out")
+    y = L.output(out, (N, C, P, Q), name="out")
     if argmax is None:
-        argmax = _ops._gpuarray().empty((N, C, P, Q), np.int32)
+        argmax = L.gpuarray().empty((N, C, P, Q), np.int32)
     _launch("maxpool_forward", "PPPiiiiiii", (ceil_div(y.size, THREADS), 1), (THREADS, 1, 1), stream,
             y.gpudata, argmax.gpudata, x.gpudata,
             *(np.int32(v) for v in (N * C, H, W, ksize, stride, P, Q)))
@@ -212,12 +203,12 @@ def maxpool2d(x, ksize=2, stride=None, out=None, argmax=None, stream=None):
 def maxpool2d_backward(dy, argmax, x_shape, ksize=2, stride=None, out=None, stream=None):
     """dx: each window's gradient sent to the input element that won it (zero elsewhere)."""
     ksize, stride, P, Q = pool_shape(x_shape, ksize, stride)
-    dy = as_device(dy, "dy")
+    dy = L.device_array(dy, "dy")
     N, C, H, W = (int(v) for v in x_shape)
     if tuple(dy.shape) != (N, C, P, Q) or tuple(argmax.shape) != (N, C, P, Q):
         raise ValueError(f"maxpool2d_backward: dy {tuple(dy.shape)} and argmax {tuple(argmax.shape)} must both "
                          f"have the pooled shape {(N, C, P, Q)}")
-    dx = _ops._output(out, (N, C, H, W), "out")
+    dx = L.output(out, (N, C, H, W), name="out")
     _launch("maxpool_backward", "PPPiiiiiii", (ceil_div(dx.size, THREADS), 1), (THREADS, 1, 1), stream,
             dx.gpudata, dy.gpudata, argmax.gpudata,
             *(np.int32(v) for v in (N * C, H, W, ksize, stride, P, Q)))

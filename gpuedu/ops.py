@@ -11,13 +11,14 @@ of each ``.cu`` file):
     ops.matmul(a, b, version=7)                                                  (matmul.cu)
 
 Inputs are GPUArrays or NumPy arrays (copied to the device first), float32 and C-contiguous;
-anything else gets an error that says what to change. Results are new GPUArrays, or the ``out=``
-array you pass (handy when timing, so that allocation is not timed).
+anything else gets an error that says what to change (``gpuedu.launch.device_array``). Results are new
+GPUArrays, or the ``out=`` array you pass (handy when timing, so that allocation is not timed). Every
+launcher takes ``stream=`` (None: the default stream) and returns without waiting for the device.
 """
 import numpy as np
 
-from . import backend as _backend
-from . import kernels as _kernels
+from . import launch as L
+from .launch import ceil_div  # noqa: F401  (lessons size their grids with ops.ceil_div)
 
 MAX_THREADS_PER_BLOCK = 1024
 #: Activation codes, as #defined at the top of elementwise.cu.
@@ -26,76 +27,8 @@ ACTIVATION_CODES = {"relu": 0, "leaky_relu": 1, "sigmoid": 2, "tanh": 3, "gelu":
 DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
 
 
-def ceil_div(n, d):
-    """Number of blocks of size d needed to cover n items (the last one may be partial)."""
-    return -(-n // d)
-
-
 # ----------------------------------------------------------------------------------------------
-# checking and moving inputs
-
-def _gpuarray():
-    return _backend.active().gpuarray
-
-
-def _is_c_contiguous(x):
-    flags = getattr(x, "flags", None)
-    if flags is not None and hasattr(flags, "c_contiguous"):
-        return bool(flags.c_contiguous)
-    expected = x.dtype.itemsize
-    for size, stride in zip(reversed(x.shape), reversed(x.strides)):
-        if size > 1 and stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def as_device(x, name="x", ndim=None):
-    """``x`` as a float32, C-contiguous GPUArray; NumPy arrays are copied to the device.
-
-    Raises TypeError or ValueError that name the argument and say how to fix it.
-    """
-    if isinstance(x, (np.ndarray, list, tuple)):
-        host = np.asarray(x)
-        if host.dtype != np.float32:
-            raise TypeError(f"{name} has dtype {host.dtype}; the kernels take float32: "
-                            f"pass {name}.astype(np.float32)")
-        x = _gpuarray().to_gpu(np.ascontiguousarray(host))
-    elif not hasattr(x, "gpudata"):
-        raise TypeError(f"{name} must be a GPUArray or a NumPy array, got {type(x).__name__}")
-    if x.dtype != np.float32:
-        raise TypeError(f"{name} has dtype {x.dtype}; the kernels take float32: "
-                        f"pass {name}.astype(np.float32)")
-    if not _is_c_contiguous(x):
-        raise ValueError(f"{name} is not C-contiguous (strides {x.strides} for shape {x.shape}); "
-                         f"the kernels index it as one dense row-major block: copy it first")
-    if ndim is not None and len(x.shape) != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
-    if x.size >= 2**31:
-        raise ValueError(f"{name} has {x.size} elements; the kernels index with 32-bit ints (< 2**31)")
-    return x
-
-
-def _check_aligned16(op, **arrays):
-    """float4 accesses need 16-byte aligned addresses: true for whole allocations, not for every view."""
-    for name, arr in arrays.items():
-        address = int(arr.gpudata)
-        if address % 16:
-            raise ValueError(f"{op} loads and stores float4s, which need 16-byte aligned arrays, but {name} "
-                             f"starts at an address that is {address % 16} bytes past a multiple of 16 (a view "
-                             f"into a larger array?): copy it (x.copy()) or use another version")
-
-
-def _output(out, shape, name="out"):
-    if out is None:
-        return _gpuarray().empty(shape, np.float32)
-    if not hasattr(out, "gpudata"):
-        raise TypeError(f"{name} must be a GPUArray, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(shape) or out.dtype != np.float32 or not _is_c_contiguous(out):
-        raise ValueError(f"{name} must be a C-contiguous float32 GPUArray of shape {tuple(shape)}, "
-                         f"got {out.dtype} of shape {tuple(out.shape)}")
-    return out
-
+# checking arguments
 
 def _check_version(version, versions, op):
     if version not in versions:
@@ -115,53 +48,35 @@ def _check_block(block_size, op, power_of_two=False, multiple_of=1, minimum=1):
 
 
 # ----------------------------------------------------------------------------------------------
-# compiled kernels, memoised per backend, file, options and name
-
-_functions = {}
-
-
-def kernel(file, name, signature=None, options=()):
-    """The kernel ``name`` from ``<file>.cu``, prepared with ``signature`` (e.g. "PPi") if given."""
-    key = (_backend.active().name, file, tuple(options), name, signature)
-    fn = _functions.get(key)
-    if fn is None:
-        fn = _kernels.load(file, options).get_function(name)
-        if signature is not None:
-            fn.prepare(signature)
-        _functions[key] = fn
-    return fn
-
-
-# ----------------------------------------------------------------------------------------------
 # elementwise.cu
 
 ACTIVATION_VERSIONS = (1, 2, 3)
 GRID_STRIDE_MAX_BLOCKS = 1024   # versions 2 and 3: enough blocks to fill a large GPU, then loop
 
 
-def activation(x, name="relu", version=1, alpha=None, block_size=256, out=None):
+def activation(x, name="relu", version=1, alpha=None, block_size=256, out=None, stream=None):
     """phi(x) elementwise; ``name`` is one of ``ACTIVATION_CODES`` (relu, gelu, ...)."""
     if name not in ACTIVATION_CODES:
         raise ValueError(f"unknown activation {name!r}; choose one of {', '.join(ACTIVATION_CODES)}")
     _check_version(version, ACTIVATION_VERSIONS, "activation")
     _check_block(block_size, "activation")
-    x = as_device(x)
-    out = _output(out, x.shape)
+    x = L.device_array(x)
+    out = L.output(out, x.shape)
     n = x.size
     if n == 0:
         return out
     alpha = DEFAULT_ALPHA.get(name, 0.0) if alpha is None else alpha
     if version == 3:
-        _check_aligned16("activation version 3", x=x, out=out)
+        L.check_aligned16("activation version 3", x=x, out=out)
     if version == 1:
         grid = ceil_div(n, block_size)
     elif version == 2:
         grid = min(ceil_div(n, block_size), GRID_STRIDE_MAX_BLOCKS)
     else:  # one thread per float4; at least one block for the scalar tail
         grid = max(1, min(ceil_div(n // 4, block_size), GRID_STRIDE_MAX_BLOCKS))
-    fn = kernel("elementwise", f"activation_kernel{version}", "PPiif")
-    fn.prepared_call((grid, 1), (block_size, 1, 1), out.gpudata, x.gpudata,
-                     np.int32(n), np.int32(ACTIVATION_CODES[name]), np.float32(alpha))
+    fn = L.kernel("elementwise", f"activation_kernel{version}", "PPiif")
+    L.launch(fn, (grid, 1), (block_size, 1, 1),
+             (out.gpudata, x.gpudata, np.int32(n), np.int32(ACTIVATION_CODES[name]), np.float32(alpha)), stream)
     return out
 
 
@@ -200,29 +115,29 @@ TRANSPOSE_VERSIONS = (1, 2, 3)
 TRANSPOSE_TILE, TRANSPOSE_BLOCK_ROWS = 32, 8   # as #defined in copy_transpose.cu
 
 
-def _launch_tiled_2d(name, x, out):
+def _launch_tiled_2d(name, x, out, stream):
     rows, cols = x.shape
     if rows and cols:
         grid = (ceil_div(cols, TRANSPOSE_TILE), ceil_div(rows, TRANSPOSE_TILE))
-        fn = kernel("copy_transpose", name, "PPii")
-        fn.prepared_call(grid, (TRANSPOSE_TILE, TRANSPOSE_BLOCK_ROWS, 1), out.gpudata, x.gpudata,
-                         np.int32(rows), np.int32(cols))
+        fn = L.kernel("copy_transpose", name, "PPii")
+        L.launch(fn, grid, (TRANSPOSE_TILE, TRANSPOSE_BLOCK_ROWS, 1),
+                 (out.gpudata, x.gpudata, np.int32(rows), np.int32(cols)), stream)
     return out
 
 
-def transpose(x, version=3, out=None):
+def transpose(x, version=3, out=None, stream=None):
     """x^T for a 2-D matrix, as a new contiguous (cols, rows) GPUArray."""
     _check_version(version, TRANSPOSE_VERSIONS, "transpose")
-    x = as_device(x, ndim=2)
-    out = _output(out, (x.shape[1], x.shape[0]))
-    return _launch_tiled_2d(f"transpose_kernel{version}", x, out)
+    x = L.device_array(x, ndim=2)
+    out = L.output(out, (x.shape[1], x.shape[0]))
+    return _launch_tiled_2d(f"transpose_kernel{version}", x, out, stream)
 
 
-def copy2d(x, out=None):
+def copy2d(x, out=None, stream=None):
     """A copy of a 2-D matrix with the transposes' launch shape: the roof they are measured against."""
-    x = as_device(x, ndim=2)
-    out = _output(out, x.shape)
-    return _launch_tiled_2d("copy_kernel0", x, out)
+    x = L.device_array(x, ndim=2)
+    out = L.output(out, x.shape)
+    return _launch_tiled_2d("copy_kernel0", x, out, stream)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -251,25 +166,25 @@ def _check_reduce_block(version, block_size):
         _check_block(block_size, op, multiple_of=32, minimum=32)
 
 
-def _launch_reduce_pass(version, block_size, src, n, dst):
+def _launch_reduce_pass(version, block_size, src, n, dst, stream):
     """One launch of reduce_kernel<version>: n floats at device address src -> one partial per block at dst."""
     blocks = _reduce_blocks(n, version, block_size)
     shared = block_size * 4 if version <= 5 else 0   # versions 1-5 use an extern __shared__ array
-    fn = kernel("reduction", f"reduce_kernel{version}", "PPi")
-    fn.prepared_call((blocks, 1), (block_size, 1, 1), dst, src, np.int32(n), shared_size=shared)
+    fn = L.kernel("reduction", f"reduce_kernel{version}", "PPi")
+    L.launch(fn, (blocks, 1), (block_size, 1, 1), (dst, src, np.int32(n)), stream, shared_size=shared)
     return blocks
 
 
-def reduce_pass(x, version, block_size=256):
+def reduce_pass(x, version, block_size=256, stream=None):
     """One launch of ``reduce_kernel<version>`` (1-6): the per-block partial sums, a 1-D GPUArray."""
     _check_version(version, REDUCE_VERSIONS[:-1], "reduce_pass")
     _check_reduce_block(version, block_size)
-    x = as_device(x)
+    x = L.device_array(x)
     n = x.size
     if n == 0:   # an empty array has no device buffer to pass; its sum is 0
-        return _gpuarray().zeros((1,), np.float32)
-    partial = _gpuarray().empty((_reduce_blocks(n, version, block_size),), np.float32)
-    _launch_reduce_pass(version, block_size, x.gpudata, n, partial.gpudata)
+        return L.gpuarray().zeros((1,), np.float32)
+    partial = L.gpuarray().empty((_reduce_blocks(n, version, block_size),), np.float32)
+    _launch_reduce_pass(version, block_size, x.gpudata, n, partial.gpudata, stream)
     return partial
 
 
@@ -296,7 +211,7 @@ def reduce_workspace(n, version=6, block_size=256):
     """A device buffer for ``reduce_sum(x, version, block_size, workspace=...)`` on arrays of n elements:
     allocate it once, and repeated reductions allocate nothing (on a GPU, cuMemAlloc is slow and
     cuMemFree synchronises with the device)."""
-    return _gpuarray().empty((max(1, reduce_workspace_size(n, version, block_size)),), np.float32)
+    return L.gpuarray().empty((max(1, reduce_workspace_size(n, version, block_size)),), np.float32)
 
 
 def _check_workspace(workspace, n, version, block_size):
@@ -304,13 +219,13 @@ def _check_workspace(workspace, n, version, block_size):
     if not hasattr(workspace, "gpudata"):
         raise TypeError(f"workspace must be a GPUArray from ops.reduce_workspace(n, version, block_size), "
                         f"got {type(workspace).__name__}")
-    if workspace.dtype != np.float32 or workspace.size < need or not _is_c_contiguous(workspace):
+    if workspace.dtype != np.float32 or workspace.size < need or not L.is_c_contiguous(workspace):
         raise ValueError(f"workspace must be a contiguous float32 GPUArray of at least {need} elements for "
                          f"n={n}, version={version}, block_size={block_size}; got {workspace.dtype} of shape "
                          f"{tuple(workspace.shape)}: make it with ops.reduce_workspace({n}, {version}, {block_size})")
 
 
-def reduce_sum(x, version=6, block_size=256, out=None, workspace=None):
+def reduce_sum(x, version=6, block_size=256, out=None, workspace=None, stream=None):
     """The sum of all elements of x, as a GPUArray of shape (1,) (read it with ``.get()[0]``).
 
     Versions 1-6 launch one pass per level, each pass reducing to one value per block, until one
@@ -320,15 +235,15 @@ def reduce_sum(x, version=6, block_size=256, out=None, workspace=None):
     """
     _check_version(version, REDUCE_VERSIONS, "reduce_sum")
     _check_reduce_block(version, block_size)
-    x = as_device(x)
-    out = _output(out, (1,))
+    x = L.device_array(x)
+    out = L.output(out, (1,))
     n = x.size
     if n == 0 or version == 7:
-        out.fill(np.float32(0))   # the empty sum; and version 7's atomicAdds accumulate onto 0
+        out.fill(np.float32(0), stream=stream)   # the empty sum; version 7's atomicAdds accumulate onto 0
         if n:
             blocks = _reduce_blocks(n, 7, block_size)
-            fn = kernel("reduction", "reduce_kernel7", "PPi")
-            fn.prepared_call((blocks, 1), (block_size, 1, 1), out.gpudata, x.gpudata, np.int32(n))
+            fn = L.kernel("reduction", "reduce_kernel7", "PPi")
+            L.launch(fn, (blocks, 1), (block_size, 1, 1), (out.gpudata, x.gpudata, np.int32(n)), stream)
         return out
     if workspace is None:
         workspace = reduce_workspace(n, version, block_size)
@@ -340,9 +255,9 @@ def reduce_sum(x, version=6, block_size=256, out=None, workspace=None):
     base = int(workspace.gpudata)
     for level in _reduce_levels(n, version, block_size)[:-1]:
         dst = base + 4 * offset
-        _launch_reduce_pass(version, block_size, src, count, dst)
+        _launch_reduce_pass(version, block_size, src, count, dst, stream)
         src, count, offset = dst, level, offset + 4 * ceil_div(level, 4)
-    _launch_reduce_pass(version, block_size, src, count, out.gpudata)
+    _launch_reduce_pass(version, block_size, src, count, out.gpudata, stream)
     return out
 
 
@@ -352,7 +267,7 @@ def reduce_sum(x, version=6, block_size=256, out=None, workspace=None):
 SOFTMAX_VERSIONS = (1, 2, 3, 4)
 
 
-def softmax_rows(x, version=3, block_size=None, out=None):
+def softmax_rows(x, version=3, block_size=None, out=None, stream=None):
     """Softmax over each row of a 2-D matrix.
 
     ``block_size`` defaults to 128 (versions 1-3: 128 rows or 4 warps a block) or 256 (version 4).
@@ -365,8 +280,8 @@ def softmax_rows(x, version=3, block_size=None, out=None):
         _check_block(block_size, op)
     else:
         _check_block(block_size, op, multiple_of=32, minimum=32)
-    x = as_device(x, ndim=2)
-    out = _output(out, x.shape)
+    x = L.device_array(x, ndim=2)
+    out = L.output(out, x.shape)
     rows, cols = x.shape
     if rows == 0 or cols == 0:
         return out
@@ -376,8 +291,8 @@ def softmax_rows(x, version=3, block_size=None, out=None):
         grid = ceil_div(rows, block_size // 32)           # a warp per row
     else:
         grid = rows                                       # a block per row
-    fn = kernel("softmax", f"softmax_kernel{version}", "PPii")
-    fn.prepared_call((grid, 1), (block_size, 1, 1), out.gpudata, x.gpudata, np.int32(rows), np.int32(cols))
+    fn = L.kernel("softmax", f"softmax_kernel{version}", "PPii")
+    L.launch(fn, (grid, 1), (block_size, 1, 1), (out.gpudata, x.gpudata, np.int32(rows), np.int32(cols)), stream)
     return out
 
 
@@ -390,7 +305,7 @@ MATMUL5_TILE = dict(BM=128, BN=128, TM=8, TN=8)   # (BM5, BN5, TM, TN), also ver
 MATMUL7_TILE = dict(BM=128, BN=128, THREADS=256)  # Tile128x128 of gemm_warptile.cuh
 
 
-def matmul(a, b, version=5, block_size=16, tile=32, out=None):
+def matmul(a, b, version=5, block_size=16, tile=32, out=None, stream=None):
     """C = A @ B for 2-D float32 matrices A (M x K) and B (K x N).
 
     ``block_size`` is the side of the square thread block of versions 1-2 (at most 32);
@@ -398,17 +313,17 @@ def matmul(a, b, version=5, block_size=16, tile=32, out=None):
     Versions 4 to 7 use the block tiles fixed in matmul.cu (7: gemm_warptile.cuh's 128 x 128).
     """
     _check_version(version, MATMUL_VERSIONS, "matmul")
-    a = as_device(a, "a", ndim=2)
-    b = as_device(b, "b", ndim=2)
+    a = L.device_array(a, "a", ndim=2)
+    b = L.device_array(b, "b", ndim=2)
     (M, K), (K2, N) = a.shape, b.shape
     if K != K2:
         raise ValueError(f"matmul: inner dimensions differ: a is {M}x{K}, b is {K2}x{N} "
                          f"(a's columns must equal b's rows)")
-    out = _output(out, (M, N))
+    out = L.output(out, (M, N))
     if M == 0 or N == 0:
         return out
     if K == 0:   # an empty sum: C is zero, and no kernel needs to run
-        out.fill(np.float32(0))
+        out.fill(np.float32(0), stream=stream)
         return out
     args = (out.gpudata, a.gpudata, b.gpudata, np.int32(M), np.int32(N), np.int32(K))
     options = ()
@@ -432,18 +347,18 @@ def matmul(a, b, version=5, block_size=16, tile=32, out=None):
         block = (t["BM"] * t["BN"] // t["TM"], 1, 1)
         grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
     elif version == 7:
-        _check_aligned16("matmul version 7", a=a, b=b, out=out)
+        L.check_aligned16("matmul version 7", a=a, b=b, out=out)
         t = MATMUL7_TILE
         block = (t["THREADS"], 1, 1)
         grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
     else:
         if version == 6:
-            _check_aligned16("matmul version 6", a=a, b=b, out=out)
+            L.check_aligned16("matmul version 6", a=a, b=b, out=out)
         t = MATMUL5_TILE
         block = (t["BM"] * t["BN"] // (t["TM"] * t["TN"]), 1, 1)
         grid = (ceil_div(N, t["BN"]), ceil_div(M, t["BM"]))
-    fn = kernel("matmul", f"matmul_kernel{version}", "PPPiii", options)
-    fn.prepared_call(grid, block, *args)
+    fn = L.kernel("matmul", f"matmul_kernel{version}", "PPPiii", options)
+    L.launch(fn, grid, block, args, stream)
     return out
 
 

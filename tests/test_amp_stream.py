@@ -17,7 +17,7 @@ import pytest
 
 import gpuedu
 from gpuedu import data, nn, train
-from gpuedu.nn import _kernels as K
+from gpuedu import launch as K
 from gpuedu.nn import amp
 from gpuedu.nn import fp16_ops as ops
 
@@ -31,7 +31,7 @@ DEFAULT = "default stream"
 
 def function_class():
     """The backend's kernel class (``pycuda.driver.Function`` or the emulator's)."""
-    return type(K.function("fp16_elementwise", "half2_relu", "iPP"))
+    return type(K.kernel("fp16_elementwise", "half2_relu", "iPP"))
 
 
 @contextlib.contextmanager

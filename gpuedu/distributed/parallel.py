@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
+from .. import launch as L
 from ..data import epoch_batches
-from ..nn.checks import check_host_features, check_host_labels, gpuarray_module
+from ..nn.checks import check_host_features, check_host_labels
 from ..nn.loss import SoftmaxCrossEntropy
 from ..nn.model import Sequential
 from .ring import chunk_bounds, default_timeout, ring_allreduce, wait_all
@@ -82,7 +83,7 @@ class GradientBuckets:
             current.append(p)
             used += size
         self.buckets.append(current)
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         self._flat = [ga.empty(sum(p.grad.size for p in bucket), np.float32) for bucket in self.buckets]
 
     def __len__(self):
@@ -248,7 +249,7 @@ class PipelineStage:
         if self.last:
             check_host_labels(y, self.out_features, rows, "y")
             self.loss.reset()
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         params = self.parameters()
         acc = [ga.zeros(p.grad.shape, np.float32) for p in params]
         parts = chunk_bounds(rows, int(micro_batches))

@@ -6,7 +6,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..ops import ceil_div  # noqa: F401 - re-exported: exercise cases size their grids with it
+from ..launch import ceil_div  # noqa: F401 - re-exported: exercise cases size their grids with it
 from ..profiler import metrics as _metrics
 
 _ID = re.compile(r"^\d\d\.[a-z][a-z0-9_]*$")

@@ -44,9 +44,9 @@ so any ``gpuedu.nn`` optimizer (``SGD``, ``Adam``) updates them unchanged.
 """
 import numpy as np
 
-from . import _kernels as K
+from .. import launch as L
 from . import fp16_ops
-from .checks import gpuarray_module, is_device_array, to_device_labels
+from .checks import to_device_labels
 from .layers import Dense, Parameter
 from .model import Sequential
 from .optim import skip_pointer
@@ -111,7 +111,7 @@ class LossScaler:
         self.growth_interval = int(growth_interval)
         self.min_scale, self.max_scale = float(min_scale), float(max_scale)
         self.history = int(history)
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         self.scale_on_device = ga.to_gpu(np.array([init_scale], np.float32))
         self._state = ga.zeros(5, np.int32)               # FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED
         self._found_inf = self._state[FOUND_INF:FOUND_INF + 1]
@@ -123,23 +123,23 @@ class LossScaler:
     def unscale_on_device(self, pairs):
         """For each (FP16 gradient, FP32 ``Parameter``): ``param.grad = g16 / S`` on the device, raising
         the device overflow flag if any FP16 gradient holds Inf or NaN.  Returns nothing: no copy back."""
-        f = K.function("fp16_amp", "unscale_half_to_float", "iPPPP")
+        f = L.kernel("fp16_amp", "unscale_half_to_float", "iPPPP")
         for g16, param in pairs:
             if g16.dtype != np.float16 or param.grad.dtype != np.float32 or g16.size != param.grad.size:
                 raise ValueError(f"unscale needs (float16 gradient, float32 parameter) of one size, got "
                                  f"{g16.dtype}[{g16.size}] and {param.grad.dtype}[{param.grad.size}]")
-            K.launch(f, (max(1, K.blocks_for(g16.size, THREADS)), 1), (THREADS, 1, 1),
-                     (K.i32(g16.size), K.ptr(g16), K.ptr(self.scale_on_device), K.ptr(param.grad),
-                      K.ptr(self._found_inf)), self.stream)
+            L.launch(f, (max(1, L.ceil_div(g16.size, THREADS)), 1), (THREADS, 1, 1),
+                     (L.i32(g16.size), L.ptr(g16), L.ptr(self.scale_on_device), L.ptr(param.grad),
+                      L.ptr(self._found_inf)), self.stream)
 
     def update_on_device(self):
         """Run the scaler's rules on the device after this step's unscale: set ``skip_flag``, back off or
         grow S, count the step, clear the overflow flag for the next one."""
-        f = K.function("fp16_amp", "update_loss_scale", "PPPiiffiff")
-        K.launch(f, (1, 1), (1, 1, 1),
-                 (K.ptr(self.scale_on_device), K.ptr(self._state), K.ptr(self._scales), K.i32(self.history),
-                  K.i32(self.dynamic), K.f32(self.growth_factor), K.f32(self.backoff_factor),
-                  K.i32(self.growth_interval), K.f32(self.min_scale), K.f32(self.max_scale)), self.stream)
+        f = L.kernel("fp16_amp", "update_loss_scale", "PPPiiffiff")
+        L.launch(f, (1, 1), (1, 1, 1),
+                 (L.ptr(self.scale_on_device), L.ptr(self._state), L.ptr(self._scales), L.i32(self.history),
+                  L.i32(self.dynamic), L.f32(self.growth_factor), L.f32(self.backoff_factor),
+                  L.i32(self.growth_interval), L.f32(self.min_scale), L.f32(self.max_scale)), self.stream)
 
     # -- one step at a time, for looking at it: each call waits for the GPU --------------------------
     def unscale(self, pairs):
@@ -213,38 +213,38 @@ def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None,
         raise TypeError(f"logits must be a 2-D float16 GPUArray, got {logits16.dtype} {tuple(logits16.shape)}")
     rows, classes = logits16.shape
     labels = to_device_labels(labels, classes, rows)
-    if is_device_array(grad_scale):
+    if L.is_device_array(grad_scale):
         if grad_scale.dtype != np.float32 or grad_scale.size != 1:
             raise TypeError(f"a device grad_scale must be a 1-element float32 GPUArray, got "
                             f"{grad_scale.dtype}[{grad_scale.size}]")
-        host_scale, device_scale = np.float32(1.0), np.uintp(K.ptr(grad_scale))
+        host_scale, device_scale = np.float32(1.0), np.uintp(L.ptr(grad_scale))
     else:
         host_scale, device_scale = np.float32(grad_scale), np.uintp(0)
-    ga = gpuarray_module()
+    ga = L.gpuarray()
     loss_rows = ga.empty(rows, np.float32) if loss_rows is None else loss_rows
     dlogits = ga.empty((rows, classes), np.float16) if dlogits is None else dlogits
-    f = K.function("fp16_amp", "softmax_xent_half", "iiPPfPPP")
-    K.launch(f, (K.blocks_for(rows, 128), 1), (128, 1, 1),
-             (K.i32(rows), K.i32(classes), K.ptr(logits16), K.ptr(labels), host_scale, device_scale,
-              K.ptr(loss_rows), K.ptr(dlogits)), stream)
+    f = L.kernel("fp16_amp", "softmax_xent_half", "iiPPfPPP")
+    L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
+             (L.i32(rows), L.i32(classes), L.ptr(logits16), L.ptr(labels), host_scale, device_scale,
+              L.ptr(loss_rows), L.ptr(dlogits)), stream)
     return loss_rows, dlogits
 
 
 def sum_loss_rows(loss_rows, step_loss, loss_total, stream=None):
     """``step_loss`` = mean of ``loss_rows`` (float32 [1]) and ``loss_total`` += their sum (float64 [1]),
     on the device, in a fixed order (the same sums on every run)."""
-    f = K.function("fp16_amp", "sum_loss_rows", "iPPP")
-    K.launch(f, (1, 1), (SUM_THREADS, 1, 1),
-             (K.i32(loss_rows.size), K.ptr(loss_rows), K.ptr(step_loss), K.ptr(loss_total)), stream)
+    f = L.kernel("fp16_amp", "sum_loss_rows", "iPPP")
+    L.launch(f, (1, 1), (SUM_THREADS, 1, 1),
+             (L.i32(loss_rows.size), L.ptr(loss_rows), L.ptr(step_loss), L.ptr(loss_total)), stream)
 
 
 def bias_grad(dz16, out=None, stream=None):
     """Column sums of an FP16 [rows, cols] matrix, summed in FP32, stored as FP16 [cols]."""
     rows, cols = dz16.shape
-    out = gpuarray_module().empty(cols, np.float16) if out is None else out
-    f = K.function("fp16_amp", "bias_grad_half", "iiPP")
-    K.launch(f, (max(1, K.blocks_for(cols, THREADS)), 1), (THREADS, 1, 1),
-             (K.i32(rows), K.i32(cols), K.ptr(dz16), K.ptr(out)), stream)
+    out = L.gpuarray().empty(cols, np.float16) if out is None else out
+    f = L.kernel("fp16_amp", "bias_grad_half", "iiPP")
+    L.launch(f, (max(1, L.ceil_div(cols, THREADS)), 1), (THREADS, 1, 1),
+             (L.i32(rows), L.i32(cols), L.ptr(dz16), L.ptr(out)), stream)
     return out
 
 
@@ -277,7 +277,7 @@ class HalfDense:
         self.b = Parameter(dense.b.name, dense.b.numpy())
         self.W16 = fp16_ops.to_half(self.W.value)
         self.b16 = fp16_ops.to_half(self.b.value)
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         self.W_grad16 = ga.empty(self.W.shape, np.float16)
         self.b_grad16 = ga.empty(self.b.shape, np.float16)
         self.stream = None
@@ -297,16 +297,16 @@ class HalfDense:
         ``skip``: the scaler's device flag; nothing is done where it is set (the masters did not move).
         ``round_masters=True`` also overwrites the masters with their FP16 values (the no-master-weights
         ablation)."""
-        f = K.function("fp16_amp", "refresh_half_copy", "iPPiP")
+        f = L.kernel("fp16_amp", "refresh_half_copy", "iPPiP")
         for master, copy in ((self.W, self.W16), (self.b, self.b16)):
-            K.launch(f, (max(1, K.blocks_for(master.size, THREADS)), 1), (THREADS, 1, 1),
-                     (K.i32(master.size), K.ptr(master.value), K.ptr(copy), K.i32(bool(round_masters)),
+            L.launch(f, (max(1, L.ceil_div(master.size, THREADS)), 1), (THREADS, 1, 1),
+                     (L.i32(master.size), L.ptr(master.value), L.ptr(copy), L.i32(bool(round_masters)),
                       skip_pointer(skip)), self.stream)
 
     def _bufs(self, rows):
         bufs = self._buffers.get(rows)
         if bufs is None:
-            ga = gpuarray_module()
+            ga = L.gpuarray()
             bufs = {name: ga.empty((rows, cols), np.float16) for name, cols in
                     (("Z", self.out_features), ("Y", self.out_features), ("dZ", self.out_features),
                      ("dX", self.in_features))}
@@ -370,7 +370,7 @@ class MixedPrecisionMLP(Sequential):
         rows = x.shape[0]
         x16 = self._inputs.get(rows)
         if x16 is None:
-            x16 = self._inputs[rows] = gpuarray_module().empty((rows, self.in_features), np.float16)
+            x16 = self._inputs[rows] = L.gpuarray().empty((rows, self.in_features), np.float16)
         return fp16_ops.to_half(x, out=x16, stream=self._stream)
 
     def half_grads(self):
@@ -449,7 +449,7 @@ class MixedPrecisionTrainer:
         if not all(id(p) in masters for p in optimizer.params):
             raise ValueError("the optimizer must update the mixed-precision model's FP32 masters: "
                              "build it with optimizer = SGD(model.parameters(), ...)")
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         self._step_loss = ga.zeros(1, np.float32)      # the last step's mean loss
         self._loss_total = ga.zeros(1, np.float64)     # summed row losses since reset_loss()
         self._rows = 0                                 # rows since reset_loss() (the host knows them)
@@ -476,7 +476,7 @@ class MixedPrecisionTrainer:
     def _loss_buffers(self, rows, classes):
         bufs = self._buffers.get((rows, classes))
         if bufs is None:
-            ga = gpuarray_module()
+            ga = L.gpuarray()
             bufs = self._buffers[(rows, classes)] = (ga.empty(rows, np.float32),
                                                      ga.empty((rows, classes), np.float16))
         return bufs

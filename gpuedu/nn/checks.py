@@ -1,14 +1,7 @@
 """Input checks shared by the layers, the loss and the data loader: a clear error instead of garbage."""
 import numpy as np
 
-
-def gpuarray_module():
-    from .. import backend
-    return backend.active().gpuarray
-
-
-def is_device_array(x):
-    return hasattr(x, "gpudata") and hasattr(x, "get")
+from .. import launch as L
 
 
 def check_host_features(x, name="x", features=None):
@@ -54,9 +47,9 @@ def check_device_features(x, name="x", features=None):
 
 def to_device_features(x, name="x", features=None):
     """Check ``x`` and return it as a GPUArray (copying a NumPy array to the device)."""
-    if is_device_array(x):
+    if L.is_device_array(x):
         return check_device_features(x, name, features)
-    return gpuarray_module().to_gpu(check_host_features(x, name, features))
+    return L.gpuarray().to_gpu(check_host_features(x, name, features))
 
 
 def check_host_labels(y, classes=None, rows=None, name="labels"):
@@ -81,9 +74,9 @@ def to_device_labels(labels, classes, rows):
     A GPUArray is checked for dtype and shape only (its values stay on the device); a NumPy
     array is checked in full by ``check_host_labels`` and copied over.
     """
-    if is_device_array(labels):
+    if L.is_device_array(labels):
         if labels.dtype != np.int32 or tuple(labels.shape) != (rows,):
             raise ValueError(f"labels must be an int32 GPUArray of shape ({rows},), "
                              f"got {labels.dtype} {tuple(labels.shape)}")
         return labels
-    return gpuarray_module().to_gpu(check_host_labels(labels, classes, rows))
+    return L.gpuarray().to_gpu(check_host_labels(labels, classes, rows))

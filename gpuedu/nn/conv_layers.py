@@ -17,7 +17,7 @@ excepted: it runs on the default stream).
 import numpy as np
 
 from .. import conv as _conv
-from .checks import gpuarray_module
+from .. import launch as L
 from .layers import Parameter, _Cache
 
 
@@ -243,7 +243,7 @@ def to_device_images(x, name="x", channels=None):
                              f"{name}.reshape(N, 1, H, W)")
         if not np.isfinite(x).all():
             raise ValueError(f"{name} contains NaN or inf; clean the data before training")
-        x = gpuarray_module().to_gpu(np.ascontiguousarray(x))
+        x = L.gpuarray().to_gpu(np.ascontiguousarray(x))
     return check_images(x, name, channels)
 
 

@@ -17,8 +17,7 @@ stream, which a stream made by ``drv.Stream()`` (a blocking one, flags 0) waits 
 import numpy as np
 
 from .. import backend
-from . import _kernels as K
-from .checks import gpuarray_module, is_device_array
+from .. import launch as L
 
 THREADS = 256                 # threads per block of the elementwise kernels
 GEMM_TILE = 64                # C tile per block of hgemm_tiled (fp16_gemm.cu: TILE_M = TILE_N)
@@ -37,49 +36,27 @@ GEMM_VERSIONS = {"half_accum": "hgemm_naive_half_accum", "naive": "hgemm_naive",
                  "tensor": "wmma_gemm_v2", "tensor_wide": "wmma_gemm_v3"}
 
 
+#: What to do with a device array of the wrong dtype: convert it on the device.
+_HINT = {np.dtype(np.float16): "convert it with fp16_ops.to_half(x) (or x.astype(np.float16) on the host)",
+         np.dtype(np.float32): "convert it with fp16_ops.to_float(x) (or x.astype(np.float32) on the host)"}
+
+
 def _device(x, name, dtype, ndim=None):
-    """``x`` as a contiguous GPUArray of ``dtype`` (a NumPy array is checked, then copied)."""
-    dtype = np.dtype(dtype)
-    hint = {np.dtype(np.float16): "convert it with fp16_ops.to_half(x) (or x.astype(np.float16) on the host)",
-            np.dtype(np.float32): "convert it with fp16_ops.to_float(x) (or x.astype(np.float32) on the host)"}
-    if is_device_array(x):
-        if x.dtype != dtype:
-            raise TypeError(f"{name} must hold {dtype.name}, got {x.dtype}; {hint.get(dtype, '')}")
-        flags = getattr(x, "flags", None)
-        if flags is not None and not flags.c_contiguous:
-            raise ValueError(f"{name} is not C-contiguous on the device: make a contiguous copy first")
-    elif isinstance(x, np.ndarray):
-        if x.dtype != dtype:
-            raise TypeError(f"{name} must hold {dtype.name}, got {x.dtype}; pass {name}.astype(np.{dtype.name})")
-        x = gpuarray_module().to_gpu(np.ascontiguousarray(x))
-    else:
-        raise TypeError(f"{name} must be a GPUArray or a numpy.ndarray, got {type(x).__name__}")
-    if ndim is not None and len(x.shape) != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(x.shape)}")
-    return x
-
-
-def _output(out, shape, dtype, name="out"):
-    if out is None:
-        return gpuarray_module().empty(shape, dtype)
-    if not is_device_array(out) or out.dtype != np.dtype(dtype) or tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{name} must be a {np.dtype(dtype).name} GPUArray of shape {tuple(shape)}, got "
-                         f"{getattr(out, 'dtype', type(out).__name__)} {tuple(getattr(out, 'shape', ()))}")
-    return out
+    return L.device_array(x, name, dtype, ndim, hint=_HINT.get(np.dtype(dtype)))
 
 
 def _pairs_grid(n):
     """Blocks for the half2 kernels: one thread per pair of elements, ceil(n / 2) threads."""
-    return (max(1, K.blocks_for((n + 1) // 2, THREADS)), 1)
+    return (max(1, L.ceil_div((n + 1) // 2, THREADS)), 1)
 
 
 # ---- conversions ---------------------------------------------------------------------------------
 def _convert(x, out, in_dtype, out_dtype, kernel, stream):
     """Launch one of fp16_convert.cu's one-thread-per-element conversions."""
     x = _device(x, "x", in_dtype)
-    out = _output(out, x.shape, out_dtype)
-    f = K.function("fp16_convert", kernel, "PPi")
-    K.launch(f, (max(1, K.blocks_for(x.size, THREADS)), 1), (THREADS, 1, 1), (K.ptr(x), K.ptr(out), K.i32(x.size)),
+    out = L.output(out, x.shape, out_dtype)
+    f = L.kernel("fp16_convert", kernel, "PPi")
+    L.launch(f, (max(1, L.ceil_div(x.size, THREADS)), 1), (THREADS, 1, 1), (L.ptr(x), L.ptr(out), L.i32(x.size)),
              stream)
     return out
 
@@ -107,7 +84,7 @@ def axpy(a, x, y, version=2, stream=None):
     """
     if version not in (1, 2):
         raise ValueError(f"axpy version must be 1 (half) or 2 (half2), got {version!r}")
-    if not is_device_array(y):
+    if not L.is_device_array(y):
         raise TypeError("y is updated in place, so it must be a GPUArray: y = gpuarray.to_gpu(y_host)")
     x = _device(x, "x", np.float16)
     y = _device(y, "y", np.float16)
@@ -115,21 +92,21 @@ def axpy(a, x, y, version=2, stream=None):
         raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
     a = np.float32(a)
     if version == 1:
-        f = K.function("fp16_elementwise", "half_axpy", "ifPP")
-        grid = (max(1, K.blocks_for(x.size, THREADS)), 1)
+        f = L.kernel("fp16_elementwise", "half_axpy", "ifPP")
+        grid = (max(1, L.ceil_div(x.size, THREADS)), 1)
     else:
-        f = K.function("fp16_elementwise", "half2_axpy", "ifPP")
+        f = L.kernel("fp16_elementwise", "half2_axpy", "ifPP")
         grid = _pairs_grid(x.size)
-    K.launch(f, grid, (THREADS, 1, 1), (K.i32(x.size), a, K.ptr(x), K.ptr(y)), stream)
+    L.launch(f, grid, (THREADS, 1, 1), (L.i32(x.size), a, L.ptr(x), L.ptr(y)), stream)
     return y
 
 
 def relu(x, out=None, stream=None):
     """max(x, 0) on float16, two elements per thread."""
     x = _device(x, "x", np.float16)
-    out = _output(out, x.shape, np.float16)
-    f = K.function("fp16_elementwise", "half2_relu", "iPP")
-    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(x.size), K.ptr(x), K.ptr(out)), stream)
+    out = L.output(out, x.shape, np.float16)
+    f = L.kernel("fp16_elementwise", "half2_relu", "iPP")
+    L.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (L.i32(x.size), L.ptr(x), L.ptr(out)), stream)
     return out
 
 
@@ -139,9 +116,9 @@ def relu_backward(dy, z, out=None, stream=None):
     z = _device(z, "z", np.float16)
     if dy.shape != z.shape:
         raise ValueError(f"dy and z must have the same shape, got {tuple(dy.shape)} and {tuple(z.shape)}")
-    out = _output(out, dy.shape, np.float16)
-    f = K.function("fp16_elementwise", "half2_relu_backward", "iPPP")
-    K.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (K.i32(dy.size), K.ptr(dy), K.ptr(z), K.ptr(out)),
+    out = L.output(out, dy.shape, np.float16)
+    f = L.kernel("fp16_elementwise", "half2_relu_backward", "iPPP")
+    L.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (L.i32(dy.size), L.ptr(dy), L.ptr(z), L.ptr(out)),
              stream)
     return out
 
@@ -153,9 +130,9 @@ def bias_add(x, bias, out=None, stream=None):
     rows, cols = x.shape
     if bias.shape[0] != cols:
         raise ValueError(f"bias has {bias.shape[0]} entries but x has {cols} columns")
-    out = _output(out, x.shape, np.float16)
-    f = K.function("fp16_elementwise", "half2_bias_add", "iiPPP")
-    K.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (K.i32(rows), K.i32(cols), K.ptr(x), K.ptr(bias), K.ptr(out)),
+    out = L.output(out, x.shape, np.float16)
+    f = L.kernel("fp16_elementwise", "half2_bias_add", "iiPPP")
+    L.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (L.i32(rows), L.i32(cols), L.ptr(x), L.ptr(bias), L.ptr(out)),
              stream)
     return out
 
@@ -191,7 +168,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     (k2, n), (b_rs, b_cs) = _operand(b, "b", transpose_b)
     if k != k2:
         raise ValueError(f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k2}x{n}")
-    out = _output(out, (m, n), out_dtype)
+    out = L.output(out, (m, n), out_dtype)
     if version in ("tensor", "tensor_wide"):
         return _wmma_pipelined(2 if version == "tensor" else 3, a, b, transpose_a, transpose_b, alpha, out, m, n, k,
                                stream)
@@ -200,10 +177,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
         tile, block = GEMM_TILE, GEMM_THREADS
     else:
         name, tile, block = GEMM_VERSIONS[version], NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
-    f = K.function("fp16_gemm", name, "iiifPiiPiiP")
-    grid = (max(1, K.blocks_for(n, tile)), max(1, K.blocks_for(m, tile)))
-    K.launch(f, grid, block, (K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a), K.i32(a_rs),
-                              K.i32(a_cs), K.ptr(b), K.i32(b_rs), K.i32(b_cs), K.ptr(out)), stream)
+    f = L.kernel("fp16_gemm", name, "iiifPiiPiiP")
+    grid = (max(1, L.ceil_div(n, tile)), max(1, L.ceil_div(m, tile)))
+    L.launch(f, grid, block, (L.i32(m), L.i32(n), L.i32(k), np.float32(alpha), L.ptr(a), L.i32(a_rs),
+                              L.i32(a_cs), L.ptr(b), L.i32(b_rs), L.i32(b_cs), L.ptr(out)), stream)
     return out
 
 
@@ -222,12 +199,12 @@ def wmma_matmul(a, b, out=None, version=1, stream=None):
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(f"inner dimensions differ: a is {m}x{k} and b is {k2}x{n}")
-    out = _output(out, (m, n), np.float32)
+    out = L.output(out, (m, n), np.float32)
     if version in (2, 3):
         return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k, stream)
-    f = K.function("wmma_gemm", "wmma_gemm", "iiiPPP")
-    grid = (max(1, K.blocks_for(n, WMMA_BLOCK_TILE)), max(1, K.blocks_for(m, WMMA_BLOCK_TILE)))
-    K.launch(f, grid, WMMA_THREADS, (K.i32(m), K.i32(n), K.i32(k), K.ptr(a), K.ptr(b), K.ptr(out)), stream)
+    f = L.kernel("wmma_gemm", "wmma_gemm", "iiiPPP")
+    grid = (max(1, L.ceil_div(n, WMMA_BLOCK_TILE)), max(1, L.ceil_div(m, WMMA_BLOCK_TILE)))
+    L.launch(f, grid, WMMA_THREADS, (L.i32(m), L.i32(n), L.i32(k), L.ptr(a), L.ptr(b), L.ptr(out)), stream)
     return out
 
 
@@ -237,7 +214,7 @@ _shared_raised = set()
 def _wmma_pipelined_function(version, transpose_a, transpose_b):
     """wmma_gemm_v{version}_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
     name = f"wmma_gemm_v{version}_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
-    f = K.function("wmma_gemm", name, "iiifPiPiPi")
+    f = L.kernel("wmma_gemm", name, "iiifPiPiPi")
     key = (backend.active().name, name)
     if key not in _shared_raised:
         # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
@@ -258,12 +235,12 @@ def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k
         return out
     (tile_m, tile_n), shared = WMMA_PIPELINED[version]
     f = _wmma_pipelined_function(version, transpose_a, transpose_b)
-    grid = (K.blocks_for(n, tile_n), K.blocks_for(m, tile_m))
+    grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
     c_half = out.dtype == np.float16
     # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
-    args = (K.i32(m), K.i32(n), K.i32(k), np.float32(alpha), K.ptr(a), K.i32(a.shape[1]), K.ptr(b),
-            K.i32(b.shape[1]), K.ptr(out), K.i32(c_half))
-    # K.launch has no shared_size: this kernel's dynamic shared memory goes through PyCUDA's own calls,
+    args = (L.i32(m), L.i32(n), L.i32(k), np.float32(alpha), L.ptr(a), L.i32(a.shape[1]), L.ptr(b),
+            L.i32(b.shape[1]), L.ptr(out), L.i32(c_half))
+    # L.launch has no shared_size: this kernel's dynamic shared memory goes through PyCUDA's own calls,
     # prepared_async_call(grid, block, stream, *args, shared_size=...) when a stream is given.
     if stream is None:
         f.prepared_call(grid, WMMA_PIPELINED_THREADS, *args, shared_size=shared)

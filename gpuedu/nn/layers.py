@@ -15,9 +15,9 @@ import functools
 
 import numpy as np
 
-from . import _kernels as K
+from .. import launch as L
 from . import init as _init
-from .checks import check_device_features, gpuarray_module
+from .checks import check_device_features
 
 #: Activation names and the codes the kernels use (nn_activations.cuh).
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4}
@@ -46,12 +46,12 @@ def gemm_plan(M, N, K_depth):
     MAX_SPLITS pieces if its tiles alone are too few; failing that, the smallest tile with the most
     splits. Outputs at most 16 wide take the 64 x 16 tile. Unsplit, each output is one ascending sum over
     K whatever the tile; split, it is the ascending sum of the pieces' sums (the same every run)."""
-    slabs = K.blocks_for(K_depth, SLAB)
+    slabs = L.ceil_div(K_depth, SLAB)
     most = min(MAX_SPLITS, slabs // MIN_SPLIT_SLABS) if slabs >= MIN_SLABS_TO_SPLIT else 1
     tiles = (NARROW_TILE,) if N <= NARROW_TILE[2] else GEMM_TILES
     for tile in tiles:
-        blocks = K.blocks_for(M, tile[1]) * K.blocks_for(N, tile[2])
-        splits = max(1, min(most, K.blocks_for(FILL_BLOCKS, blocks)))
+        blocks = L.ceil_div(M, tile[1]) * L.ceil_div(N, tile[2])
+        splits = max(1, min(most, L.ceil_div(FILL_BLOCKS, blocks)))
         if blocks * splits >= FILL_BLOCKS or tile is tiles[-1]:
             return tile, _split_k(K_depth, splits)[1]
 
@@ -59,8 +59,8 @@ def gemm_plan(M, N, K_depth):
 @functools.lru_cache(maxsize=None)
 def _split_k(K_depth, splits):
     """(k_split, splits): the K of one piece, a whole number of slabs, and how many pieces then cover K."""
-    k_split = SLAB * K.blocks_for(K.blocks_for(K_depth, splits), SLAB)
-    return k_split, K.blocks_for(K_depth, k_split)
+    k_split = SLAB * L.ceil_div(L.ceil_div(K_depth, splits), SLAB)
+    return k_split, L.ceil_div(K_depth, k_split)
 
 
 def activation_code(name):
@@ -75,7 +75,7 @@ class Parameter:
 
     def __init__(self, name, value):
         value = np.ascontiguousarray(value, dtype=np.float32)
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         self.name = name
         self.value = ga.to_gpu(value)
         self.grad = ga.zeros(value.shape, np.float32)
@@ -106,7 +106,7 @@ class _Cache:
         """{name: GPUArray} for ``key``, made once from ``shapes`` = {name: (shape, dtype)}."""
         bufs = self._by_key.get(key)
         if bufs is None:
-            ga = gpuarray_module()
+            ga = L.gpuarray()
             bufs = {name: ga.empty(shape, dtype) for name, (shape, dtype) in shapes.items()}
             self._by_key[key] = bufs
         return bufs
@@ -152,16 +152,16 @@ class Dense:
         (name, bm, bn, threads), splits = gemm_plan(rows, n_out, n_in)
         k_split, splits = _split_k(n_in, splits)
         partial = self._split_partial(splits, rows * n_out)
-        f = K.function("nn_dense", f"dense_forward_{name}", "PPPPPiiiiiP")
-        K.launch(f, (K.blocks_for(n_out, bn), K.blocks_for(rows, bm), splits), (threads, 1, 1),
-                 (K.ptr(x), K.ptr(self.W.value), K.ptr(self.b.value), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]),
-                  K.i32(rows), K.i32(n_in), K.i32(n_out), K.i32(self.act), K.i32(k_split), partial),
+        f = L.kernel("nn_dense", f"dense_forward_{name}", "PPPPPiiiiiP")
+        L.launch(f, (L.ceil_div(n_out, bn), L.ceil_div(rows, bm), splits), (threads, 1, 1),
+                 (L.ptr(x), L.ptr(self.W.value), L.ptr(self.b.value), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]),
+                  L.i32(rows), L.i32(n_in), L.i32(n_out), L.i32(self.act), L.i32(k_split), partial),
                  self.stream)
         if splits > 1:   # the second pass: add the splits, then bias and activation
-            f = K.function("nn_dense", "dense_splitk_epilogue", "PPPPiiii")
-            K.launch(f, (K.blocks_for(rows * n_out, THREADS), 1), (THREADS, 1, 1),
-                     (partial, K.ptr(self.b.value), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]), K.i32(rows),
-                      K.i32(n_out), K.i32(splits), K.i32(self.act)), self.stream)
+            f = L.kernel("nn_dense", "dense_splitk_epilogue", "PPPPiiii")
+            L.launch(f, (L.ceil_div(rows * n_out, THREADS), 1), (THREADS, 1, 1),
+                     (partial, L.ptr(self.b.value), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]), L.i32(rows),
+                      L.i32(n_out), L.i32(splits), L.i32(self.act)), self.stream)
         self._x, self._bufs = x, bufs       # backward needs X and Z
         return bufs["Y"]
 
@@ -174,15 +174,15 @@ class Dense:
         if tuple(dy.shape) != (rows, n_out):
             raise ValueError(f"the gradient has shape {tuple(dy.shape)}, the last forward produced {(rows, n_out)}")
         # dZ and the bias gradient: chunk sums over BIAS_CHUNK_ROWS rows each, then their fixed-order sum.
-        chunks = K.blocks_for(rows, BIAS_CHUNK_ROWS)
+        chunks = L.ceil_div(rows, BIAS_CHUNK_ROWS)
         partial = self._bias_partial(chunks)
-        f = K.function("nn_dense", "dense_act_grad_partial", "PPPPPiiii")
-        K.launch(f, (K.blocks_for(n_out, BIAS_COLS), chunks), (BIAS_COLS, BIAS_ROWS, 1),
-                 (K.ptr(dy), K.ptr(bufs["Z"]), K.ptr(bufs["Y"]), K.ptr(bufs["dZ"]), K.ptr(partial),
-                  K.i32(rows), K.i32(n_out), K.i32(self.act), K.i32(BIAS_CHUNK_ROWS)), self.stream)
-        f = K.function("nn_dense", "dense_bias_grad", "PPii")
-        K.launch(f, (K.blocks_for(n_out, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(partial), K.ptr(self.b.grad), K.i32(chunks), K.i32(n_out)), self.stream)
+        f = L.kernel("nn_dense", "dense_act_grad_partial", "PPPPPiiii")
+        L.launch(f, (L.ceil_div(n_out, BIAS_COLS), chunks), (BIAS_COLS, BIAS_ROWS, 1),
+                 (L.ptr(dy), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]), L.ptr(bufs["dZ"]), L.ptr(partial),
+                  L.i32(rows), L.i32(n_out), L.i32(self.act), L.i32(BIAS_CHUNK_ROWS)), self.stream)
+        f = L.kernel("nn_dense", "dense_bias_grad", "PPii")
+        L.launch(f, (L.ceil_div(n_out, THREADS), 1), (THREADS, 1, 1),
+                 (L.ptr(partial), L.ptr(self.b.grad), L.i32(chunks), L.i32(n_out)), self.stream)
         # dW[n_in, n_out] = X^T dZ over the batch: X is read as the transpose of its [rows, n_in] storage.
         self._gemm("gemm_tn", x, bufs["dZ"], self.W.grad, n_in, n_out, rows, lda=n_in, ldb=n_out)
         if not need_input_grad:
@@ -196,14 +196,14 @@ class Dense:
         (name, bm, bn, threads), splits = gemm_plan(M, N, K_depth)
         k_split, splits = _split_k(K_depth, splits)
         # split K: the pieces go to the partials' buffer, then gemm_splitk_sum adds them into C
-        target = self._split_partial(splits, M * N) if splits > 1 else K.ptr(c)
-        K.launch(K.function("nn_dense", f"{role}_{name}", "PPPiiiiii"),
-                 (K.blocks_for(N, bn), K.blocks_for(M, bm), splits), (threads, 1, 1),
-                 (K.ptr(a), K.ptr(b), target, K.i32(M), K.i32(N), K.i32(K_depth), K.i32(lda), K.i32(ldb),
-                  K.i32(k_split)), self.stream)
+        target = self._split_partial(splits, M * N) if splits > 1 else L.ptr(c)
+        L.launch(L.kernel("nn_dense", f"{role}_{name}", "PPPiiiiii"),
+                 (L.ceil_div(N, bn), L.ceil_div(M, bm), splits), (threads, 1, 1),
+                 (L.ptr(a), L.ptr(b), target, L.i32(M), L.i32(N), L.i32(K_depth), L.i32(lda), L.i32(ldb),
+                  L.i32(k_split)), self.stream)
         if splits > 1:
-            K.launch(K.function("nn_dense", "gemm_splitk_sum", "PPii"), (K.blocks_for(M * N, THREADS), 1),
-                     (THREADS, 1, 1), (target, K.ptr(c), K.i32(M * N), K.i32(splits)), self.stream)
+            L.launch(L.kernel("nn_dense", "gemm_splitk_sum", "PPii"), (L.ceil_div(M * N, THREADS), 1),
+                     (THREADS, 1, 1), (target, L.ptr(c), L.i32(M * N), L.i32(splits)), self.stream)
 
     def _split_partial(self, splits, count):
         """The device address of a buffer for ``splits`` partial products of ``count`` floats each, one per
@@ -213,15 +213,15 @@ class Dense:
         need = splits * count
         buf = self._partials.get(("split", need))
         if buf is None:
-            buf = gpuarray_module().empty((need,), np.float32)
+            buf = L.gpuarray().empty((need,), np.float32)
             self._partials[("split", need)] = buf
-        return np.uintp(K.ptr(buf))
+        return np.uintp(L.ptr(buf))
 
     def _bias_partial(self, chunks):
         """The [chunks, out_features] buffer of the bias gradient's chunk sums, reused across steps."""
         buf = self._partials.get(chunks)
         if buf is None:
-            buf = gpuarray_module().empty((chunks, self.out_features), np.float32)
+            buf = L.gpuarray().empty((chunks, self.out_features), np.float32)
             self._partials[chunks] = buf
         return buf
 
@@ -249,9 +249,9 @@ class Activation:
         rows, cols = x.shape
         bufs = self._buffers.get(rows, Y=cols, dX=cols)
         n = rows * cols
-        f = K.function("nn_activations", "activation_forward", "PPii")
-        K.launch(f, (K.blocks_for(n, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(x), K.ptr(bufs["Y"]), K.i32(n), K.i32(self.act)), self.stream)
+        f = L.kernel("nn_activations", "activation_forward", "PPii")
+        L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1),
+                 (L.ptr(x), L.ptr(bufs["Y"]), L.i32(n), L.i32(self.act)), self.stream)
         self._x, self._bufs = x, bufs
         return bufs["Y"]
 
@@ -263,10 +263,10 @@ class Activation:
         if not need_input_grad:
             return None
         n = int(np.prod(self._x.shape))
-        f = K.function("nn_activations", "activation_backward", "PPPPii")
-        K.launch(f, (K.blocks_for(n, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(self._x), K.ptr(self._bufs["Y"]), K.ptr(dy), K.ptr(self._bufs["dX"]), K.i32(n),
-                  K.i32(self.act)), self.stream)
+        f = L.kernel("nn_activations", "activation_backward", "PPPPii")
+        L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1),
+                 (L.ptr(self._x), L.ptr(self._bufs["Y"]), L.ptr(dy), L.ptr(self._bufs["dX"]), L.i32(n),
+                  L.i32(self.act)), self.stream)
         return self._bufs["dX"]
 
     def __repr__(self):

@@ -1,8 +1,8 @@
 """Softmax cross-entropy, forward and backward in one kernel, with the metrics kept on the device."""
 import numpy as np
 
-from . import _kernels as K
-from .checks import check_device_features, gpuarray_module, to_device_labels
+from .. import launch as L
+from .checks import check_device_features, to_device_labels
 
 THREADS = 128
 
@@ -16,7 +16,7 @@ class SoftmaxCrossEntropy:
     """
 
     def __init__(self):
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         self._loss_sum = ga.zeros(1, np.float32)
         self._correct = ga.zeros(1, np.int32)
         self._rows = 0
@@ -29,11 +29,11 @@ class SoftmaxCrossEntropy:
         labels = to_device_labels(labels, classes, rows)
         dlogits = self._grad.get((rows, classes))
         if dlogits is None:
-            dlogits = self._grad[(rows, classes)] = gpuarray_module().empty((rows, classes), np.float32)
-        f = K.function("nn_loss", "softmax_xent", "PPPPPii")
-        K.launch(f, (K.blocks_for(rows, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(logits), K.ptr(labels), K.ptr(dlogits), K.ptr(self._loss_sum), K.ptr(self._correct),
-                  K.i32(rows), K.i32(classes)), self.stream)
+            dlogits = self._grad[(rows, classes)] = L.gpuarray().empty((rows, classes), np.float32)
+        f = L.kernel("nn_loss", "softmax_xent", "PPPPPii")
+        L.launch(f, (L.ceil_div(rows, THREADS), 1), (THREADS, 1, 1),
+                 (L.ptr(logits), L.ptr(labels), L.ptr(dlogits), L.ptr(self._loss_sum), L.ptr(self._correct),
+                  L.i32(rows), L.i32(classes)), self.stream)
         self._rows += rows
         return dlogits
 

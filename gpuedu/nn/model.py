@@ -3,9 +3,9 @@ import itertools
 
 import numpy as np
 
-from . import _kernels as K
+from .. import launch as L
 from . import fp16_ops
-from .checks import check_host_labels, gpuarray_module, to_device_features
+from .checks import check_host_labels, to_device_features
 from .conv_layers import Flatten, MaxPool2D, Reshape, to_device_images
 from .layers import Dense
 
@@ -130,7 +130,7 @@ class Sequential:
             chunks = [x[i:i + PREDICT_CHUNK] for i in range(0, rows, PREDICT_CHUNK)] or [x]
         else:
             chunks = [x]
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         out = []
         for chunk in chunks:
             logits = self.forward(chunk)
@@ -138,9 +138,9 @@ class Sequential:
                 logits = fp16_ops.to_float(logits, stream=self._stream)
             rows, classes = logits.shape
             pred = ga.empty(rows, np.int32)
-            f = K.function("nn_loss", "argmax_rows", "PPii")
-            K.launch(f, (K.blocks_for(rows, 128), 1), (128, 1, 1),
-                     (K.ptr(logits), K.ptr(pred), K.i32(rows), K.i32(classes)), self._stream)
+            f = L.kernel("nn_loss", "argmax_rows", "PPii")
+            L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
+                     (L.ptr(logits), L.ptr(pred), L.i32(rows), L.i32(classes)), self._stream)
             if self._stream is not None:     # the copy back must follow the stream's kernels
                 self._stream.synchronize()
             out.append(pred.get())

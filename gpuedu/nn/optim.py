@@ -15,8 +15,7 @@ gradient, so the host never has to read it.  ``None``: never skip.
 """
 import numpy as np
 
-from . import _kernels as K
-from .checks import gpuarray_module
+from .. import launch as L
 
 THREADS = 256
 MAX_BLOCKS = 1024    # blocks of a multi-tensor launch: about one full wave of an H200 (132 SMs x 2048 threads)
@@ -25,11 +24,11 @@ MAX_BLOCKS = 1024    # blocks of a multi-tensor launch: about one full wave of a
 def skip_pointer(skip):
     """The kernel argument for an optional device skip flag: its address, or 0 (NULL: never skip)."""
     if skip is None:
-        return np.uintp(0)
+        return L.NULL
     if getattr(skip, "dtype", None) != np.int32 or getattr(skip, "size", 0) != 1 or not hasattr(skip, "gpudata"):
         raise TypeError("skip must be None or a 1-element int32 GPUArray (a device flag: nonzero = skip), "
                         f"got {type(skip).__name__} {getattr(skip, 'dtype', '')}")
-    return np.uintp(K.ptr(skip))
+    return L.ptr(skip)
 
 
 class TensorTable:
@@ -43,15 +42,15 @@ class TensorTable:
 
     def device_table(self, rows):
         """``rows``: per tensor, the arrays the kernel reads (equal sizes); returns the device table."""
-        addresses = tuple(K.ptr(a) for row in rows for a in row)
+        addresses = tuple(L.ptr(a) for row in rows for a in row)
         if addresses != self._addresses:
             offsets = np.concatenate([[0], np.cumsum([row[0].size for row in rows])]).astype(np.int64)
-            self.array = gpuarray_module().to_gpu(np.concatenate([offsets, np.array(addresses, np.int64)]))
+            self.array = L.gpuarray().to_gpu(np.concatenate([offsets, np.array(addresses, np.int64)]))
             self._addresses, self.count, self.total = addresses, len(rows), int(offsets[-1])
         return self.array
 
     def grid(self):
-        return (max(1, min(K.blocks_for(self.total, THREADS), MAX_BLOCKS)), 1)
+        return (max(1, min(L.ceil_div(self.total, THREADS), MAX_BLOCKS)), 1)
 
 
 class Optimizer:
@@ -92,7 +91,7 @@ class Optimizer:
         self.update_all(flag)
 
     def _zeros_like(self, param):
-        return gpuarray_module().zeros(param.value.shape, np.float32)
+        return L.gpuarray().zeros(param.value.shape, np.float32)
 
 
 class SGD(Optimizer):
@@ -107,19 +106,19 @@ class SGD(Optimizer):
         if not self.multi_tensor:
             return super().update_all(skip)
         table = self._table.device_table([(p.value, p.grad, s["velocity"]) for p, s in zip(self.params, self.state)])
-        f = K.function("nn_optim", "sgd_update_multi", "iPfffP")
-        K.launch(f, self._table.grid(), (THREADS, 1, 1),
-                 (K.i32(self._table.count), K.ptr(table), K.f32(self.lr), K.f32(self.momentum),
-                  K.f32(self.weight_decay), skip), self.stream)
+        f = L.kernel("nn_optim", "sgd_update_multi", "iPfffP")
+        L.launch(f, self._table.grid(), (THREADS, 1, 1),
+                 (L.i32(self._table.count), L.ptr(table), L.f32(self.lr), L.f32(self.momentum),
+                  L.f32(self.weight_decay), skip), self.stream)
 
     def init_state(self, param):
         return {"velocity": self._zeros_like(param)}
 
     def update(self, p, state, skip):
-        f = K.function("nn_optim", "sgd_update", "PPPifffP")
-        K.launch(f, (K.blocks_for(p.size, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(p.value), K.ptr(p.grad), K.ptr(state["velocity"]), K.i32(p.size),
-                  K.f32(self.lr), K.f32(self.momentum), K.f32(self.weight_decay), skip), self.stream)
+        f = L.kernel("nn_optim", "sgd_update", "PPPifffP")
+        L.launch(f, (L.ceil_div(p.size, THREADS), 1), (THREADS, 1, 1),
+                 (L.ptr(p.value), L.ptr(p.grad), L.ptr(state["velocity"]), L.i32(p.size),
+                  L.f32(self.lr), L.f32(self.momentum), L.f32(self.weight_decay), skip), self.stream)
 
 
 class Adam(Optimizer):
@@ -128,7 +127,7 @@ class Adam(Optimizer):
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
             raise ValueError(f"betas must each be in [0, 1), got {betas!r}")
         self.beta1, self.beta2, self.eps, self.weight_decay = float(b1), float(b2), float(eps), float(weight_decay)
-        ga = gpuarray_module()
+        ga = L.gpuarray()
         # The step count t and the bias corrections (c1, c2) live on the device: a step skipped on the
         # device must not advance t, and the host does not know which steps were skipped.
         self._t = ga.zeros(1, np.int32)
@@ -146,22 +145,22 @@ class Adam(Optimizer):
 
     def begin_step(self, skip):
         # Bias correction: m and v start at 0, so early averages are too small by (1 - beta^t).
-        f = K.function("nn_optim", "adam_begin_step", "PPddP")
-        K.launch(f, (1, 1), (1, 1, 1), (K.ptr(self._t), K.ptr(self._corrections), np.float64(self.beta1),
+        f = L.kernel("nn_optim", "adam_begin_step", "PPddP")
+        L.launch(f, (1, 1), (1, 1, 1), (L.ptr(self._t), L.ptr(self._corrections), np.float64(self.beta1),
                                         np.float64(self.beta2), skip), self.stream)
 
     def update_all(self, skip):
         if not self.multi_tensor:
             return super().update_all(skip)
         table = self._table.device_table([(p.value, p.grad, s["m"], s["v"]) for p, s in zip(self.params, self.state)])
-        f = K.function("nn_optim", "adam_update_multi", "iPffffPfP")
-        K.launch(f, self._table.grid(), (THREADS, 1, 1),
-                 (K.i32(self._table.count), K.ptr(table), K.f32(self.lr), K.f32(self.beta1), K.f32(self.beta2),
-                  K.f32(self.eps), K.ptr(self._corrections), K.f32(self.weight_decay), skip), self.stream)
+        f = L.kernel("nn_optim", "adam_update_multi", "iPffffPfP")
+        L.launch(f, self._table.grid(), (THREADS, 1, 1),
+                 (L.i32(self._table.count), L.ptr(table), L.f32(self.lr), L.f32(self.beta1), L.f32(self.beta2),
+                  L.f32(self.eps), L.ptr(self._corrections), L.f32(self.weight_decay), skip), self.stream)
 
     def update(self, p, state, skip):
-        f = K.function("nn_optim", "adam_update", "PPPPiffffPfP")
-        K.launch(f, (K.blocks_for(p.size, THREADS), 1), (THREADS, 1, 1),
-                 (K.ptr(p.value), K.ptr(p.grad), K.ptr(state["m"]), K.ptr(state["v"]), K.i32(p.size),
-                  K.f32(self.lr), K.f32(self.beta1), K.f32(self.beta2), K.f32(self.eps),
-                  K.ptr(self._corrections), K.f32(self.weight_decay), skip), self.stream)
+        f = L.kernel("nn_optim", "adam_update", "PPPPiffffPfP")
+        L.launch(f, (L.ceil_div(p.size, THREADS), 1), (THREADS, 1, 1),
+                 (L.ptr(p.value), L.ptr(p.grad), L.ptr(state["m"]), L.ptr(state["v"]), L.i32(p.size),
+                  L.f32(self.lr), L.f32(self.beta1), L.f32(self.beta2), L.f32(self.eps),
+                  L.ptr(self._corrections), L.f32(self.weight_decay), skip), self.stream)
