@@ -14,7 +14,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from . import backend as backend_module
+from . import backend as backend_module, preflight
 
 MIN_PYTHON = (3, 10)
 
@@ -97,10 +97,10 @@ def check_driver():
 
 
 def check_nvcc():
-    nvcc = backend_module.find_nvcc()
+    nvcc = preflight.find_nvcc()
     if nvcc:
-        return Finding("nvcc", f"{backend_module.nvcc_version(nvcc) or 'unknown version'} ({nvcc})")
-    return Finding("nvcc", "not on PATH" + backend_module.nvcc_hint(), True,
+        return Finding("nvcc", f"{preflight.nvcc_version(nvcc) or 'unknown version'} ({nvcc})")
+    return Finding("nvcc", "not on PATH" + preflight.nvcc_hint(), True,
                    "for a GPU: install the CUDA toolkit and put its bin/ on PATH "
                    "(the nvcc-marked tests also need it)")
 
@@ -129,19 +129,19 @@ def check_yardsticks():
 
 def check_gpu_devices():
     """Real devices as the driver reports them, each with whether nvcc can build for it."""
-    if backend_module.find_real_pycuda() is None:
+    if preflight.find_real_pycuda() is None:
         return [Finding("GPU devices", "not probed (needs pycuda)")]
-    ok, reason, details = backend_module.check_gpu()
+    ok, reason, details = preflight.check_gpu()
     probe = details.get("probe", {})
     devices = probe.get("devices")
     if not devices:
         return [Finding("GPU devices", reason, True, "the lessons use the CPU emulator instead")]
     findings = []
-    nvcc = backend_module.find_nvcc()
+    nvcc = preflight.find_nvcc()
     for dev in devices:
         value = f"{dev['name']}, compute capability {dev['arch'][:-1]}.{dev['arch'][-1]}, {_gib(dev['total_memory'])}"
         if nvcc:
-            builds, error = backend_module.nvcc_can_target(nvcc, dev["arch"])
+            builds, error = preflight.nvcc_can_target(nvcc, dev["arch"])
             value += f", nvcc builds sm_{dev['arch']}: {'yes' if builds else 'no'}"
             if not builds:
                 findings.append(Finding(f"GPU {dev['index']}", value, True,
@@ -165,26 +165,26 @@ def check_emulated_device(backend):
 
 
 def check_cxx():
-    cxx, why = backend_module.cxx_status()
+    cxx, why = preflight.cxx_status()
     if cxx is None:
-        return Finding("C++ compiler", (why or "not found").splitlines()[0], False, backend_module.CXX_INSTALL_HINT)
+        return Finding("C++ compiler", (why or "not found").splitlines()[0], False, preflight.CXX_INSTALL_HINT)
     version = _first_line([cxx, "--version"]) or "version unknown"
     return Finding("C++ compiler", f"{version} ({cxx})")
 
 
 def check_cache():
     from .emulator.compiler import cache_problem
-    folder = backend_module.kernel_cache_dir()
+    folder = preflight.kernel_cache_dir()
     problem = cache_problem(folder)
     if problem:   # the emulator refuses it: compiled kernels run as the learner's own code
         return Finding("Kernel cache", folder, False,
-                       f"refused: {problem}; set {backend_module.CACHE_ENV_VAR} to a folder of your own")
+                       f"refused: {problem}; set {preflight.CACHE_ENV_VAR} to a folder of your own")
     parent = folder
     while not os.path.exists(parent) and os.path.dirname(parent) != parent:
         parent = os.path.dirname(parent)
     writable = os.access(parent, os.W_OK)
     return Finding("Kernel cache", folder, writable,
-                   "" if writable else f"{parent} is not writable: set {backend_module.CACHE_ENV_VAR} to a writable folder")
+                   "" if writable else f"{parent} is not writable: set {preflight.CACHE_ENV_VAR} to a writable folder")
 
 
 def check_backend():

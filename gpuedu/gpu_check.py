@@ -32,7 +32,7 @@ import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
-from . import backend as backend_module
+from . import backend as backend_module, preflight
 
 NO_GPU_EXIT = 3
 STEP_NAMES = ("doctor", "gpu-tests", "tests", "lessons", "bench")
@@ -256,8 +256,8 @@ def versions():
         except importlib.metadata.PackageNotFoundError:
             if not dist.startswith("cupy"):
                 found[dist] = None
-    nvcc = backend_module.find_nvcc()
-    found["nvcc"] = backend_module.nvcc_version(nvcc) if nvcc else None
+    nvcc = preflight.find_nvcc()
+    found["nvcc"] = preflight.nvcc_version(nvcc) if nvcc else None
     from . import doctor
     found["nvidia_driver"] = doctor.nvidia_driver_version()
     return found
@@ -371,7 +371,7 @@ def run(args, argv=()):
         for step in steps:
             print(f"{step.name:<10} {step.what}\n           {backend_module.ENV_VAR}=cuda {shlex.join(step.command)}")
         return 0
-    ok, reason, details = backend_module.check_gpu()   # child-process probes: this process keeps no context
+    ok, reason, details = preflight.check_gpu()   # child-process probes: this process keeps no context
     if not ok:
         print(no_gpu_message(reason), file=sys.stderr)
         return NO_GPU_EXIT

@@ -33,8 +33,8 @@ def test_gpu_context_fixture_gives_a_working_context(gpu_context):
 
 
 def test_preflight_describes_the_device_it_passed():
-    from gpuedu import backend
-    ok_, reason, details = backend.check_gpu()
+    from gpuedu import preflight
+    ok_, reason, details = preflight.check_gpu()
     assert ok_ and reason == "a usable GPU was found"
     device = details["device"]
     assert device["arch"].isdigit() and device["total_memory"] > 2**30 and device["name"]
