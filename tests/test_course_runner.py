@@ -7,7 +7,7 @@ import sys
 import nbformat
 import pytest
 
-from gpuedu import course
+from gpuedu.tools import course
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

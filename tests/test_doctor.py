@@ -85,7 +85,7 @@ def test_doctor_with_pycuda_but_no_driver(tmp_path):
 @needs_nvcc
 def test_doctor_lists_a_usable_device(tmp_path):
     fake = with_dist_info(fake_device(tmp_path, cc=(9, 0)))
-    proc = doctor(fake=fake, args=("-c", "import sys; from gpuedu.cli import main; sys.exit(main(['doctor']))"))
+    proc = doctor(fake=fake, args=("-c", "import sys; from gpuedu.tools.cli import main; sys.exit(main(['doctor']))"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Fake GPU, compute capability 9.0, 80.0 GiB, nvcc builds sm_90: yes" in line(proc.stdout, "GPU 0")
     assert "13.0" in line(proc.stdout, "CUDA (driver API)")
@@ -142,7 +142,7 @@ def test_cli_hands_bench_its_own_options():
 
 
 def test_yardsticks_are_read_from_the_installed_packages(tmp_path, monkeypatch):
-    from gpuedu import doctor as doctor_module
+    from gpuedu.tools import doctor as doctor_module
     versions = {"torch": "2.9.0", "cupy-cuda13x": "14.0.0"}
     monkeypatch.setattr(doctor_module, "_version_of", versions.get)
     finding = doctor_module.check_yardsticks()
@@ -154,7 +154,7 @@ def test_yardsticks_are_read_from_the_installed_packages(tmp_path, monkeypatch):
 
 
 def test_doctor_reports_a_kernel_cache_the_emulator_would_refuse(tmp_path, monkeypatch):
-    from gpuedu import doctor
+    from gpuedu.tools import doctor
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from . import backend as backend_module, preflight
+from .. import backend as backend_module, preflight
 
 MIN_PYTHON = (3, 10)
 
@@ -173,7 +173,7 @@ def check_cxx():
 
 
 def check_cache():
-    from .emulator.compiler import cache_problem
+    from ..emulator.compiler import cache_problem
     folder = preflight.kernel_cache_dir()
     problem = cache_problem(folder)
     if problem:   # the emulator refuses it: compiled kernels run as the learner's own code

@@ -21,8 +21,8 @@ BACKEND_LINE = re.compile(r"gpuedu: backend (cuda|cpu)\b")
 def packaged_lessons():
     """The lessons that came with this install: ``gpuedu/lesson_notebooks`` in a wheel, or the checkout's
     ``lessons/`` beside the package (a clone, an editable install); None if neither holds any."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (os.path.join(here, "lesson_notebooks"), os.path.join(os.path.dirname(here), "lessons")):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # gpuedu/, above gpuedu/tools/
+    for folder in (os.path.join(package, "lesson_notebooks"), os.path.join(os.path.dirname(package), "lessons")):
         if os.path.isdir(folder) and any(LESSON_PATTERN.match(n) for n in os.listdir(folder)):
             return folder
     return None
@@ -197,7 +197,7 @@ def run_facts(lessons_folder):
 
     import numpy
 
-    from . import __version__
+    from .. import __version__
     try:
         commit = subprocess.run(["git", "-C", os.path.abspath(lessons_folder), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, timeout=10).stdout.strip()

@@ -32,7 +32,7 @@ import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
-from . import backend as backend_module, preflight
+from .. import backend as backend_module, preflight
 
 NO_GPU_EXIT = 3
 STEP_NAMES = ("doctor", "gpu-tests", "tests", "lessons", "bench")
@@ -278,7 +278,7 @@ def git_state(cwd):
 
 
 def record_path(device_name, results_dir):
-    from .bench.environment import slug
+    from ..bench.environment import slug
     return os.path.join(results_dir, f"{slug(device_name)}-checks.json")
 
 
