@@ -1,8 +1,7 @@
-"""setup() and doctor on a real NVIDIA GPU (the `gpu` tier; skipped with the reason elsewhere)."""
+"""setup() on a real NVIDIA GPU (the `gpu` tier; skipped with the reason elsewhere)."""
 import pytest
 
 from test_backend import REPORT, ok, run_child
-from test_doctor import doctor, line
 
 pytestmark = pytest.mark.gpu
 
@@ -16,13 +15,6 @@ def test_auto_picks_the_gpu():
 def test_forced_cpu_uses_the_emulator_even_on_a_gpu():
     out = ok(run_child(REPORT, backend_env="cpu"))
     assert "NAME cpu" in out and "ALIAS gpuedu.emulator" in out
-
-
-def test_doctor_lists_the_device_and_passes():
-    proc = doctor()
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ": yes" in line(proc.stdout, "GPU 0")
-    assert "cuda (real GPU)" in line(proc.stdout, "Lessons will use")
 
 
 def test_gpu_context_fixture_gives_a_working_context(gpu_context):
@@ -40,9 +32,3 @@ def test_preflight_describes_the_device_it_passed():
     assert device["arch"].isdigit() and device["total_memory"] > 2**30 and device["name"]
     assert details["launch"] == {"ok": True}
     assert details["nvcc"][1] and details["probe"]["cuda_driver_version"]
-
-
-def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
-    proc = doctor()
-    assert "Bench yardsticks:" in proc.stdout
-    assert "CUDA (driver API)" in proc.stdout

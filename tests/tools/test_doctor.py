@@ -163,3 +163,18 @@ def test_doctor_reports_a_kernel_cache_the_emulator_would_refuse(tmp_path, monke
     assert not finding.ok and "refused: other users may write into it" in finding.advice
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "mine"))
     assert doctor.check_cache().ok
+
+
+@pytest.mark.gpu
+def test_doctor_lists_the_device_and_passes():
+    proc = doctor()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ": yes" in line(proc.stdout, "GPU 0")
+    assert "cuda (real GPU)" in line(proc.stdout, "Lessons will use")
+
+
+@pytest.mark.gpu
+def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
+    proc = doctor()
+    assert "Bench yardsticks:" in proc.stdout
+    assert "CUDA (driver API)" in proc.stdout

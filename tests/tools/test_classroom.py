@@ -10,7 +10,7 @@ import pytest
 from gpuedu import exercises
 from gpuedu.tools import classroom
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LESSON01 = os.path.join(REPO, "lessons", "01_first_kernel.ipynb")
 
 
