@@ -142,12 +142,12 @@ def test_cli_hands_bench_its_own_options():
 
 
 def test_yardsticks_are_read_from_the_installed_packages(tmp_path, monkeypatch):
-    from gpuedu.tools import doctor as doctor_module
+    from gpuedu.tools import doctor as doctor_module, machine
     versions = {"torch": "2.9.0", "cupy-cuda13x": "14.0.0"}
-    monkeypatch.setattr(doctor_module, "_version_of", versions.get)
+    monkeypatch.setattr(machine, "package_version", versions.get)
     finding = doctor_module.check_yardsticks()
     assert finding.ok and finding.value.startswith("PyTorch 2.9.0, CuPy 14.0.0")
-    monkeypatch.setattr(doctor_module, "_version_of", {}.get)
+    monkeypatch.setattr(machine, "package_version", {}.get)
     finding = doctor_module.check_yardsticks()
     assert finding.ok and finding.value == "neither PyTorch nor CuPy is installed"
     assert "--system-site-packages" in finding.advice
