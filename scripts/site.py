@@ -36,7 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from gpuedu import __version__  # noqa: E402
-from gpuedu.course import REPOSITORY  # noqa: E402
+from gpuedu.tools.course import REPOSITORY  # noqa: E402
 
 #: MathJax 3.2.2 as the npm registry serves it, and the integrity hash the registry publishes for it.
 MATHJAX_VERSION = "3.2.2"

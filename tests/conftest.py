@@ -15,8 +15,8 @@ pytest_plugins = ["pytester"]
 @functools.lru_cache(maxsize=None)
 def gpu_unavailable_reason():
     """None when real PyCUDA can use a device here, else why not (probed once, in a child process)."""
-    from gpuedu import backend
-    ok, reason, _ = backend.check_gpu()
+    from gpuedu import preflight
+    ok, reason, _ = preflight.check_gpu()
     return None if ok else reason
 
 

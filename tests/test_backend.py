@@ -397,8 +397,9 @@ def test_a_cxx_that_does_not_exist_is_not_replaced_behind_the_learners_back(tmp_
         import os
         os.environ["CXX"] = {str(tmp_path / "no-such-g++")!r}
         import gpuedu
-        from gpuedu import backend, doctor
-        print("FOUND", backend.find_cxx())
+        from gpuedu import preflight
+        from gpuedu.tools import doctor
+        print("FOUND", preflight.find_cxx())
         finding = doctor.check_cxx()
         print("DOCTOR", finding.ok, finding.value)
     '''))

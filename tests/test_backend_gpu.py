@@ -1,8 +1,7 @@
-"""setup() and doctor on a real NVIDIA GPU (the `gpu` tier; skipped with the reason elsewhere)."""
+"""setup() on a real NVIDIA GPU (the `gpu` tier; skipped with the reason elsewhere)."""
 import pytest
 
 from test_backend import REPORT, ok, run_child
-from test_doctor import doctor, line
 
 pytestmark = pytest.mark.gpu
 
@@ -18,13 +17,6 @@ def test_forced_cpu_uses_the_emulator_even_on_a_gpu():
     assert "NAME cpu" in out and "ALIAS gpuedu.emulator" in out
 
 
-def test_doctor_lists_the_device_and_passes():
-    proc = doctor()
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ": yes" in line(proc.stdout, "GPU 0")
-    assert "cuda (real GPU)" in line(proc.stdout, "Lessons will use")
-
-
 def test_gpu_context_fixture_gives_a_working_context(gpu_context):
     import numpy as np
     import pycuda.gpuarray as gpuarray
@@ -33,16 +25,10 @@ def test_gpu_context_fixture_gives_a_working_context(gpu_context):
 
 
 def test_preflight_describes_the_device_it_passed():
-    from gpuedu import backend
-    ok_, reason, details = backend.check_gpu()
+    from gpuedu import preflight
+    ok_, reason, details = preflight.check_gpu()
     assert ok_ and reason == "a usable GPU was found"
     device = details["device"]
     assert device["arch"].isdigit() and device["total_memory"] > 2**30 and device["name"]
     assert details["launch"] == {"ok": True}
     assert details["nvcc"][1] and details["probe"]["cuda_driver_version"]
-
-
-def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
-    proc = doctor()
-    assert "Bench yardsticks:" in proc.stdout
-    assert "CUDA (driver API)" in proc.stdout

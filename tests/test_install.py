@@ -70,7 +70,7 @@ def test_cuda_extra_requires_pycuda_after_the_cuda13_fix():
 
 
 def test_console_script_points_at_the_cli():
-    from gpuedu.cli import main
+    from gpuedu.tools.cli import main
     target = load_offline().read_pyproject()["scripts"]["gpuedu"]
     module, func = target.split(":")
     assert getattr(importlib.import_module(module), func) is main
@@ -187,7 +187,7 @@ def test_wheel_ships_kernels_emulator_and_command(tmp_path):
     kernels = [n for n in os.listdir(os.path.join(REPO, "gpuedu", "kernels")) if n.endswith((".cu", ".cuh"))]
     assert kernels and all(f"gpuedu/kernels/{k}" in names for k in kernels)
     entry_points = zipfile.ZipFile(tmp_path / wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
-    assert b"gpuedu = gpuedu.cli:main" in entry_points
+    assert b"gpuedu = gpuedu.tools.cli:main" in entry_points
     assert not any(n.startswith(("tests/", "lessons/", "scripts/")) for n in names)
 
 

@@ -30,8 +30,8 @@ def test_markers_are_declared(pytestconfig):
 
 
 def test_skip_reasons_name_what_is_missing(pytester):
-    from gpuedu import backend
-    usable, reason, _ = backend.check_gpu()
+    from gpuedu import preflight
+    usable, reason, _ = preflight.check_gpu()
     pytester.makeconftest(open(__file__.replace("test_tiers.py", "conftest.py")).read())
     pytester.makepyfile(test_x="""
         import pytest

@@ -187,7 +187,7 @@ def test_inline_ptx_is_named_as_unsupported_rather_than_left_to_the_assembler(fr
 
 
 def test_the_default_cache_follows_the_platforms_cache_folder(monkeypatch, tmp_path):
-    from gpuedu import backend
+    from gpuedu import preflight
     from gpuedu.emulator import compiler
     monkeypatch.delenv("GPUEDU_CACHE_DIR", raising=False)
     monkeypatch.setattr(compiler.sys, "platform", "linux")
@@ -200,4 +200,4 @@ def test_the_default_cache_follows_the_platforms_cache_folder(monkeypatch, tmp_p
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "mine"))
     assert compiler.cache_path() == str(tmp_path / "mine")
     # doctor and the emulator read one rule
-    assert backend.kernel_cache_dir() == compiler.cache_path()
+    assert preflight.kernel_cache_dir() == compiler.cache_path()

@@ -7,9 +7,9 @@ import zipfile
 
 import pytest
 
-from gpuedu import course
+from gpuedu.tools import course
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_copy_lessons_keeps_your_work_unless_forced(tmp_path):

@@ -19,11 +19,9 @@ GPU here, so nothing was run; 2 the command was used wrongly.
 """
 import argparse
 import datetime
-import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import shlex
 import signal
 import subprocess
@@ -32,7 +30,8 @@ import threading
 import time
 import xml.etree.ElementTree as ElementTree
 
-from . import backend as backend_module
+from .. import backend as backend_module, preflight
+from . import machine
 
 NO_GPU_EXIT = 3
 STEP_NAMES = ("doctor", "gpu-tests", "tests", "lessons", "bench")
@@ -247,19 +246,17 @@ def run_step(step, log_dir, env, cwd, echo=True):
 # The record
 # --------------------------------------------------------------------------------------------
 
-def versions():
-    """Installed versions of what the results depend on (None: not installed)."""
-    found = {"python": platform.python_version()}
+def versions(described=None):
+    """Installed versions of what the results depend on (None: not installed); the interpreter, gpuedu, NumPy,
+    PyCUDA, nvcc and the driver as ``machine.describe()`` (``described``, when given) has them."""
+    described = described or machine.describe(devices=False)
+    found = {"python": described["python"]}
     for dist in VERSIONED:
-        try:
-            found[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            if not dist.startswith("cupy"):
-                found[dist] = None
-    nvcc = backend_module.find_nvcc()
-    found["nvcc"] = backend_module.nvcc_version(nvcc) if nvcc else None
-    from . import doctor
-    found["nvidia_driver"] = doctor.nvidia_driver_version()
+        version = described[dist] if dist in ("gpuedu", "numpy", "pycuda") else machine.package_version(dist)
+        if version is not None or not dist.startswith("cupy"):
+            found[dist] = version
+    found["nvcc"] = described["nvcc"]
+    found["nvidia_driver"] = described["nvidia_driver"]
     return found
 
 
@@ -278,7 +275,7 @@ def git_state(cwd):
 
 
 def record_path(device_name, results_dir):
-    from .bench.environment import slug
+    from ..bench.environment import slug
     return os.path.join(results_dir, f"{slug(device_name)}-checks.json")
 
 
@@ -303,13 +300,14 @@ def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=()):
     env = dict(os.environ)
     env[backend_module.ENV_VAR] = "cuda"
     started = time.perf_counter()
+    described = machine.describe(devices=False)   # the device comes from the preflight that let the run start
     record = {
         "kind": "gpuedu gpu-check",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": ["gpuedu", "gpu-check", *argv],
         "device": device,
-        "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "versions": versions(),
+        "host": {"platform": described["host_platform"], "cpus": described["host_cpu_count"]},
+        "versions": versions(described),
         "git": git_state(cwd),
         "logs": log_dir,
         "steps": [],
@@ -371,7 +369,7 @@ def run(args, argv=()):
         for step in steps:
             print(f"{step.name:<10} {step.what}\n           {backend_module.ENV_VAR}=cuda {shlex.join(step.command)}")
         return 0
-    ok, reason, details = backend_module.check_gpu()   # child-process probes: this process keeps no context
+    ok, reason, details = preflight.check_gpu()   # child-process probes: this process keeps no context
     if not ok:
         print(no_gpu_message(reason), file=sys.stderr)
         return NO_GPU_EXIT

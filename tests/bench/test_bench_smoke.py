@@ -15,7 +15,7 @@ import pytest
 # One --quick run (about 15 s with compiled kernels cached, under a minute cold) shared by the tests.
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,7 @@ def test_doctor_with_pycuda_but_no_driver(tmp_path):
 @needs_nvcc
 def test_doctor_lists_a_usable_device(tmp_path):
     fake = with_dist_info(fake_device(tmp_path, cc=(9, 0)))
-    proc = doctor(fake=fake, args=("-c", "import sys; from gpuedu.cli import main; sys.exit(main(['doctor']))"))
+    proc = doctor(fake=fake, args=("-c", "import sys; from gpuedu.tools.cli import main; sys.exit(main(['doctor']))"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Fake GPU, compute capability 9.0, 80.0 GiB, nvcc builds sm_90: yes" in line(proc.stdout, "GPU 0")
     assert "13.0" in line(proc.stdout, "CUDA (driver API)")
@@ -142,19 +142,19 @@ def test_cli_hands_bench_its_own_options():
 
 
 def test_yardsticks_are_read_from_the_installed_packages(tmp_path, monkeypatch):
-    from gpuedu import doctor as doctor_module
+    from gpuedu.tools import doctor as doctor_module, machine
     versions = {"torch": "2.9.0", "cupy-cuda13x": "14.0.0"}
-    monkeypatch.setattr(doctor_module, "_version_of", versions.get)
+    monkeypatch.setattr(machine, "package_version", versions.get)
     finding = doctor_module.check_yardsticks()
     assert finding.ok and finding.value.startswith("PyTorch 2.9.0, CuPy 14.0.0")
-    monkeypatch.setattr(doctor_module, "_version_of", {}.get)
+    monkeypatch.setattr(machine, "package_version", {}.get)
     finding = doctor_module.check_yardsticks()
     assert finding.ok and finding.value == "neither PyTorch nor CuPy is installed"
     assert "--system-site-packages" in finding.advice
 
 
 def test_doctor_reports_a_kernel_cache_the_emulator_would_refuse(tmp_path, monkeypatch):
-    from gpuedu import doctor
+    from gpuedu.tools import doctor
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
@@ -163,3 +163,18 @@ def test_doctor_reports_a_kernel_cache_the_emulator_would_refuse(tmp_path, monke
     assert not finding.ok and "refused: other users may write into it" in finding.advice
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "mine"))
     assert doctor.check_cache().ok
+
+
+@pytest.mark.gpu
+def test_doctor_lists_the_device_and_passes():
+    proc = doctor()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ": yes" in line(proc.stdout, "GPU 0")
+    assert "cuda (real GPU)" in line(proc.stdout, "Lessons will use")
+
+
+@pytest.mark.gpu
+def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
+    proc = doctor()
+    assert "Bench yardsticks:" in proc.stdout
+    assert "CUDA (driver API)" in proc.stdout

@@ -21,8 +21,8 @@ BACKEND_LINE = re.compile(r"gpuedu: backend (cuda|cpu)\b")
 def packaged_lessons():
     """The lessons that came with this install: ``gpuedu/lesson_notebooks`` in a wheel, or the checkout's
     ``lessons/`` beside the package (a clone, an editable install); None if neither holds any."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for folder in (os.path.join(here, "lesson_notebooks"), os.path.join(os.path.dirname(here), "lessons")):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # gpuedu/, above gpuedu/tools/
+    for folder in (os.path.join(package, "lesson_notebooks"), os.path.join(os.path.dirname(package), "lessons")):
         if os.path.isdir(folder) and any(LESSON_PATTERN.match(n) for n in os.listdir(folder)):
             return folder
     return None
@@ -191,21 +191,20 @@ def _where(entry):
 
 
 def run_facts(lessons_folder):
-    """When and with what the course ran: UTC date, the checkout's commit, and the versions that matter."""
-    import platform
+    """When and with what the course ran: UTC date, the checkout's commit, and the versions that matter
+    (as ``machine.describe()`` has them)."""
     import subprocess
 
-    import numpy
-
-    from . import __version__
+    from . import machine
+    described = machine.describe(devices=False)
     try:
         commit = subprocess.run(["git", "-C", os.path.abspath(lessons_folder), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         commit = ""
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit or "not a git checkout",
-            "gpuedu": __version__, "python": platform.python_version(), "numpy": numpy.__version__,
-            "platform": platform.platform()}
+            "gpuedu": described["gpuedu"], "python": described["python"], "numpy": described["numpy"],
+            "platform": described["host_platform"]}
 
 
 def format_table(entries):

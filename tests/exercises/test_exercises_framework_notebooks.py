@@ -8,7 +8,7 @@ import pytest
 
 from gpuedu import exercises
 
-LESSONS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lessons")
+LESSONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "lessons")
 
 
 def _squash(text):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from gpuedu import gpu_check
+from gpuedu.tools import gpu_check
 from test_backend import REPO, fake_device, needs_nvcc, run_child
 
 DEVICE = {"name": "Test GPU", "arch": "90"}
@@ -161,7 +161,7 @@ def test_the_command_runs_on_a_gpu_that_passes_the_preflight(tmp_path):
     fake = fake_device(tmp_path, cc=(9, 0))
     out = run_child(f"""
         import sys
-        from gpuedu import cli
+        from gpuedu.tools import cli
         sys.exit(cli.main(["gpu-check", "--steps", "doctor", "--results", {str(tmp_path / 'results')!r},
                            "--logs", {str(tmp_path / 'logs')!r}]))
     """, fake=fake)

@@ -7,9 +7,9 @@ import sys
 import nbformat
 import pytest
 
-from gpuedu import course
+from gpuedu.tools import course
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def write_notebook(path, *sources):

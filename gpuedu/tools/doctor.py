@@ -1,20 +1,17 @@
 """``gpuedu doctor``: what this machine has for the course, and what to do about what it lacks.
 
 Each check is a ``Finding``: a label, what was found, whether it is fine, and advice when it is
-not.  Missing GPU pieces are not errors (the emulator runs everything); the exit code is 0
-whenever the backend the lessons will get can build and run kernels.
+not.  What the machine is comes from ``machine.describe()``, the description gpu-check and the
+bench record too; whether kernels can be built comes from ``gpuedu.preflight``.  Missing GPU
+pieces are not errors (the emulator runs everything); the exit code is 0 whenever the backend
+the lessons will get can build and run kernels.
 """
-import ctypes
-import importlib
-import importlib.metadata
 import os
-import platform
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 
-from . import backend as backend_module
+from .. import backend as backend_module, preflight
+from . import machine
 
 MIN_PYTHON = (3, 10)
 
@@ -27,60 +24,24 @@ class Finding:
     advice: str = ""
 
 
-def _version_of(distribution):
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _first_line(command, timeout=30):
-    """First non-empty line a command prints, or None when it cannot run."""
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [ln.strip() for ln in (proc.stdout or proc.stderr).splitlines() if ln.strip()]
-    return lines[0] if proc.returncode == 0 and lines else None
-
-
-def nvidia_driver_version():
-    """'550.54.15 (from nvidia-smi)', 'supports CUDA 12.4 (from libcuda)', or None when no driver is found."""
-    if shutil.which("nvidia-smi"):
-        line = _first_line(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-        if line:
-            return f"{line} (from nvidia-smi)"
-    # libcuda answers cuDriverGetVersion without cuInit, so loading it here changes nothing.
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        version = ctypes.c_int(0)
-        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
-            v = version.value
-            return f"supports CUDA {v // 1000}.{v % 1000 // 10} (from {name})"
-    return None
-
-
 def _gib(nbytes):
     return f"{nbytes / 2**30:.1f} GiB"
 
 
-def check_python():
+def check_python(described):
     ok = sys.version_info[:2] >= MIN_PYTHON
-    return Finding("Python", f"{platform.python_version()} ({sys.executable})", ok,
+    return Finding("Python", f"{described['python']} ({described['python_executable']})", ok,
                    "" if ok else f"gpuedu needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer")
 
 
-def check_numpy():
-    version = _version_of("numpy")
+def check_numpy(described):
+    version = described["numpy"]
     return Finding("NumPy", version or "not installed", version is not None,
                    "" if version else "pip install numpy (or reinstall gpuedu: pip install .)")
 
 
-def check_pycuda():
-    version = _version_of("pycuda")
+def check_pycuda(described):
+    version = described["pycuda"]
     if version:
         return Finding("PyCUDA", version)
     return Finding("PyCUDA", "not installed (fine: the CPU emulator stands in for it)", True,
@@ -88,19 +49,19 @@ def check_pycuda():
                    "with the NVIDIA driver and nvcc")
 
 
-def check_driver():
-    version = nvidia_driver_version()
+def check_driver(described):
+    version = described["nvidia_driver"]
     if version:
         return Finding("NVIDIA driver", version)
     return Finding("NVIDIA driver", "not found (no nvidia-smi, no libcuda)", True,
                    "for a GPU: install the NVIDIA driver (it provides libcuda.so and nvidia-smi)")
 
 
-def check_nvcc():
-    nvcc = backend_module.find_nvcc()
+def check_nvcc(described):
+    nvcc = described["nvcc_path"]
     if nvcc:
-        return Finding("nvcc", f"{backend_module.nvcc_version(nvcc) or 'unknown version'} ({nvcc})")
-    return Finding("nvcc", "not on PATH" + backend_module.nvcc_hint(), True,
+        return Finding("nvcc", f"{described['nvcc'] or 'unknown version'} ({nvcc})")
+    return Finding("nvcc", "not on PATH" + preflight.nvcc_hint(), True,
                    "for a GPU: install the CUDA toolkit and put its bin/ on PATH "
                    "(the nvcc-marked tests also need it)")
 
@@ -117,7 +78,7 @@ def check_yardsticks():
     """
     found = {}
     for dist, name in YARDSTICKS:
-        version = _version_of(dist)
+        version = machine.package_version(dist)
         if version and name not in found:
             found[name] = f"{name} {version}"
     if found:
@@ -127,28 +88,27 @@ def check_yardsticks():
                    "environment (or make it with `python -m venv --system-site-packages` to see the machine's)")
 
 
-def check_gpu_devices():
+def check_gpu_devices(described):
     """Real devices as the driver reports them, each with whether nvcc can build for it."""
-    if backend_module.find_real_pycuda() is None:
+    if preflight.find_real_pycuda() is None:
         return [Finding("GPU devices", "not probed (needs pycuda)")]
-    ok, reason, details = backend_module.check_gpu()
-    probe = details.get("probe", {})
-    devices = probe.get("devices")
+    devices = described["devices"]
     if not devices:
+        _, reason, _ = preflight.check_gpu()
         return [Finding("GPU devices", reason, True, "the lessons use the CPU emulator instead")]
     findings = []
-    nvcc = backend_module.find_nvcc()
+    nvcc = described["nvcc_path"]
     for dev in devices:
         value = f"{dev['name']}, compute capability {dev['arch'][:-1]}.{dev['arch'][-1]}, {_gib(dev['total_memory'])}"
         if nvcc:
-            builds, error = backend_module.nvcc_can_target(nvcc, dev["arch"])
+            builds, error = preflight.nvcc_can_target(nvcc, dev["arch"])
             value += f", nvcc builds sm_{dev['arch']}: {'yes' if builds else 'no'}"
             if not builds:
                 findings.append(Finding(f"GPU {dev['index']}", value, True,
                                         f"install a CUDA toolkit whose nvcc supports sm_{dev['arch']} ({error})"))
                 continue
         findings.append(Finding(f"GPU {dev['index']}", value))
-    findings.append(Finding("CUDA (driver API)", probe.get("cuda_driver_version", "?")))
+    findings.append(Finding("CUDA (driver API)", described["cuda_driver_version"] or "?"))
     return findings
 
 
@@ -165,26 +125,26 @@ def check_emulated_device(backend):
 
 
 def check_cxx():
-    cxx, why = backend_module.cxx_status()
+    cxx, why = preflight.cxx_status()
     if cxx is None:
-        return Finding("C++ compiler", (why or "not found").splitlines()[0], False, backend_module.CXX_INSTALL_HINT)
-    version = _first_line([cxx, "--version"]) or "version unknown"
+        return Finding("C++ compiler", (why or "not found").splitlines()[0], False, preflight.CXX_INSTALL_HINT)
+    version = machine.first_line([cxx, "--version"]) or "version unknown"
     return Finding("C++ compiler", f"{version} ({cxx})")
 
 
 def check_cache():
-    from .emulator.compiler import cache_problem
-    folder = backend_module.kernel_cache_dir()
+    from ..emulator.compiler import cache_problem
+    folder = preflight.kernel_cache_dir()
     problem = cache_problem(folder)
     if problem:   # the emulator refuses it: compiled kernels run as the learner's own code
         return Finding("Kernel cache", folder, False,
-                       f"refused: {problem}; set {backend_module.CACHE_ENV_VAR} to a folder of your own")
+                       f"refused: {problem}; set {preflight.CACHE_ENV_VAR} to a folder of your own")
     parent = folder
     while not os.path.exists(parent) and os.path.dirname(parent) != parent:
         parent = os.path.dirname(parent)
     writable = os.access(parent, os.W_OK)
     return Finding("Kernel cache", folder, writable,
-                   "" if writable else f"{parent} is not writable: set {backend_module.CACHE_ENV_VAR} to a writable folder")
+                   "" if writable else f"{parent} is not writable: set {preflight.CACHE_ENV_VAR} to a writable folder")
 
 
 def check_backend():
@@ -200,8 +160,10 @@ def check_backend():
 
 def collect():
     """Every finding, in the order the report prints them, and the chosen backend (or None)."""
-    findings = [check_python(), check_numpy(), check_pycuda(), check_driver(), check_nvcc()]
-    findings += check_gpu_devices()
+    described = machine.describe()
+    findings = [check_python(described), check_numpy(described), check_pycuda(described), check_driver(described),
+                check_nvcc(described)]
+    findings += check_gpu_devices(described)
     chosen, backend_finding = check_backend()
     if chosen is not None and chosen.is_emulator:
         findings.append(check_emulated_device(chosen))

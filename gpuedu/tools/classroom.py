@@ -25,7 +25,7 @@ def _checked_ids(cell):
 
 def _stub_cells(nb):
     """{cell index: [exercise, ...]} for cells holding an exercise's stub or calling its check."""
-    from . import exercises
+    from .. import exercises
     found = {}
     ids = {i for c in nb.cells for i in _checked_ids(c)}
     for index, cell in enumerate(nb.cells):
@@ -84,7 +84,7 @@ def build(dest, lessons_folder=None):
 
 def _message(line, verb, ex_id):
     """The check's message: what follows "VERB id (its title): " (titles may hold colons of their own)."""
-    from . import exercises
+    from .. import exercises
     try:
         title = exercises.get(ex_id).title
     except KeyError:

@@ -281,7 +281,7 @@ def test_gpu_sizes_keep_working_sets_above_4x_l2_and_at_least_10_repeats(quick, 
 
 
 def test_the_gpuedu_command_hands_bench_its_own_options(capsys):
-    from gpuedu.cli import main
+    from gpuedu.tools.cli import main
     assert main(["bench", "--list"]) == 0
     assert "launch" in capsys.readouterr().out
     assert main(["bench", "--only", "nope"]) == 2

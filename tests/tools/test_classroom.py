@@ -7,9 +7,10 @@ import sys
 import nbformat
 import pytest
 
-from gpuedu import classroom, exercises
+from gpuedu import exercises
+from gpuedu.tools import classroom
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LESSON01 = os.path.join(REPO, "lessons", "01_first_kernel.ipynb")
 
 

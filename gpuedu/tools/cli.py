@@ -8,9 +8,9 @@ import sys
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["bench"]:   # gpuedu.bench parses its own options
-        from . import bench
+        from .. import bench
         return bench.main(argv[1:])
-    from . import __version__
+    from .. import __version__
     parser = argparse.ArgumentParser(prog="gpuedu", description="GPU programming for deep learning, from first principles.")
     parser.add_argument("--version", action="version", version=f"gpuedu {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -31,7 +31,7 @@ def main(argv=None):
     gpu_check.build_parser(commands.add_parser(
         "gpu-check", help="on a GPU machine: doctor, the gpu tests, the test suite, every lesson and the bench, "
                           "recorded in benchmarks/results/<device>-checks.json"))
-    from .profiler import command as profile_command
+    from ..profiler import command as profile_command
     profile_command.build_parser(commands.add_parser(
         "profile", help="run a script and print each kernel launch's counters, like ncu (on the emulator: "
                         "counted; with --gpu NAME also a modelled time)"))
@@ -53,7 +53,7 @@ def main(argv=None):
     if args.command == "gpu-check":
         return gpu_check.run(args, argv[1:])
     if args.command == "backend":
-        from . import backend
+        from .. import backend
         try:
             chosen = backend.setup()
         except (backend.BackendError, ValueError) as e:
