@@ -7,7 +7,7 @@
 - a kernel may use more than 48 KB of dynamic shared memory once its attribute is raised.
 
 gpuedu's own kernels against the NumPy references are not repeated here: test_ops, test_kernels,
-test_fp16_kernels, test_wmma_gemm, tests/nn and test_train call gpuedu.setup() and so run on
+nn/test_fp16_kernels, nn/test_wmma_gemm, the rest of tests/nn and test_train call gpuedu.setup() and so run on
 whatever backend the process gets (the GPU under GPUEDU_BACKEND=cuda, as `gpuedu gpu-check` runs them).
 Skipped with the reason on a machine without a usable GPU.
 """

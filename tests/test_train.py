@@ -123,7 +123,7 @@ def test_fit_copies_the_metrics_back_once_per_epoch_in_fp32_and_mixed_precision(
     # Every copy back waits for the GPU; the loops may do one per epoch (the loss and the accuracy are
     # summed on the device), never one per step.  The loader's own host-to-device copies are not counted.
     from gpuedu.nn import amp
-    from test_step_sync import count_stalls
+    from stall_helpers import count_stalls
     epochs, loader = 2, data.DataLoader(digits.x_train[:256], digits.y_train[:256], batch_size=32, seed=0)
     model = nn.mlp([64, 16, 10], seed=0)
     with count_stalls(monkeypatch) as calls:

@@ -2,7 +2,7 @@
 
 A step is forward, softmax cross-entropy, backward and an SGD-with-momentum update on one fixed
 mini-batch already on the device; throughput is batch / seconds per step (samples/s).  Neither the FP32
-nor the mixed-precision step copies anything back, allocates or synchronises (tests/test_step_sync.py),
+nor the mixed-precision step copies anything back, allocates or synchronises (tests/nn/test_step_sync.py),
 so the host can queue the next step while the device runs this one. Both sides
 of a comparison use the same widths, batch, precision, optimizer and initial scale of weights.
 """

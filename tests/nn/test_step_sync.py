@@ -7,54 +7,19 @@ such entry point of the active backend with a counter, run steps after a warm-up
 then they check that the on-device loss scaler gives exactly what the host-driven loop gave (the same
 weights, the same skipped steps, the same scales).
 """
-import contextlib
-import inspect
-import traceback
-
 import numpy as np
 import pytest
 
 import gpuedu
 from gpuedu import nn
 from gpuedu.nn import amp, fp16_ops
+from stall_helpers import count_stalls
 
 backend = gpuedu.setup(verbose=False)
 drv, ga = backend.driver, backend.gpuarray
 
 WIDTHS = [64, 48, 10]
 BATCH = 40
-
-
-def stalling_entry_points():
-    """(owner, attribute) of every call that copies between host and device, allocates or synchronises."""
-    points = [(drv, name) for name in dir(drv) if name.startswith("memcpy_")]
-    points += [(drv, name) for name in ("mem_alloc", "mem_alloc_pitch", "pagelocked_empty", "pagelocked_zeros")]
-    points += [(drv.Context, "synchronize"), (drv.Event, "synchronize"), (drv.Stream, "synchronize")]
-    points += [(ga.GPUArray, name) for name in ("get", "set", "get_async", "set_async", "copy")]
-    points += [(ga, name) for name in ("empty", "zeros", "ones", "to_gpu", "to_gpu_async", "empty_like",
-                                       "zeros_like", "ones_like")]
-    return [(owner, name) for owner, name in points if hasattr(owner, name)]
-
-
-@contextlib.contextmanager
-def count_stalls(monkeypatch):
-    """Inside the block every stalling entry point records who called it; yields the list of calls."""
-    calls = []
-
-    def wrap(owner, name, original):
-        def counted(*args, **kwargs):
-            caller = traceback.extract_stack(limit=2)[0]          # the frame that called the entry point
-            owner_name = getattr(owner, "__name__", str(owner)).rsplit(".", 1)[-1]
-            calls.append(f"{owner_name}.{name} from {caller.filename}:{caller.lineno}")
-            return original(*args, **kwargs)
-        return counted
-
-    with monkeypatch.context() as patch:
-        for owner, name in stalling_entry_points():
-            static = inspect.getattr_static(owner, name)
-            counted = wrap(owner, name, getattr(owner, name))
-            patch.setattr(owner, name, staticmethod(counted) if isinstance(static, staticmethod) else counted)
-        yield calls
 
 
 def device_batch(seed=0, rows=BATCH):

@@ -217,7 +217,7 @@ def test_every_read_back_synchronises_the_stream_first(monkeypatch, read):
 
 def test_a_step_on_a_stream_still_never_waits(monkeypatch):
     # test_step_sync's guard with a stream set: a stream synchronise belongs to reads, never to steps.
-    from test_step_sync import count_stalls
+    from stall_helpers import count_stalls
     trainer = make_trainer("adam")
     trainer.stream = drv.Stream()
     steps = batches(4)
