@@ -17,12 +17,13 @@ launcher takes ``stream=`` (None: the default stream) and returns without waitin
 """
 import numpy as np
 
+from . import kernels as _kernels
 from . import launch as L
 from .launch import ceil_div  # noqa: F401  (lessons size their grids with ops.ceil_div)
 
 MAX_THREADS_PER_BLOCK = 1024
-#: Activation codes, as #defined at the top of elementwise.cu.
-ACTIVATION_CODES = {"relu": 0, "leaky_relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4, "silu": 5, "elu": 6}
+#: The activations elementwise.cu applies, with their codes from the kernels' one table (activations.cuh).
+ACTIVATION_CODES = {name: code for name, code in _kernels.ACTIVATIONS.items() if name != "none"}
 #: Default alpha of the activations that take one (leaky ReLU's slope, ELU's scale).
 DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
 

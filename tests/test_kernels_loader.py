@@ -67,3 +67,33 @@ def test_load_is_memoised_per_options_and_gives_plain_kernel_names():
     assert tiled16 is not first and kernels.load("copy_transpose", ("-DTILE=16",)) is tiled16
     # extern "C" kernels keep their names: no C++ mangling to look up
     assert first.get_function("transpose_kernel3") is not None
+
+
+def test_one_activation_table_for_every_kernel_and_for_python():
+    import glob
+    import os
+    import re
+
+    from gpuedu import kernels, nn, ops
+    defined = {}
+    for path in glob.glob(os.path.join(kernels.DIR, "*.cu*")):
+        with open(path, encoding="utf-8") as f:
+            for name in re.findall(r"^\s*#define (ACT_[A-Z_]+)\b", f.read(), re.M):
+                defined.setdefault(name, []).append(os.path.basename(path))
+    assert defined and all(files == ["activations.cuh"] for files in defined.values()), defined
+    assert {f"ACT_{n.upper()}" for n in kernels.ACTIVATIONS} == set(defined)
+    # Python's tables take their codes from it; only the set of names differs per kernel family
+    assert all(ops.ACTIVATION_CODES[n] == kernels.ACTIVATIONS[n] for n in ops.ACTIVATION_CODES)
+    assert all(nn.ACTIVATIONS[n] == kernels.ACTIVATIONS[n or "none"] for n in nn.ACTIVATIONS)
+    for file in ("elementwise.cu", "nn_activations.cuh"):
+        assert '#include "activations.cuh"' in kernels.source(file), file
+
+
+def test_the_ladder_and_the_layers_apply_the_same_relu_sigmoid_and_tanh_for_a_code():
+    import numpy as np
+
+    from gpuedu import launch, nn, ops
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(4, 16)
+    for name, layer in (("relu", nn.ReLU()), ("sigmoid", nn.Sigmoid()), ("tanh", nn.Tanh())):
+        np.testing.assert_allclose(layer.forward(launch.device_array(x)).get(), ops.activation(x, name).get(),
+                                   rtol=1e-6, atol=1e-7, err_msg=name)

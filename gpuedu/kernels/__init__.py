@@ -14,6 +14,7 @@ and with the CPU emulator:
 >>> reduce1 = mod.get_function("reduce_kernel1")
 """
 import os
+import re
 
 from .. import backend as _backend
 
@@ -21,6 +22,19 @@ from .. import backend as _backend
 DIR = os.path.dirname(os.path.abspath(__file__))
 
 _loaded = {}
+
+
+def _activation_codes():
+    """{name: code} from the #defines of activations.cuh, the kernels' one table ("none": 0, "relu": 1, ...)."""
+    with open(os.path.join(DIR, "activations.cuh"), encoding="utf-8") as f:
+        codes = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(r"^#define ACT_([A-Z_]+) +(\d+)", f.read(), re.M)}
+    if len(set(codes.values())) != len(codes):
+        raise RuntimeError(f"activations.cuh gives two activations the same code: {codes}")
+    return codes
+
+
+#: The activation codes every kernel shares, read from activations.cuh.
+ACTIVATIONS = _activation_codes()
 
 
 def names():

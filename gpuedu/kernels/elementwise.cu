@@ -8,18 +8,11 @@
 // version 3: float4 loads and stores (16 bytes per access, a quarter of the memory instructions),
 //            with a scalar loop for the n % 4 elements left at the end
 //
-// The activation is chosen by an int (the ACT_* codes below, mirrored in gpuedu/ops.py), so the
-// three versions serve every activation. The bandwidth of all three is bound by memory: 8 bytes
+// The activation is chosen by an int (the ACT_* codes of activations.cuh, which Python reads as
+// gpuedu.kernels.ACTIVATIONS), so the three versions serve every activation. The bandwidth of all three is bound by memory: 8 bytes
 // per element (4 read, 4 written) and at most a few FLOPs.
 #include "common.cuh"
-
-#define ACT_RELU 0
-#define ACT_LEAKY_RELU 1
-#define ACT_SIGMOID 2
-#define ACT_TANH 3
-#define ACT_GELU 4
-#define ACT_SILU 5
-#define ACT_ELU 6
+#include "activations.cuh"
 
 // phi(x) for the chosen activation; alpha is the slope of leaky ReLU and the scale of ELU.
 __device__ inline float activate(int act, float x, float alpha) {
@@ -35,7 +28,7 @@ __device__ inline float activate(int act, float x, float alpha) {
     }
     case ACT_SILU:       return x / (1.0f + expf(-x));
     case ACT_ELU:        return x > 0.0f ? x : alpha * (expf(x) - 1.0f);
-    default:             return x;  // unreachable: the launcher checks the code
+    default:             return x;  // ACT_NONE (the launcher refuses unknown codes)
     }
 }
 

@@ -3,12 +3,8 @@
 // nn_activations.cu apply them on their own; both read the same code from here.
 #pragma once
 
-// The codes match gpuedu.nn.layers.ACTIVATIONS (Python passes the integer).
-#define ACT_NONE 0
-#define ACT_RELU 1
-#define ACT_SIGMOID 2
-#define ACT_TANH 3
-#define ACT_GELU 4
+// The codes (ACT_NONE ... ACT_GELU here) come from the one table, activations.cuh.
+#include "activations.cuh"
 
 // 1/sqrt(2) and 1/sqrt(2*pi): GELU(z) = z * Phi(z), Phi the standard normal CDF.
 #define NN_RSQRT2 0.70710678118654752f

@@ -15,12 +15,15 @@ import functools
 
 import numpy as np
 
+from .. import kernels as _kernels
 from .. import launch as L
 from . import init as _init
 from .checks import check_device_features
 
-#: Activation names and the codes the kernels use (nn_activations.cuh).
-ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4}
+#: The activations the layers' kernels apply (nn_activations.cuh), with their codes from the one table
+#: (activations.cuh, read as gpuedu.kernels.ACTIVATIONS); None means "none".
+ACTIVATIONS = {None: _kernels.ACTIVATIONS["none"],
+               **{name: _kernels.ACTIVATIONS[name] for name in ("none", "relu", "sigmoid", "tanh", "gelu")}}
 
 THREADS = 256        # threads per block of the one-thread-per-item kernels
 
