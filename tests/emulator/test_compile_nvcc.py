@@ -23,6 +23,7 @@ SOURCES = [
     ("test_compile_linkage", "EXTERN_BLOCK_SRC", True, []),
     ("test_compile_linkage", "LIBC_NAMES_SRC", False, []),
     ("test_compile_linkage", "CXX_NAMES_SRC", True, []),
+    ("test_cooperative_groups", "CG_SRC", True, []),
 ]
 
 
