@@ -118,6 +118,59 @@ extern "C" __global__ void grid_ranks(unsigned long long* out) {
   out[grid.thread_rank()] = grid.size() * 1000 + grid.block_rank() * 10 + (grid.is_valid() ? 1 : 0);
 }
 
+// The CUDA Programming Guide's reduce_sum, on any thread_group: the block, and tiles made at run time.
+__device__ int reduce_sum(cg::thread_group g, int* temp, int val) {
+  int lane = g.thread_rank();
+  for (int i = g.size() / 2; i > 0; i /= 2) {
+    temp[lane] = val;
+    g.sync();                            // every value written
+    if (lane < i) val += temp[lane + i];
+    g.sync();                            // every value read before the next step writes
+  }
+  return val;                            // the whole group's sum, in its thread of rank 0
+}
+extern "C" __global__ void group_sums(const int* x, int* out) {
+  __shared__ int temp[128];
+  cg::thread_block block = cg::this_thread_block();
+  int v = x[block.thread_rank()];
+  int block_sum = reduce_sum(block, temp, v);
+  block.sync();
+  cg::thread_group tile = cg::tiled_partition(block, 32);
+  int* tile_temp = temp + 32 * (block.thread_rank() / 32);
+  int tile_sum = reduce_sum(tile, tile_temp, v);
+  if (block.thread_rank() == 0) out[0] = block_sum;
+  if (tile.thread_rank() == 0) out[1 + block.thread_rank() / 32] = tile_sum;
+}
+
+// Tiles of tiles: a tile of 32 split into tiles of 8.
+extern "C" __global__ void sub_tiles(const int* x, int* out) {
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  cg::thread_block_tile<8> eight = cg::tiled_partition<8>(warp);
+  int t = block.thread_rank();
+  out[4 * t + 0] = eight.thread_rank();
+  out[4 * t + 1] = eight.meta_group_rank();
+  out[4 * t + 2] = eight.meta_group_size();
+  out[4 * t + 3] = cg::reduce(eight, x[t], cg::plus<int>());
+}
+
+// Two branches at once: each side's lanes form their own group.
+extern "C" __global__ void two_sides(int* out) {
+  int lane = threadIdx.x % 32;
+  int size, rank;
+  if (lane < 10) {
+    cg::coalesced_group g = cg::coalesced_threads();
+    size = g.size();
+    rank = g.thread_rank();
+  } else {
+    cg::coalesced_group g = cg::coalesced_threads();
+    size = 100 + g.size();
+    rank = g.thread_rank();
+  }
+  out[2 * threadIdx.x] = size;
+  out[2 * threadIdx.x + 1] = rank;
+}
+
 extern "C" __global__ void bad_tile_size(int* out, int n) {
   cg::thread_group tile = cg::tiled_partition(cg::this_thread_block(), n);
   out[threadIdx.x] = (int)tile.size();
@@ -231,6 +284,56 @@ def test_grid_ranks(mod):
     mod.get_function("grid_ranks")(Out(out), block=(40, 1, 1), grid=(3, 1))
     r = np.arange(120)
     np.testing.assert_array_equal(out, 120 * 1000 + (r // 40) * 10)
+
+
+def test_programming_guide_reduce_sum_on_block_and_tiles(mod):
+    x = np.random.default_rng(8).integers(-1000, 1000, 128).astype(np.int32)
+    out = np.zeros(5, np.int32)
+    mod.get_function("group_sums")(In(x), Out(out), block=(128, 1, 1))
+    assert out[0] == x.sum()
+    np.testing.assert_array_equal(out[1:], x.reshape(4, 32).sum(axis=1))
+
+
+def test_tiles_of_a_tile(mod):
+    x = np.arange(64, dtype=np.int32) * 3
+    out = np.zeros((64, 4), np.int32)
+    mod.get_function("sub_tiles")(In(x), Out(out), block=(64, 1, 1))
+    t = np.arange(64)
+    np.testing.assert_array_equal(out[:, 0], t % 8)
+    np.testing.assert_array_equal(out[:, 1], (t % 32) // 8)
+    assert (out[:, 2] == 4).all()
+    np.testing.assert_array_equal(out[:, 3], np.repeat(x.reshape(8, 8).sum(axis=1), 8))
+
+
+def test_both_sides_of_a_branch_coalesce_apart(mod):
+    out = np.zeros((48, 2), np.int32)
+    mod.get_function("two_sides")(Out(out), block=(48, 1, 1))    # a whole warp and one of 16 lanes
+    lane = np.arange(48) % 32
+    warp_size = np.where(np.arange(48) < 32, 32, 16)
+    np.testing.assert_array_equal(out[:, 0], np.where(lane < 10, 10, 100 + warp_size - 10))
+    np.testing.assert_array_equal(out[:, 1], np.where(lane < 10, lane, lane - 10))
+
+
+@pytest.mark.parametrize("order", ["reverse", "random"])
+def test_groups_give_the_same_answers_in_any_thread_order(mod, order):
+    from gpuedu.emulator.compiler import set_schedule
+    x = np.random.default_rng(9).integers(0, 100, 64).astype(np.int32)
+    try:
+        set_schedule(order, seed=4)
+        out = np.zeros((64, 6), np.int32)
+        mod.get_function("coalesced")(In(x), Out(out), block=(64, 1, 1))
+        lanes = np.flatnonzero(x[:32] % 3 == 0)
+        np.testing.assert_array_equal(out[lanes, 0], len(lanes))
+        np.testing.assert_array_equal(out[lanes, 1], np.arange(len(lanes)))
+        np.testing.assert_array_equal(out[lanes, 4], x[lanes].sum())
+        sums = np.zeros(5, np.int32)
+        mod.get_function("group_sums")(In(x.repeat(2)), Out(sums), block=(128, 1, 1))
+        assert sums[0] == 2 * x.sum()
+        tiles = np.zeros((64, 8), np.int32)
+        mod.get_function("tile_ops_16")(In(x), Out(tiles), block=(64, 1, 1))
+        np.testing.assert_array_equal(tiles, _tile_reference(x, 16))
+    finally:
+        set_schedule("forward")
 
 
 def test_runtime_tile_size_must_be_a_power_of_two_up_to_32(mod):
