@@ -36,8 +36,9 @@ static inline unsigned tile_mask(unsigned size) {
   if (size >= 32) return 0xffffffffu;
   return ((1u << size) - 1u) << (lane() & ~(size - 1u));
 }
-// The lane of the rank-th set bit of mask (32 if there is none).
-static inline unsigned lane_of_rank(unsigned mask, unsigned rank) {
+// The lane of the rank-th set bit of mask (32 if there is none). One instruction on a GPU (__fns),
+// so a profiled build counts none of this loop's branches (nor pack's).
+GPUEDU_PROF_QUIET static inline unsigned lane_of_rank(unsigned mask, unsigned rank) {
   for (unsigned l = 0; l < 32; ++l)
     if ((mask >> l) & 1u) {
       if (rank == 0) return l;
@@ -46,7 +47,7 @@ static inline unsigned lane_of_rank(unsigned mask, unsigned rank) {
   return 32;
 }
 // The bits of `lanes` that lie in `mask`, packed down to rank order.
-static inline unsigned pack(unsigned lanes, unsigned mask) {
+GPUEDU_PROF_QUIET static inline unsigned pack(unsigned lanes, unsigned mask) {
   unsigned out = 0, bit = 0;
   for (unsigned l = 0; l < 32; ++l)
     if ((mask >> l) & 1u) {

