@@ -95,6 +95,24 @@ extern "C" __global__ void next_ints(curandState_t* states, unsigned* out, int n
   for (int i = 0; i < n; ++i) out[id * n + i] = curand(&local);
   states[id] = local;
 }
+// Monte Carlo pi as the samples write it: a state per thread, a warp's hits summed with cooperative
+// groups, one atomicAdd per warp.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void monte_carlo_pi(unsigned long long seed, int per_thread, unsigned long long* hits) {
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+  curandStatePhilox4_32_10_t s;
+  curand_init(seed, blockIdx.x * blockDim.x + threadIdx.x, 0, &s);
+  unsigned inside = 0;
+  for (int i = 0; i < per_thread; ++i) {
+    float x = curand_uniform(&s), y = curand_uniform(&s);
+    inside += x * x + y * y <= 1.0f;
+  }
+  unsigned total = cg::reduce(warp, inside, cg::plus<unsigned>());
+  if (warp.thread_rank() == 0) atomicAdd(hits, (unsigned long long)total);
+}
+
 extern "C" __global__ void sizes(int* out) {
   out[0] = sizeof(curandState_t);
   out[1] = sizeof(curandStatePhilox4_32_10_t);
@@ -317,3 +335,20 @@ def test_states_in_global_memory_carry_on_between_launches(mod):
     whole = _draw(mod, "xorwow", 0, n=8, threads=64).astype(np.uint32)
     np.testing.assert_array_equal(np.hstack([first.reshape(64, 3), second.reshape(64, 5)]), whole)
     assert whole[0, :8].tolist() == _hex(KNOWN[0][1])
+
+
+def test_monte_carlo_pi_with_cooperative_groups(mod):
+    hits = np.zeros(1, np.uint64)
+    per_thread, threads = 1000, 1024
+    mod.get_function("monte_carlo_pi")(np.uint64(2024), np.int32(per_thread), InOut(hits),
+                                       block=(256, 1, 1), grid=(4, 1))
+    n = per_thread * threads
+    p = math.pi / 4
+    assert abs(hits[0] / n - p) < 5 * math.sqrt(p * (1 - p) / n)
+
+
+def test_inside_extern_c_the_error_says_to_pass_no_extern_c():
+    from gpuedu.emulator._errors import CompileError
+    src = "#include <curand_kernel.h>\n__global__ void k(float* o) { curandState_t s; curand_init(1, 0, 0, &s); }\n"
+    with pytest.raises(CompileError, match=r"no_extern_c=True"):
+        SourceModule(src)
