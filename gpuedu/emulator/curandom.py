@@ -12,8 +12,8 @@
   ``call_skip_ahead[_array]``, ``call_skip_ahead_sequence[_array]``.
   ``seed_getter(n)`` returns an int32 GPUArray of n seeds: ``seed_getter_uniform`` (one seed
   for all) or ``seed_getter_unique`` (a seed each); by default, a seed each from ``np.random``.
-  Generator i starts at subsequence i of its seed (PyCUDA starts it at its thread index within
-  the block, which gives every block the same numbers when the seeds are equal).
+  Generator i starts at subsequence i of its seed, as in PyCUDA, so equal seeds still give every
+  generator numbers of its own.
 
 The numbers are cuRAND's for the same seeds and launch shape; the emulated device's shape (its
 multiprocessor count) is not a real GPU's, so an array matches a GPU's in distribution, not draw by draw.
@@ -236,10 +236,10 @@ class _RandomNumberGeneratorBase:
         return result
 
     # ---- Poisson ------------------------------------------------------------------------------
-    _INTS = (np.dtype(np.uint32), np.dtype(np.int32))
+    _INTS = (np.dtype(np.uint32),)
 
     def fill_poisson(self, data, lambda_value=None, stream=None):
-        """Poisson-distributed counts with mean ``lambda_value`` (uint32, int32)."""
+        """Poisson-distributed counts with mean ``lambda_value`` (uint32, as PyCUDA's)."""
         if data.dtype not in self._INTS:
             raise _dtype_error("fill_poisson", data.dtype, self._INTS)
         if lambda_value is None or not lambda_value > 0:
@@ -286,3 +286,16 @@ class XORWOWRandomNumberGenerator(_RandomNumberGeneratorBase):
 
     def __init__(self, seed_getter=None, offset=0):
         super().__init__("curandStateXORWOW", seed_getter, offset)
+
+
+_NOT_EMULATED = ("MRG32k3aRandomNumberGenerator", "Sobol32RandomNumberGenerator",
+                 "ScrambledSobol32RandomNumberGenerator", "Sobol64RandomNumberGenerator",
+                 "ScrambledSobol64RandomNumberGenerator", "generate_direction_vectors",
+                 "generate_scramble_constants32", "generate_scramble_constants64")
+
+
+def __getattr__(name):
+    if name in _NOT_EMULATED:
+        raise AttributeError(f"pycuda.curandom.{name} is not part of the gpuedu CPU emulator, which has rand, "
+                             "XORWOWRandomNumberGenerator, seed_getter_uniform and seed_getter_unique")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

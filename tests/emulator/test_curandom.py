@@ -130,8 +130,8 @@ def test_clear_errors(gen, context):
         gen.gen_normal(10, np.int32)
     with pytest.raises(NotImplementedError, match=r"fill_uniform makes arrays of .*not float16"):
         gen.fill_uniform(gpuarray.zeros(4, np.float16))
-    with pytest.raises(NotImplementedError, match=r"gen_poisson makes arrays of uint32, int32, not float32"):
-        gen.gen_poisson(10, np.float32, 3.0)
+    with pytest.raises(NotImplementedError, match=r"gen_poisson makes arrays of uint32, not int32"):
+        gen.gen_poisson(10, np.int32, 3.0)
     with pytest.raises(TypeError, match=r"must return an int32 GPUArray"):
         curandom.XORWOWRandomNumberGenerator(lambda n: np.zeros(n, np.int32))
 
@@ -139,3 +139,11 @@ def test_clear_errors(gen, context):
 def test_reachable_as_pycuda_curandom():
     import gpuedu.backend as backend
     assert "curandom" in backend.emulated_modules()
+
+
+def test_generators_the_emulator_lacks_say_what_it_has():
+    with pytest.raises(AttributeError, match=r"MRG32k3aRandomNumberGenerator is not part of the gpuedu CPU emulator, "
+                                             r"which has rand, XORWOWRandomNumberGenerator"):
+        curandom.MRG32k3aRandomNumberGenerator
+    with pytest.raises(AttributeError, match=r"has no attribute 'no_such_thing'"):
+        curandom.no_such_thing
