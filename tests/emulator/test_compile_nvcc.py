@@ -26,6 +26,7 @@ SOURCES = [
     ("test_compile_linkage", "CXX_NAMES_SRC", True, []),
     ("test_cooperative_groups", "CG_SRC", True, []),
     ("test_curand", "CURAND_SRC", True, []),
+    ("test_curandom", "CURANDOM_SRC", True, []),
 ]
 
 

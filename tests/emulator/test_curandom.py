@@ -7,6 +7,9 @@ import pytest
 from gpuedu.emulator import curandom
 from gpuedu.emulator import gpuarray
 
+# the library's kernels, for the nvcc check (test_compile_nvcc.py)
+CURANDOM_SRC = curandom._RAND_SOURCE + curandom._GENERATOR_SOURCE % {"state_type": "curandStateXORWOW"}
+
 
 @pytest.fixture(scope="module")
 def gen(context):
