@@ -45,6 +45,41 @@ extern "C" __global__ void philox_block(unsigned long long key, unsigned long lo
   for (int i = 0; i < 4; ++i) out[i] = curand(&p);
 }
 
+// Skips in the middle of a stream, curand4 from each position within Philox's block of four, and
+// the draws each distribution consumes (its values are checked elsewhere; here, where it leaves the stream).
+extern "C" __global__ void mid_stream(unsigned* o) {
+  int u = 0;
+  curandStatePhilox4_32_10_t p;
+  curand_init(99, 0, 1, &p);
+  for (int k = 0; k < 4; ++k) {
+    for (int j = 0; j < k; ++j) (void)curand(&p);
+    uint4 q = curand4(&p);
+    o[u++] = q.x; o[u++] = q.y; o[u++] = q.z; o[u++] = q.w;
+  }
+  skipahead(1000003ULL, &p);
+  o[u++] = curand(&p); o[u++] = curand(&p);
+  skipahead_sequence(12345ULL, &p);
+  o[u++] = curand(&p); o[u++] = curand(&p);
+  (void)curand(&p);
+  skipahead(7ULL, &p);
+  o[u++] = curand(&p);
+  (void)curand_uniform2_double(&p);
+  (void)curand_normal2_double(&p);
+  for (int i = 0; i < 3; ++i) (void)curand_log_normal_double(&p, 0.1, 0.3);
+  for (int i = 0; i < 3; ++i) o[u++] = curand_poisson(&p, 63.5);
+  curandState_t x;
+  curand_init(99, 1ULL << 50, 0, &x);
+  for (int i = 0; i < 5; ++i) (void)curand(&x);
+  skipahead(1ULL << 63, &x);
+  o[u++] = curand(&x); o[u++] = curand(&x);
+  skipahead_sequence(3ULL, &x);
+  o[u++] = curand(&x);
+  (void)curand_normal2_double(&x);
+  for (int i = 0; i < 3; ++i) (void)curand_log_normal_double(&x, 0.1, 0.3);
+  for (int i = 0; i < 3; ++i) o[u++] = curand_poisson(&x, 0.5);
+  o[u++] = curand(&x);
+}
+
 // n draws per thread of one distribution, each thread on its own subsequence (the samples' pattern).
 template <typename S> __device__ void draw(unsigned long long seed, int n, int which, double* out) {
   int id = blockIdx.x * blockDim.x + threadIdx.x;
@@ -184,6 +219,15 @@ def test_philox_block_function_known_answers(mod, counter, key, expected):
     mod.get_function("philox_block")(np.uint64(key[1] << 32 | key[0]), np.uint64(counter[3] << 32 | counter[2]),
                                      np.uint64(lower // step), np.uint64(lower % step), Out(out), block=(1, 1, 1))
     assert out.tolist() == _hex(expected)
+
+
+def test_skips_mid_stream_curand4_positions_and_draws_consumed_are_curands(mod):
+    out = np.zeros(31, np.uint32)
+    mod.get_function("mid_stream")(Out(out), block=(1, 1, 1))
+    assert out.tolist() == _hex(
+        "ce226d6c 635989a1 f57b32fb b9f0711c c3a52238 e167b3e0 7296d7f0 a7b3ec8b c4818b6e b6bfd45d b8e7afd2 8928f08b "
+        "d7c00b9d c6e77ce6 75945255 c3bd6ba3 f0a3e44a afcc0231 4e16c548 ff033080 400d6f98 0000003e 00000033 0000003b "
+        "6ffb88f6 0113b44d 87da15f8 00000000 00000000 00000000 eeb3d385")
 
 
 def _draw(mod, gen, which, n=1000, threads=1000, seed=1234):
