@@ -70,6 +70,14 @@ extern "C" __global__ void tile_ops_8(const int* x, int* out) { tile_ops<8>(x, o
 extern "C" __global__ void tile_ops_16(const int* x, int* out) { tile_ops<16>(x, out); }
 extern "C" __global__ void tile_ops_32(const int* x, int* out) { tile_ops<32>(x, out); }
 
+// Float sums over tiles of 32 and of 8: in a GPU's order, so in its bits.
+extern "C" __global__ void float_tile_sums(const float* x, float* out) {
+  cg::thread_block block = cg::this_thread_block();
+  int t = block.thread_rank();
+  out[2 * t] = cg::reduce(cg::tiled_partition<32>(block), x[t], cg::plus<float>());
+  out[2 * t + 1] = cg::reduce(cg::tiled_partition<8>(block), x[t], cg::plus<float>());
+}
+
 // min, max and the bit operations of reduce.h, and the scans, on tiles of 8.
 extern "C" __global__ void tile_reductions(const int* x, int* out) {
   auto tile = cg::tiled_partition<8>(cg::this_thread_block());
@@ -234,6 +242,25 @@ def test_tile_shuffles_votes_and_reduce(mod, n):
     out = np.zeros((64, 8), np.int32)
     mod.get_function(f"tile_ops_{n}")(In(x), Out(out), block=(64, 1, 1))
     np.testing.assert_array_equal(out, _tile_reference(x, n))
+
+
+def _butterfly(x, n):
+    v = x.reshape(-1, n).copy()
+    lanes = np.arange(n)
+    m = n // 2
+    while m:
+        v = (v + v[:, lanes ^ m]).astype(np.float32)    # each lane adds its partner's, as shfl_xor gives it
+        m //= 2
+    return v.reshape(-1)
+
+
+def test_float_reduce_has_a_gpus_bits(mod):
+    x = (np.random.default_rng(12).standard_normal(64) * 10 ** np.random.default_rng(13).uniform(-3, 3, 64))
+    x = x.astype(np.float32)
+    out = np.zeros((64, 2), np.float32)
+    mod.get_function("float_tile_sums")(In(x), Out(out), block=(64, 1, 1))
+    np.testing.assert_array_equal(out[:, 0], _butterfly(x, 32))
+    np.testing.assert_array_equal(out[:, 1], _butterfly(x, 8))
 
 
 def test_reduce_operators_and_scans(mod):
