@@ -80,6 +80,25 @@ extern "C" __global__ void mid_stream(unsigned* o) {
   o[u++] = curand(&x);
 }
 
+// The two- and four-at-a-time variants: their values, and the draws they consume.
+extern "C" __global__ void variants(float* f, double* d) {
+  curandStatePhilox4_32_10_t p;
+  curandState_t x;
+  curand_init(31, 2, 3, &p);
+  curand_init(31, 2, 3, &x);
+  float2 a = curand_log_normal2(&x, 0.2f, 0.5f), b = curand_log_normal2(&p, 0.2f, 0.5f);
+  (void)curand(&p);
+  float4 c = curand_log_normal4(&p, 0.2f, 0.5f);
+  f[0] = a.x; f[1] = a.y; f[2] = b.x; f[3] = b.y; f[4] = c.x; f[5] = c.y; f[6] = c.z; f[7] = c.w;
+  double2 e = curand_log_normal2_double(&x, 0.2, 0.5), g = curand_log_normal2_double(&p, 0.2, 0.5);
+  double4 h = curand_log_normal4_double(&p, 0.2, 0.5);
+  double4 n = curand_normal4_double(&p);
+  double4 u = curand_uniform4_double(&p);
+  double all[18] = {e.x, e.y, g.x, g.y, h.x, h.y, h.z, h.w, n.x, n.y, n.z, n.w, u.x, u.y, u.z, u.w,
+                    (double)curand(&p), (double)curand(&x)};
+  for (int i = 0; i < 18; ++i) d[i] = all[i];
+}
+
 // n draws per thread of one distribution, each thread on its own subsequence (the samples' pattern).
 template <typename S> __device__ void draw(unsigned long long seed, int n, int which, double* out) {
   int id = blockIdx.x * blockDim.x + threadIdx.x;
@@ -228,6 +247,21 @@ def test_skips_mid_stream_curand4_positions_and_draws_consumed_are_curands(mod):
         "ce226d6c 635989a1 f57b32fb b9f0711c c3a52238 e167b3e0 7296d7f0 a7b3ec8b c4818b6e b6bfd45d b8e7afd2 8928f08b "
         "d7c00b9d c6e77ce6 75945255 c3bd6ba3 f0a3e44a afcc0231 4e16c548 ff033080 400d6f98 0000003e 00000033 0000003b "
         "6ffb88f6 0113b44d 87da15f8 00000000 00000000 00000000 eeb3d385")
+
+
+def test_two_and_four_at_a_time_variants_are_curands(mod):
+    f = np.zeros(8, np.float32)
+    d = np.zeros(18, np.float64)
+    mod.get_function("variants")(Out(f), Out(d), block=(1, 1, 1))
+    np.testing.assert_allclose(f, [1.1584023237228394, 2.117748975753784, 1.4369522333145142, 0.5199196338653564,
+                                   1.296720266342163, 0.4269052743911743, 1.7473723888397217, 0.4414025843143463],
+                               rtol=1e-5)
+    np.testing.assert_allclose(d[:12], [0.8779910254814068, 0.47648612278476815, 1.0251728515455476,
+                                        0.678558115074599, 1.0096018051777573, 2.511627787083428, 0.978572355702939,
+                                        0.42066622742169, -0.6807139202151594, -0.4736475406602244,
+                                        -1.8690123083364478, -0.42336206019575556], rtol=1e-12)
+    np.testing.assert_array_equal(d[12:], [0.7638320145710238, 0.9668752100458768, 0.26647282448098925,
+                                           0.09370622860019645, 4126132244.0, 3649326317.0])
 
 
 def _draw(mod, gen, which, n=1000, threads=1000, seed=1234):

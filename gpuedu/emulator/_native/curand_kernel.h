@@ -316,6 +316,16 @@ static inline double2 curand_normal2_double(curandStateXORWOW_t* state) { return
 static inline double2 curand_normal2_double(curandStatePhilox4_32_10_t* state) {
   return __gpuedu_curand_bm_double(state);
 }
+static inline double4 curand_normal4_double(curandStatePhilox4_32_10_t* state) {
+  double2 a = __gpuedu_curand_bm_double(state), b = __gpuedu_curand_bm_double(state);
+  return make_double4(a.x, a.y, b.x, b.y);
+}
+static inline double4 curand_uniform4_double(curandStatePhilox4_32_10_t* state) {
+  uint4 x = curand4(state);
+  uint4 y = curand4(state);
+  return make_double4(__gpuedu_curand::uniform_double(x.x, x.y), __gpuedu_curand::uniform_double(x.z, x.w),
+                      __gpuedu_curand::uniform_double(y.x, y.y), __gpuedu_curand::uniform_double(y.z, y.w));
+}
 
 // Log-normals: exp(mean + stddev * normal), with the normal's Box-Muller pair kept as curand_normal keeps it.
 template <typename S> static inline float __gpuedu_curand_log_normal(S* state, float mean, float stddev) {
@@ -345,6 +355,36 @@ template <typename S> static inline double __gpuedu_curand_log_normal_double(S* 
   }
   state->boxmuller_flag_double = 0;
   return state->boxmuller_extra_double;
+}
+template <typename S> static inline float2 __gpuedu_curand_log_normal2(S* state, float mean, float stddev) {
+  float2 v = __gpuedu_curand_normal2(state);
+  return make_float2(expf(mean + stddev * v.x), expf(mean + stddev * v.y));
+}
+static inline float2 curand_log_normal2(curandStateXORWOW_t* state, float mean, float stddev) {
+  return __gpuedu_curand_log_normal2(state, mean, stddev);
+}
+static inline float2 curand_log_normal2(curandStatePhilox4_32_10_t* state, float mean, float stddev) {
+  return __gpuedu_curand_log_normal2(state, mean, stddev);
+}
+static inline float4 curand_log_normal4(curandStatePhilox4_32_10_t* state, float mean, float stddev) {
+  float4 v = curand_normal4(state);
+  return make_float4(expf(mean + stddev * v.x), expf(mean + stddev * v.y), expf(mean + stddev * v.z),
+                     expf(mean + stddev * v.w));
+}
+template <typename S> static inline double2 __gpuedu_curand_log_normal2_double(S* state, double mean, double stddev) {
+  double2 v = __gpuedu_curand_bm_double(state);
+  return make_double2(exp(mean + stddev * v.x), exp(mean + stddev * v.y));
+}
+static inline double2 curand_log_normal2_double(curandStateXORWOW_t* state, double mean, double stddev) {
+  return __gpuedu_curand_log_normal2_double(state, mean, stddev);
+}
+static inline double2 curand_log_normal2_double(curandStatePhilox4_32_10_t* state, double mean, double stddev) {
+  return __gpuedu_curand_log_normal2_double(state, mean, stddev);
+}
+static inline double4 curand_log_normal4_double(curandStatePhilox4_32_10_t* state, double mean, double stddev) {
+  double4 v = curand_normal4_double(state);
+  return make_double4(exp(mean + stddev * v.x), exp(mean + stddev * v.y), exp(mean + stddev * v.z),
+                      exp(mean + stddev * v.w));
 }
 static inline double curand_log_normal_double(curandStateXORWOW_t* state, double mean, double stddev) {
   return __gpuedu_curand_log_normal_double(state, mean, stddev);
