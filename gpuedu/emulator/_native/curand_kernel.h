@@ -5,16 +5,17 @@
 // numbers as on a GPU:
 //   - XORWOW (Marsaglia's xorshift with a Weyl sequence, 160 + 32 bits of state), seeded as cuRAND
 //     seeds it; subsequence s starts 2^67 * s draws along the one sequence and offset n skips n
-//     draws, both by powers of the generator's GF(2) transition matrix (M^(2^i), squared once
-//     per process on first use) applied to the xorshift state, the Weyl counter moving on by
-//     362437 per draw;
+//     draws, both by powers of the generator's GF(2) transition matrix (M^(2^i), computed by
+//     squaring once per loaded module, on first use) applied to the xorshift state, the Weyl
+//     counter moving on by 362437 per draw;
 //   - Philox4x32-10 (Salmon et al., Random123): 10 rounds on a 128-bit counter with a 64-bit key
 //     (the seed); the subsequence is the counter's upper 64 bits, the offset counts draws of 32 bits.
 // The integers (curand, curand4) and the uniforms are bit for bit cuRAND's: the tests check them
-// against values from NVIDIA's cuRAND and the Random123 known-answer vectors. The normals use
+// against values computed by NVIDIA's own curand_kernel.h (whose integer code runs the same on a
+// CPU) and against the Random123 known-answer vectors; no GPU ran in those checks. The normals use
 // cuRAND's Box-Muller transform on the same integers, but a GPU computes its sine and cosine with
 // the fast hardware __sincosf and its own logf, so a float normal there can differ from the
-// emulator's in the last bits (a relative difference near 1e-6); double normals agree to an ulp or so.
+// emulator's in the last bits (a relative difference near 1e-6); double normals agree to a few ulps.
 //
 // A C++ header, like NVIDIA's: include it with no_extern_c=True.
 #pragma once
@@ -394,9 +395,10 @@ static inline double curand_log_normal_double(curandStatePhilox4_32_10_t* state,
 }
 
 // Poisson: for lambda < 64, cuRAND's method (multiply uniforms until the product falls below
-// exp(-lambda)); above 4000 its normal approximation. Between the two, where cuRAND uses a
-// rejection method of its own, this draws exactly Poisson-distributed numbers by inversion
-// (so the distribution is right but the draws are not cuRAND's).
+// exp(-lambda)); above 4000 its normal approximation. Between the two, cuRAND uses a rejection
+// method whose every step rests on the GPU's approximate hardware exp, log and rsqrt, which a CPU
+// cannot reproduce; this draws exactly Poisson-distributed numbers by inversion from one uniform
+// double instead, so these draws, and those that follow them from the same state, are not cuRAND's.
 template <typename S> static inline unsigned int __gpuedu_curand_poisson(S* state, double lambda) {
   if (lambda < 64) {
     unsigned int k = 0;
