@@ -56,11 +56,16 @@ NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
 # Intrinsics that make threads wait for one another: a kernel that reaches one
 # (directly or through the functions it calls) runs its threads as fibers.
 # wmma::mma_sync is one: a warp's lanes meet there to compute its product once (mma.h).
+# So are the cooperative groups' methods and functions that wait (block.sync(), tile.shfl_down(),
+# cg::reduce, cg::coalesced_threads(), ...): the scan sees their names, not their groups' types,
+# so a function of the same name elsewhere only costs a kernel the speed of the plain loop.
 BARRIER_NAMES = frozenset("""
     __syncthreads __syncthreads_count __syncthreads_and __syncthreads_or __syncwarp
     __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync
     __reduce_add_sync __reduce_min_sync __reduce_max_sync __reduce_and_sync __reduce_or_sync __reduce_xor_sync
     __match_any_sync __match_all_sync __gpuedu_shfl block_barrier warp_collective mma_sync
+    sync shfl shfl_up shfl_down shfl_xor ballot any all match_any match_all reduce inclusive_scan exclusive_scan
+    coalesced_threads
 """.split())
 
 CXX_FLAGS = [
@@ -215,16 +220,19 @@ _prelude_hash = None
 
 # Bump when ``analyse`` or the generated entry points change: cached modules keep
 # the kernel list an older scan found (e.g. none inside an extern "C" { } block).
-SCANNER_VERSION = 4
+SCANNER_VERSION = 5
 
 
 def _prelude_version():
     global _prelude_hash
     if _prelude_hash is None:
         h = hashlib.sha256()
-        for name in sorted(os.listdir(NATIVE_DIR)):
-            with open(os.path.join(NATIVE_DIR, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read())
+        for folder, dirs, files in sorted(os.walk(NATIVE_DIR)):
+            dirs.sort()
+            for name in sorted(files):   # the headers of subfolders too (cooperative_groups/reduce.h)
+                rel = os.path.relpath(os.path.join(folder, name), NATIVE_DIR)
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(rel.encode() + b"\0" + f.read())
         h.update(" ".join(CXX_FLAGS).encode())
         h.update(f"scanner {SCANNER_VERSION}".encode())
         _prelude_hash = h.hexdigest()
@@ -559,8 +567,8 @@ def _entry_points(analysis):
 # ---- compiling ---------------------------------------------------------------------------
 
 _C_LINKAGE_HINT = (
-    "cuda_fp16.h, mma.h and cuda_pipeline.h are C++ headers and cannot be included inside the extern \"C\" { } "
-    "block that "
+    "cuda_fp16.h, mma.h, cuda_pipeline.h, cooperative_groups.h and curand_kernel.h are C++ headers and cannot "
+    "be included inside the extern \"C\" { } block that "
     "SourceModule wraps your code in (nvcc rejects this too). Pass no_extern_c=True to SourceModule and "
     "declare each kernel extern \"C\" __global__ void name(...) so that get_function finds it by its plain name."
 )
@@ -695,7 +703,7 @@ def _translation_unit(no_extern_c):
 def _compile_error(msg, cmd, proc, build_dir, source):
     log = _clean_log(proc.stderr, build_dir)
     if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
-            r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline)\.h", source):
+            r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline|cooperative_groups|curand_kernel)\.h", source):
         msg = msg + "\n" + _C_LINKAGE_HINT
     code = _NOT_CODE.sub(" ", source)
     if re.search(r"\b(asm|__asm__)\s*(volatile\s*|__volatile__\s*)?\(", code) and re.search(

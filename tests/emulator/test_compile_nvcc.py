@@ -2,6 +2,7 @@
 sm_90, wrapped the way SourceModule wraps it: nothing the emulator accepts is invalid CUDA."""
 import importlib
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -23,7 +24,24 @@ SOURCES = [
     ("test_compile_linkage", "EXTERN_BLOCK_SRC", True, []),
     ("test_compile_linkage", "LIBC_NAMES_SRC", False, []),
     ("test_compile_linkage", "CXX_NAMES_SRC", True, []),
+    ("test_cooperative_groups", "CG_SRC", True, []),
+    ("test_curand", "CURAND_SRC", True, []),
+    ("test_curandom", "CURANDOM_SRC", True, []),
 ]
+
+
+def _curand_include():
+    """A folder holding NVIDIA's curand_kernel.h: the toolkit's own, or the nvidia-curand wheel's; None if neither."""
+    nvcc = shutil.which("nvcc")
+    folders = [os.path.join(os.path.dirname(os.path.realpath(nvcc)), "..", "include")] if nvcc else []
+    folders += ["/usr/local/cuda/include", os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include")]
+    try:
+        import nvidia
+        for root in nvidia.__path__:
+            folders += [os.path.join(root, sub, "include") for sub in ("cu13", "cu12", "curand")]
+    except ImportError:
+        pass
+    return next((f for f in folders if os.path.isfile(os.path.join(f, "curand_kernel.h"))), None)
 
 
 def _source(module, name):
@@ -37,6 +55,11 @@ def _source(module, name):
 @pytest.mark.parametrize("module,name,no_extern_c,options", SOURCES, ids=[f"{m}.{n}" for m, n, _, _ in SOURCES])
 def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, options):
     src = _source(module, name)
+    if "curand_kernel.h" in src:   # cuRAND's headers come with the toolkit's cuRAND, not with nvcc itself
+        folder = _curand_include()
+        if folder is None:
+            pytest.skip("NVIDIA's curand_kernel.h is not installed (the CUDA toolkit's cuRAND, or pip's nvidia-curand)")
+        options = [*options, "-I" + folder]
     if not no_extern_c:
         src = 'extern "C" {\n' + src + "\n}\n"     # what SourceModule does by default
     path = tmp_path / "kernel.cu"

@@ -81,6 +81,11 @@ struct Warp {
   int width[32];
   unsigned long long value[32];
   unsigned long long result[32];
+  // cooperative_groups::coalesced_threads(): the lanes waiting at one, where each waits, and
+  // the group each was given (done: lanes whose group is known but which have not yet run on)
+  unsigned coalescing, coalesced_done;
+  const void* coalesce_site[32];
+  unsigned coalesce_group[32];
 };
 
 // The fiber stacks are mapped once per process and shared by every loaded
@@ -517,6 +522,42 @@ inline unsigned active_mask() {
   return W.existing & ~W.exited;
 }
 
+// cooperative_groups::coalesced_threads(): the lanes of this warp that reach the same call site
+// (site) together, as the lanes of a warp that took the same branch reach it together on a GPU.
+// A lane waits there, ready, letting the others run, until no other lane of its warp could still
+// come: each has exited, waits at a barrier or warp intrinsic, or waits at a coalesced_threads()
+// itself. The lanes waiting at this site then form the group.
+inline unsigned coalesce(const void* site) {
+  if (!R.fiber_mode) fail_loop_mode("cooperative_groups::coalesced_threads()");
+  GPUEDU_PROF(leave());
+  unsigned t = R.cur, lane = t % 32, first = t - lane, me = 1u << lane;
+  Warp& W = R.warps[t / 32];
+  W.coalesce_site[lane] = site;
+  W.coalescing |= me;
+  for (;;) {
+    if (W.coalesced_done & me) break;  // a lane of the group found it and told this one
+    unsigned others = W.existing & ~W.exited & ~W.coalescing;
+    bool settled = true;
+    for (unsigned l = 0; l < 32 && settled; ++l)
+      if (((others >> l) & 1u) && R.state[first + l] == READY) settled = false;
+    if (settled) {
+      unsigned group = 0;
+      for (unsigned l = 0; l < 32; ++l)
+        if (((W.coalescing >> l) & 1u) && W.coalesce_site[l] == site) group |= 1u << l;
+      for (unsigned l = 0; l < 32; ++l)
+        if ((group >> l) & 1u) W.coalesce_group[l] = group;
+      W.coalescing &= ~group;
+      W.coalesced_done |= group;
+      break;
+    }
+    run_next();  // this lane stays ready: the others of the block run, then it looks again
+  }
+  W.coalesced_done &= ~me;
+  W.coalescing &= ~me;
+  GPUEDU_PROF(enter(t));
+  return W.coalesce_group[lane];
+}
+
 // ---- running a grid -------------------------------------------------------------
 inline unsigned long long next_random() {
   R.rng ^= R.rng << 13;
@@ -548,6 +589,8 @@ inline void run_block_fibers() {
     W.existing = left >= 32 ? 0xffffffffu : (1u << left) - 1u;
     W.arrived = 0;
     W.exited = 0;
+    W.coalescing = 0;
+    W.coalesced_done = 0;
   }
   R.n_ready = n;
   R.n_block = R.n_warp = R.n_done = 0;
