@@ -48,13 +48,13 @@ class _EmulatorFinder(importlib.abc.MetaPathFinder):
         if fullname != "pycuda" and not fullname.startswith("pycuda."):
             return None
         target_name = "gpuedu.emulator" + fullname[len("pycuda"):]
-        # Only PyCUDA's own module names resolve: the emulator's internals (function, memory, _errors...)
+        # Only PyCUDA's own module names resolve: the emulator's internals (_module, _memory, _errors...)
         # are not part of PyCUDA, and code written against them would break on a real GPU.
         top = fullname.split(".")[1] if "." in fullname else None
-        if top is not None and top not in PYCUDA_MODULES and \
-                importlib.util.find_spec("gpuedu.emulator." + top) is not None:
-            raise ModuleNotFoundError(f"No module named {fullname!r}: PyCUDA has no such module (gpuedu.emulator."
-                                      f"{top} is the emulator's own machinery; use pycuda.driver and friends)",
+        if top is not None and top not in PYCUDA_MODULES:
+            machinery = (f" (gpuedu.emulator.{top} is the emulator's own machinery; use pycuda.driver and friends)"
+                         if importlib.util.find_spec("gpuedu.emulator." + top) is not None else "")
+            raise ModuleNotFoundError(f"No module named {fullname!r}: PyCUDA has no such module{machinery}",
                                       name=fullname)
         if importlib.util.find_spec(target_name) is None:
             provided = ", ".join(f"pycuda.{name}" for name in emulated_modules())

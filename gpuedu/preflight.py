@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 
-# The emulator's kernel cache folder is read from this variable (gpuedu.emulator.compiler.cache_path).
+# The emulator's kernel cache folder is read from this variable (gpuedu.emulator._cache.cache_path).
 CACHE_ENV_VAR = "GPUEDU_CACHE_DIR"
 
 # What to install when the emulator has no C++ compiler, per platform.
@@ -249,7 +249,7 @@ def cxx_status():
 def kernel_cache_dir():
     """Folder where the emulator caches compiled kernels: the emulator's own rule (``$GPUEDU_CACHE_DIR``, else
     the platform's cache folder), reported without creating anything."""
-    from .emulator.compiler import cache_path
+    from .emulator._cache import cache_path
     return cache_path()
 
 

@@ -183,7 +183,7 @@ def test_wheel_ships_kernels_emulator_and_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     (wheel,) = [p for p in os.listdir(tmp_path) if p.endswith(".whl")]
     names = zipfile.ZipFile(tmp_path / wheel).namelist()
-    assert "gpuedu/backend.py" in names and "gpuedu/emulator/memory.py" in names
+    assert "gpuedu/backend.py" in names and "gpuedu/emulator/_memory.py" in names
     kernels = [n for n in os.listdir(os.path.join(REPO, "gpuedu", "kernels")) if n.endswith((".cu", ".cuh"))]
     assert kernels and all(f"gpuedu/kernels/{k}" in names for k in kernels)
     entry_points = zipfile.ZipFile(tmp_path / wheel).read(next(n for n in names if n.endswith("entry_points.txt")))

@@ -47,13 +47,17 @@ def stream_id(stream):
     return 0 if stream is None else getattr(stream, "handle", id(stream))
 
 
+#: The classes of page-locked host memory; ``driver`` registers its ``PagelockedHostAllocation`` here, so
+#: this core module needs nothing from the PyCUDA-named modules above it.
+PINNED_TYPES = ()
+
+
 def is_pinned(array):
     """Whether a host array lives in page-locked memory (``pagelocked_*``), which copies by DMA."""
-    from .driver import PagelockedHostAllocation
     seen = 0
     base = array
     while base is not None and seen < 16:
-        if isinstance(base, PagelockedHostAllocation):
+        if isinstance(base, PINNED_TYPES):
             return True
         base = getattr(base, "base", None)
         seen += 1

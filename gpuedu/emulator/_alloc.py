@@ -3,7 +3,7 @@
 ``int(alloc)`` is the device address (a host address in the emulator), which is
 what a kernel receives for a pointer parameter.
 """
-from . import memory
+from . import _memory
 from ._errors import LogicError
 
 
@@ -11,7 +11,7 @@ class DeviceAllocation:
     __slots__ = ("_alloc", "__weakref__")
 
     def __init__(self, nbytes):
-        self._alloc = memory.allocate(nbytes)
+        self._alloc = _memory.allocate(nbytes)
 
     def __int__(self):
         if self._alloc is None:
@@ -30,12 +30,12 @@ class DeviceAllocation:
         if self._alloc is None:
             raise LogicError("cuMemFree failed: this allocation was already freed")
         alloc, self._alloc = self._alloc, None
-        memory.release(alloc)
+        _memory.release(alloc)
 
     def __del__(self):
         if getattr(self, "_alloc", None) is not None:
             try:
-                memory.release(self._alloc)
+                _memory.release(self._alloc)
             except Exception:  # interpreter shutdown
                 pass
             self._alloc = None

@@ -7,7 +7,7 @@ import ctypes
 
 import numpy as np
 
-from . import memory
+from . import _memory
 
 
 class ArgumentHandler:
@@ -21,7 +21,7 @@ class ArgumentHandler:
 
     def get_device_alloc(self):
         if self._alloc is None:
-            self._alloc = memory.allocate(self.array.nbytes)
+            self._alloc = _memory.allocate(self.array.nbytes)
         return self._alloc.address
 
     def pre_call(self, stream=None):
@@ -32,7 +32,7 @@ class ArgumentHandler:
 
     def release(self):
         if self._alloc is not None:
-            memory.release(self._alloc)
+            _memory.release(self._alloc)
             self._alloc = None
 
 

@@ -16,7 +16,7 @@ import os
 import struct
 import subprocess
 
-from . import memory
+from . import _memory
 
 # Counter slots, in the order of gpuedu_profile.cpp's enum Counter.
 COUNTERS = (
@@ -55,7 +55,7 @@ class Twin:
     """A module's instrumented build, loaded, with the variables it shares with the module."""
 
     def __init__(self, module, path):
-        from .function import Module
+        from ._module import Module
         self.module = Module(path)
         lib = self.module._lib
         lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
@@ -132,8 +132,8 @@ class RawRun:
 
 def _device_ranges():
     """Sorted [lo, hi) pairs of the live device allocations (not module variables)."""
-    with memory._lock:
-        allocs = [memory._by_start[a] for a in memory._starts]
+    with _memory._lock:
+        allocs = [_memory._by_start[a] for a in _memory._starts]
     pairs = [(a.address, a.address + a.size) for a in allocs if a._map is not None and a.size > 0]
     return pairs
 
@@ -263,6 +263,6 @@ def _address(lib, name):
 
 def _variables(path):
     """{name: size} of the variables a module exports (its __device__ and __constant__ data)."""
-    from .function import read_dynamic_symbols
+    from ._module import read_dynamic_symbols
     return {name: size for name, (size, is_object) in read_dynamic_symbols(path).items()
             if is_object and size and not name.startswith(("gpuedu_", "__gpuedu", "_ZN8__gpuedu"))}

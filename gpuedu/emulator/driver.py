@@ -1,6 +1,6 @@
 """``pycuda.driver`` on the CPU: devices, contexts, memory, copies, streams and events.
 
-Device memory is host memory (see ``memory.py``), so a copy is a ``ctypes.memmove``
+Device memory is host memory (see ``_memory.py``), so a copy is a ``ctypes.memmove``
 and a device pointer is a host address.  Kernels run to completion when they are
 launched, so every stream is always idle and asynchronous calls finish before they
 return; streams and events still keep CUDA's rules (an event must be recorded
@@ -19,10 +19,11 @@ import time
 
 import numpy as np
 
-from . import _activity, _device, memory
+from . import _activity, _device, _memory
 from ._alloc import DeviceAllocation
 from ._args import ArgumentHandler, In, InOut, Out
 from ._errors import CompileError, Error, LaunchError, LogicError, MemoryError, RuntimeError
+from ._module import Function, Module, module_from_buffer, module_from_file  # noqa: F401  (PyCUDA's names)
 
 __all__ = [
     "init", "get_version", "get_driver_version", "Device", "Context", "Stream", "Event",
@@ -274,7 +275,7 @@ class Device:
 
     def total_memory(self):
         """Bytes of host memory, which is the emulated device's memory."""
-        return memory.host_memory_info()[1]
+        return _memory.host_memory_info()[1]
 
     def get_attribute(self, attr):
         try:
@@ -467,7 +468,7 @@ _PITCH_ALIGNMENT = 512
 def mem_get_info():
     """``(free, total)`` bytes: the host's available and total memory."""
     _require_context("cuMemGetInfo")
-    return memory.host_memory_info()
+    return _memory.host_memory_info()
 
 
 def _as_count(value, call, what):
@@ -489,7 +490,7 @@ def _device_address(ptr, nbytes, call, role):
     except TypeError:
         raise TypeError(f"{call}: the {role} must be a device pointer (a DeviceAllocation or an int "
                         f"address), got {type(ptr).__name__}") from None
-    found = memory.find(address)
+    found = _memory.find(address)
     if found is None:
         raise LogicError(f"{call} failed: the {role} 0x{address:x} is not in any live device allocation "
                          "(was it freed, or is it a host address?)")
@@ -753,6 +754,9 @@ class PagelockedHostAllocation(mmap.mmap):
                              "delete the arrays instead") from None
 
 
+_activity.PINNED_TYPES = (PagelockedHostAllocation,)
+
+
 def _pagelocked(shape, dtype, order, mem_flags):
     dtype = np.dtype(dtype)
     if order not in ("C", "F"):
@@ -878,16 +882,5 @@ def _elapsed_ms(start, end, call):
 
 # --------------------------------------------------------------------------- modules and functions
 
-_FROM_CORE = ("Function", "Module", "module_from_buffer", "module_from_file")
-
-
 def __getattr__(name):
-    # Function and Module belong to the emulator's core (function.py); importing it
-    # lazily keeps this module usable on its own and avoids an import cycle.
-    if name in _FROM_CORE:
-        from . import function
-        try:
-            return getattr(function, name)
-        except AttributeError:
-            raise AttributeError(f"pycuda.driver.{name} is not available in the CPU emulator") from None
     raise AttributeError(f"module 'pycuda.driver' has no attribute {name!r}")

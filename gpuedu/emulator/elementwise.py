@@ -11,76 +11,13 @@ all GPUArray arguments have the same size (pass ``ary.gpudata`` for an array tha
 indexed some other way, e.g. a lookup table).
 """
 import builtins
-import re
 
 import numpy as np
 
-from .tools import context_dependent_memoize, dtype_to_ctype, get_or_register_dtype
+from .tools import ScalarArg, VectorArg, context_dependent_memoize, dtype_to_ctype, parse_c_arg
 
 __all__ = ["ElementwiseKernel", "VectorArg", "ScalarArg", "parse_c_arg", "get_elwise_module",
            "get_elwise_range_module", "get_elwise_kernel", "get_elwise_kernel_and_types"]
-
-
-# --------------------------------------------------------------------------- argument declarations
-
-class VectorArg:
-    """A pointer argument: ``float *x``."""
-
-    def __init__(self, dtype, name):
-        self.dtype = np.dtype(dtype)
-        self.name = name
-
-    def declarator(self):
-        return f"{dtype_to_ctype(self.dtype)} *{self.name}"
-
-    struct_char = "P"
-
-    def __repr__(self):
-        return f"VectorArg({self.dtype}, {self.name!r})"
-
-
-class ScalarArg:
-    """A by-value argument: ``float a``."""
-
-    def __init__(self, dtype, name):
-        self.dtype = np.dtype(dtype)
-        self.name = name
-
-    def declarator(self):
-        return f"{dtype_to_ctype(self.dtype)} {self.name}"
-
-    @property
-    def struct_char(self):
-        return self.dtype.char
-
-    def __repr__(self):
-        return f"ScalarArg({self.dtype}, {self.name!r})"
-
-
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict"}
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*$")
-
-
-def parse_c_arg(c_arg):
-    """``"const float *__restrict__ x"`` -> ``VectorArg(float32, "x")``; ``"int n"`` -> ScalarArg."""
-    text = c_arg.strip()
-    is_pointer = "*" in text
-    if text.count("*") > 1:
-        raise ValueError(f"cannot parse argument {c_arg!r}: pointers to pointers are not supported")
-    if text.endswith("[]"):               # "float x[]" is "float *x"
-        text, is_pointer = text[:-2], True
-    words = [w for w in text.replace("*", " ").split() if w not in _QUALIFIERS]
-    if len(words) < 2 or not _IDENTIFIER.match(words[-1]):
-        raise ValueError(f"cannot parse argument {c_arg!r}: expected a C declaration such as "
-                         "'float *x' or 'int n'")
-    c_type, name = " ".join(words[:-1]), words[-1]
-    try:
-        dtype = get_or_register_dtype(c_type)
-    except TypeError:
-        raise ValueError(f"unknown C type {c_type!r} in argument {c_arg!r} (known: float, double, "
-                         "int, unsigned int, long, char, short, ... or types registered with "
-                         "pycuda.tools.get_or_register_dtype)") from None
-    return VectorArg(dtype, name) if is_pointer else ScalarArg(dtype, name)
 
 
 def parse_arguments(arguments):

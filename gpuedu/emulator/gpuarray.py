@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from . import driver as drv
-from . import _activity, memory
+from . import _activity, _memory
 
 __all__ = [
     "GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "empty_like", "zeros_like",
@@ -220,7 +220,7 @@ class GPUArray:
         low = builtins.sum(s * (d - 1) for s, d in zip(self.strides, self.shape) if s < 0)
         high = builtins.sum(s * (d - 1) for s, d in zip(self.strides, self.shape) if s > 0)
         high += self.itemsize
-        found = memory.find(address + low)
+        found = _memory.find(address + low)
         if found is None:
             raise drv.LogicError(f"this GPUArray's memory (0x{address:x}) is not a live device "
                                  "allocation: it was freed")

@@ -93,7 +93,7 @@ def parse_ptxas(text):
 def cache_dir():
     """Where results are kept: ``resources/`` in the emulator's kernel cache (``$GPUEDU_CACHE_DIR`` or
     the platform's cache folder), under the same rules of ownership."""
-    from gpuedu.emulator.compiler import cache_dir as kernel_cache
+    from gpuedu.emulator._cache import cache_dir as kernel_cache
     return os.path.join(kernel_cache(), "resources")
 
 

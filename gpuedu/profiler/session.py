@@ -170,7 +170,7 @@ class Profile:
         backend = gpuedu.setup(verbose=False)
         self.backend = backend.name
         if backend.name == "cpu":
-            from gpuedu.emulator import function
+            from gpuedu.emulator import _module as function
             self._previous = function.set_launch_observer(self._observe)
         else:
             self._restore = _time_gpu_launches(self)
@@ -178,7 +178,7 @@ class Profile:
 
     def __exit__(self, *exc):
         if self.backend == "cpu":
-            from gpuedu.emulator import function
+            from gpuedu.emulator import _module as function
             function.set_launch_observer(self._previous)
         elif self._restore is not None:
             self._restore()

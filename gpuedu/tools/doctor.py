@@ -133,7 +133,7 @@ def check_cxx():
 
 
 def check_cache():
-    from ..emulator.compiler import cache_problem
+    from ..emulator._cache import cache_problem
     folder = preflight.kernel_cache_dir()
     problem = cache_problem(folder)
     if problem:   # the emulator refuses it: compiled kernels run as the learner's own code

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from gpuedu.emulator import compiler
+from gpuedu.emulator import _scanner, compiler
 
 pytestmark = [
     pytest.mark.slow,
@@ -77,14 +77,14 @@ int main() {
 
 
 def test_fibers_and_faults_on_aarch64(tmp_path):
-    (tmp_path / "kernel.cu").write_text(compiler._rewrite_source(ARM_SRC))
+    (tmp_path / "kernel.cu").write_text(_scanner.rewrite_source(ARM_SRC))
     unit = compiler._translation_unit(False)
     scan = subprocess.run(["aarch64-linux-gnu-g++", "-E", "-std=c++17", "-DGPUEDU_SCAN", "-I" + compiler.NATIVE_DIR,
                            "-I" + str(tmp_path), "-"], input=unit, capture_output=True, text=True, cwd=tmp_path)
     assert scan.returncode == 0, scan.stderr
-    analysis = compiler.analyse(compiler._user_code(scan.stdout, "-")[0])
+    analysis = _scanner.analyse(_scanner.user_code(scan.stdout, "-", compiler.NATIVE_DIR)[0])
     assert [p for _, p in analysis.kernels] == ["block_sum", "warp_sums", "out_of_bounds"]
-    (tmp_path / "module.cpp").write_text(unit + compiler._entry_points(analysis) + DRIVER)
+    (tmp_path / "module.cpp").write_text(unit + _scanner.entry_points(analysis) + DRIVER)
     flags = [f for f in compiler.CXX_FLAGS if f not in ("-shared", "-fPIC")]
     build = subprocess.run(["aarch64-linux-gnu-g++", *flags, "-I" + compiler.NATIVE_DIR, "-I" + str(tmp_path),
                             "module.cpp", compiler.NATIVE_DIR + "/gpuedu_host.cpp", "-o", "driver"], capture_output=True, text=True, cwd=tmp_path)

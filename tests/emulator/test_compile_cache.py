@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from gpuedu.emulator import compiler, function
+from gpuedu.emulator import _module as function
+from gpuedu.emulator import _cache, compiler
 from gpuedu.emulator._args import In, Out
 from gpuedu.emulator._errors import CompileError
 
@@ -43,7 +44,7 @@ def test_second_load_comes_from_the_cache_without_the_compiler(fresh_cache, monk
     # other options are another module: that one must compile
     with pytest.raises(AssertionError, match="compiler ran"):
         compiler.SourceModule(src, options=["-DVALUE(i)=(4*(i))"])
-    assert len([f for f in os.listdir(compiler.cache_dir()) if f.endswith(".so")]) == 1
+    assert len([f for f in os.listdir(_cache.cache_dir()) if f.endswith(".so")]) == 1
 
 
 def test_changed_header_in_include_dirs_recompiles(fresh_cache):
@@ -108,13 +109,13 @@ def test_concurrent_processes_share_the_cache(fresh_cache):
             "m.get_function('fill')(Out(x), np.int32(2), block=(2, 1, 1)); assert x.tolist() == [5, 5]")
     procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ)) for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    assert not [f for f in os.listdir(compiler.cache_dir()) if f.endswith(".tmp") or f.startswith("gpuedu-build-")]
+    assert not [f for f in os.listdir(_cache.cache_dir()) if f.endswith(".tmp") or f.startswith("gpuedu-build-")]
 
 
 # ---- a cache the learner can trust ----------------------------------------------------------------
 
 def test_a_new_cache_folder_is_private_to_its_user(fresh_cache):
-    folder = compiler.cache_dir()
+    folder = _cache.cache_dir()
     assert folder == str(fresh_cache / "cache")
     assert os.stat(folder).st_mode & 0o777 == 0o700
 
@@ -124,7 +125,7 @@ def test_a_cache_folder_that_is_a_symlink_is_refused_with_the_reason(tmp_path, m
     os.symlink(tmp_path / "theirs", tmp_path / "link")
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "link"))
     with pytest.raises(CompileError, match="refused: it is a symbolic link.*GPUEDU_CACHE_DIR"):
-        compiler.cache_dir()
+        _cache.cache_dir()
 
 
 def test_a_cache_folder_others_may_write_into_is_refused(tmp_path, monkeypatch):
@@ -143,14 +144,14 @@ def test_a_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):
     os.chown(theirs, 65534, 65534)
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(theirs))
     with pytest.raises(CompileError, match="belongs to another user"):
-        compiler.cache_dir()
+        _cache.cache_dir()
 
 
 def test_a_cache_folder_that_cannot_be_made_falls_back_to_a_private_one_with_a_warning(tmp_path, monkeypatch):
     (tmp_path / "a_file").write_text("not a folder")
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
     with pytest.warns(UserWarning, match="cannot be used .*GPUEDU_CACHE_DIR"):
-        folder = compiler.cache_dir()
+        folder = _cache.cache_dir()
     assert folder != str(tmp_path / "a_file" / "cache") and os.stat(folder).st_mode & 0o777 == 0o700
     fn = compiler.SourceModule("__global__ void k(int* x) { x[0] = 7; }").get_function("k")
     out = np.zeros(1, np.int32)
@@ -190,14 +191,14 @@ def test_the_default_cache_follows_the_platforms_cache_folder(monkeypatch, tmp_p
     from gpuedu import preflight
     from gpuedu.emulator import compiler
     monkeypatch.delenv("GPUEDU_CACHE_DIR", raising=False)
-    monkeypatch.setattr(compiler.sys, "platform", "linux")
+    monkeypatch.setattr(_cache.sys, "platform", "linux")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert compiler.cache_path() == str(tmp_path / "xdg" / "gpuedu" / "kernels")
+    assert _cache.cache_path() == str(tmp_path / "xdg" / "gpuedu" / "kernels")
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")          # invalid by the XDG rule: ignored
-    assert compiler.cache_path() == os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
-    monkeypatch.setattr(compiler.sys, "platform", "darwin")
-    assert compiler.cache_path() == os.path.join(os.path.expanduser("~"), "Library", "Caches", "gpuedu", "kernels")
+    assert _cache.cache_path() == os.path.join(os.path.expanduser("~"), ".cache", "gpuedu", "kernels")
+    monkeypatch.setattr(_cache.sys, "platform", "darwin")
+    assert _cache.cache_path() == os.path.join(os.path.expanduser("~"), "Library", "Caches", "gpuedu", "kernels")
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "mine"))
-    assert compiler.cache_path() == str(tmp_path / "mine")
+    assert _cache.cache_path() == str(tmp_path / "mine")
     # doctor and the emulator read one rule
-    assert preflight.kernel_cache_dir() == compiler.cache_path()
+    assert preflight.kernel_cache_dir() == _cache.cache_path()

@@ -4,7 +4,8 @@ functions (read, write, time, ...), which nvcc accepts and the emulator must not
 import numpy as np
 
 from gpuedu.emulator._args import In, InOut, Out
-from gpuedu.emulator.compiler import SourceModule, analyse
+from gpuedu.emulator._scanner import analyse
+from gpuedu.emulator.compiler import SourceModule
 
 # A block of C-linkage kernels between C++ code: a template, a device function, a
 # kernel in a C++17 nested namespace and one in an extern "C" block inside a namespace.

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from gpuedu.emulator import function
+from gpuedu.emulator import _module as function
 from gpuedu.emulator._alloc import DeviceAllocation
 from gpuedu.emulator._args import In, InOut, Out
 from gpuedu.emulator._errors import CompileError, LaunchError, LogicError

@@ -197,7 +197,7 @@ def test_launches_from_several_threads(mod):
 ])
 def test_an_unusable_environment_variable_is_named_in_the_error(name, value, says):
     env = dict(os.environ, **{name: value})
-    done = subprocess.run([sys.executable, "-c", "import gpuedu.emulator.function"], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", "import gpuedu.emulator._module"], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode != 0
     assert f"the environment variable {name}='{value}' cannot be used" in done.stderr and says in done.stderr

@@ -2,7 +2,7 @@ import ctypes
 
 import pytest
 
-from gpuedu.emulator import memory
+from gpuedu.emulator import _memory as memory
 from gpuedu.emulator._errors import LogicError
 
 

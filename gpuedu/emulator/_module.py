@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from . import _activity, _device, memory
+from . import _activity, _device, _memory
+from ._cache import cache_dir
 from ._alloc import DeviceAllocation
 from ._args import ArgumentHandler
 from ._errors import LaunchError, LogicError
@@ -188,7 +189,7 @@ class Module:
             raise LogicError(f"cuModuleGetGlobal failed: named symbol not found: no __device__ or __constant__ "
                              f"variable '{name}' in this module") from None
         size = _symbol_size(self._path, name)
-        memory.register_external(address, size)  # so the driver's checked copies accept it
+        _memory.register_external(address, size)  # so the driver's checked copies accept it
         return GlobalPointer(address, size), size
 
     def get_texref(self, name):
@@ -635,7 +636,6 @@ def module_from_file(filename):
 def module_from_buffer(buffer, options=None, message_handler=None):
     """Load the binary ``compiler.compile`` returned (kept in the kernel cache under its hash)."""
     import hashlib
-    from .compiler import cache_dir
     data = bytes(buffer)
     if data[:4] != b"\x7fELF" and data[:4] != b"\xcf\xfa\xed\xfe":
         raise LogicError("cuModuleLoadData failed: the buffer is not a module the CPU emulator compiled "
@@ -661,7 +661,7 @@ def _suggest(kind, size):
 
 def _describe_fault(where, address, is_write):
     verb = {1: "wrote", 0: "read"}.get(is_write, "accessed")
-    found = memory.find(address)
+    found = _memory.find(address)
     if found is None:
         if address < 65536:
             return (f"{where} {verb} address 0x{address:x}: a null (or nearly null) pointer; was an argument "

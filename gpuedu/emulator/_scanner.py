@@ -1,0 +1,293 @@
+"""The emulator's reading of CUDA C as C++ tokens: what ``compiler.build`` needs to know before it compiles.
+
+- ``rewrite_source``: ``extern __shared__`` arrays become the runtime's dynamic shared buffer, each static
+  ``__shared__`` variable registers itself (so the runtime can fill it with garbage before each block);
+  every line stays where it was, comments and strings are left alone.
+- ``user_code`` keeps the preprocessed text of the user's own files; ``analyse`` finds the kernels (plain,
+  namespaced, explicitly instantiated templates) and decides per kernel whether its threads need fibers
+  (it, or anything it may call, reaches a barrier or a warp collective); ``entry_points`` writes the table
+  the runtime reads.
+
+A conservative scan, not a parser: when unsure (operators, code outside any function) every kernel gets fibers.
+"""
+import os
+import re
+
+# Intrinsics that make threads wait for one another: a kernel that reaches one
+# (directly or through the functions it calls) runs its threads as fibers.
+# wmma::mma_sync is one: a warp's lanes meet there to compute its product once (mma.h).
+# So are the cooperative groups' methods and functions that wait (block.sync(), tile.shfl_down(),
+# cg::reduce, cg::coalesced_threads(), ...): the scan sees their names, not their groups' types,
+# so a function of the same name elsewhere only costs a kernel the speed of the plain loop.
+BARRIER_NAMES = frozenset("""
+    __syncthreads __syncthreads_count __syncthreads_and __syncthreads_or __syncwarp
+    __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync
+    __reduce_add_sync __reduce_min_sync __reduce_max_sync __reduce_and_sync __reduce_or_sync __reduce_xor_sync
+    __match_any_sync __match_all_sync __gpuedu_shfl block_barrier warp_collective mma_sync
+    sync shfl shfl_up shfl_down shfl_xor ballot any all match_any match_all reduce inclusive_scan exclusive_scan
+    coalesced_threads
+""".split())
+
+#: Bump when ``analyse`` or the generated entry points change: cached modules keep
+#: the kernel list an older scan found (e.g. none inside an extern "C" { } block).
+VERSION = 5
+
+
+_DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
+_STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}\n]*);")   # one-line declarations
+#: Comments, string and character literals: what rewrites and hints must not look into.
+NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|alignas\s*\([^()]*\)")
+
+
+def _declared_names(declaration):
+    """Names declared by ``float a[4][4], b[8]`` (the text after __shared__); [] if unsure."""
+    text = _ATTRIBUTES.sub(" ", declaration)
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        if ch in "[(<":
+            depth += 1
+        elif ch in "])>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:k])
+            start = k + 1
+    parts.append(text[start:])
+    names = []
+    for part in parts:
+        head = re.split(r"[\[=]", part, 1)[0]
+        found = re.findall(r"[A-Za-z_]\w*", head)
+        if not found or "(" in head:
+            return []
+        names.append(found[-1])
+    return names
+
+
+def rewrite_source(source, profile=False, tag=""):
+    """Adapt CUDA declarations to the prelude, keeping every line where it was.
+
+    ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
+    each static ``__shared__`` variable registers itself (so the runtime can fill
+    shared memory with garbage before each block); ``static __shared__`` is the
+    same as ``__shared__``.  Comments and string literals are left alone.
+    A profiled build registers on every execution of the declaration, so that
+    every thread runs the same branches (a static guard would send only the
+    first thread into the registration).
+    """
+    counter = [0]
+    storage = "[[maybe_unused]] const bool" if profile else "static const bool"
+
+    def register(m):
+        regs = []
+        for name in _declared_names(m.group(1)):
+            counter[0] += 1
+            regs.append(f"{storage} __gpuedu_shared_{tag}{counter[0]} = "
+                        f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")
+        return m.group(0) + " ".join(regs)
+
+    def rewrite_code(code):
+        code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)
+        code = _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");',
+                                   code)
+        return _STATIC_SHARED.sub(register, code)
+
+    out, last = [], 0
+    for m in NOT_CODE.finditer(source):
+        out.append(rewrite_code(source[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(rewrite_code(source[last:]))
+    return "".join(out)
+
+
+_LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"(.*)$')
+_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
+_CHAR = re.compile(r"'(?:\\.|[^'\\\n])*'")
+_TOKEN = re.compile(r'[A-Za-z_]\w*|::|""|\S')  # "" is a string literal after _STRING blanked it
+
+
+def user_code(preprocessed, tu_name, skip_dir):
+    """The preprocessed text of the user's own files (not ``tu_name``, nor headers under ``skip_dir``),
+    and the header files it came from."""
+    keep, out, files = False, [], set()
+    for line in preprocessed.splitlines():
+        if line.startswith("#"):
+            m = _LINE_MARKER.match(line)
+            if m:
+                fname, flags = m.group(2), m.group(3).split()
+                keep = ("3" not in flags and not fname.startswith("<")
+                        and not fname.startswith(skip_dir) and os.path.basename(fname) != tu_name)
+                if keep:
+                    files.add(fname)
+            continue
+        if keep:
+            out.append(line)
+    return "\n".join(out), files
+
+
+class Analysis:
+    """What the scan found: ``kernels`` [(expression, plain name)], ``needs_fibers`` {plain name: bool}."""
+
+    def __init__(self):
+        self.kernels = []
+        self.functions = {}       # plain name -> identifiers used in its bodies
+        self.uncertain = set()    # functions the call graph cannot follow (operators)
+        self.needs_fibers = {}
+
+
+def _skip_balanced(tokens, i, open_tok, close_tok):
+    depth = 0
+    while i < len(tokens):
+        if tokens[i] == open_tok:
+            depth += 1
+        elif tokens[i] == close_tok:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
+
+
+def _declarator(header):
+    """(name, template arguments text, is_template) of a function header's declarator."""
+    toks = []
+    i = 0
+    is_template = False
+    while i < len(header):
+        t = header[i]
+        if t == "__attribute__":
+            i = _skip_balanced(header, i + 1, "(", ")")
+            continue
+        if t == "template" and i + 1 < len(header) and header[i + 1] == "<":
+            is_template = True
+            i = _skip_balanced(header, i + 1, "<", ">")
+            continue
+        toks.append(t)
+        i += 1
+    if "(" not in toks:
+        return None, "", is_template
+    p = toks.index("(")
+    # name<args>( for explicit instantiations
+    targs = ""
+    j = p - 1
+    if j >= 0 and toks[j] == ">":
+        depth = 0
+        k = j
+        while k >= 0:
+            if toks[k] == ">":
+                depth += 1
+            elif toks[k] == "<":
+                depth -= 1
+                if depth == 0:
+                    break
+            k -= 1
+        targs = " ".join(toks[k:j + 1])
+        j = k - 1
+    if j < 0 or not re.match(r"[A-Za-z_]", toks[j]):
+        return None, "", is_template
+    name = toks[j]
+    if j >= 1 and toks[j - 1] == "operator":
+        name = "operator"
+    return name, targs, is_template
+
+
+def analyse(user_code):
+    """Find kernels and decide, per kernel, whether its threads need fibers.
+
+    A conservative scan of the preprocessed user code: top-level function
+    bodies, the identifiers each uses, and a fixpoint over calls by name.  A
+    kernel needs fibers when it, or anything it may call, uses a barrier or a
+    warp intrinsic; when unsure (operators, code outside any function), every
+    kernel gets fibers.
+    """
+    text = _CHAR.sub("0", _STRING.sub('""', user_code))
+    tokens = _TOKEN.findall(text)
+    a = Analysis()
+    scopes = []          # ("ns", name) | ("class", name) | ("init", None)
+    stmt = 0             # first token of the declaration being read
+    i = 0
+    n = len(tokens)
+    loose_barrier = False
+    while i < n:
+        t = tokens[i]
+        if t == ";":
+            header = tokens[stmt:i]
+            # explicit instantiation of a template kernel: template __global__ void k<float>(float*);
+            if header[:1] == ["template"] and header[1:2] != ["<"] and "__gpuedu_global__" in header:
+                name, targs, _ = _declarator(header[1:])
+                if name:
+                    a.kernels.append((_qualified(scopes, name) + targs.replace(" ", ""), name))
+            if any(tok in BARRIER_NAMES for tok in header):
+                loose_barrier = True
+            stmt = i + 1
+        elif t == "}":
+            if scopes:
+                scopes.pop()
+            stmt = i + 1
+        elif t == "{":
+            header = tokens[stmt:i]
+            if "namespace" in header:
+                k = header.index("namespace")
+                # namespace a {, namespace a::b { (C++17 nested), namespace { (anonymous)
+                name = "".join(t for t in header[k + 1:] if t == "::" or re.match(r"[A-Za-z_]\w*$", t))
+                scopes.append(("ns", name))
+                stmt = i + 1
+            elif header == ["extern", '""']:  # extern "C" { (a linkage block, not a declaration)
+                scopes.append(("ns", ""))
+                stmt = i + 1
+            elif ")" in header and "=" not in header[:header.index("(")] if "(" in header else False:
+                end = _skip_balanced(tokens, i, "{", "}")
+                body = set(tok for tok in tokens[i + 1:end - 1] if tok[0].isalpha() or tok[0] == "_")
+                name, _, is_template = _declarator(header)
+                if name is None or name == "operator":
+                    if body & BARRIER_NAMES:
+                        loose_barrier = True
+                else:
+                    a.functions.setdefault(name, set()).update(body)
+                    if "__gpuedu_global__" in header and not is_template and not any(s[0] == "class" for s in scopes):
+                        a.kernels.append((_qualified(scopes, name), name))
+                i = end
+                stmt = i
+                continue
+            elif any(k in header for k in ("struct", "class", "union", "enum")) and "=" not in header:
+                scopes.append(("class", ""))
+                stmt = i + 1
+            else:
+                # an initializer list (= {...}) or something we do not model: skip it whole
+                end = _skip_balanced(tokens, i, "{", "}")
+                if any(tok in BARRIER_NAMES for tok in tokens[i:end]):
+                    loose_barrier = True
+                i = end
+                continue
+        i += 1
+    needs = {f for f, ids in a.functions.items() if ids & BARRIER_NAMES}
+    changed = True
+    while changed:
+        changed = False
+        for f, ids in a.functions.items():
+            if f not in needs and ids & needs:
+                needs.add(f)
+                changed = True
+    for _, plain in a.kernels:
+        a.needs_fibers[plain] = loose_barrier or plain in needs
+    return a
+
+
+def _qualified(scopes, name):
+    parts = [s[1] for s in scopes if s[0] == "ns" and s[1]]
+    return "::" + "::".join(parts + [name])
+
+
+def entry_points(analysis):
+    lines = ["", "// ---- entry points generated by gpuedu.emulator (_scanner.entry_points) ----",
+             "static const __gpuedu::KernelInfo __gpuedu_kernels[] = {"]
+    for expr, plain in analysis.kernels:
+        lines.append(f'  __gpuedu::kernel_info<__gpuedu::as_kernel(&{expr})>("{plain}", '
+                     f'{int(analysis.needs_fibers[plain])}),')
+    lines.append("  {nullptr, nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr},")
+    lines.append("};")
+    lines.append('extern "C" __attribute__((visibility("default"))) int gpuedu_kernel_count() '
+                 f"{{ return {len(analysis.kernels)}; }}")
+    lines.append('extern "C" __attribute__((visibility("default"))) const __gpuedu::KernelInfo* '
+                 "gpuedu_kernel_table() { return __gpuedu_kernels; }")
+    return "\n".join(lines) + "\n"
