@@ -30,7 +30,7 @@ BARRIER_NAMES = frozenset("""
 
 #: Bump when ``analyse`` or the generated entry points change: cached modules keep
 #: the kernel list an older scan found (e.g. none inside an extern "C" { } block).
-VERSION = 5
+VERSION = 6
 
 
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
@@ -63,6 +63,24 @@ def _declared_names(declaration):
     return names
 
 
+_UNSIZED_ARRAY = re.compile(r"^(?P<type>.*?)\b(?P<name>[A-Za-z_]\w*)\s*\[\s*\](?P<rest>(?:\s*\[[^\]]*\])*)\s*$", re.S)
+
+
+def _dynamic_shared(m):
+    """``extern __shared__ T name[]`` as a pointer to the runtime's dynamic shared buffer, under the same name.
+
+    A pointer works in every scope, templates included (``SharedMemory<T>`` of the CUDA samples declares the
+    array inside a member function of a class template, where an assembler label would be ignored);
+    ``T name[][32]`` becomes a pointer to rows of 32. A declaration this does not recognise keeps the older
+    form: the same array under the buffer's assembler name."""
+    decl = _ATTRIBUTES.sub(" ", m.group(1)).strip()
+    parts = _UNSIZED_ARRAY.match(decl)
+    if parts and parts["type"].strip() and "," not in decl and "=" not in decl:
+        t, name, rest = parts["type"].strip(), parts["name"], parts["rest"].strip()
+        return f"{t} (* const {name}){rest} = reinterpret_cast<{t} (*){rest}>(__gpuedu::dynamic_shared);"
+    return f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");'
+
+
 def rewrite_source(source, profile=False, tag=""):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
@@ -87,8 +105,7 @@ def rewrite_source(source, profile=False, tag=""):
 
     def rewrite_code(code):
         code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)
-        code = _DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");',
-                                   code)
+        code = _DYNAMIC_SHARED.sub(_dynamic_shared, code)
         return _STATIC_SHARED.sub(register, code)
 
     out, last = [], 0

@@ -44,7 +44,7 @@ import shutil
 import subprocess
 import tempfile
 
-from . import _scanner
+from . import _linkcheck, _scanner
 from . import _module
 from ._cache import cache_dir, trusted_folder
 from ._errors import CompileError
@@ -132,7 +132,7 @@ def _prelude_version():
                 with open(os.path.join(folder, name), "rb") as f:
                     h.update(rel.encode() + b"\0" + f.read())
         h.update(" ".join(CXX_FLAGS).encode())
-        h.update(f"scanner {_scanner.VERSION}".encode())
+        h.update(f"scanner {_scanner.VERSION} linkcheck {_linkcheck.VERSION}".encode())
         _prelude_hash = h.hexdigest()
     return _prelude_hash
 
@@ -395,8 +395,9 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         with open(tu, "a") as f:
             f.write(_scanner.entry_points(analysis))
         out = os.path.join(build_dir, "module.so")
+        runtime = [_host_object(cxx, folder)] + ([_profile_object(cxx, folder)] if profile else [])
         cmd = base[:1 + len(CXX_FLAGS)] + (["-I" + pch_dir] if pch_dir else []) + base[1 + len(CXX_FLAGS):] + [
-            "module.cpp", _host_object(cxx, folder), "-o", out,
+            "module.cpp", runtime[0], "-o", out,
             # A kernel's address must be the module's own even when the C library exports the same
             # name (a kernel called write): bind the module's references to its own definitions.
             "-Wl,-Bsymbolic"]
@@ -406,14 +407,14 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             cmd = [c for c in base if c != "-shared"] + ["-c", "module.cpp", "-o", "module.o"]
             proc = _run(cmd, build_dir)
             if proc.returncode == 0:
-                cmd = [cxx, "-shared", "-pthread", "module.o", _host_object(cxx, folder),
-                       _profile_object(cxx, folder), "-o", out, "-Wl,-Bsymbolic"]
+                cmd = [cxx, "-shared", "-pthread", "module.o", *runtime, "-o", out, "-Wl,-Bsymbolic"]
                 proc = _run(cmd, build_dir)
         else:
             proc = _run(cmd, build_dir)
         if proc.returncode != 0:
             raise _compile_error("compiling the kernel source failed (line numbers refer to your source, kernel.cu)",
                                  cmd, proc, build_dir, source)
+        _linkcheck.check(out, runtime)     # host calls and exceptions: refused as nvcc refuses them
         deps = {}
         for fname in files:
             path = fname if os.path.isabs(fname) else os.path.join(build_dir, fname)
