@@ -24,7 +24,7 @@ from ._errors import LaunchError, LogicError
 
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
-    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED, STACK_SMASHED = range(15)
+    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED, STACK_SMASHED, DEVICE_MISUSE = range(16)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -500,7 +500,7 @@ class Function:
                      else "8 MiB for a launch whose threads run one after another")
             raise LaunchError(f"{where} overflowed its stack ({limit} in the emulator): large local "
                               f"arrays or deep recursion; move big arrays to shared or global memory")
-        if code == STACK_SMASHED:
+        if code in (STACK_SMASHED, DEVICE_MISUSE):
             raise LaunchError(f"{where} {message}")
         if code == INTERRUPT:
             raise KeyboardInterrupt(f"kernel '{self.name}' interrupted in block {block}")

@@ -126,3 +126,21 @@ def test_extern_shared_inside_a_class_template_as_in_the_reduction_sample():
     mod.get_function("rows")(drv.Out(out), block=(4, 4, 1), shared=64)
     expected = np.array([[(3 - y) * 10 + x for x in range(4)] for y in range(4)], np.float32).ravel()
     np.testing.assert_array_equal(out, expected)
+
+
+def test_printf_with_a_number_for_a_string_is_named_as_a_printf_mistake(capfd):
+    mod = SourceModule(r'''
+    __global__ void k(int* x) {
+        char name[4] = {'a', 'b', 'c', 0};
+        if (threadIdx.x == 0) printf("%d %5.2f %s %lld %c %% %*d|\n", 7, 1.5, name, (long long)9, 'z', 4, 3);
+        if (threadIdx.x == 1) printf("%s\n", 5);
+        x[threadIdx.x] = 1;
+    }''')
+    with pytest.raises(drv.LaunchError, match=r"thread \(1,0,0\) of block \(0,0,0\) called printf with %s for "
+                                              r"argument 1, whose value is 0x5: a number, not a pointer to a string"):
+        mod.get_function("k")(drv.Out(np.zeros(2, np.int32)), block=(2, 1, 1))
+    ok = SourceModule(r'''__global__ void k(int* x) {
+        char name[4] = {'a', 'b', 'c', 0};
+        printf("%d %5.2f %s %lld %c %% %*d|\n", 7, 1.5, name, (long long)9, 'z', 4, 3); }''')
+    ok.get_function("k")(drv.Out(np.zeros(1, np.int32)), block=(1, 1, 1))
+    assert "7  1.50 abc 9 z %    3|" in capfd.readouterr().out

@@ -460,11 +460,57 @@ GPUEDU_ATOMIC_FN float atomicExch(float* a, float v) {
 #define atomicMin_block atomicMin
 
 // ---- printf: buffered, printed through Python's sys.stdout after the launch --
-namespace __gpuedu { void printf_append(const char* text, size_t n); }
+namespace __gpuedu {
+void printf_append(const char* text, size_t n);
+[[noreturn]] void printf_bad_string(int index, unsigned long long value);
+
+// Walk the arguments as the format describes them, and stop the launch (instead of faulting inside the
+// C library) where a %s gets a small number rather than a pointer: printf("%s", 5).
+inline bool printf_in(char c, const char* set) {
+  for (; *set; ++set) if (*set == c) return true;
+  return false;
+}
+GPUEDU_PROF_QUIET inline void printf_check_strings(const char* fmt, va_list ap) {
+  int index = 0;
+  for (const char* p = fmt; *p; ++p) {
+    if (*p != '%') continue;
+    if (*++p == '%') continue;
+    while (*p && printf_in(*p, "-+ #0'")) ++p;                     // flags
+    if (*p == '*') { (void)va_arg(ap, int); ++index; ++p; } else while (*p >= '0' && *p <= '9') ++p;
+    if (*p == '.') {
+      ++p;
+      if (*p == '*') { (void)va_arg(ap, int); ++index; ++p; } else while (*p >= '0' && *p <= '9') ++p;
+    }
+    int longs = 0;
+    bool big = false;
+    while (*p && printf_in(*p, "hlLqjzt")) { longs += *p == 'l'; big |= printf_in(*p, "Lqjzt"); ++p; }
+    ++index;
+    switch (*p) {
+      case 'd': case 'i': case 'o': case 'u': case 'x': case 'X': case 'c':
+        if (longs || big) (void)va_arg(ap, long long); else (void)va_arg(ap, int);
+        break;
+      case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': case 'a': case 'A':
+        if (big) (void)va_arg(ap, long double); else (void)va_arg(ap, double);
+        break;
+      case 's': {
+        const char* s = va_arg(ap, const char*);
+        if ((unsigned long long)(size_t)s < 65536) printf_bad_string(index, (unsigned long long)(size_t)s);
+        break;
+      }
+      case 'p': case 'n': (void)va_arg(ap, void*); break;
+      default: return;                                                     // not a conversion we know: stop checking
+    }
+    if (!*p) return;
+  }
+}
+}  // namespace __gpuedu
 static inline int __gpuedu_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline int __gpuedu_printf(const char* fmt, ...) {
   char small[512];
   va_list ap;
+  va_start(ap, fmt);
+  __gpuedu::printf_check_strings(fmt, ap);
+  va_end(ap);
   va_start(ap, fmt);
   int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);

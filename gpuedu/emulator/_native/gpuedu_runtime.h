@@ -29,7 +29,7 @@ namespace __gpuedu {
 enum : int {
   OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
   LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
-  DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14,
+  DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14, DEVICE_MISUSE = 15,
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -777,6 +777,12 @@ namespace __gpuedu {
 }
 }  // namespace __gpuedu
 #include "assert.h"
+namespace __gpuedu {
+[[noreturn]] inline void printf_bad_string(int index, unsigned long long value) {
+  fail(DEVICE_MISUSE, "called printf with %%s for argument %d, whose value is %#llx: a number, not a pointer to a "
+       "string (print numbers with %%d or %%f, strings with %%s)", index, value);
+}
+}  // namespace __gpuedu
 #define __trap() __gpuedu::fail(__gpuedu::ASSERT, "__trap() called")
 #define __brkpt() ((void)0)
 
