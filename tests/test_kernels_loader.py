@@ -157,3 +157,46 @@ def test_every_kernel_orders_its_parameters_as_common_cuh_says():
         assert name in kernels_seen, f"the parameter check did not find {name}"
     assert len(kernels_seen["dense_forward_64x64"]) == 11          # the macro's list, expanded
     assert problems == [], "\n".join(problems)
+
+
+def struct_letter(param):
+    """The PyCUDA struct letter a launcher must give one declared kernel parameter."""
+    if "*" in param:
+        return "P"
+    words = param.replace("unsigned", "").split()[:-1]   # the type, without the parameter's name
+    return {"int": "i", "float": "f", "double": "d"}[" ".join(words)]
+
+
+def test_every_prepared_signature_matches_its_kernel():
+    # Every launcher that names a kernel with a literal signature, launch.kernel("file", "name", "PPi"),
+    # gives the kernel's declared parameters in their order: a launch in another order fails here.
+    declared = {}
+    for name in kernels.names():
+        declared[name] = {k: "".join(struct_letter(p) for p in params)
+                          for k, params in kernel_parameter_lists(kernels.source(name)).items()}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    call = re.compile(r"\.kernel\(\s*\"(\w+)\",\s*(f?)(\"[^\"]+\"|\w+),\s*\"([A-Za-z]+)\"")
+    checked, problems = 0, []
+    for folder in ("gpuedu", "tests", "benchmarks"):
+        for dirpath, _, files in os.walk(os.path.join(root, folder)):
+            if os.sep + "emulator" in dirpath:
+                continue
+            for filename in files:
+                if not filename.endswith(".py"):
+                    continue
+                with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
+                    text = f.read()
+                for file, is_f, name, signature in call.findall(text):
+                    if file not in declared:
+                        continue
+                    where = f"{filename}: {file}.cu {name}"
+                    if name.startswith('"') and not is_f:   # a literal name: that kernel
+                        ok = declared[file].get(name.strip('"')) == signature
+                    else:           # an f-string or a variable: one of the kernels the name can be
+                        pattern = re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(name.strip('"'))) if is_f else r"\w+"
+                        ok = any(re.fullmatch(pattern, k) and s == signature for k, s in declared[file].items())
+                    if not ok:
+                        problems.append(f"{where}: launched as {signature!r}, declared {declared[file]}")
+                    checked += 1
+    assert checked >= 30, f"only {checked} launch signatures found: has the launchers' form changed?"
+    assert problems == [], "\n".join(problems)
