@@ -121,7 +121,7 @@ __global__ void bias_grad(float* db, const float* dz, int rows, int cols) {
 # 05.sgd_step: the update rule w = w - lr * dL/dw
 
 
-def sgd_step_spec(w, g, lr, n):
+def sgd_step_spec(w, g, n, lr):
     return (w - lr * g).astype(np.float32)
 
 
@@ -146,16 +146,16 @@ register(Exercise(
     text="Gradient descent moves every weight a small step against its gradient: "
          "Delta W = -eta * dL/dW. The kernel updates w in place from the gradient g and the learning "
          "rate lr (a np.float32). One thread per weight.",
-    kernel="sgd_step", params=("w", "g", "lr", "n"), outputs=("w",),
+    kernel="sgd_step", params=("w", "g", "n", "lr"), outputs=("w",),
     reference=sgd_step_spec, cases=sgd_step_cases,
     stub=r"""
 // w[i] = w[i] - lr * g[i] for every i < n, in place.
-__global__ void sgd_step(float* w, const float* g, float lr, int n) {
+__global__ void sgd_step(float* w, const float* g, int n, float lr) {
     // FILL ME IN (roughly 3 lines)
 }
 """,
     solution=r"""
-__global__ void sgd_step(float* w, const float* g, float lr, int n) {
+__global__ void sgd_step(float* w, const float* g, int n, float lr) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)
         w[i] -= lr * g[i];

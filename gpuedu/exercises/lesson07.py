@@ -79,7 +79,7 @@ register(Exercise(
 # 07.half2_axpy: two halves per thread
 
 
-def half2_axpy_spec(n, a, x, y):
+def half2_axpy_spec(y, x, n, a):
     a16 = np.float16(a)
     # __hfma2 computes a*x + y exactly and rounds once; float64 holds a*x + y exactly here.
     return (np.float64(a16) * x.astype(np.float64) + y.astype(np.float64)).astype(np.float16)
@@ -94,7 +94,7 @@ def half2_axpy_cases(rng):
         x = rng.uniform(-1, 1, n).astype(np.float16)
         y = rng.uniform(-1, 1, n).astype(np.float16)
         a = np.float32(rng.choice([0.75, -1.5, 0.1]))
-        yield Case(label, {"n": np.int32(n), "a": a, "x": x, "y": y}, block=(BLOCK, 1, 1),
+        yield Case(label, {"y": y, "x": x, "n": np.int32(n), "a": a}, block=(BLOCK, 1, 1),
                    grid=(ceil_div(ceil_div(n, 2), pairs_per_block), 1))
 
 
@@ -117,7 +117,7 @@ HALF2_AXPY_STUB = r"""
 
 // y = a*x + y on n halves, two per thread: thread t updates elements 2t and 2t+1 as one __half2
 // (if n is odd, the last thread updates y[n-1] alone).
-extern "C" __global__ void half2_axpy(int n, float a, const __half* x, __half* y) {
+extern "C" __global__ void half2_axpy(__half* y, const __half* x, int n, float a) {
     // FILL ME IN (roughly 10 lines)
 }
 """
@@ -125,7 +125,7 @@ extern "C" __global__ void half2_axpy(int n, float a, const __half* x, __half* y
 HALF2_AXPY_SOLUTION = r"""
 #include <cuda_fp16.h>
 
-extern "C" __global__ void half2_axpy(int n, float a, const __half* x, __half* y) {
+extern "C" __global__ void half2_axpy(__half* y, const __half* x, int n, float a) {
     int pair = blockIdx.x * blockDim.x + threadIdx.x;
     int i = 2 * pair;
     if (i + 1 < n) {
@@ -147,7 +147,7 @@ register(Exercise(
          "multiply-add: one rounding), and write the __half2 back. When n is odd the thread owning the "
          "last pair has only one element: handle it with __hfma on a __half. The grid covers "
          "ceil(n / 2) threads.",
-    kernel="half2_axpy", params=("n", "a", "x", "y"), outputs=("y",),
+    kernel="half2_axpy", params=("y", "x", "n", "a"), outputs=("y",),
     reference=half2_axpy_spec, cases=half2_axpy_cases, stub=HALF2_AXPY_STUB,
     solution=HALF2_AXPY_SOLUTION,
     launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(ceil_div(n, 2), {BLOCK}), 1); n is np.int32, "

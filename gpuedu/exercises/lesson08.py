@@ -6,7 +6,7 @@ from . import Case, Exercise, ceil_div, register, sizes_1d
 BLOCK = 256
 
 
-def momentum_spec(w, v, g, lr, mu, n):
+def momentum_spec(w, v, g, n, lr, mu):
     v_new = (mu * v + g).astype(np.float32)
     return {"w": (w - lr * v_new).astype(np.float32), "v": v_new}
 
@@ -41,16 +41,16 @@ register(Exercise(
     text="Momentum keeps a running velocity per weight, an exponentially weighted sum of past gradients, "
          "and steps along it. It smooths the noise of small batches and lets large batches take larger "
          "effective steps. Update v and w in place, one thread per weight.",
-    kernel="sgd_momentum", params=("w", "v", "g", "lr", "mu", "n"), outputs=("w", "v"),
+    kernel="sgd_momentum", params=("w", "v", "g", "n", "lr", "mu"), outputs=("w", "v"),
     reference=momentum_spec, cases=momentum_cases,
     stub=r"""
 // v[i] = mu * v[i] + g[i];  w[i] = w[i] - lr * v[i]   (the new v), for every i < n, in place.
-__global__ void sgd_momentum(float* w, float* v, const float* g, float lr, float mu, int n) {
+__global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr, float mu) {
     // FILL ME IN (roughly 6 lines)
 }
 """,
     solution=r"""
-__global__ void sgd_momentum(float* w, float* v, const float* g, float lr, float mu, int n) {
+__global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr, float mu) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;                 // the last block runs past n
     float vel = mu * v[i] + g[i];

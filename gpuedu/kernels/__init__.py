@@ -7,7 +7,10 @@ and with the CPU emulator:
   so kernel names stay plain (``get_function("matmul_kernel1")``) and C++ headers such as
   ``<cuda_fp16.h>`` can still be included;
 - helpers shared between files (``ceil_div``, warp sums) live in ``common.cuh``; this folder is on
-  the include path, so ``#include "common.cuh"`` works from any of them.
+  the include path, so ``#include "common.cuh"`` works from any of them;
+- every kernel takes its parameters in one order, written at the top of ``common.cuh``: the pointers
+  it writes, then those it only reads, then sizes, then other scalars and flags
+  (``matmul_kernel1(C, A, B, M, N, K)``), and every launcher passes them so.
 
 >>> from gpuedu import kernels
 >>> mod = kernels.load("reduction")                # compiled once per backend and options

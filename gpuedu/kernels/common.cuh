@@ -1,4 +1,18 @@
 // common.cuh: helpers shared by the kernel files of gpuedu (this folder is on the include path).
+//
+// Every __global__ kernel in this folder orders its parameters the same way, so that a launch reads
+// like an assignment, out = f(in), as in matmul_kernel1(C, A, B, M, N, K):
+//   1. the pointers it writes: its outputs, and the buffers it reads and updates in place (weights,
+//      optimizer state, the loss scaler's state); the main result first, e.g. Y before the saved Z,
+//      dlogits before the loss;
+//   2. the pointers it only reads (const), in the order the computation takes them (A before B);
+//      optional device flags such as `const int* skip` (NULL: absent) come last among them, and a
+//      table of addresses (nn_optim.cu's *_multi kernels) counts here: the kernel only reads the table;
+//   3. sizes: shapes, counts, strides and leading dimensions, lengths of splits and chunks;
+//   4. the other scalars and flags: coefficients (alpha, the learning rate), activation codes,
+//      switches (relu, c_half).
+// tests/test_kernels_loader.py checks what can be checked from the declarations: no pointer after a
+// non-pointer, and no written pointer after a const one. Device helpers (not __global__) are free.
 #pragma once
 
 // Number of blocks (or tiles) of size d needed to cover n items: the last one may be partial,

@@ -31,12 +31,12 @@
 // One thread per row: with ~10 classes a row is too short to be worth a block.
 // The loss scale is grad_scale, or *scale when scale is not NULL (the trainer's S, kept on
 // the device so that the host need not know it).
-extern "C" __global__ void softmax_xent_half(int batch, int classes,
+extern "C" __global__ void softmax_xent_half(__half* __restrict__ dlogits,
+                                             float* __restrict__ loss_rows,
                                              const __half* __restrict__ logits,
                                              const int* __restrict__ labels,
-                                             float grad_scale, const float* __restrict__ scale,
-                                             float* __restrict__ loss_rows,
-                                             __half* __restrict__ dlogits)
+                                             const float* __restrict__ scale,
+                                             int batch, int classes, float grad_scale)
 {
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= batch) return;
@@ -67,8 +67,8 @@ extern "C" __global__ void softmax_xent_half(int batch, int classes,
 // in double, then a tree in shared memory adds the shares in a fixed order, so the result is
 // the same on every run and every device (atomics would add in whatever order threads arrive).
 #define SUM_THREADS 256
-extern "C" __global__ void sum_loss_rows(int rows, const float* __restrict__ loss_rows,
-                                         float* __restrict__ step_loss, double* __restrict__ loss_total)
+extern "C" __global__ void sum_loss_rows(float* __restrict__ step_loss, double* __restrict__ loss_total,
+                                         const float* __restrict__ loss_rows, int rows)
 {
     __shared__ double partial[SUM_THREADS];
     double s = 0.0;
@@ -87,8 +87,8 @@ extern "C" __global__ void sum_loss_rows(int rows, const float* __restrict__ los
 
 // One thread per column walks down the rows; neighbouring threads read neighbouring
 // columns, so each row's loads are coalesced.
-extern "C" __global__ void bias_grad_half(int rows, int cols, const __half* __restrict__ dz,
-                                          __half* __restrict__ db)
+extern "C" __global__ void bias_grad_half(__half* __restrict__ db, const __half* __restrict__ dz,
+                                          int rows, int cols)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
@@ -98,10 +98,11 @@ extern "C" __global__ void bias_grad_half(int rows, int cols, const __half* __re
 }
 
 // S is read from the device (the scaler's current value), not passed by the host.
-extern "C" __global__ void unscale_half_to_float(int n, const __half* __restrict__ g16,
+extern "C" __global__ void unscale_half_to_float(float* __restrict__ g32,
+                                                 int* __restrict__ found_inf,
+                                                 const __half* __restrict__ g16,
                                                  const float* __restrict__ scale,
-                                                 float* __restrict__ g32,
-                                                 int* __restrict__ found_inf)
+                                                 int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -145,8 +146,8 @@ extern "C" __global__ void update_loss_scale(float* scale, int* state, float* hi
 
 // FP16 copy = master rounded to half, after an applied step. round_master != 0 is the
 // no-master-weights ablation: the master itself is overwritten by its rounded value.
-extern "C" __global__ void refresh_half_copy(int n, float* __restrict__ master, __half* __restrict__ copy,
-                                             int round_master, const int* __restrict__ skip)
+extern "C" __global__ void refresh_half_copy(__half* __restrict__ copy, float* __restrict__ master,
+                                             const int* __restrict__ skip, int n, int round_master)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;

@@ -11,8 +11,8 @@
 //   below 2^-14 become subnormals (fewer significant bits) or zero.
 #include <cuda_fp16.h>
 
-extern "C" __global__ void float_to_half(const float* __restrict__ src,
-                                         __half* __restrict__ dst, int n)
+extern "C" __global__ void float_to_half(__half* __restrict__ dst,
+                                         const float* __restrict__ src, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {                      // the last block may run past the end
@@ -20,8 +20,8 @@ extern "C" __global__ void float_to_half(const float* __restrict__ src,
     }
 }
 
-extern "C" __global__ void half_to_float(const __half* __restrict__ src,
-                                         float* __restrict__ dst, int n)
+extern "C" __global__ void half_to_float(float* __restrict__ dst,
+                                         const __half* __restrict__ src, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -42,8 +42,8 @@ __device__ unsigned int round_nearest_even(unsigned int value, int dropped_bits)
     return kept;
 }
 
-extern "C" __global__ void float_to_half_bits(const float* __restrict__ src,
-                                              unsigned short* __restrict__ dst, int n)
+extern "C" __global__ void float_to_half_bits(unsigned short* __restrict__ dst,
+                                              const float* __restrict__ src, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;

@@ -16,8 +16,8 @@
 // indices, so every __half2 access is 4-byte aligned (allocations are aligned).
 #include <cuda_fp16.h>
 
-extern "C" __global__ void half_axpy(int n, float a, const __half* __restrict__ x,
-                                     __half* __restrict__ y)
+extern "C" __global__ void half_axpy(__half* __restrict__ y, const __half* __restrict__ x,
+                                     int n, float a)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -26,8 +26,8 @@ extern "C" __global__ void half_axpy(int n, float a, const __half* __restrict__ 
     }
 }
 
-extern "C" __global__ void half2_axpy(int n, float a, const __half* __restrict__ x,
-                                      __half* __restrict__ y)
+extern "C" __global__ void half2_axpy(__half* __restrict__ y, const __half* __restrict__ x,
+                                      int n, float a)
 {
     int pair = blockIdx.x * blockDim.x + threadIdx.x;   // this thread owns elements 2*pair, 2*pair+1
     int i = 2 * pair;
@@ -42,8 +42,8 @@ extern "C" __global__ void half2_axpy(int n, float a, const __half* __restrict__
     }
 }
 
-extern "C" __global__ void half2_relu(int n, const __half* __restrict__ x,
-                                      __half* __restrict__ y)
+extern "C" __global__ void half2_relu(__half* __restrict__ y, const __half* __restrict__ x,
+                                      int n)
 {
     int pair = blockIdx.x * blockDim.x + threadIdx.x;
     int i = 2 * pair;
@@ -57,9 +57,9 @@ extern "C" __global__ void half2_relu(int n, const __half* __restrict__ x,
 }
 
 // dx = dy where the forward input z was > 0, else 0 (ReLU's local derivative).
-extern "C" __global__ void half2_relu_backward(int n, const __half* __restrict__ dy,
-                                               const __half* __restrict__ z,
-                                               __half* __restrict__ dx)
+extern "C" __global__ void half2_relu_backward(__half* __restrict__ dx,
+                                               const __half* __restrict__ dy,
+                                               const __half* __restrict__ z, int n)
 {
     int pair = blockIdx.x * blockDim.x + threadIdx.x;
     int i = 2 * pair;
@@ -77,9 +77,8 @@ extern "C" __global__ void half2_relu_backward(int n, const __half* __restrict__
 }
 
 // y[r, c] = x[r, c] + bias[c] for a row-major rows x cols matrix.
-extern "C" __global__ void half2_bias_add(int rows, int cols, const __half* __restrict__ x,
-                                          const __half* __restrict__ bias,
-                                          __half* __restrict__ y)
+extern "C" __global__ void half2_bias_add(__half* __restrict__ y, const __half* __restrict__ x,
+                                          const __half* __restrict__ bias, int rows, int cols)
 {
     int n = rows * cols;
     int pair = blockIdx.x * blockDim.x + threadIdx.x;

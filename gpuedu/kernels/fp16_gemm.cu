@@ -17,10 +17,9 @@
 //   FP32 registers.  Edges are guarded: any M, N, K.
 #include <cuda_fp16.h>
 
-extern "C" __global__ void hgemm_naive_half_accum(int M, int N, int K, float alpha,
-        const __half* __restrict__ A, int a_row_stride, int a_col_stride,
-        const __half* __restrict__ B, int b_row_stride, int b_col_stride,
-        __half* __restrict__ C)
+extern "C" __global__ void hgemm_naive_half_accum(__half* __restrict__ C,
+        const __half* __restrict__ A, const __half* __restrict__ B, int M, int N, int K,
+        int a_row_stride, int a_col_stride, int b_row_stride, int b_col_stride, float alpha)
 {
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     int row = blockIdx.y * blockDim.y + threadIdx.y;
@@ -33,10 +32,9 @@ extern "C" __global__ void hgemm_naive_half_accum(int M, int N, int K, float alp
     C[row * N + col] = __float2half_rn(alpha * __half2float(sum));
 }
 
-extern "C" __global__ void hgemm_naive(int M, int N, int K, float alpha,
-        const __half* __restrict__ A, int a_row_stride, int a_col_stride,
-        const __half* __restrict__ B, int b_row_stride, int b_col_stride,
-        __half* __restrict__ C)
+extern "C" __global__ void hgemm_naive(__half* __restrict__ C,
+        const __half* __restrict__ A, const __half* __restrict__ B, int M, int N, int K,
+        int a_row_stride, int a_col_stride, int b_row_stride, int b_col_stride, float alpha)
 {
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     int row = blockIdx.y * blockDim.y + threadIdx.y;
@@ -61,10 +59,9 @@ __device__ inline void store_out(__half* C, int idx, float v) { C[idx] = __float
 __device__ inline void store_out(float* C, int idx, float v) { C[idx] = v; }
 
 template <typename OutT>
-__device__ void hgemm_tiled_body(int M, int N, int K, float alpha,
-        const __half* __restrict__ A, int a_row_stride, int a_col_stride,
-        const __half* __restrict__ B, int b_row_stride, int b_col_stride,
-        OutT* __restrict__ C)
+__device__ void hgemm_tiled_body(OutT* __restrict__ C,
+        const __half* __restrict__ A, const __half* __restrict__ B, int M, int N, int K,
+        int a_row_stride, int a_col_stride, int b_row_stride, int b_col_stride, float alpha)
 {
     // A's tile is stored k-major (As[k][i]) so that, in the inner loop, the 16
     // threads of a row read 16 consecutive halves of one k row.  The loads write
@@ -121,20 +118,16 @@ __device__ void hgemm_tiled_body(int M, int N, int K, float alpha,
     }
 }
 
-extern "C" __global__ void hgemm_tiled(int M, int N, int K, float alpha,
-        const __half* __restrict__ A, int a_row_stride, int a_col_stride,
-        const __half* __restrict__ B, int b_row_stride, int b_col_stride,
-        __half* __restrict__ C)
+extern "C" __global__ void hgemm_tiled(__half* __restrict__ C,
+        const __half* __restrict__ A, const __half* __restrict__ B, int M, int N, int K,
+        int a_row_stride, int a_col_stride, int b_row_stride, int b_col_stride, float alpha)
 {
-    hgemm_tiled_body(M, N, K, alpha, A, a_row_stride, a_col_stride,
-                     B, b_row_stride, b_col_stride, C);
+    hgemm_tiled_body(C, A, B, M, N, K, a_row_stride, a_col_stride, b_row_stride, b_col_stride, alpha);
 }
 
-extern "C" __global__ void hgemm_tiled_f32out(int M, int N, int K, float alpha,
-        const __half* __restrict__ A, int a_row_stride, int a_col_stride,
-        const __half* __restrict__ B, int b_row_stride, int b_col_stride,
-        float* __restrict__ C)
+extern "C" __global__ void hgemm_tiled_f32out(float* __restrict__ C,
+        const __half* __restrict__ A, const __half* __restrict__ B, int M, int N, int K,
+        int a_row_stride, int a_col_stride, int b_row_stride, int b_col_stride, float alpha)
 {
-    hgemm_tiled_body(M, N, K, alpha, A, a_row_stride, a_col_stride,
-                     B, b_row_stride, b_col_stride, C);
+    hgemm_tiled_body(C, A, B, M, N, K, a_row_stride, a_col_stride, b_row_stride, b_col_stride, alpha);
 }

@@ -9,14 +9,14 @@
 #include "nn_activations.cuh"
 
 // y = act(x), one thread per element.
-extern "C" __global__ void activation_forward(const float* x, float* y, int n, int act) {
+extern "C" __global__ void activation_forward(float* y, const float* x, int n, int act) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)                      // the last block may run past the end
         y[i] = act_forward(act, x[i]);
 }
 
 // The local backward: dx = dy * act'(x), with y = act(x) from the forward (sigmoid and tanh use it).
-extern "C" __global__ void activation_backward(const float* x, const float* y, const float* dy, float* dx,
+extern "C" __global__ void activation_backward(float* dx, const float* dy, const float* x, const float* y,
                                                int n, int act) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n)

@@ -32,7 +32,7 @@
 // away, so the unrolled loops below stay within the registers the main loop leaves free.
 // acc is indexed by constants only (unrolled loops), so it stays in registers.
 template <class T, int ACT> __device__ __forceinline__ void dense_epilogue(
-        const float (&acc)[T::ACC_M][T::ACC_N], const float* bias, float* Z, float* Y, int B, int N) {
+        float* Y, float* Z, const float (&acc)[T::ACC_M][T::ACC_N], const float* bias, int B, int N) {
 #pragma unroll
     for (int i = 0; i < T::ACC_M; i++) {
         int row = acc_row<T>(i);
@@ -77,8 +77,8 @@ template <class T> __device__ __forceinline__ void store_acc(
 // Y[b,n] = act(sum_k X[b,k] W[k,n] + bias[n]); Z gets the pre-activation (pass Z = NULL to skip it,
 // e.g. at inference).  grid = (ceil(N/BN), ceil(B/BM), splits), block = T::THREADS.
 template <class T> __device__ __forceinline__ void dense_forward_tile(
-        const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act,
-        int k_split, float* partial) {
+        float* Y, float* Z, float* partial, const float* X, const float* W, const float* bias,
+        int B, int K, int N, int k_split, int act) {
     int k0 = blockIdx.z * k_split;                 // this block's share of K
     float acc[T::ACC_M][T::ACC_N];
     warptile_gemm<T, false, false>(acc, X + k0, W + k0 * N, B, N, min(k_split, K - k0), /*lda=*/K, /*ldb=*/N);
@@ -87,11 +87,11 @@ template <class T> __device__ __forceinline__ void dense_forward_tile(
         return;
     }
     switch (act) {   // the same for the whole grid: no divergence
-    case ACT_RELU:    dense_epilogue<T, ACT_RELU>(acc, bias, Z, Y, B, N); break;
-    case ACT_SIGMOID: dense_epilogue<T, ACT_SIGMOID>(acc, bias, Z, Y, B, N); break;
-    case ACT_TANH:    dense_epilogue<T, ACT_TANH>(acc, bias, Z, Y, B, N); break;
-    case ACT_GELU:    dense_epilogue<T, ACT_GELU>(acc, bias, Z, Y, B, N); break;
-    default:          dense_epilogue<T, ACT_NONE>(acc, bias, Z, Y, B, N); break;
+    case ACT_RELU:    dense_epilogue<T, ACT_RELU>(Y, Z, acc, bias, B, N); break;
+    case ACT_SIGMOID: dense_epilogue<T, ACT_SIGMOID>(Y, Z, acc, bias, B, N); break;
+    case ACT_TANH:    dense_epilogue<T, ACT_TANH>(Y, Z, acc, bias, B, N); break;
+    case ACT_GELU:    dense_epilogue<T, ACT_GELU>(Y, Z, acc, bias, B, N); break;
+    default:          dense_epilogue<T, ACT_NONE>(Y, Z, acc, bias, B, N); break;
     }
 }
 
@@ -99,7 +99,7 @@ template <class T> __device__ __forceinline__ void dense_forward_tile(
 // Split K: block z reads op(A)'s columns and op(B)'s rows from z * k_split on, and writes its partial
 // product to C + z * M * N (the launcher passes the partials' buffer as C, then gemm_splitk_sum).
 template <class T, bool A_TRANS, bool B_TRANS> __device__ __forceinline__ void gemm_tile(
-        const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb, int k_split) {
+        float* C, const float* A, const float* Bm, int M, int N, int K, int lda, int ldb, int k_split) {
     int k0 = blockIdx.z * k_split;
     const float* A_z = A_TRANS ? A + k0 * lda : A + k0;    // k runs down A's rows, or along them
     const float* B_z = B_TRANS ? Bm + k0 : Bm + k0 * ldb;
@@ -109,16 +109,16 @@ template <class T, bool A_TRANS, bool B_TRANS> __device__ __forceinline__ void g
 }
 
 // The kernels, one per role and tile (C names: PyCUDA looks kernels up by name, templates have none).
-#define DENSE_FORWARD_ARGS const float* X, const float* W, const float* bias, float* Z, float* Y, int B, int K, int N, int act, int k_split, float* partial
-#define DENSE_FORWARD_CALL X, W, bias, Z, Y, B, K, N, act, k_split, partial
+#define DENSE_FORWARD_ARGS float* Y, float* Z, float* partial, const float* X, const float* W, const float* bias, int B, int K, int N, int k_split, int act
+#define DENSE_FORWARD_CALL Y, Z, partial, X, W, bias, B, K, N, k_split, act
 extern "C" __global__ void __launch_bounds__(256, 2) dense_forward_128x128(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile128x128>(DENSE_FORWARD_CALL); }
 extern "C" __global__ void __launch_bounds__(128) dense_forward_64x64(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile64x64>(DENSE_FORWARD_CALL); }
 extern "C" __global__ void __launch_bounds__(64) dense_forward_32x32(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile32x32>(DENSE_FORWARD_CALL); }
 extern "C" __global__ void __launch_bounds__(64) dense_forward_64x16(DENSE_FORWARD_ARGS) { dense_forward_tile<Tile64x16>(DENSE_FORWARD_CALL); }
 
 // dW[M=in, N=out] = X^T dZ over K = batch: A = X is stored [K, M] (lda = in), B = dZ is [K, N].
-#define GEMM_ARGS const float* A, const float* Bm, float* C, int M, int N, int K, int lda, int ldb, int k_split
-#define GEMM_CALL A, Bm, C, M, N, K, lda, ldb, k_split
+#define GEMM_ARGS float* C, const float* A, const float* Bm, int M, int N, int K, int lda, int ldb, int k_split
+#define GEMM_CALL C, A, Bm, M, N, K, lda, ldb, k_split
 extern "C" __global__ void __launch_bounds__(256, 2) gemm_tn_128x128(GEMM_ARGS) { gemm_tile<Tile128x128, true, false>(GEMM_CALL); }
 extern "C" __global__ void __launch_bounds__(128) gemm_tn_64x64(GEMM_ARGS) { gemm_tile<Tile64x64, true, false>(GEMM_CALL); }
 extern "C" __global__ void __launch_bounds__(64) gemm_tn_32x32(GEMM_ARGS) { gemm_tile<Tile32x32, true, false>(GEMM_CALL); }
@@ -132,7 +132,7 @@ extern "C" __global__ void __launch_bounds__(64) gemm_nt_64x16(GEMM_ARGS) { gemm
 
 // Split K, second pass of the gradient GEMMs: C[i] = sum over z of partial[z * count + i], ascending z.
 // One thread per element; grid = ceil(count / blockDim.x).
-extern "C" __global__ void gemm_splitk_sum(const float* partial, float* C, int count, int splits) {
+extern "C" __global__ void gemm_splitk_sum(float* C, const float* partial, int count, int splits) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= count) return;
     float total = 0.0f;
@@ -142,7 +142,7 @@ extern "C" __global__ void gemm_splitk_sum(const float* partial, float* C, int c
 }
 
 // Split K, second pass of the forward: the sum of the splits, then the same epilogue as the fused one.
-extern "C" __global__ void dense_splitk_epilogue(const float* partial, const float* bias, float* Z, float* Y,
+extern "C" __global__ void dense_splitk_epilogue(float* Y, float* Z, const float* partial, const float* bias,
                                                  int B, int N, int splits, int act) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * N) return;
@@ -163,9 +163,9 @@ extern "C" __global__ void dense_splitk_epilogue(const float* partial, const flo
 // A warp reads 32 consecutive columns of a row (coalesced); thread (x, y) walks rows y, y + 8, ... of
 // the chunk, then the 8 row-sums of each column are added in shared memory in a fixed order. Enough
 // blocks for any batch (4096 rows: 128 chunks x 32 column blocks for N = 1024), and no atomics.
-extern "C" __global__ void dense_act_grad_partial(const float* dY, const float* Z, const float* Y,
-                                                  float* dZ, float* partial, int B, int N, int act,
-                                                  int rows_per_chunk) {
+extern "C" __global__ void dense_act_grad_partial(float* dZ, float* partial, const float* dY,
+                                                  const float* Z, const float* Y, int B, int N,
+                                                  int rows_per_chunk, int act) {
     __shared__ float sums[BIAS_ROWS][BIAS_COLS];
     int col = blockIdx.x * BIAS_COLS + threadIdx.x;
     int first = blockIdx.y * rows_per_chunk;
@@ -191,7 +191,7 @@ extern "C" __global__ void dense_act_grad_partial(const float* dY, const float* 
 
 // db[n] = sum over the chunks c of partial[c, n], in ascending c; one thread per column.
 // grid = ceil(N / blockDim.x); adjacent threads read adjacent columns of each chunk's row.
-extern "C" __global__ void dense_bias_grad(const float* partial, float* db, int chunks, int N) {
+extern "C" __global__ void dense_bias_grad(float* db, const float* partial, int chunks, int N) {
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= N) return;
     float total = 0.0f;

@@ -11,8 +11,8 @@
 
 // Row b: loss m + log(sum_j exp(z_j - m)) - z_y (m the row maximum), the gradient (softmax - onehot) / B,
 // and the loss and the hit (argmax == label) added to the device accumulators.
-extern "C" __global__ void softmax_xent(const float* logits, const int* labels, float* dlogits,
-                                        float* loss_sum, int* correct, int B, int C) {
+extern "C" __global__ void softmax_xent(float* dlogits, float* loss_sum, int* correct,
+                                        const float* logits, const int* labels, int B, int C) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;             // the last block may run past the batch
     const float* z = logits + (size_t)b * C;
@@ -33,7 +33,7 @@ extern "C" __global__ void softmax_xent(const float* logits, const int* labels, 
 }
 
 // out[b] = the index of the largest logit of row b (the first one on ties).
-extern "C" __global__ void argmax_rows(const float* logits, int* out, int B, int C) {
+extern "C" __global__ void argmax_rows(int* out, const float* logits, int B, int C) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     const float* z = logits + (size_t)b * C;

@@ -14,8 +14,8 @@
 // on the device, so the host never waits for the GPU to learn whether the step was applied.
 
 // SGD with momentum and weight decay; momentum = 0 and weight_decay = 0 give w -= lr * g.
-extern "C" __global__ void sgd_update(float* w, const float* g, float* v, int n,
-                                      float lr, float momentum, float weight_decay, const int* skip) {
+extern "C" __global__ void sgd_update(float* w, float* v, const float* g, const int* skip, int n,
+                                      float lr, float momentum, float weight_decay) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;             // the last block may run past the end
     if (skip && *skip) return;      // an overflowed step: leave w and v as they were
@@ -29,8 +29,8 @@ extern "C" __global__ void sgd_update(float* w, const float* g, float* v, int n,
 // it (the bias corrections would run ahead of the moments), and only the device knows whether the
 // step is skipped. One thread counts and computes c1, c2 once for every parameter tensor, in double
 // (b2^t is close to 1 for b2 = 0.999, so 1 - b2^t would lose digits in float).
-extern "C" __global__ void adam_begin_step(int* t, float* corrections, double beta1, double beta2,
-                                           const int* skip) {
+extern "C" __global__ void adam_begin_step(int* t, float* corrections, const int* skip,
+                                           double beta1, double beta2) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (skip && *skip) return;
     int step = *t + 1;
@@ -53,9 +53,9 @@ __device__ __forceinline__ void adam_element(float* w, const float* g, float* m,
 }
 
 // Adam, one tensor: corrections = (c1, c2) from adam_begin_step.
-extern "C" __global__ void adam_update(float* w, const float* g, float* m, float* v, int n,
-                                       float lr, float beta1, float beta2, float eps,
-                                       const float* corrections, float weight_decay, const int* skip) {
+extern "C" __global__ void adam_update(float* w, float* m, float* v, const float* g,
+                                       const float* corrections, const int* skip, int n,
+                                       float lr, float beta1, float beta2, float eps, float weight_decay) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (skip && *skip) return;      // an overflowed step: w, m and v stay as they were
@@ -69,8 +69,8 @@ extern "C" __global__ void adam_update(float* w, const float* g, float* m, float
 // forward, and the table is read only when a thread crosses into a later tensor; neighbouring threads
 // take neighbouring elements of one tensor, so the loads stay coalesced.
 
-extern "C" __global__ void sgd_update_multi(int count, const long long* table, float lr, float momentum,
-                                            float weight_decay, const int* skip) {
+extern "C" __global__ void sgd_update_multi(const long long* table, const int* skip, int count,
+                                            float lr, float momentum, float weight_decay) {
     if (skip && *skip) return;                          // an overflowed step: nothing moves
     const long long* offsets = table;
     const long long* addresses = table + count + 1;     // w, g, v of tensor t at 3t, 3t + 1, 3t + 2
@@ -95,9 +95,9 @@ extern "C" __global__ void sgd_update_multi(int count, const long long* table, f
     }
 }
 
-extern "C" __global__ void adam_update_multi(int count, const long long* table, float lr, float beta1,
-                                             float beta2, float eps, const float* corrections,
-                                             float weight_decay, const int* skip) {
+extern "C" __global__ void adam_update_multi(const long long* table, const float* corrections,
+                                             const int* skip, int count, float lr, float beta1,
+                                             float beta2, float eps, float weight_decay) {
     if (skip && *skip) return;
     const long long* offsets = table;
     const long long* addresses = table + count + 1;     // w, g, m, v of tensor t at 4t .. 4t + 3

@@ -76,10 +76,10 @@ using namespace nvcuda;
 #define BLOCK_M (WMMA_M * WARPS_M)     // 32 rows of C per block
 #define BLOCK_N (WMMA_N * WARPS_N)     // 32 columns of C per block
 
-extern "C" __global__ void wmma_gemm(int M, int N, int K,
+extern "C" __global__ void wmma_gemm(float* __restrict__ C,
                                      const __half* __restrict__ A,
                                      const __half* __restrict__ B,
-                                     float* __restrict__ C)
+                                     int M, int N, int K)
 {
     // load_matrix_sync / store_matrix_sync need 256-bit aligned pointers.
     __shared__ __align__(32) __half As[BLOCK_M][WMMA_K];
@@ -313,8 +313,8 @@ __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float a
 // The four layouts of each version: n = stored as op() wants it, t = transposed (see above).
 #define PIPELINED_KERNEL(name, bm, bn, ta, tb)                                                     \
     extern "C" __global__ void __launch_bounds__(V2_THREADS) name(                                 \
-        int M, int N, int K, float alpha, const __half* __restrict__ A, int lda,                   \
-        const __half* __restrict__ B, int ldb, void* __restrict__ C, int c_half)                   \
+        void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,          \
+        int M, int N, int K, int lda, int ldb, float alpha, int c_half)                            \
     {                                                                                              \
         wmma_gemm_pipelined<bm, bn, ta, tb>(M, N, K, alpha, A, lda, B, ldb, C, c_half);            \
     }

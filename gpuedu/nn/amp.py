@@ -123,14 +123,14 @@ class LossScaler:
     def unscale_on_device(self, pairs):
         """For each (FP16 gradient, FP32 ``Parameter``): ``param.grad = g16 / S`` on the device, raising
         the device overflow flag if any FP16 gradient holds Inf or NaN.  Returns nothing: no copy back."""
-        f = L.kernel("fp16_amp", "unscale_half_to_float", "iPPPP")
+        f = L.kernel("fp16_amp", "unscale_half_to_float", "PPPPi")
         for g16, param in pairs:
             if g16.dtype != np.float16 or param.grad.dtype != np.float32 or g16.size != param.grad.size:
                 raise ValueError(f"unscale needs (float16 gradient, float32 parameter) of one size, got "
                                  f"{g16.dtype}[{g16.size}] and {param.grad.dtype}[{param.grad.size}]")
             L.launch(f, (max(1, L.ceil_div(g16.size, THREADS)), 1), (THREADS, 1, 1),
-                     (L.i32(g16.size), L.ptr(g16), L.ptr(self.scale_on_device), L.ptr(param.grad),
-                      L.ptr(self._found_inf)), self.stream)
+                     (L.ptr(param.grad), L.ptr(self._found_inf), L.ptr(g16), L.ptr(self.scale_on_device),
+                      L.i32(g16.size)), self.stream)
 
     def update_on_device(self):
         """Run the scaler's rules on the device after this step's unscale: set ``skip_flag``, back off or
@@ -223,28 +223,28 @@ def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None,
     ga = L.gpuarray()
     loss_rows = ga.empty(rows, np.float32) if loss_rows is None else loss_rows
     dlogits = ga.empty((rows, classes), np.float16) if dlogits is None else dlogits
-    f = L.kernel("fp16_amp", "softmax_xent_half", "iiPPfPPP")
+    f = L.kernel("fp16_amp", "softmax_xent_half", "PPPPPiif")
     L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
-             (L.i32(rows), L.i32(classes), L.ptr(logits16), L.ptr(labels), host_scale, device_scale,
-              L.ptr(loss_rows), L.ptr(dlogits)), stream)
+             (L.ptr(dlogits), L.ptr(loss_rows), L.ptr(logits16), L.ptr(labels), device_scale,
+              L.i32(rows), L.i32(classes), host_scale), stream)
     return loss_rows, dlogits
 
 
 def sum_loss_rows(loss_rows, step_loss, loss_total, stream=None):
     """``step_loss`` = mean of ``loss_rows`` (float32 [1]) and ``loss_total`` += their sum (float64 [1]),
     on the device, in a fixed order (the same sums on every run)."""
-    f = L.kernel("fp16_amp", "sum_loss_rows", "iPPP")
+    f = L.kernel("fp16_amp", "sum_loss_rows", "PPPi")
     L.launch(f, (1, 1), (SUM_THREADS, 1, 1),
-             (L.i32(loss_rows.size), L.ptr(loss_rows), L.ptr(step_loss), L.ptr(loss_total)), stream)
+             (L.ptr(step_loss), L.ptr(loss_total), L.ptr(loss_rows), L.i32(loss_rows.size)), stream)
 
 
 def bias_grad(dz16, out=None, stream=None):
     """Column sums of an FP16 [rows, cols] matrix, summed in FP32, stored as FP16 [cols]."""
     rows, cols = dz16.shape
     out = L.gpuarray().empty(cols, np.float16) if out is None else out
-    f = L.kernel("fp16_amp", "bias_grad_half", "iiPP")
+    f = L.kernel("fp16_amp", "bias_grad_half", "PPii")
     L.launch(f, (max(1, L.ceil_div(cols, THREADS)), 1), (THREADS, 1, 1),
-             (L.i32(rows), L.i32(cols), L.ptr(dz16), L.ptr(out)), stream)
+             (L.ptr(out), L.ptr(dz16), L.i32(rows), L.i32(cols)), stream)
     return out
 
 
@@ -297,11 +297,11 @@ class HalfDense:
         ``skip``: the scaler's device flag; nothing is done where it is set (the masters did not move).
         ``round_masters=True`` also overwrites the masters with their FP16 values (the no-master-weights
         ablation)."""
-        f = L.kernel("fp16_amp", "refresh_half_copy", "iPPiP")
+        f = L.kernel("fp16_amp", "refresh_half_copy", "PPPii")
         for master, copy in ((self.W, self.W16), (self.b, self.b16)):
             L.launch(f, (max(1, L.ceil_div(master.size, THREADS)), 1), (THREADS, 1, 1),
-                     (L.i32(master.size), L.ptr(master.value), L.ptr(copy), L.i32(bool(round_masters)),
-                      skip_pointer(skip)), self.stream)
+                     (L.ptr(copy), L.ptr(master.value), skip_pointer(skip), L.i32(master.size),
+                      L.i32(bool(round_masters))), self.stream)
 
     def _bufs(self, rows):
         bufs = self._buffers.get(rows)

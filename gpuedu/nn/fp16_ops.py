@@ -56,7 +56,7 @@ def _convert(x, out, in_dtype, out_dtype, kernel, stream):
     x = _device(x, "x", in_dtype)
     out = L.output(out, x.shape, out_dtype)
     f = L.kernel("fp16_convert", kernel, "PPi")
-    L.launch(f, (max(1, L.ceil_div(x.size, THREADS)), 1), (THREADS, 1, 1), (L.ptr(x), L.ptr(out), L.i32(x.size)),
+    L.launch(f, (max(1, L.ceil_div(x.size, THREADS)), 1), (THREADS, 1, 1), (L.ptr(out), L.ptr(x), L.i32(x.size)),
              stream)
     return out
 
@@ -92,12 +92,12 @@ def axpy(a, x, y, version=2, stream=None):
         raise ValueError(f"x and y must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
     a = np.float32(a)
     if version == 1:
-        f = L.kernel("fp16_elementwise", "half_axpy", "ifPP")
+        f = L.kernel("fp16_elementwise", "half_axpy", "PPif")
         grid = (max(1, L.ceil_div(x.size, THREADS)), 1)
     else:
-        f = L.kernel("fp16_elementwise", "half2_axpy", "ifPP")
+        f = L.kernel("fp16_elementwise", "half2_axpy", "PPif")
         grid = _pairs_grid(x.size)
-    L.launch(f, grid, (THREADS, 1, 1), (L.i32(x.size), a, L.ptr(x), L.ptr(y)), stream)
+    L.launch(f, grid, (THREADS, 1, 1), (L.ptr(y), L.ptr(x), L.i32(x.size), a), stream)
     return y
 
 
@@ -105,8 +105,8 @@ def relu(x, out=None, stream=None):
     """max(x, 0) on float16, two elements per thread."""
     x = _device(x, "x", np.float16)
     out = L.output(out, x.shape, np.float16)
-    f = L.kernel("fp16_elementwise", "half2_relu", "iPP")
-    L.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (L.i32(x.size), L.ptr(x), L.ptr(out)), stream)
+    f = L.kernel("fp16_elementwise", "half2_relu", "PPi")
+    L.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (L.ptr(out), L.ptr(x), L.i32(x.size)), stream)
     return out
 
 
@@ -117,8 +117,8 @@ def relu_backward(dy, z, out=None, stream=None):
     if dy.shape != z.shape:
         raise ValueError(f"dy and z must have the same shape, got {tuple(dy.shape)} and {tuple(z.shape)}")
     out = L.output(out, dy.shape, np.float16)
-    f = L.kernel("fp16_elementwise", "half2_relu_backward", "iPPP")
-    L.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (L.i32(dy.size), L.ptr(dy), L.ptr(z), L.ptr(out)),
+    f = L.kernel("fp16_elementwise", "half2_relu_backward", "PPPi")
+    L.launch(f, _pairs_grid(dy.size), (THREADS, 1, 1), (L.ptr(out), L.ptr(dy), L.ptr(z), L.i32(dy.size)),
              stream)
     return out
 
@@ -131,8 +131,8 @@ def bias_add(x, bias, out=None, stream=None):
     if bias.shape[0] != cols:
         raise ValueError(f"bias has {bias.shape[0]} entries but x has {cols} columns")
     out = L.output(out, x.shape, np.float16)
-    f = L.kernel("fp16_elementwise", "half2_bias_add", "iiPPP")
-    L.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (L.i32(rows), L.i32(cols), L.ptr(x), L.ptr(bias), L.ptr(out)),
+    f = L.kernel("fp16_elementwise", "half2_bias_add", "PPPii")
+    L.launch(f, _pairs_grid(x.size), (THREADS, 1, 1), (L.ptr(out), L.ptr(x), L.ptr(bias), L.i32(rows), L.i32(cols)),
              stream)
     return out
 
@@ -177,10 +177,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
         tile, block = GEMM_TILE, GEMM_THREADS
     else:
         name, tile, block = GEMM_VERSIONS[version], NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
-    f = L.kernel("fp16_gemm", name, "iiifPiiPiiP")
+    f = L.kernel("fp16_gemm", name, "PPPiiiiiiif")
     grid = (max(1, L.ceil_div(n, tile)), max(1, L.ceil_div(m, tile)))
-    L.launch(f, grid, block, (L.i32(m), L.i32(n), L.i32(k), np.float32(alpha), L.ptr(a), L.i32(a_rs),
-                              L.i32(a_cs), L.ptr(b), L.i32(b_rs), L.i32(b_cs), L.ptr(out)), stream)
+    L.launch(f, grid, block, (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a_rs),
+                              L.i32(a_cs), L.i32(b_rs), L.i32(b_cs), np.float32(alpha)), stream)
     return out
 
 
@@ -202,9 +202,9 @@ def wmma_matmul(a, b, out=None, version=1, stream=None):
     out = L.output(out, (m, n), np.float32)
     if version in (2, 3):
         return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k, stream)
-    f = L.kernel("wmma_gemm", "wmma_gemm", "iiiPPP")
+    f = L.kernel("wmma_gemm", "wmma_gemm", "PPPiii")
     grid = (max(1, L.ceil_div(n, WMMA_BLOCK_TILE)), max(1, L.ceil_div(m, WMMA_BLOCK_TILE)))
-    L.launch(f, grid, WMMA_THREADS, (L.i32(m), L.i32(n), L.i32(k), L.ptr(a), L.ptr(b), L.ptr(out)), stream)
+    L.launch(f, grid, WMMA_THREADS, (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k)), stream)
     return out
 
 
@@ -214,7 +214,7 @@ _shared_raised = set()
 def _wmma_pipelined_function(version, transpose_a, transpose_b):
     """wmma_gemm_v{version}_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
     name = f"wmma_gemm_v{version}_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
-    f = L.kernel("wmma_gemm", name, "iiifPiPiPi")
+    f = L.kernel("wmma_gemm", name, "PPPiiiiifi")
     key = (backend.active().name, name)
     if key not in _shared_raised:
         # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
@@ -238,8 +238,8 @@ def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k
     grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
     c_half = out.dtype == np.float16
     # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
-    args = (L.i32(m), L.i32(n), L.i32(k), np.float32(alpha), L.ptr(a), L.i32(a.shape[1]), L.ptr(b),
-            L.i32(b.shape[1]), L.ptr(out), L.i32(c_half))
+    args = (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a.shape[1]), L.i32(b.shape[1]),
+            np.float32(alpha), L.i32(c_half))
     # L.launch has no shared_size: this kernel's dynamic shared memory goes through PyCUDA's own calls,
     # prepared_async_call(grid, block, stream, *args, shared_size=...) when a stream is given.
     if stream is None:

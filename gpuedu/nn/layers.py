@@ -155,15 +155,15 @@ class Dense:
         (name, bm, bn, threads), splits = gemm_plan(rows, n_out, n_in)
         k_split, splits = _split_k(n_in, splits)
         partial = self._split_partial(splits, rows * n_out)
-        f = L.kernel("nn_dense", f"dense_forward_{name}", "PPPPPiiiiiP")
+        f = L.kernel("nn_dense", f"dense_forward_{name}", "PPPPPPiiiii")
         L.launch(f, (L.ceil_div(n_out, bn), L.ceil_div(rows, bm), splits), (threads, 1, 1),
-                 (L.ptr(x), L.ptr(self.W.value), L.ptr(self.b.value), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]),
-                  L.i32(rows), L.i32(n_in), L.i32(n_out), L.i32(self.act), L.i32(k_split), partial),
+                 (L.ptr(bufs["Y"]), L.ptr(bufs["Z"]), partial, L.ptr(x), L.ptr(self.W.value), L.ptr(self.b.value),
+                  L.i32(rows), L.i32(n_in), L.i32(n_out), L.i32(k_split), L.i32(self.act)),
                  self.stream)
         if splits > 1:   # the second pass: add the splits, then bias and activation
             f = L.kernel("nn_dense", "dense_splitk_epilogue", "PPPPiiii")
             L.launch(f, (L.ceil_div(rows * n_out, THREADS), 1), (THREADS, 1, 1),
-                     (partial, L.ptr(self.b.value), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]), L.i32(rows),
+                     (L.ptr(bufs["Y"]), L.ptr(bufs["Z"]), partial, L.ptr(self.b.value), L.i32(rows),
                       L.i32(n_out), L.i32(splits), L.i32(self.act)), self.stream)
         self._x, self._bufs = x, bufs       # backward needs X and Z
         return bufs["Y"]
@@ -181,11 +181,11 @@ class Dense:
         partial = self._bias_partial(chunks)
         f = L.kernel("nn_dense", "dense_act_grad_partial", "PPPPPiiii")
         L.launch(f, (L.ceil_div(n_out, BIAS_COLS), chunks), (BIAS_COLS, BIAS_ROWS, 1),
-                 (L.ptr(dy), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]), L.ptr(bufs["dZ"]), L.ptr(partial),
-                  L.i32(rows), L.i32(n_out), L.i32(self.act), L.i32(BIAS_CHUNK_ROWS)), self.stream)
+                 (L.ptr(bufs["dZ"]), L.ptr(partial), L.ptr(dy), L.ptr(bufs["Z"]), L.ptr(bufs["Y"]),
+                  L.i32(rows), L.i32(n_out), L.i32(BIAS_CHUNK_ROWS), L.i32(self.act)), self.stream)
         f = L.kernel("nn_dense", "dense_bias_grad", "PPii")
         L.launch(f, (L.ceil_div(n_out, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(partial), L.ptr(self.b.grad), L.i32(chunks), L.i32(n_out)), self.stream)
+                 (L.ptr(self.b.grad), L.ptr(partial), L.i32(chunks), L.i32(n_out)), self.stream)
         # dW[n_in, n_out] = X^T dZ over the batch: X is read as the transpose of its [rows, n_in] storage.
         self._gemm("gemm_tn", x, bufs["dZ"], self.W.grad, n_in, n_out, rows, lda=n_in, ldb=n_out)
         if not need_input_grad:
@@ -202,11 +202,11 @@ class Dense:
         target = self._split_partial(splits, M * N) if splits > 1 else L.ptr(c)
         L.launch(L.kernel("nn_dense", f"{role}_{name}", "PPPiiiiii"),
                  (L.ceil_div(N, bn), L.ceil_div(M, bm), splits), (threads, 1, 1),
-                 (L.ptr(a), L.ptr(b), target, L.i32(M), L.i32(N), L.i32(K_depth), L.i32(lda), L.i32(ldb),
+                 (target, L.ptr(a), L.ptr(b), L.i32(M), L.i32(N), L.i32(K_depth), L.i32(lda), L.i32(ldb),
                   L.i32(k_split)), self.stream)
         if splits > 1:
             L.launch(L.kernel("nn_dense", "gemm_splitk_sum", "PPii"), (L.ceil_div(M * N, THREADS), 1),
-                     (THREADS, 1, 1), (target, L.ptr(c), L.i32(M * N), L.i32(splits)), self.stream)
+                     (THREADS, 1, 1), (L.ptr(c), target, L.i32(M * N), L.i32(splits)), self.stream)
 
     def _split_partial(self, splits, count):
         """The device address of a buffer for ``splits`` partial products of ``count`` floats each, one per
@@ -254,7 +254,7 @@ class Activation:
         n = rows * cols
         f = L.kernel("nn_activations", "activation_forward", "PPii")
         L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(x), L.ptr(bufs["Y"]), L.i32(n), L.i32(self.act)), self.stream)
+                 (L.ptr(bufs["Y"]), L.ptr(x), L.i32(n), L.i32(self.act)), self.stream)
         self._x, self._bufs = x, bufs
         return bufs["Y"]
 
@@ -268,7 +268,7 @@ class Activation:
         n = int(np.prod(self._x.shape))
         f = L.kernel("nn_activations", "activation_backward", "PPPPii")
         L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(self._x), L.ptr(self._bufs["Y"]), L.ptr(dy), L.ptr(self._bufs["dX"]), L.i32(n),
+                 (L.ptr(self._bufs["dX"]), L.ptr(dy), L.ptr(self._x), L.ptr(self._bufs["Y"]), L.i32(n),
                   L.i32(self.act)), self.stream)
         return self._bufs["dX"]
 

@@ -32,7 +32,7 @@ class SoftmaxCrossEntropy:
             dlogits = self._grad[(rows, classes)] = L.gpuarray().empty((rows, classes), np.float32)
         f = L.kernel("nn_loss", "softmax_xent", "PPPPPii")
         L.launch(f, (L.ceil_div(rows, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(logits), L.ptr(labels), L.ptr(dlogits), L.ptr(self._loss_sum), L.ptr(self._correct),
+                 (L.ptr(dlogits), L.ptr(self._loss_sum), L.ptr(self._correct), L.ptr(logits), L.ptr(labels),
                   L.i32(rows), L.i32(classes)), self.stream)
         self._rows += rows
         return dlogits

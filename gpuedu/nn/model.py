@@ -140,7 +140,7 @@ class Sequential:
             pred = ga.empty(rows, np.int32)
             f = L.kernel("nn_loss", "argmax_rows", "PPii")
             L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
-                     (L.ptr(logits), L.ptr(pred), L.i32(rows), L.i32(classes)), self._stream)
+                     (L.ptr(pred), L.ptr(logits), L.i32(rows), L.i32(classes)), self._stream)
             if self._stream is not None:     # the copy back must follow the stream's kernels
                 self._stream.synchronize()
             out.append(pred.get())

@@ -106,19 +106,19 @@ class SGD(Optimizer):
         if not self.multi_tensor:
             return super().update_all(skip)
         table = self._table.device_table([(p.value, p.grad, s["velocity"]) for p, s in zip(self.params, self.state)])
-        f = L.kernel("nn_optim", "sgd_update_multi", "iPfffP")
+        f = L.kernel("nn_optim", "sgd_update_multi", "PPifff")
         L.launch(f, self._table.grid(), (THREADS, 1, 1),
-                 (L.i32(self._table.count), L.ptr(table), L.f32(self.lr), L.f32(self.momentum),
-                  L.f32(self.weight_decay), skip), self.stream)
+                 (L.ptr(table), skip, L.i32(self._table.count), L.f32(self.lr), L.f32(self.momentum),
+                  L.f32(self.weight_decay)), self.stream)
 
     def init_state(self, param):
         return {"velocity": self._zeros_like(param)}
 
     def update(self, p, state, skip):
-        f = L.kernel("nn_optim", "sgd_update", "PPPifffP")
+        f = L.kernel("nn_optim", "sgd_update", "PPPPifff")
         L.launch(f, (L.ceil_div(p.size, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(p.value), L.ptr(p.grad), L.ptr(state["velocity"]), L.i32(p.size),
-                  L.f32(self.lr), L.f32(self.momentum), L.f32(self.weight_decay), skip), self.stream)
+                 (L.ptr(p.value), L.ptr(state["velocity"]), L.ptr(p.grad), skip, L.i32(p.size),
+                  L.f32(self.lr), L.f32(self.momentum), L.f32(self.weight_decay)), self.stream)
 
 
 class Adam(Optimizer):
@@ -145,22 +145,22 @@ class Adam(Optimizer):
 
     def begin_step(self, skip):
         # Bias correction: m and v start at 0, so early averages are too small by (1 - beta^t).
-        f = L.kernel("nn_optim", "adam_begin_step", "PPddP")
-        L.launch(f, (1, 1), (1, 1, 1), (L.ptr(self._t), L.ptr(self._corrections), np.float64(self.beta1),
-                                        np.float64(self.beta2), skip), self.stream)
+        f = L.kernel("nn_optim", "adam_begin_step", "PPPdd")
+        L.launch(f, (1, 1), (1, 1, 1), (L.ptr(self._t), L.ptr(self._corrections), skip, np.float64(self.beta1),
+                                        np.float64(self.beta2)), self.stream)
 
     def update_all(self, skip):
         if not self.multi_tensor:
             return super().update_all(skip)
         table = self._table.device_table([(p.value, p.grad, s["m"], s["v"]) for p, s in zip(self.params, self.state)])
-        f = L.kernel("nn_optim", "adam_update_multi", "iPffffPfP")
+        f = L.kernel("nn_optim", "adam_update_multi", "PPPifffff")
         L.launch(f, self._table.grid(), (THREADS, 1, 1),
-                 (L.i32(self._table.count), L.ptr(table), L.f32(self.lr), L.f32(self.beta1), L.f32(self.beta2),
-                  L.f32(self.eps), L.ptr(self._corrections), L.f32(self.weight_decay), skip), self.stream)
+                 (L.ptr(table), L.ptr(self._corrections), skip, L.i32(self._table.count), L.f32(self.lr),
+                  L.f32(self.beta1), L.f32(self.beta2), L.f32(self.eps), L.f32(self.weight_decay)), self.stream)
 
     def update(self, p, state, skip):
-        f = L.kernel("nn_optim", "adam_update", "PPPPiffffPfP")
+        f = L.kernel("nn_optim", "adam_update", "PPPPPPifffff")
         L.launch(f, (L.ceil_div(p.size, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(p.value), L.ptr(p.grad), L.ptr(state["m"]), L.ptr(state["v"]), L.i32(p.size),
-                  L.f32(self.lr), L.f32(self.beta1), L.f32(self.beta2), L.f32(self.eps),
-                  L.ptr(self._corrections), L.f32(self.weight_decay), skip), self.stream)
+                 (L.ptr(p.value), L.ptr(state["m"]), L.ptr(state["v"]), L.ptr(p.grad), L.ptr(self._corrections),
+                  skip, L.i32(p.size), L.f32(self.lr), L.f32(self.beta1), L.f32(self.beta2), L.f32(self.eps),
+                  L.f32(self.weight_decay)), self.stream)

@@ -40,7 +40,7 @@ def test_half2_axpy_without_the_odd_tail_is_caught_with_a_tail_hint():
 def test_half2_axpy_that_updates_one_lane_is_caught():
     wrong = r"""
 #include <cuda_fp16.h>
-extern "C" __global__ void half2_axpy(int n, float a, const __half* x, __half* y) {
+extern "C" __global__ void half2_axpy(__half* y, const __half* x, int n, float a) {
     int pair = blockIdx.x * blockDim.x + threadIdx.x;
     int i = 2 * pair;
     if (i < n) y[i] = __hfma(__float2half_rn(a), x[i], y[i]);

@@ -31,7 +31,7 @@ DEFAULT = "default stream"
 
 def function_class():
     """The backend's kernel class (``pycuda.driver.Function`` or the emulator's)."""
-    return type(K.kernel("fp16_elementwise", "half2_relu", "iPP"))
+    return type(K.kernel("fp16_elementwise", "half2_relu", "PPi"))
 
 
 @contextlib.contextmanager

@@ -225,8 +225,8 @@ def test_the_pipelined_versions_need_their_shared_memory_limit_raised(version):
     m = n = k = 16
     a, b = operands(m, n, k, seed=13)
     a_gpu, b_gpu, c = ga.to_gpu(a), ga.to_gpu(b), ga.empty((m, n), np.float32)
-    args = (np.int32(m), np.int32(n), np.int32(k), np.float32(1.0), a_gpu.gpudata, np.int32(k), b_gpu.gpudata,
-            np.int32(n), c.gpudata, np.int32(0))
+    args = (c.gpudata, a_gpu.gpudata, b_gpu.gpudata, np.int32(m), np.int32(n), np.int32(k), np.int32(k),
+            np.int32(n), np.float32(1.0), np.int32(0))
     with pytest.raises(backend.driver.Error, match="48 KiB|invalid argument"):
         f(*args, block=ops.WMMA_PIPELINED_THREADS, grid=(1, 1), shared=shared)
     f.set_attribute(backend.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
