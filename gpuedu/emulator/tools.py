@@ -54,6 +54,54 @@ def clear_context_caches():
         cache.clear()
 
 
+# --------------------------------------------------------------------------- test helpers
+
+def _test_context():
+    drv.init()
+    ctx = make_default_context()
+    dev = ctx.get_device()
+    assert isinstance(dev.name(), str)
+    assert isinstance(dev.compute_capability(), tuple)
+    assert isinstance(dev.get_attributes(), dict)
+    return ctx
+
+
+def _end_test_context(ctx):
+    import gc
+    ctx.pop()
+    clear_context_caches()
+    gc.collect()
+
+
+def mark_cuda_test(inner_f):
+    """Run a test function in a fresh context of its own, popped (and caches cleared) afterwards.
+
+    PyCUDA's decorator for its own tests; marked ``pytest.mark.cuda`` where pytest is installed.
+    """
+    @functools.wraps(inner_f)
+    def f(*args, **kwargs):
+        ctx = _test_context()
+        try:
+            return inner_f(*args, **kwargs)
+        finally:
+            _end_test_context(ctx)
+
+    try:
+        import pytest
+    except ImportError:
+        return f
+    return pytest.mark.cuda(f)
+
+
+def init_cuda_context_fixture():
+    """The body of a pytest fixture that gives each test a fresh context: ``yield from`` it."""
+    ctx = _test_context()
+    try:
+        yield
+    finally:
+        _end_test_context(ctx)
+
+
 # --------------------------------------------------------------------------- device data
 
 class DeviceData:
