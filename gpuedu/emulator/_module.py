@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _activity, _device, _memory
 from ._cache import cache_dir
-from ._alloc import DeviceAllocation
+from ._alloc import device_pointer
 from ._args import ArgumentHandler
 from ._errors import LaunchError, LogicError
 
@@ -375,9 +375,10 @@ class Function:
                 handlers.append(arg)
                 value = arg.get_device_alloc()
                 data = None
-            elif isinstance(arg, DeviceAllocation) or hasattr(arg, "gpudata") or isinstance(arg, GlobalPointer):
-                value = int(arg.gpudata) if hasattr(arg, "gpudata") else int(arg)
-                data = None
+            elif isinstance(arg, GlobalPointer):
+                value, data = int(arg), None
+            elif device_pointer(arg) is not None:
+                value, data = device_pointer(arg), None
             elif isinstance(arg, np.generic):
                 data = arg.tobytes()
                 value = None
@@ -583,10 +584,9 @@ class Function:
         args = list(args)
         for i in pointer_slots:
             a = args[i]
-            if hasattr(a, "gpudata"):
-                args[i] = int(a.gpudata)
-            elif not isinstance(a, int):
-                args[i] = int(a)
+            if not isinstance(a, int):
+                pointer = device_pointer(a)
+                args[i] = int(a) if pointer is None else pointer
         try:
             return packer.pack(*args)
         except struct.error as exc:
