@@ -290,6 +290,23 @@ def test_cumath_matches_numpy(rng):
         cumath.exp(a)
 
 
+def test_cumath_takes_out_and_stream_by_keyword_or_position(rng):
+    from gpuedu.emulator import cumath
+    a = rng.uniform(-3, 3, 300)
+    g = gpuarray.to_gpu(a)
+    stream = drv.Stream()
+    for call in (lambda out: cumath.exp(g, out=out), lambda out: cumath.exp(g, out),
+                 lambda out: cumath.exp(g, stream=stream, out=out)):
+        out = gpuarray.empty_like(g)
+        assert call(out) is out
+        np.testing.assert_allclose(out.get(), np.exp(a), rtol=1e-12)
+    for result in (cumath.exp(g, stream=stream), cumath.exp(g, stream)):
+        assert result.shape == a.shape
+        np.testing.assert_allclose(result.get(), np.exp(a), rtol=1e-12)
+    with pytest.raises(ValueError, match="out must have"):
+        cumath.exp(g, out=gpuarray.empty(300, np.float32))
+
+
 def test_take_gathers_by_index():
     a = gpuarray.to_gpu(np.array([10, 20, 30, 40], np.float32))
     idx = gpuarray.to_gpu(np.array([3, 0, 0, 2], np.int32))
