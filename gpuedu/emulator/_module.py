@@ -379,7 +379,9 @@ class Function:
                 value, data = int(arg), None
             elif device_pointer(arg) is not None:
                 value, data = device_pointer(arg), None
-            elif isinstance(arg, np.generic):
+            elif isinstance(arg, np.generic) or (isinstance(arg, np.ndarray) and arg.ndim == 0):
+                # a value; a 0-d array too (vec.make_float3(...) is one), passed by its bytes as PyCUDA does
+                arg = arg[()] if isinstance(arg, np.ndarray) else arg
                 data = arg.tobytes()
                 value = None
             elif isinstance(arg, (bool, int, float)):
@@ -556,6 +558,8 @@ class Function:
             for t in arg_types:
                 if t is None or t in ("P", np.intp, np.uintp):
                     codes.append("P")
+                elif np.dtype(t).kind == "V":           # a struct (gpuarray.vec.float3): packed as its bytes
+                    codes.append(f"{np.dtype(t).itemsize}s")
                 else:
                     codes.append(np.dtype(t).char)
         if len(codes) != self._nparams:
@@ -581,7 +585,7 @@ class Function:
         if self._prepared is None:
             raise LogicError(f"kernel '{self.name}': call prepare(arg_types) before prepared_call")
         packer, pointer_slots = self._prepared
-        args = list(args)
+        args = [a.tobytes() if isinstance(a, (np.void, np.ndarray)) and a.dtype.kind == "V" else a for a in args]
         for i in pointer_slots:
             a = args[i]
             if not isinstance(a, int):
