@@ -2,6 +2,7 @@
 
     python scripts/pycuda_suite.py                       # download (once), run, write benchmarks/results/pycuda-suite.json
     python scripts/pycuda_suite.py --files test_cumath.py  # one file (the record then says so)
+    python scripts/pycuda_suite.py --select "scan or vector"  # the tests pytest -k picks
     python scripts/pycuda_suite.py --sdist path/to/pycuda-2026.1.tar.gz --out /tmp/suite.json
 
 The tests come from PyCUDA's source distribution of the version pinned below, as PyPI serves it: the sdist is
@@ -15,9 +16,13 @@ watches each test with a timer. Everything the tests import from PyCUDA (``pycud
 pytest runs in a child process with pytest-xdist's workers (``--workers``, 2 by default): a test that kills its
 worker (a crash) is reported by xdist and a fresh worker goes on with the rest. A test that runs longer than
 ``--timeout`` seconds is a hang: the watchdog writes its name down and ends the worker, so the run goes on too.
-Every test ends as one of passed, failed, error (in its setup or teardown), skipped, crashed or hung; the record
-gives the counts per file and in total, the pass rate (passed / collected), and for each test that did not pass
-its name and a one-line reason. Exit status: 0 when the run completed (whatever the rate), 1 when
+Each worker may use an equal share of nine tenths of the memory available when the run starts (``--memory-limit``
+sets it): a test that needs more fails with a MemoryError instead of waking the kernel's OOM killer.
+
+Every test ends as one of passed, failed, error (in its setup or teardown), skipped, xfailed (PyCUDA's own
+``pytest.xfail``), crashed or hung; the record gives the counts per file and in total, the pass rate
+(passed / collected: skipped and xfailed tests count against it), and for each test that did not pass its name
+and a one-line reason. Exit status: 0 when the run completed (whatever the rate), 1 when
 ``--min-rate`` was given and not reached, 2 when the suite could not be run at all.
 """
 import argparse
@@ -44,7 +49,7 @@ TEST_FILES = ("test_driver.py", "test_gpuarray.py", "test_cumath.py")
 DEFAULT_CACHE = os.path.join(ROOT, "build", "pycuda-suite")
 DEFAULT_OUT = os.path.join(ROOT, "benchmarks", "results", "pycuda-suite.json")
 
-OUTCOMES = ("passed", "failed", "error", "skipped", "crashed", "hung")
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "crashed", "hung")
 
 # The conftest.py written beside the extracted tests. It runs in the pytest controller and in every worker.
 CONFTEST = '''\
@@ -58,6 +63,14 @@ import pytest
 import gpuedu.backend
 
 gpuedu.backend.use_emulator()
+
+# Each worker may take its share of the host's memory and no more: a test that wants more gets a MemoryError
+# (a failure with a reason) instead of waking the kernel's OOM killer, which would end the worker (or a process
+# that has nothing to do with the run).
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("PYCUDA_SUITE_MEMORY_LIMIT"):
+    import resource
+    _limit = int(os.environ["PYCUDA_SUITE_MEMORY_LIMIT"])
+    resource.setrlimit(resource.RLIMIT_AS, (_limit, _limit))
 
 _TIMEOUT = float(os.environ["PYCUDA_SUITE_TIMEOUT"])
 _HANGS = os.environ["PYCUDA_SUITE_HANGS"]
@@ -106,8 +119,11 @@ def pytest_runtest_logreport(report):
     # Only the controller records: it sees every worker's reports, and the ones xdist makes for a crashed worker.
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    reason = _reason(report) if report.outcome != "passed" else ""
+    if hasattr(report, "wasxfail"):
+        reason = reason or str(report.wasxfail)
     _record({"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-             "wasxfail": hasattr(report, "wasxfail"), "reason": _reason(report) if report.outcome != "passed" else ""})
+             "wasxfail": hasattr(report, "wasxfail"), "reason": reason})
 
 
 def pytest_collectreport(report):
@@ -171,7 +187,26 @@ def extract_tests(sdist, dest, files=TEST_FILES):
     return paths
 
 
-def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, total_timeout=3600):
+def available_memory():
+    """Bytes of host memory available now (MemAvailable), or None where /proc/meminfo does not say."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_memory_limit(workers):
+    """Nine tenths of the memory available now, shared among the workers (None: no limit known)."""
+    available = available_memory()
+    return None if available is None else int(available * 0.9) // workers
+
+
+def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, total_timeout=3600,
+              memory_limit=None, select=None):
     """Run pytest on ``files`` in ``folder`` in a child process; returns (per-test results, pytest's output)."""
     reports, hangs = os.path.join(folder, "reports.jsonl"), os.path.join(folder, "hangs.txt")
     with open(os.path.join(folder, "conftest.py"), "w") as f:
@@ -179,12 +214,15 @@ def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, to
     with open(os.path.join(folder, "pytest.ini"), "w") as f:   # keep the repository's pytest settings out
         f.write("[pytest]\n")
     env = dict(os.environ, PYCUDA_SUITE_TIMEOUT=str(timeout), PYCUDA_SUITE_HANGS=hangs, PYCUDA_SUITE_REPORTS=reports,
+               PYCUDA_SUITE_MEMORY_LIMIT=str(memory_limit or ""),
                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     # One pytest per file: a file that fails to import is that file's error, not the end of the run.
     outputs = []
     for name in files:
         command = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", "--rootdir", folder, "-c",
                    os.path.join(folder, "pytest.ini"), "-n", str(workers), "--max-worker-restart", "1000000", name]
+        if select:
+            command += ["-k", select]
         try:
             proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True,
                                   timeout=total_timeout)
@@ -219,7 +257,7 @@ def classify(entries, hung=()):
             continue
         elif outcome == "skipped":
             if result["outcome"] == "passed":
-                result.update(outcome="skipped", reason=entry["reason"])
+                result.update(outcome="xfailed" if entry.get("wasxfail") else "skipped", reason=entry["reason"])
         elif outcome == "failed":
             if when == "call":
                 result.update(outcome="failed", reason=entry["reason"])
@@ -250,7 +288,7 @@ def gpuedu_commit():
     return head + ("-dirty" if dirty else "")
 
 
-def build_record(results, files, sdist_sha256, timeout, workers):
+def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=None):
     sys.path.insert(0, ROOT)
     from gpuedu.tools import machine
     per_file = {}
@@ -268,6 +306,7 @@ def build_record(results, files, sdist_sha256, timeout, workers):
         "machine": machine.describe(devices=False),
         "per_test_timeout_s": timeout,
         "workers": workers,
+        "memory_limit_per_worker_bytes": memory_limit,
         "per_file": per_file,
         "total": counts_of(results),
         "not_passed": {nodeid: r for nodeid, r in sorted(results.items()) if r["outcome"] != "passed"},
@@ -286,18 +325,24 @@ def main(argv=None):
                                                                      "hang (default: %(default)s)")
     parser.add_argument("--total-timeout", type=float, default=3600.0, help="seconds one file's run may take in all")
     parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers (default: %(default)s)")
+    parser.add_argument("--memory-limit", type=float, help="GiB of address space each worker may use (default: "
+                                                             "nine tenths of the available memory over the workers)")
+    parser.add_argument("--select", metavar="EXPR", help="only the tests pytest's -k EXPR picks (the record says so)")
     parser.add_argument("--min-rate", type=float, help="exit 1 when the pass rate is below this (0 to 1)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print its path")
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1: the workers are what keeps a crash from ending the run")
+    memory_limit = (int(args.memory_limit * 2**30) if args.memory_limit is not None
+                    else default_memory_limit(args.workers))
     try:
         sdist = fetch_sdist(args.cache, args.sdist)
         folder = tempfile.mkdtemp(prefix="pycuda-suite-")
         try:
             extract_tests(sdist, folder, args.files)
             results, output = run_tests(folder, args.files, args.workers, args.timeout,
-                                        total_timeout=args.total_timeout)
+                                        total_timeout=args.total_timeout, memory_limit=memory_limit,
+                                        select=args.select)
         finally:
             if args.keep:
                 print(f"tests and pytest's files kept in {folder}")
@@ -306,7 +351,8 @@ def main(argv=None):
     except SuiteError as exc:
         print(f"pycuda_suite: {exc}", file=sys.stderr)
         return 2
-    record = build_record(results, args.files, SDIST_SHA256, args.timeout, args.workers)
+    record = build_record(results, args.files, SDIST_SHA256, args.timeout, args.workers, memory_limit)
+    record["select"] = args.select
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1, sort_keys=False)
