@@ -288,7 +288,7 @@ def gpuedu_commit():
     return head + ("-dirty" if dirty else "")
 
 
-def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=None):
+def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=None, commit=None):
     sys.path.insert(0, ROOT)
     from gpuedu.tools import machine
     per_file = {}
@@ -302,7 +302,7 @@ def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=No
         "sdist_sha256": sdist_sha256,
         "files": list(files),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "gpuedu_commit": gpuedu_commit(),
+        "gpuedu_commit": commit,
         "machine": machine.describe(devices=False),
         "per_test_timeout_s": timeout,
         "workers": workers,
@@ -333,6 +333,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.workers < 1:
         parser.error("--workers must be at least 1: the workers are what keeps a crash from ending the run")
+    commit = gpuedu_commit()      # the code that runs, before anything else can change the tree
     memory_limit = (int(args.memory_limit * 2**30) if args.memory_limit is not None
                     else default_memory_limit(args.workers))
     try:
@@ -351,7 +352,7 @@ def main(argv=None):
     except SuiteError as exc:
         print(f"pycuda_suite: {exc}", file=sys.stderr)
         return 2
-    record = build_record(results, args.files, SDIST_SHA256, args.timeout, args.workers, memory_limit)
+    record = build_record(results, args.files, SDIST_SHA256, args.timeout, args.workers, memory_limit, commit)
     record["select"] = args.select
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
