@@ -377,8 +377,8 @@ class Function:
                 data = None
             elif isinstance(arg, GlobalPointer):
                 value, data = int(arg), None
-            elif device_pointer(arg) is not None:
-                value, data = device_pointer(arg), None
+            elif (pointer := device_pointer(arg)) is not None:
+                value, data = pointer, None
             elif isinstance(arg, np.generic) or (isinstance(arg, np.ndarray) and arg.ndim == 0):
                 # a value; a 0-d array too (vec.make_float3(...) is one), passed by its bytes as PyCUDA does
                 arg = arg[()] if isinstance(arg, np.ndarray) else arg

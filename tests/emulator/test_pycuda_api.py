@@ -53,6 +53,14 @@ def test_a_pointer_holder_is_a_kernel_argument_a_gpuarray_s_memory_and_a_copy_ta
     np.testing.assert_array_equal(gpuarray.GPUArray((100,), np.float32, gpudata=holder).get(), (a * a) * (a * a))
 
 
+def test_a_pointer_holder_s_memory_reads_as_a_buffer():
+    a = np.arange(16, dtype=np.int32)
+    holder = Holder(drv.mem_alloc(a.nbytes))
+    drv.memcpy_htod(holder, a)
+    view = holder.as_buffer(8 * 4, offset=4 * 4)
+    np.testing.assert_array_equal(np.frombuffer(view, np.int32), a[4:12])
+
+
 def test_a_pointer_holder_without_get_pointer_says_so():
     class Bare(drv.PointerHolderBase):
         pass
