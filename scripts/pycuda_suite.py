@@ -303,7 +303,11 @@ def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=No
         "files": list(files),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "gpuedu_commit": commit,
-        "machine": machine.describe(devices=False),
+        # the machine, not where this checkout or its interpreter happen to live on it
+        "machine": {k: v for k, v in machine.describe(devices=False).items()
+                    if k not in ("python_executable", "nvcc_path")},
+        "pytest": machine.package_version("pytest"),
+        "pytest_xdist": machine.package_version("pytest-xdist"),
         "per_test_timeout_s": timeout,
         "workers": workers,
         "memory_limit_per_worker_bytes": memory_limit,
