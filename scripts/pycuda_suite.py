@@ -1,6 +1,6 @@
 """Run PyCUDA's own tests of its driver, GPUArray and cumath, unmodified, against gpuedu's CPU emulator.
 
-    python scripts/pycuda_suite.py                       # download (once), run, write benchmarks/results/pycuda-suite.json
+    python scripts/pycuda_suite.py        # download (once), run, write benchmarks/results/pycuda-suite.json
     python scripts/pycuda_suite.py --files test_cumath.py  # one file (the record then says so)
     python scripts/pycuda_suite.py --select "scan or vector"  # the tests pytest -k picks
     python scripts/pycuda_suite.py --sdist path/to/pycuda-2026.1.tar.gz --out /tmp/suite.json
@@ -41,8 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: The PyCUDA release whose tests are run, its sdist on PyPI and the SHA-256 PyPI publishes for it.
 PYCUDA_VERSION = "2026.1"
-SDIST_URL = ("https://files.pythonhosted.org/packages/75/93/36ffd54430924dcb03a88c97519d56589e573d0dcc999c77a4c4d8a90306/"
-             f"pycuda-{PYCUDA_VERSION}.tar.gz")
+SDIST_URL = ("https://files.pythonhosted.org/packages/75/93/"
+             f"36ffd54430924dcb03a88c97519d56589e573d0dcc999c77a4c4d8a90306/pycuda-{PYCUDA_VERSION}.tar.gz")
 SDIST_SHA256 = "759516160628ba06f32ce7e563e3f5b9214691dc9528a03ea99ea1073f4e14ba"
 
 TEST_FILES = ("test_driver.py", "test_gpuarray.py", "test_cumath.py")
@@ -215,7 +215,8 @@ def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, to
         f.write("[pytest]\n")
     env = dict(os.environ, PYCUDA_SUITE_TIMEOUT=str(timeout), PYCUDA_SUITE_HANGS=hangs, PYCUDA_SUITE_REPORTS=reports,
                PYCUDA_SUITE_MEMORY_LIMIT=str(memory_limit or ""),
-               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+               PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                    if p]))
     # One pytest per file: a file that fails to import is that file's error, not the end of the run.
     outputs = []
     for name in files:
@@ -323,7 +324,8 @@ def main(argv=None):
                         help="which of PyCUDA's test files to run (default: all three)")
     parser.add_argument("--sdist", help="PyCUDA's sdist (checked against the pinned SHA-256) instead of the cached "
                                         "or downloaded one")
-    parser.add_argument("--cache", default=DEFAULT_CACHE, help="where the downloaded sdist is kept (default: %(default)s)")
+    parser.add_argument("--cache", default=DEFAULT_CACHE,
+                        help="where the downloaded sdist is kept (default: %(default)s)")
     parser.add_argument("--out", default=DEFAULT_OUT, help="the JSON record to write (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one test may run before it counts as a "
                                                                      "hang (default: %(default)s)")

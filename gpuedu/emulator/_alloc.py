@@ -1,4 +1,4 @@
-"""``DeviceAllocation``: the handle ``mem_alloc`` returns, as in PyCUDA; ``PointerHolderBase``, for handles of one's own.
+"""``DeviceAllocation``: the handle ``mem_alloc`` returns, as in PyCUDA; ``PointerHolderBase``, for one's own.
 
 ``int(alloc)`` is the device address (a host address in the emulator), which is
 what a kernel receives for a pointer parameter.

@@ -23,9 +23,9 @@ def _check(array, name):
 def _unary(ufunc, name):
     def f(array, stream_or_out=None, *, out=None, stream=None):
         _check(array, name)
-        if isinstance(stream_or_out, Stream):      # PyCUDA's older positional form: a stream or an out array
-            stream = stream_or_out
-        elif stream_or_out is not None:
+        # PyCUDA's older positional form: a stream or an out array. The stream needs nothing here: the work is
+        # done when the call returns, whichever stream it was queued on.
+        if stream_or_out is not None and not isinstance(stream_or_out, Stream):
             out = stream_or_out
         result = array._new_like_me() if out is None else out
         if result.shape != array.shape or result.dtype != array.dtype:
