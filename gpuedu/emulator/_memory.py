@@ -192,7 +192,8 @@ def live_bytes():
 
 
 def host_memory_info():
-    """``(free, total)`` bytes of host memory, which is the emulated device's memory."""
+    """``(free, total)`` bytes of host memory, which is the emulated device's memory (within this process's
+    address-space limit, if it has one)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     free = None
     try:
@@ -205,4 +206,26 @@ def host_memory_info():
         pass
     if free is None:
         free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    # A limit on this process's address space (ulimit -v) bounds what it can map, as a GPU's size bounds
+    # what cuMemAlloc can give: report the smaller, so code that sizes its buffers from mem_get_info fits.
+    try:
+        import resource
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, OSError, ValueError):
+        limit = -1
+    if limit not in (-1, getattr(resource, "RLIM_INFINITY", -1)):
+        total = min(total, limit)
+        free = max(0, min(free, limit - _mapped_bytes()))
     return free, total
+
+
+def _mapped_bytes():
+    """This process's address space in use (VmSize), 0 where /proc does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import _activity, _device, _memory
 from ._cache import cache_dir
-from ._alloc import DeviceAllocation
+from ._alloc import device_pointer
 from ._args import ArgumentHandler
 from ._errors import LaunchError, LogicError
 
@@ -375,10 +375,13 @@ class Function:
                 handlers.append(arg)
                 value = arg.get_device_alloc()
                 data = None
-            elif isinstance(arg, DeviceAllocation) or hasattr(arg, "gpudata") or isinstance(arg, GlobalPointer):
-                value = int(arg.gpudata) if hasattr(arg, "gpudata") else int(arg)
-                data = None
-            elif isinstance(arg, np.generic):
+            elif isinstance(arg, GlobalPointer):
+                value, data = int(arg), None
+            elif (pointer := device_pointer(arg)) is not None:
+                value, data = pointer, None
+            elif isinstance(arg, np.generic) or (isinstance(arg, np.ndarray) and arg.ndim == 0):
+                # a value; a 0-d array too (vec.make_float3(...) is one), passed by its bytes as PyCUDA does
+                arg = arg[()] if isinstance(arg, np.ndarray) else arg
                 data = arg.tobytes()
                 value = None
             elif isinstance(arg, (bool, int, float)):
@@ -555,6 +558,8 @@ class Function:
             for t in arg_types:
                 if t is None or t in ("P", np.intp, np.uintp):
                     codes.append("P")
+                elif np.dtype(t).kind == "V":           # a struct (gpuarray.vec.float3): packed as its bytes
+                    codes.append(f"{np.dtype(t).itemsize}s")
                 else:
                     codes.append(np.dtype(t).char)
         if len(codes) != self._nparams:
@@ -580,13 +585,12 @@ class Function:
         if self._prepared is None:
             raise LogicError(f"kernel '{self.name}': call prepare(arg_types) before prepared_call")
         packer, pointer_slots = self._prepared
-        args = list(args)
+        args = [a.tobytes() if isinstance(a, (np.void, np.ndarray)) and a.dtype.kind == "V" else a for a in args]
         for i in pointer_slots:
             a = args[i]
-            if hasattr(a, "gpudata"):
-                args[i] = int(a.gpudata)
-            elif not isinstance(a, int):
-                args[i] = int(a)
+            if not isinstance(a, int):
+                pointer = device_pointer(a)
+                args[i] = int(a) if pointer is None else pointer
         try:
             return packer.pack(*args)
         except struct.error as exc:

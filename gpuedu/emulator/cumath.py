@@ -5,6 +5,7 @@ Results keep the input's dtype, as PyCUDA's generated kernels do.
 """
 import numpy as np
 
+from .driver import Stream
 from .gpuarray import GPUArray
 
 __all__ = ["fabs", "ceil", "floor", "exp", "log", "log10", "sqrt", "sin", "cos", "tan", "asin", "acos",
@@ -20,8 +21,12 @@ def _check(array, name):
 
 
 def _unary(ufunc, name):
-    def f(array, out=None, stream=None):
+    def f(array, stream_or_out=None, *, out=None, stream=None):
         _check(array, name)
+        # PyCUDA's older positional form: a stream or an out array. The stream needs nothing here: the work is
+        # done when the call returns, whichever stream it was queued on.
+        if stream_or_out is not None and not isinstance(stream_or_out, Stream):
+            out = stream_or_out
         result = array._new_like_me() if out is None else out
         if result.shape != array.shape or result.dtype != array.dtype:
             raise ValueError(f"cumath.{name}: out must have the input's shape and dtype")
@@ -31,7 +36,8 @@ def _unary(ufunc, name):
         return result
 
     f.__name__ = name
-    f.__doc__ = f"Elementwise {name} of a GPUArray (same dtype), as ``numpy.{ufunc.__name__}``."
+    f.__doc__ = (f"Elementwise {name} of a GPUArray (same dtype), as ``numpy.{ufunc.__name__}``; "
+                 "``out=`` an array to write, ``stream=`` the stream to queue it on.")
     return f
 
 

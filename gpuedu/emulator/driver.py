@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from . import _activity, _device, _memory
-from ._alloc import DeviceAllocation
+from ._alloc import DeviceAllocation, PointerHolderBase  # noqa: F401  (PyCUDA's names)
 from ._args import ArgumentHandler, In, InOut, Out
 from ._errors import CompileError, Error, LaunchError, LogicError, MemoryError, RuntimeError
 from ._module import Function, Module, module_from_buffer, module_from_file  # noqa: F401  (PyCUDA's names)
@@ -448,6 +448,11 @@ def mem_alloc(nbytes):
     if nbytes == 0:
         raise LogicError("cuMemAlloc failed: invalid value (cannot allocate 0 bytes)")
     return DeviceAllocation(nbytes)
+
+
+def mem_alloc_like(ary):
+    """Allocate as many bytes of device memory as the array ``ary`` holds."""
+    return mem_alloc(ary.nbytes)
 
 
 def mem_alloc_pitch(width, height, access_size):

@@ -200,7 +200,8 @@ class ElementwiseKernel:
             if not value.flags.forc:
                 raise RuntimeError(f"{self.name}: elementwise kernel cannot deal with non-contiguous "
                                    f"arrays (argument {decl.name}); pass a contiguous copy")
-            return value.gpudata if value.gpudata is not None else np.uintp(0)
+            # a view's gpudata is a plain address: pass every pointer as a NumPy uintp
+            return np.uintp(0 if value.gpudata is None else int(value.gpudata))
         if isinstance(value, np.ndarray):
             raise TypeError(f"{self.name}: argument {decl.name} is a pointer; pass a GPUArray "
                             "(gpuarray.to_gpu(a)), not a host numpy array")

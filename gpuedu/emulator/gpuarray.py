@@ -20,15 +20,46 @@ import numpy as np
 
 from . import driver as drv
 from . import _activity, _memory
+from .tools import get_or_register_dtype
 
 __all__ = [
     "GPUArray", "to_gpu", "to_gpu_async", "empty", "zeros", "ones", "empty_like", "zeros_like",
     "ones_like", "arange", "concatenate", "stack", "transpose", "reshape", "if_positive", "where",
     "minimum", "maximum", "take", "sum", "dot", "max", "min", "any", "all", "subset_sum", "subset_dot",
-    "splay",
+    "splay", "vec", "logical_and", "logical_or", "logical_not",
 ]
 
 _NOT_CONTIGUOUS = "only contiguous arrays may be used as arguments to this operation"
+
+
+# --------------------------------------------------------------------------- vector types
+
+class vec:  # noqa: N801 - PyCUDA's name
+    """CUDA's vector types as NumPy structured dtypes (``vec.float4``: fields x, y, z, w of float32),
+    each with its maker (``vec.make_float4(1, 2, 3, 4)``, a 0-d array of that dtype)."""
+
+
+def _create_vector_types():
+    bases = [("char", np.int8, 4), ("uchar", np.uint8, 4), ("short", np.int16, 4), ("ushort", np.uint16, 4),
+             ("int", np.int32, 4), ("uint", np.uint32, 4), ("long", np.int64, 4), ("ulong", np.uint64, 4),
+             ("longlong", np.int64, 2), ("ulonglong", np.uint64, 2), ("float", np.float32, 4),
+             ("double", np.float64, 2)]
+    for base_name, base_type, most in bases:
+        for count in range(1, most + 1):
+            name = f"{base_name}{count}"
+            dtype = np.dtype([(field, base_type) for field in "xyzw"[:count]])
+            get_or_register_dtype(name, dtype)
+            setattr(vec, name, dtype)
+
+            def make(*fields, _dtype=dtype, _name=name, _count=count):
+                if len(fields) != _count:
+                    raise TypeError(f"make_{_name}() takes {_count} values, got {len(fields)}")
+                return np.array(tuple(fields), dtype=_dtype)
+            make.__name__ = f"make_{name}"
+            setattr(vec, make.__name__, staticmethod(make))
+
+
+_create_vector_types()
 
 
 # --------------------------------------------------------------------------- helpers
@@ -827,6 +858,52 @@ def _minmax_elementwise(ufunc, name):
 
 minimum = _minmax_elementwise(np.minimum, "minimum")
 maximum = _minmax_elementwise(np.maximum, "maximum")
+
+
+# --------------------------------------------------------------------------- logical operations
+
+def _truth(x):
+    return x._contiguous_view() if isinstance(x, GPUArray) else x
+
+
+def _logical(ufunc, name, x1, x2, out, allocator):
+    arrays = [x for x in (x1, x2) if isinstance(x, GPUArray)]
+    for x in (x1, x2):
+        if not isinstance(x, GPUArray) and not np.isscalar(x):
+            raise ValueError(f"{name} takes scalars or GPUArrays, got {type(x).__name__}")
+    if len(arrays) == 2 and x1.shape != x2.shape:
+        raise NotImplementedError(f"{name}: broadcasting is not supported ({x1.shape} and {x2.shape})")
+    shape = arrays[0].shape if arrays else ()
+    allocator = allocator or (arrays[0].allocator if arrays else None)
+    if out is None:
+        out = GPUArray(shape, np.bool_, allocator=allocator)
+    if out.shape != shape or out.dtype != np.bool_:
+        raise ValueError(f"{name}: out must be a bool array of shape {shape}, got {out.dtype} {out.shape}")
+    if out.size:
+        ufunc(_truth(x1), _truth(x2), out=out._contiguous_view())
+    return out
+
+
+def logical_and(x1, x2, /, out=None, *, allocator=None):
+    """Elementwise ``x1 && x2`` of arrays of one shape (or an array and a scalar), as a bool array."""
+    return _logical(np.logical_and, "logical_and", x1, x2, out, allocator)
+
+
+def logical_or(x1, x2, /, out=None, *, allocator=None):
+    """Elementwise ``x1 || x2`` of arrays of one shape (or an array and a scalar), as a bool array."""
+    return _logical(np.logical_or, "logical_or", x1, x2, out, allocator)
+
+
+def logical_not(x, /, out=None, *, allocator=None):
+    """Elementwise ``!x``, as a bool array."""
+    if not isinstance(x, GPUArray) and not np.isscalar(x):
+        raise ValueError(f"logical_not takes a scalar or a GPUArray, got {type(x).__name__}")
+    shape = x.shape if isinstance(x, GPUArray) else ()
+    if out is None:
+        out = GPUArray(shape, np.bool_, allocator=allocator or getattr(x, "allocator", None))
+    if out.size:
+        np.logical_not(_truth(x), out=out._contiguous_view())
+    return out
 
 
 # --------------------------------------------------------------------------- reductions

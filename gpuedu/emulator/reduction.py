@@ -34,7 +34,7 @@ def _reduction_source(name, out_ctype, arguments, neutral, reduce_expr, map_expr
 
 typedef {out_ctype} out_type;
 
-__global__ void {name}(out_type *out, {declarations}, unsigned int seq_count, unsigned int n)
+__global__ void {name}(out_type *out, {declarations}, unsigned long long seq_count, unsigned long long n)
 {{
   __shared__ out_type sdata[BLOCK_SIZE];
   unsigned int tid = threadIdx.x;
@@ -42,9 +42,10 @@ __global__ void {name}(out_type *out, {declarations}, unsigned int seq_count, un
   // Each block owns BLOCK_SIZE * seq_count consecutive elements; thread tid reads
   // elements tid, tid + BLOCK_SIZE, ... of them (neighbouring threads, neighbouring
   // addresses) and folds them into its own accumulator.
-  unsigned int i = blockIdx.x * BLOCK_SIZE * seq_count + tid;
+  // 64-bit indices: an input may have more than 2**32 elements.
+  unsigned long long i = (unsigned long long)blockIdx.x * BLOCK_SIZE * seq_count + tid;
   out_type acc = {neutral};
-  for (unsigned int s = 0; s < seq_count; ++s)
+  for (unsigned long long s = 0; s < seq_count; ++s)
   {{
     if (i >= n)  // the last block's range runs past the end of the input
       break;
@@ -125,7 +126,8 @@ class ReductionKernel:
                     raise RuntimeError(f"{self.name}: reduction kernels cannot deal with "
                                        f"non-contiguous arrays (argument {decl.name})")
                 sizes.append((decl.name, value.size))
-                invocation.append(value.gpudata if value.gpudata is not None else np.uintp(0))
+                # a view's gpudata is a plain address: pass every pointer as a NumPy uintp
+                invocation.append(np.uintp(0 if value.gpudata is None else int(value.gpudata)))
             else:
                 if not np.isscalar(value):
                     raise TypeError(f"{self.name}: argument {decl.name} is a scalar, "
@@ -136,14 +138,13 @@ class ReductionKernel:
             if size != n:
                 raise ValueError(f"{self.name}: array arguments differ in size: {first_name} has {n} "
                                  f"elements, {other_name} has {size}")
-        if n >= 2**32:
-            raise ValueError(f"{self.name}: {n} elements is more than this kernel's 32-bit index covers")
 
         allocator = allocator or self.allocator or next(
             (v.allocator for v in args if isinstance(v, GPUArray)), None)
         result = out if out is not None else GPUArray((), self.dtype_out, allocator=allocator)
         if result.size != 1 or result.dtype != self.dtype_out:
             raise ValueError(f"out must be a GPUArray of one {self.dtype_out} element")
+        result_ptr = np.uintp(int(result.gpudata))   # out may be a view (max_gpu[i]), whose gpudata is an int
 
         # Enough blocks that each thread folds a few elements, at most MAX_BLOCKS.
         per_block = BLOCK_SIZE
@@ -151,13 +152,13 @@ class ReductionKernel:
         seq_count = max(1, -(-n // (blocks * BLOCK_SIZE)))
         block = (BLOCK_SIZE, 1, 1)
         if blocks == 1:
-            self._stage1(result.gpudata, *invocation, np.uint32(seq_count), np.uint32(n),
+            self._stage1(result_ptr, *invocation, np.uint64(seq_count), np.uint64(n),
                          block=block, grid=(1, 1), stream=stream)
             return result
         partial = GPUArray((blocks,), self.dtype_out, allocator=allocator)
-        self._stage1(partial.gpudata, *invocation, np.uint32(seq_count), np.uint32(n),
+        self._stage1(partial.gpudata, *invocation, np.uint64(seq_count), np.uint64(n),
                      block=block, grid=(blocks, 1), stream=stream)
-        self._stage2(result.gpudata, partial.gpudata, np.uint32(1), np.uint32(blocks),
+        self._stage2(result_ptr, partial.gpudata, np.uint64(1), np.uint64(blocks),
                      block=block, grid=(1, 1), stream=stream)
         return result
 

@@ -54,6 +54,54 @@ def clear_context_caches():
         cache.clear()
 
 
+# --------------------------------------------------------------------------- test helpers
+
+def _test_context():
+    drv.init()
+    ctx = make_default_context()
+    dev = ctx.get_device()
+    assert isinstance(dev.name(), str)
+    assert isinstance(dev.compute_capability(), tuple)
+    assert isinstance(dev.get_attributes(), dict)
+    return ctx
+
+
+def _end_test_context(ctx):
+    import gc
+    ctx.pop()
+    clear_context_caches()
+    gc.collect()
+
+
+def mark_cuda_test(inner_f):
+    """Run a test function in a fresh context of its own, popped (and caches cleared) afterwards.
+
+    PyCUDA's decorator for its own tests; marked ``pytest.mark.cuda`` where pytest is installed.
+    """
+    @functools.wraps(inner_f)
+    def f(*args, **kwargs):
+        ctx = _test_context()
+        try:
+            return inner_f(*args, **kwargs)
+        finally:
+            _end_test_context(ctx)
+
+    try:
+        import pytest
+    except ImportError:
+        return f
+    return pytest.mark.cuda(f)
+
+
+def init_cuda_context_fixture():
+    """The body of a pytest fixture that gives each test a fresh context: ``yield from`` it."""
+    ctx = _test_context()
+    try:
+        yield
+    finally:
+        _end_test_context(ctx)
+
+
 # --------------------------------------------------------------------------- device data
 
 class DeviceData:
@@ -125,6 +173,20 @@ def _round_up(n, m):
 
 _dtype_to_ctype = {}
 _ctype_to_dtype = {}
+
+
+def register_dtype(dtype, c_names, alias_ok=False):
+    """PyCUDA's older spelling of ``get_or_register_dtype(c_names, dtype)`` (deprecated there too)."""
+    import warnings
+    warnings.warn("register_dtype is deprecated. Use get_or_register_dtype instead.", DeprecationWarning,
+                  stacklevel=2)
+    if not alias_ok:
+        names = [c_names] if isinstance(c_names, str) else list(c_names)
+        known = _dtype_to_ctype.get(np.dtype(dtype))
+        if known is not None and known not in names:
+            raise RuntimeError(f"dtype {np.dtype(dtype)} is already registered as {known!r}; "
+                               "pass alias_ok=True to give it another name")
+    get_or_register_dtype(c_names, dtype)
 
 
 def get_or_register_dtype(c_names, dtype=None):
@@ -290,14 +352,53 @@ class PooledDeviceAllocation(drv.DeviceAllocation):
         return f"<PooledDeviceAllocation {self._size} bytes>"
 
 
+_MANTISSA_BITS = 2     # PyCUDA's pools round sizes to 1.xx binary: 4 bins per power of two
+_MANTISSA_MASK = (1 << _MANTISSA_BITS) - 1
+
+
+def bitlog2(n):
+    """floor(log2(n)) for n >= 1 (0 for 0): the index of the highest set bit."""
+    return max(int(n).bit_length() - 1, 0)
+
+
+def _shift_left(x, n):
+    return x << n if n >= 0 else x >> -n
+
+
+def _bin_number(size):
+    exponent = bitlog2(size)
+    return exponent << _MANTISSA_BITS | (_shift_left(size, _MANTISSA_BITS - exponent) & _MANTISSA_MASK)
+
+
+def _alloc_size(bin_nr):
+    exponent, mantissa = bin_nr >> _MANTISSA_BITS, bin_nr & _MANTISSA_MASK
+    ones = _shift_left(1, exponent - _MANTISSA_BITS)
+    ones = ones - 1 if ones else 0
+    return _shift_left((1 << _MANTISSA_BITS) | mantissa, exponent - _MANTISSA_BITS) | ones
+
+
 class DeviceMemoryPool:
-    """Keeps freed device blocks, by size, for reuse: ``pool.allocate`` is a GPUArray allocator."""
+    """Keeps freed device blocks for reuse: ``pool.allocate`` is a GPUArray allocator.
+
+    As in PyCUDA, a request is rounded up to its bin's size (``bin_number``, ``alloc_size``: four bins per
+    power of two, so at most a quarter more than asked for) and an idle block of the same bin serves it.
+    """
 
     def __init__(self):
-        self._free = {}          # size in bytes -> list of idle DeviceAllocations
+        self._free = {}          # bin number -> list of idle DeviceAllocations of alloc_size(bin) bytes
         self.active_blocks = 0
         self.managed_bytes = 0
         self.active_bytes = 0
+
+    @staticmethod
+    def bin_number(size):
+        """The bin a request of ``size`` bytes falls in."""
+        return _bin_number(int(size))
+
+    @staticmethod
+    def alloc_size(bin_nr):
+        """The bytes every block of bin ``bin_nr`` holds (at least any request that falls in it)."""
+        return _alloc_size(int(bin_nr))
 
     @property
     def held_blocks(self):
@@ -305,12 +406,13 @@ class DeviceMemoryPool:
 
     def allocate(self, nbytes):
         nbytes = int(nbytes)
-        idle = self._free.get(nbytes)
+        bin_nr = _bin_number(nbytes)
+        idle = self._free.get(bin_nr)
         if idle:
             alloc = idle.pop()
         else:
-            alloc = drv.mem_alloc(nbytes)
-            self.managed_bytes += nbytes
+            alloc = drv.mem_alloc(_alloc_size(bin_nr))
+            self.managed_bytes += _alloc_size(bin_nr)
         self.active_blocks += 1
         self.active_bytes += nbytes
         return PooledDeviceAllocation(self, alloc, nbytes)
@@ -320,14 +422,14 @@ class DeviceMemoryPool:
     def _give_back(self, alloc, nbytes):
         self.active_blocks -= 1
         self.active_bytes -= nbytes
-        self._free.setdefault(nbytes, []).append(alloc)
+        self._free.setdefault(_bin_number(nbytes), []).append(alloc)
 
     def free_held(self):
         """Release every idle block to the device."""
-        for size, blocks in self._free.items():
+        for bin_nr, blocks in self._free.items():
             for alloc in blocks:
                 alloc.free()
-                self.managed_bytes -= size
+                self.managed_bytes -= _alloc_size(bin_nr)
         self._free.clear()
 
     def stop_holding(self):

@@ -356,3 +356,23 @@ def test_reused_memory_is_zeroed_and_a_freed_pointer_still_faults_in_a_kernel():
     assert not drv.from_device(b, size, np.uint8).any()
     load(b, out, block=(1, 1, 1), grid=(1, 1))
     assert drv.from_device(out, 1, np.int32)[0] == 0
+
+
+def test_mem_get_info_stays_within_the_process_s_address_space_limit():
+    out = run_fresh("""
+        import resource
+        limit = 3 * 2**30
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        import gpuedu.emulator.driver as drv
+        drv.init()
+        ctx = drv.Device(0).make_context()
+        free, total = drv.mem_get_info()
+        print(free, total, drv.Device(0).total_memory(), limit)
+        alloc = drv.mem_alloc(free // 2)     # what it reports as free can be had
+        print("allocated")
+        ctx.detach()
+    """)
+    free, total, device_total, limit = map(int, out.split()[:4])
+    assert total == device_total == limit
+    assert 0 < free < limit
+    assert out.split()[4] == "allocated"

@@ -26,7 +26,7 @@ def test_dtype_names_both_ways():
         tools.dtype_to_ctype(np.dtype("U4"))
     with pytest.raises(TypeError, match="not registered"):
         tools.get_or_register_dtype("my_vec3")
-    vec3 = np.dtype([("x", np.float32), ("y", np.float32), ("z", np.float32)])
+    vec3 = np.dtype([("u", np.float32), ("v", np.float32), ("w", np.float32)])  # not a vec type: a new name
     assert tools.get_or_register_dtype("my_vec3", vec3) == vec3
     assert tools.dtype_to_ctype(vec3) == "my_vec3"
     with pytest.raises(RuntimeError, match="already registered"):
@@ -96,6 +96,64 @@ def test_device_pool_blocks_go_back_on_free():
     assert int(again) == address and pool.held_blocks == 0
     drv.memcpy_htod(again, np.arange(64, dtype=np.float32))
     assert drv.from_device(again, 64, np.float32)[63] == 63
+
+
+def test_bitlog2_is_the_highest_set_bit():
+    for n in (1, 2, 3, 17, 0xAFFE, 0x3AFFE, 0xCC3AFFE, 2 ** 40 + 5):
+        assert tools.bitlog2(n) == int(np.floor(np.log2(n)))
+
+
+def test_pool_bins_round_up_by_at_most_a_quarter_and_share_blocks_within_a_bin():
+    pool = tools.DeviceMemoryPool()
+    rng = np.random.default_rng(1)
+    for size in list(range(1, 70)) + [int(s) for s in rng.integers(1, 1 << 31, 500)]:
+        bin_nr = pool.bin_number(size)
+        held = pool.alloc_size(bin_nr)
+        assert size <= held <= max(size * 5 // 4, size + 3), size
+        assert pool.bin_number(held) == bin_nr
+        if size > 4:
+            assert pool.bin_number(held + 1) == bin_nr + 1
+    first = pool.allocate(1000)
+    address, managed = int(first), pool.managed_bytes
+    assert managed == pool.alloc_size(pool.bin_number(1000)) >= 1000
+    first.free()
+    second = pool.allocate(1010)            # the same bin: the idle block serves it
+    assert int(second) == address and pool.managed_bytes == managed
+    drv.memcpy_htod(second, np.arange(1010, dtype=np.uint8))
+    assert drv.from_device(second, 1010, np.uint8)[1009] == 1009 % 256
+    second.free()
+    pool.free_held()
+    assert pool.managed_bytes == 0 and pool.held_blocks == 0
+
+
+def test_register_dtype_names_a_struct_for_c_and_refuses_a_second_name():
+    dtype = np.dtype([("lo", np.float32), ("hi", np.float32), ("tag", np.int32)])
+    with pytest.warns(DeprecationWarning, match="get_or_register_dtype"):
+        tools.register_dtype(dtype, "lo_hi_tag")
+    assert tools.dtype_to_ctype(dtype) == "lo_hi_tag"
+    assert tools.get_or_register_dtype("lo_hi_tag") == dtype
+    with pytest.warns(DeprecationWarning), pytest.raises(RuntimeError, match="alias_ok"):
+        tools.register_dtype(dtype, "other_name")
+
+
+def test_struct_values_are_kernel_arguments_by_call_and_by_prepared_call():
+    from gpuedu.emulator.compiler import SourceModule
+    from gpuedu.emulator.gpuarray import empty, vec
+    mod = SourceModule("""
+    __global__ void scaled(float3 *dest, float3 x, int k)
+    { dest[threadIdx.x] = make_float3(x.x * k, x.y * k, x.z * (k + threadIdx.x)); }
+    """)
+    fn = mod.get_function("scaled")
+    value = vec.make_float3(1.5, -2.0, 4.0)
+    host = np.empty(3, vec.float3)
+    fn(drv.Out(host), value, np.int32(2), block=(3, 1, 1), grid=(1, 1))
+    assert host.tolist() == [(3.0, -4.0, 8.0), (3.0, -4.0, 12.0), (3.0, -4.0, 16.0)]
+    dest = empty(2, vec.float3)
+    fn.prepare(["P", vec.float3, np.int32])
+    fn.prepared_call((1, 1), (2, 1, 1), dest, value, 3)
+    assert dest.get().tolist() == [(4.5, -6.0, 12.0), (4.5, -6.0, 16.0)]
+    with pytest.raises(TypeError, match="host memory"):
+        fn(host, value, np.int32(2), block=(3, 1, 1), grid=(1, 1))
 
 
 def test_pooled_blocks_are_device_allocations_kernels_accept():

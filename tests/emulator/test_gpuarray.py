@@ -290,6 +290,23 @@ def test_cumath_matches_numpy(rng):
         cumath.exp(a)
 
 
+def test_cumath_takes_out_and_stream_by_keyword_or_position(rng):
+    from gpuedu.emulator import cumath
+    a = rng.uniform(-3, 3, 300)
+    g = gpuarray.to_gpu(a)
+    stream = drv.Stream()
+    for call in (lambda out: cumath.exp(g, out=out), lambda out: cumath.exp(g, out),
+                 lambda out: cumath.exp(g, stream=stream, out=out)):
+        out = gpuarray.empty_like(g)
+        assert call(out) is out
+        np.testing.assert_allclose(out.get(), np.exp(a), rtol=1e-12)
+    for result in (cumath.exp(g, stream=stream), cumath.exp(g, stream)):
+        assert result.shape == a.shape
+        np.testing.assert_allclose(result.get(), np.exp(a), rtol=1e-12)
+    with pytest.raises(ValueError, match="out must have"):
+        cumath.exp(g, out=gpuarray.empty(300, np.float32))
+
+
 def test_take_gathers_by_index():
     a = gpuarray.to_gpu(np.array([10, 20, 30, 40], np.float32))
     idx = gpuarray.to_gpu(np.array([3, 0, 0, 2], np.int32))
@@ -308,3 +325,44 @@ def test_mul_add_reverse_squeeze(rng):
     assert m.squeeze().shape == (6,) and m.squeeze().get().tolist() == list(range(6))
     with pytest.raises(ValueError, match="not the same shape"):
         ga.mul_add(1.0, gpuarray.zeros(3, np.float32), 1.0)
+
+
+# --------------------------------------------------------------------------- logical operations, vector types
+
+def test_logical_and_or_not_match_numpy_with_arrays_and_scalars(rng):
+    x = rng.random((10, 4))
+    x[::3] = 0.0
+    y = rng.random((10, 4))
+    y[1::2] = 0.0
+    xg, yg = gpuarray.to_gpu(x), gpuarray.to_gpu(y)
+    for name in ("logical_and", "logical_or"):
+        op, expected = getattr(gpuarray, name), getattr(np, name)
+        result = op(xg, yg)
+        assert result.dtype == np.bool_ and result.shape == x.shape
+        np.testing.assert_array_equal(result.get(), expected(x, y))
+        np.testing.assert_array_equal(op(xg, 0.0).get(), expected(x, 0.0))
+        np.testing.assert_array_equal(op(1.0, xg).get(), expected(1.0, x))
+    np.testing.assert_array_equal(gpuarray.logical_not(xg).get(), np.logical_not(x))
+    out = gpuarray.empty(x.shape, np.bool_)
+    assert gpuarray.logical_and(xg, yg, out) is out
+    np.testing.assert_array_equal(out.get(), np.logical_and(x, y))
+    with pytest.raises(NotImplementedError, match="broadcasting"):
+        gpuarray.logical_or(xg, gpuarray.zeros(4, np.float64))
+
+
+def test_vector_types_are_structured_dtypes_kernels_read_by_field():
+    from gpuedu.emulator.elementwise import ElementwiseKernel
+    assert gpuarray.vec.float4.names == ("x", "y", "z", "w") and gpuarray.vec.float4.itemsize == 16
+    assert gpuarray.vec.double2.itemsize == 16 and gpuarray.vec.char3.itemsize == 3
+    filled = gpuarray.GPUArray(7, dtype=gpuarray.vec.float3).fill(gpuarray.vec.make_float3(1.5, -2.0, 3.0))
+    assert filled.get().dtype == gpuarray.vec.float3
+    assert filled.get().tolist() == [(1.5, -2.0, 3.0)] * 7
+    host = np.zeros(50, gpuarray.vec.float4)
+    for field, scale in zip("xyzw", (1.0, 0.5, -2.0, 3.0)):
+        host[field] = np.arange(50) * scale
+    out = gpuarray.empty(50, np.float32)
+    ElementwiseKernel("float4 *v, float *out", "out[i] = v[i].x + v[i].y * v[i].z - v[i].w")(
+        gpuarray.to_gpu(host), out)
+    np.testing.assert_allclose(out.get(), host["x"] + host["y"] * host["z"] - host["w"], rtol=1e-6)
+    with pytest.raises(TypeError, match="takes 2 values"):
+        gpuarray.vec.make_int2(1)

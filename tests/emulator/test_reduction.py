@@ -66,3 +66,33 @@ def test_bad_calls(dot):
         dot(x, np.ones(10, np.float32))
     with pytest.raises(ValueError, match="map_expr is required"):
         ReductionKernel(np.float32, "0", "a+b", arguments="float *x, float *y")
+
+
+def test_out_may_be_a_view_into_a_larger_array():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((10, 200)).astype(np.float32)
+    a_gpu = gpuarray.to_gpu(a)
+    row_max = ReductionKernel(np.float32, neutral="-1e38f", reduce_expr="max(a, b)", arguments="float *in")
+    out = gpuarray.zeros(10, np.float32)
+    for i in range(10):
+        assert row_max(a_gpu[i], out=out[i]).get() == a[i].max()
+    np.testing.assert_array_equal(out.get(), a.max(axis=1))
+
+
+def test_a_view_is_an_elementwise_argument_too():
+    from gpuedu.emulator.elementwise import ElementwiseKernel
+    a = gpuarray.to_gpu(np.arange(24, dtype=np.float32).reshape(4, 6))
+    ElementwiseKernel("float *row", "row[i] = -row[i]")(a[2])
+    expected = np.arange(24, dtype=np.float32).reshape(4, 6)
+    expected[2] *= -1
+    np.testing.assert_array_equal(a.get(), expected)
+
+
+@pytest.mark.slow
+def test_more_than_two_to_the_32_elements_use_64_bit_indices():
+    # map_expr reads nothing, so the 4 GiB input is never touched; only i's range matters
+    n = 2**32 + 11
+    count = ReductionKernel(np.uint8, neutral="0", reduce_expr="(a + b) & 255", map_expr="1",
+                            arguments="unsigned char *x")
+    x = gpuarray.empty(n, np.uint8)
+    assert count(x).get() == n % 256

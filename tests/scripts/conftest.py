@@ -22,3 +22,8 @@ def figures():
 @pytest.fixture(scope="session")
 def site():
     return load_script("site")
+
+
+@pytest.fixture(scope="session")
+def pycuda_suite():
+    return load_script("pycuda_suite")

@@ -1,0 +1,84 @@
+"""scripts/pycuda_suite.py: how it counts, the record it wrote, and a small run of PyCUDA's own tests."""
+import json
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECORD = os.path.join(REPO, "benchmarks", "results", "pycuda-suite.json")
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "crashed", "hung")
+
+
+@pytest.fixture
+def suite(pycuda_suite):
+    return pycuda_suite
+
+
+def entry(nodeid, when, outcome, reason="", wasxfail=False):
+    return {"nodeid": nodeid, "when": when, "outcome": outcome, "reason": reason, "wasxfail": wasxfail}
+
+
+def test_each_test_gets_one_outcome_from_its_reports(suite):
+    results = suite.classify([
+        entry("f.py::ok", "setup", "passed"), entry("f.py::ok", "call", "passed"),
+        entry("f.py::ok", "teardown", "passed"),
+        entry("f.py::bad", "setup", "passed"), entry("f.py::bad", "call", "failed", "AssertionError: 1 != 2"),
+        entry("f.py::bad", "teardown", "passed"),
+        entry("f.py::setup_err", "setup", "failed", "RuntimeError: no context"),
+        entry("f.py::skip", "setup", "skipped", "Skipped: needs a GL context"),
+        entry("f.py::xf", "call", "skipped", "known issue", wasxfail=True),
+        entry("f.py::boom", "???", "failed", "worker 'gw0' crashed while running 'f.py::boom'"),
+        entry("f.py::slow", "???", "failed", "worker 'gw1' crashed while running 'f.py::slow'"),
+        entry("g.py", "collect", "failed", "ImportError: no module"),
+    ], hung={"f.py::slow", "f.py::never_reported"})
+    outcomes = {nodeid: r["outcome"] for nodeid, r in results.items()}
+    assert outcomes == {"f.py::ok": "passed", "f.py::bad": "failed", "f.py::setup_err": "error",
+                        "f.py::skip": "skipped", "f.py::xf": "xfailed", "f.py::boom": "crashed",
+                        "f.py::slow": "hung", "f.py::never_reported": "hung", "g.py": "error"}
+    assert results["f.py::bad"]["reason"] == "AssertionError: 1 != 2"
+    assert results["f.py::setup_err"]["reason"] == "in setup: RuntimeError: no context"
+    counts = suite.counts_of(results)
+    assert counts["collected"] == 9 and counts["passed"] == 1 and counts["hung"] == 2
+    assert counts["pass_rate"] == round(1 / 9, 4)
+
+
+def test_an_sdist_with_the_wrong_checksum_is_refused(suite, tmp_path):
+    fake = tmp_path / f"pycuda-{suite.PYCUDA_VERSION}.tar.gz"
+    fake.write_bytes(b"not the sdist")
+    with pytest.raises(suite.SuiteError, match="not the pinned"):
+        suite.fetch_sdist(sdist=str(fake))
+    with pytest.raises(suite.SuiteError, match="no such file"):
+        suite.fetch_sdist(sdist=str(tmp_path / "missing.tar.gz"))
+
+
+def test_the_recorded_run_is_consistent_and_meets_the_bar(suite):
+    with open(RECORD) as f:
+        record = json.load(f)
+    assert record["pycuda_version"] == suite.PYCUDA_VERSION
+    assert record["sdist_sha256"] == suite.SDIST_SHA256 and record["sdist_url"] == suite.SDIST_URL
+    assert record["files"] == list(suite.TEST_FILES) and record["select"] is None
+    total = record["total"]
+    for counts in [total, *record["per_file"].values()]:
+        assert sum(counts[k] for k in OUTCOMES) == counts["collected"]
+        assert counts["pass_rate"] == round(counts["passed"] / counts["collected"], 4)
+    for key in ("collected",) + OUTCOMES:
+        assert total[key] == sum(c[key] for c in record["per_file"].values())
+    assert len(record["not_passed"]) == total["collected"] - total["passed"]
+    assert all(r["outcome"] in OUTCOMES[1:] and r["reason"] for r in record["not_passed"].values())
+    assert total["pass_rate"] >= 0.90
+    assert total["crashed"] == 0 and total["hung"] == 0
+
+
+@pytest.mark.slow
+def test_a_small_run_of_pycuda_s_cumath_tests_offline(suite, tmp_path):
+    sdist = os.path.join(suite.DEFAULT_CACHE, os.path.basename(suite.SDIST_URL))
+    if not os.path.exists(sdist):
+        pytest.skip(f"PyCUDA's sdist is not cached at {sdist}: run scripts/pycuda_suite.py once")
+    out = tmp_path / "suite.json"
+    status = suite.main(["--sdist", sdist, "--files", "test_cumath.py", "--select", "fmod or unary_func_kwargs",
+                         "--workers", "1", "--timeout", "120", "--out", str(out)])
+    assert status == 0
+    record = json.loads(out.read_text())
+    total = record["total"]
+    assert total["collected"] == 2 and total["passed"] == 2, record["not_passed"]
+    assert record["select"] == "fmod or unary_func_kwargs" and record["gpuedu_commit"]
