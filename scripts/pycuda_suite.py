@@ -213,7 +213,10 @@ def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, to
         f.write(CONFTEST)
     with open(os.path.join(folder, "pytest.ini"), "w") as f:   # keep the repository's pytest settings out
         f.write("[pytest]\n")
-    env = dict(os.environ, PYCUDA_SUITE_TIMEOUT=str(timeout), PYCUDA_SUITE_HANGS=hangs, PYCUDA_SUITE_REPORTS=reports,
+    # The child is a pytest of its own: no PYTEST_* variable of a pytest that runs this script (an xdist
+    # worker's PYTEST_XDIST_WORKER would make the child's controller think it is a worker and record nothing).
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env = dict(clean, PYCUDA_SUITE_TIMEOUT=str(timeout), PYCUDA_SUITE_HANGS=hangs, PYCUDA_SUITE_REPORTS=reports,
                PYCUDA_SUITE_MEMORY_LIMIT=str(memory_limit or ""),
                PYTHONPATH=os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                     if p]))
