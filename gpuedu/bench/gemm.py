@@ -90,11 +90,11 @@ def measure_matmul(run):
 # wmma_gemm_v2 / _v3 (the pipelined ones, 128x128 and 128x256 tiles, FP16 output like cuBLAS's here)
 # feed the tensor cores; the FP16 target (targets.py) takes the best of the three.
 FP16_GEMMS = {
-    "hgemm_naive": (lambda f, a, b, c: f.matmul(a, b, out=c, version="naive"), np.float16),
-    "hgemm_tiled": (lambda f, a, b, c: f.matmul(a, b, out=c, version="tiled"), np.float16),
+    "hgemm_naive": (lambda f, a, b, c: f.matmul(a, b, out=c, version=2), np.float16),
+    "hgemm_tiled": (lambda f, a, b, c: f.matmul(a, b, out=c, version=3), np.float16),
     "wmma_gemm": (lambda f, a, b, c: f.wmma_matmul(a, b, out=c), np.float32),
-    "wmma_gemm_v2": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version="tensor"), np.float16),
-    "wmma_gemm_v3": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version="tensor_wide"),
+    "wmma_gemm_v2": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version=4), np.float16),
+    "wmma_gemm_v3": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version=5),
                      np.float16),
 }
 

@@ -5,13 +5,13 @@
 // passed by swapping its strides instead of copying it: A^T of a row-major K x M
 // matrix has strides (1, M).
 //
-// version 0 (hgemm_naive_half_accum): one thread per output, the running sum kept
+// version 1 (hgemm_naive_half_accum): one thread per output, the running sum kept
 //   in a __half.  Every += rounds to 11 significant bits: once the sum is large,
 //   small products round away entirely, and the error grows with K.  Shown to be
 //   avoided.
-// version 1 (hgemm_naive): the same loop with a float accumulator: FP16 in memory,
+// version 2 (hgemm_naive): the same loop with a float accumulator: FP16 in memory,
 //   FP32 sums.  This is what "mixed precision" means inside a GEMM.
-// version 2 (hgemm_tiled, hgemm_tiled_f32out): 64x64 tiles of C per block of
+// version 3 (hgemm_tiled, hgemm_tiled_f32out): 64x64 tiles of C per block of
 //   16x16 threads, A and B staged through shared memory in 64x16 / 16x64 FP16 tiles
 //   (half the bytes of float tiles), each thread accumulating a 4x4 block of C in
 //   FP32 registers.  Edges are guarded: any M, N, K.

@@ -6,7 +6,7 @@
 // FP32 accumulator fragment.  The layout of a fragment across lanes is opaque:
 // fragments are filled and emptied only with load_matrix_sync / store_matrix_sync.
 //
-// version 1 (wmma_gemm): a block of 4 warps computes a 32x32 tile of C, one 16x16
+// version 1 (wmma_gemm_kernel1): a block of 4 warps computes a 32x32 tile of C, one 16x16
 //   tile per warp (2x2).  For each 16-wide step along K the block stages A's 32x16
 //   and B's 16x32 tiles in shared memory, writing zeros past the matrix edges, so
 //   any M, N, K works (the padding adds zero products).  Each warp then loads its
@@ -19,7 +19,7 @@
 //   small fraction of the tensor cores' peak (about 8% of cuBLAS on an H100); it
 //   shows the programming model.
 //
-// versions 2 and 3 (wmma_gemm_v2_nn, _tn, _nt, _tt; wmma_gemm_v3_*): C = alpha * op(A) @ op(B),
+// versions 2 and 3 (wmma_gemm_kernel2_nn, _tn, _nt, _tt; wmma_gemm_kernel3_*): C = alpha * op(A) @ op(B),
 //   the design fast tensor-core GEMMs share (about 95% of cuBLAS on Ada with these pieces):
 //   - Reuse per fragment.  A block of 8 warps (2 x 4) computes a 128x128 tile of C
 //     (version 2), each warp a 64x32 warp tile = 4x2 accumulator fragments (64 FP32
@@ -76,7 +76,7 @@ using namespace nvcuda;
 #define BLOCK_M (WMMA_M * WARPS_M)     // 32 rows of C per block
 #define BLOCK_N (WMMA_N * WARPS_N)     // 32 columns of C per block
 
-extern "C" __global__ void wmma_gemm(float* __restrict__ C,
+extern "C" __global__ void wmma_gemm_kernel1(float* __restrict__ C,
                                      const __half* __restrict__ A,
                                      const __half* __restrict__ B,
                                      int M, int N, int K)
@@ -318,11 +318,11 @@ __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float a
     {                                                                                              \
         wmma_gemm_pipelined<bm, bn, ta, tb>(M, N, K, alpha, A, lda, B, ldb, C, c_half);            \
     }
-PIPELINED_KERNEL(wmma_gemm_v2_nn, V2_BM, V2_BN, false, false)
-PIPELINED_KERNEL(wmma_gemm_v2_tn, V2_BM, V2_BN, true, false)
-PIPELINED_KERNEL(wmma_gemm_v2_nt, V2_BM, V2_BN, false, true)
-PIPELINED_KERNEL(wmma_gemm_v2_tt, V2_BM, V2_BN, true, true)
-PIPELINED_KERNEL(wmma_gemm_v3_nn, V3_BM, V3_BN, false, false)
-PIPELINED_KERNEL(wmma_gemm_v3_tn, V3_BM, V3_BN, true, false)
-PIPELINED_KERNEL(wmma_gemm_v3_nt, V3_BM, V3_BN, false, true)
-PIPELINED_KERNEL(wmma_gemm_v3_tt, V3_BM, V3_BN, true, true)
+PIPELINED_KERNEL(wmma_gemm_kernel2_nn, V2_BM, V2_BN, false, false)
+PIPELINED_KERNEL(wmma_gemm_kernel2_tn, V2_BM, V2_BN, true, false)
+PIPELINED_KERNEL(wmma_gemm_kernel2_nt, V2_BM, V2_BN, false, true)
+PIPELINED_KERNEL(wmma_gemm_kernel2_tt, V2_BM, V2_BN, true, true)
+PIPELINED_KERNEL(wmma_gemm_kernel3_nn, V3_BM, V3_BN, false, false)
+PIPELINED_KERNEL(wmma_gemm_kernel3_tn, V3_BM, V3_BN, true, false)
+PIPELINED_KERNEL(wmma_gemm_kernel3_nt, V3_BM, V3_BN, false, true)
+PIPELINED_KERNEL(wmma_gemm_kernel3_tt, V3_BM, V3_BN, true, true)

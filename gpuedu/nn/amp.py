@@ -6,8 +6,8 @@ The recipe (what deep-learning frameworks call automatic mixed precision):
 
 1. Weights and activations are stored in FP16 (half the bytes to move; tensor cores take FP16).
 2. Every GEMM sums its products in FP32: summing in FP16 loses the small terms.  The layers' GEMMs
-   run on tensor cores (``wmma_gemm.cu`` version 2, through ``fp16_ops.matmul(version="tensor")``);
-   the CUDA-core ones of ``fp16_gemm.cu`` remain a choice (``gemm_version="tiled"``).
+   run on tensor cores (``wmma_gemm.cu`` version 2, through ``fp16_ops.matmul(version=4)``);
+   the CUDA-core ones of ``fp16_gemm.cu`` remain a choice (``gemm_version=3``, the tiled one).
 3. The optimizer keeps FP32 *master* weights and updates them; the FP16 copy used by the forward and
    backward passes is re-rounded from the master after every step.  An update lr*g is often smaller
    than half an FP16 ulp of the weight and would vanish if applied to the FP16 copy.
@@ -257,19 +257,19 @@ class HalfDense:
     kernels read.  ``backward`` leaves the (scaled) gradients in FP16 buffers (``half_grads()``);
     ``LossScaler.unscale_on_device`` turns them into the masters' FP32 ``.grad``.
 
-    ``gemm_version`` picks the three GEMMs' kernel (``fp16_ops.GEMM_VERSIONS``): ``"tensor"``, the
-    pipelined tensor-core GEMM, by default; ``"tiled"`` the CUDA-core one of ``fp16_gemm.cu``.
+    ``gemm_version`` picks the three GEMMs' kernel (a version of ``fp16_ops.matmul``, ``fp16_ops.GEMM_VERSIONS``):
+    4, the pipelined tensor-core GEMM, by default; 3 the tiled CUDA-core one of ``fp16_gemm.cu``.
     ``stream``: the stream its kernels go to (None: the default stream).
     """
 
-    def __init__(self, dense, gemm_version="tensor"):
+    def __init__(self, dense, gemm_version=4):
         if not isinstance(dense, Dense):
             raise TypeError(f"HalfDense is built from a gpuedu.nn.Dense, got {type(dense).__name__}")
         if dense.activation not in (None, "relu"):
             raise ValueError(f"HalfDense supports activation 'relu' or None, not {dense.activation!r}")
-        if gemm_version not in fp16_ops.GEMM_VERSIONS:
-            raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16_ops.GEMM_VERSIONS))}, "
-                             f"got {gemm_version!r}")
+        if isinstance(gemm_version, bool) or gemm_version not in fp16_ops.GEMM_VERSIONS:
+            raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16_ops.GEMM_VERSIONS))} "
+                             f"(fp16_ops.GEMM_VERSIONS says what each is), got {gemm_version!r}")
         self.gemm_version = gemm_version
         self.in_features, self.out_features = dense.in_features, dense.out_features
         self.activation = dense.activation
@@ -353,7 +353,7 @@ class MixedPrecisionMLP(Sequential):
     kept per batch size); ``predict`` and ``accuracy`` convert the FP16 logits back to float32.
     """
 
-    def __init__(self, model, gemm_version="tensor"):
+    def __init__(self, model, gemm_version=4):
         layers = getattr(model, "layers", None)
         if not layers or not all(isinstance(l, Dense) for l in layers):
             raise TypeError("MixedPrecisionMLP converts a Sequential of gpuedu.nn.Dense layers (as nn.mlp "

@@ -3,9 +3,11 @@
 Introduced in lessons/07_mixed_precision.ipynb.
 
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
-axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: version 1 the plain
-WMMA kernel; versions 2 and 3 the pipelined ones behind ``matmul(..., version="tensor")`` and
-``version="tensor_wide"``).
+axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: ``wmma_matmul`` version 1 the plain
+WMMA kernel; versions 2 and 3 the pipelined ones, also ``matmul``'s versions 4 and 5).
+
+Versions are numbers, as in every ladder of the course: ``matmul``'s are fp16_gemm.cu's versions 1-3 and then
+the tensor cores (4, 5: wmma_gemm.cu's ``wmma_gemm_kernel2_*`` and ``wmma_gemm_kernel3_*``).
 References: ``gpuedu.nn.fp16_reference``.
 
 Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
@@ -32,8 +34,14 @@ WMMA_THREADS = (128, 1, 1)    # 4 warps
 WMMA_PIPELINED = {2: ((128, 128), 3 * (5120 + 5120) * 2), 3: ((128, 256), 3 * (5120 + 10240) * 2)}
 WMMA_PIPELINED_THREADS = (256, 1, 1)
 
-GEMM_VERSIONS = {"half_accum": "hgemm_naive_half_accum", "naive": "hgemm_naive", "tiled": "hgemm_tiled",
-                 "tensor": "wmma_gemm_v2", "tensor_wide": "wmma_gemm_v3"}
+#: ``matmul``'s ladder: version -> what it is. 1 and 2 are one thread per element of C (1 sums in FP16, to show
+#: why not), 3 adds shared-memory tiles, 4 and 5 are the tensor cores (wmma_gemm.cu's pipelined versions 2 and 3).
+GEMM_VERSIONS = {1: "FP16 running sums (hgemm_naive_half_accum)", 2: "FP32 sums (hgemm_naive)",
+                 3: "shared-memory tiles, FP32 sums (hgemm_tiled)",
+                 4: "tensor cores, 128x128 tiles pipelined with cp.async (wmma_gemm_kernel2)",
+                 5: "tensor cores, 128x256 tiles (wmma_gemm_kernel3)"}
+_GEMM_KERNELS = {1: "hgemm_naive_half_accum", 2: "hgemm_naive"}
+_TENSOR = {4: 2, 5: 3}        # matmul version -> wmma_gemm.cu version
 
 
 #: What to do with a device array of the wrong dtype: convert it on the device.
@@ -145,23 +153,23 @@ def _operand(x, name, transpose):
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_dtype=np.float16,
-           version="tiled", stream=None):
-    """C = alpha * op(a) @ op(b) with float16 a, b and FP32 accumulation (``version="half_accum"``:
-    the running sum in FP16, to show why not).
+           version=3, stream=None):
+    """C = alpha * op(a) @ op(b) with float16 a, b and FP32 accumulation (``version=1``: the running sum in
+    FP16, to show why not); ``GEMM_VERSIONS`` lists the ladder.
 
     ``transpose_a=True`` multiplies by a's transpose without copying it (the kernel reads a with
-    swapped strides).  ``out_dtype`` float16 (default) or float32 (versions "tiled", "tensor",
-    "tensor_wide").  ``version="tensor"``: the tensor cores (wmma_gemm.cu version 2, 128x128 tiles
-    pipelined with cp.async); ``"tensor_wide"``: version 3, 128x256 tiles (more reuse per fragment,
-    more work wasted on the edges of small matrices).
+    swapped strides).  ``out_dtype`` float16 (default) or float32 (versions 3, 4 and 5).  ``version=4``:
+    the tensor cores (wmma_gemm.cu version 2, 128x128 tiles pipelined with cp.async); ``version=5``:
+    128x256 tiles (more reuse per fragment, more work wasted on the edges of small matrices).
     """
-    if version not in GEMM_VERSIONS:
-        raise ValueError(f"unknown GEMM version {version!r}; choose one of {', '.join(GEMM_VERSIONS)}")
+    if isinstance(version, bool) or version not in GEMM_VERSIONS:
+        raise ValueError(f"unknown GEMM version {version!r}; the versions are numbers: "
+                         + "; ".join(f"{v}: {what}" for v, what in GEMM_VERSIONS.items()))
     out_dtype = np.dtype(out_dtype)
     if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
         raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype}")
-    if out_dtype == np.float32 and version not in ("tiled", "tensor", "tensor_wide"):
-        raise ValueError("a float32 output is available with version='tiled', 'tensor' or 'tensor_wide' only")
+    if out_dtype == np.float32 and version not in (3, 4, 5):
+        raise ValueError("a float32 output is available with versions 3 (tiled), 4 and 5 (tensor cores) only")
     a = _device(a, "a", np.float16, ndim=2)
     b = _device(b, "b", np.float16, ndim=2)
     (m, k), (a_rs, a_cs) = _operand(a, "a", transpose_a)
@@ -169,14 +177,13 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     if k != k2:
         raise ValueError(f"inner dimensions differ: op(a) is {m}x{k} and op(b) is {k2}x{n}")
     out = L.output(out, (m, n), out_dtype)
-    if version in ("tensor", "tensor_wide"):
-        return _wmma_pipelined(2 if version == "tensor" else 3, a, b, transpose_a, transpose_b, alpha, out, m, n, k,
-                               stream)
-    if version == "tiled":
+    if version in _TENSOR:
+        return _wmma_pipelined(_TENSOR[version], a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream)
+    if version == 3:
         name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
         tile, block = GEMM_TILE, GEMM_THREADS
     else:
-        name, tile, block = GEMM_VERSIONS[version], NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
+        name, tile, block = _GEMM_KERNELS[version], NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
     f = L.kernel("fp16_gemm", name, "PPPiiiiiiif")
     grid = (max(1, L.ceil_div(n, tile)), max(1, L.ceil_div(m, tile)))
     L.launch(f, grid, block, (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a_rs),
@@ -189,8 +196,8 @@ def wmma_matmul(a, b, out=None, version=1, stream=None):
     Any M, N, K: the kernel pads the edge tiles with zeros.
 
     version 1: the plain kernel (a 32x32 tile per block, one fragment per warp); versions 2 and 3:
-    the pipelined ones (``matmul(a, b, out_dtype=np.float32, version="tensor")`` or
-    ``"tensor_wide"``, which also transpose and scale).
+    the pipelined ones (``matmul(a, b, out_dtype=np.float32, version=4)`` or ``version=5``, which also
+    transpose and scale).
     """
     if version not in (1, 2, 3):
         raise ValueError(f"wmma_matmul version must be 1 (plain WMMA), 2 or 3 (pipelined), got {version!r}")
@@ -202,7 +209,7 @@ def wmma_matmul(a, b, out=None, version=1, stream=None):
     out = L.output(out, (m, n), np.float32)
     if version in (2, 3):
         return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k, stream)
-    f = L.kernel("wmma_gemm", "wmma_gemm", "PPPiii")
+    f = L.kernel("wmma_gemm", "wmma_gemm_kernel1", "PPPiii")
     grid = (max(1, L.ceil_div(n, WMMA_BLOCK_TILE)), max(1, L.ceil_div(m, WMMA_BLOCK_TILE)))
     L.launch(f, grid, WMMA_THREADS, (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k)), stream)
     return out
@@ -212,8 +219,8 @@ _shared_raised = set()
 
 
 def _wmma_pipelined_function(version, transpose_a, transpose_b):
-    """wmma_gemm_v{version}_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
-    name = f"wmma_gemm_v{version}_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
+    """wmma_gemm_kernel{version}_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
+    name = f"wmma_gemm_kernel{version}_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
     f = L.kernel("wmma_gemm", name, "PPPiiiiifi")
     key = (backend.active().name, name)
     if key not in _shared_raised:

@@ -112,7 +112,7 @@ GEMM_SHAPES = [(1, 1, 1), (5, 3, 7), (64, 64, 16), (65, 70, 33), (17, 129, 80)]
 
 
 @pytest.mark.parametrize("m, n, k", GEMM_SHAPES)
-@pytest.mark.parametrize("version", ["naive", "tiled"])
+@pytest.mark.parametrize("version", [2, 3])
 def test_gemm_with_fp32_sums_is_within_the_bound(m, n, k, version):
     rng = np.random.default_rng(m + n + k)
     a, b = halves(rng, m * k, 1.0).reshape(m, k), halves(rng, k * n, 1.0).reshape(k, n)
@@ -152,15 +152,15 @@ def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms
     a = np.ones((1, k), np.float16)
     b = np.full((k, 1), 2.0 ** -11, np.float16)
     b[0, 0] = 1.0
-    half_sum = ops.matmul(a, b, version="half_accum").get()
+    half_sum = ops.matmul(a, b, version=1).get()
     assert np.array_equal(bits(half_sum), bits(ref.matmul_half_accum(a, b)))
     assert half_sum[0, 0] == 1.0                                    # 511 additions of 2**-11 lost
-    float_sum = ops.matmul(a, b, version="tiled", out_dtype=np.float32).get()
+    float_sum = ops.matmul(a, b, version=3, out_dtype=np.float32).get()
     assert float_sum[0, 0] == 1.0 + 511 * 2.0 ** -11
     # random data: the model matches the kernel bit for bit, and FP32 sums are more accurate
     rng = np.random.default_rng(5)
     a, b = halves(rng, 9 * 300, 1.0).reshape(9, 300), halves(rng, 300 * 11, 1.0).reshape(300, 11)
-    got = ops.matmul(a, b, version="half_accum").get()
+    got = ops.matmul(a, b, version=1).get()
     assert np.array_equal(bits(got), bits(ref.matmul_half_accum(a, b)))
     exact = ref.matmul(a, b, out_dtype=np.float64)
     err_half = np.abs(got - exact).mean()
@@ -181,7 +181,7 @@ def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms
     (lambda: ops.matmul(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float16)), TypeError, "float16"),
     (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version="fast"),
      ValueError, "unknown GEMM version"),
-    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version="naive",
+    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version=2,
                         out_dtype=np.float32), ValueError, "tiled"),
     (lambda: ops.relu([1.0, 2.0]), TypeError, r"x has dtype float64; the kernel takes float16: pass x.astype"),
     (lambda: ops.relu("x"), TypeError, "GPUArray or a NumPy array"),
@@ -190,3 +190,13 @@ def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms
 def test_bad_input_is_refused_with_a_message_that_says_what_to_do(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_gemm_versions_are_numbers_and_a_name_is_refused_with_the_ladder():
+    a, b = np.ones((2, 3), np.float16), np.ones((3, 2), np.float16)
+    assert sorted(ops.GEMM_VERSIONS) == [1, 2, 3, 4, 5]
+    for version in ops.GEMM_VERSIONS:
+        np.testing.assert_array_equal(ops.matmul(a, b, version=version).get(), np.full((2, 2), 3, np.float16))
+    with pytest.raises(ValueError, match=r"unknown GEMM version 'tiled'; the versions are numbers: 1: FP16 running "
+                                         r"sums .*3: shared-memory tiles"):
+        ops.matmul(a, b, version="tiled")

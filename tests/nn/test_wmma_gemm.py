@@ -1,12 +1,12 @@
 """The WMMA tensor-core GEMMs against float64 sums of their float16 inputs, at sizes that are and are
 not multiples of the 16x16x16 tile (the kernels pad the edges with zeros and guard their writes).
 
-Version 1 (``wmma_matmul``) is the plain kernel; versions 2 and 3 (``matmul(version="tensor")``,
-``"tensor_wide"``) are the pipelined ones: every transpose, alpha, FP16 and FP32 outputs, rows that take
+Version 1 (``wmma_matmul``) is the plain kernel; versions 2 and 3 (``matmul(version=4)``,
+``version=5``) are the pipelined ones: every transpose, alpha, FP16 and FP32 outputs, rows that take
 the 16-byte cp.async path and rows that do not (K = 37, a base pointer 2 bytes off), empty and 1x1x1
 products."""
 
-TENSOR_VERSIONS = ["tensor", "tensor_wide"]
+TENSOR_VERSIONS = [4, 5]
 import re
 
 import numpy as np
@@ -69,7 +69,7 @@ def test_bad_operands_are_refused(a, b, error, message):
         ops.wmma_matmul(a, b)
 
 
-# ---- versions 2 and 3: matmul(version="tensor" / "tensor_wide") -----------------------------------
+# ---- versions 2 and 3: matmul(version=4 / 5) -----------------------------------------------------
 def stored(m, n, k, transpose_a, transpose_b, seed):
     """Operands as stored (a^T is stored K x M, b^T N x K) and the logical op(a), op(b)."""
     a, b = operands(m, n, k, seed)
@@ -128,7 +128,7 @@ def test_tensor_gemm_agrees_with_the_tiled_gemm(version):
     # Both sum in FP32; they differ only in the order of the additions.
     a_st, b_st, _, _ = stored(96, 80, 200, False, True, seed=3)
     tensor = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version=version).get()
-    tiled = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version="tiled").get()
+    tiled = ops.matmul(a_st, b_st, transpose_b=True, out_dtype=np.float32, version=3).get()
     magnitude = np.abs(a_st.astype(np.float64)) @ np.abs(b_st.T.astype(np.float64))
     assert np.all(np.abs(tensor - tiled) <= 2 * 200 * 2.0 ** -24 * magnitude + 1e-30)
 
@@ -160,9 +160,9 @@ def test_tensor_gemm_writes_nothing_outside_c(out_dtype, version):
 
 def test_wmma_matmul_versions_2_and_3_are_the_tensor_gemms():
     a, b = operands(70, 90, 50, seed=6)
-    for version, name in ((2, "tensor"), (3, "tensor_wide")):
+    for version, matmul_version in ((2, 4), (3, 5)):
         got = ops.wmma_matmul(a, b, version=version).get()
-        np.testing.assert_array_equal(got, ops.matmul(a, b, out_dtype=np.float32, version=name).get())
+        np.testing.assert_array_equal(got, ops.matmul(a, b, out_dtype=np.float32, version=matmul_version).get())
         assert_close_to_exact(got, a, b, 1.0, np.float32)
     with pytest.raises(ValueError, match="version must be 1"):
         ops.wmma_matmul(a, b, version=4)
@@ -180,23 +180,23 @@ def test_wmma_matmul_versions_2_and_3_are_the_tensor_gemms():
 ])
 def test_tensor_gemm_checks_its_input(kwargs, error, message):
     if error is None:
-        assert ops.matmul(version="tensor", **kwargs).get().shape == (4, 2)
+        assert ops.matmul(version=4, **kwargs).get().shape == (4, 2)
         return
     with pytest.raises(error, match=message):
-        ops.matmul(version="tensor", **kwargs)
+        ops.matmul(version=4, **kwargs)
 
 
 def test_tensor_gemm_refuses_a_non_contiguous_operand():
     b = ga.to_gpu(np.zeros((5, 4), np.float16))[:, ::2]
     with pytest.raises(ValueError, match="not C-contiguous"):
-        ops.matmul(np.zeros((3, 5), np.float16), b, version="tensor")
+        ops.matmul(np.zeros((3, 5), np.float16), b, version=4)
 
 
 def test_tensor_gemm_refuses_a_wrong_output_buffer():
     out = ga.to_gpu(np.zeros((4, 2), np.float16))
     with pytest.raises(ValueError, match="float32 GPUArray of shape"):
         ops.matmul(np.zeros((4, 5), np.float16), np.zeros((5, 2), np.float16), out=out, out_dtype=np.float32,
-                   version="tensor")
+                   version=4)
 
 
 @pytest.mark.skipif(not backend.is_emulator, reason="choosing the order of a block's threads is the emulator's")
@@ -220,7 +220,7 @@ def test_the_pipelined_versions_need_their_shared_memory_limit_raised(version):
     # the emulator refuses the launch until the kernel opts in (the launcher does, once per kernel).
     # A module of its own (an extra define), so that no limit raised by fp16_ops applies to it.
     module = kernels.load("wmma_gemm", options=["-DWMMA_GEMM_SEPARATE_MODULE=1"])
-    f = module.get_function(f"wmma_gemm_v{version}_nn")
+    f = module.get_function(f"wmma_gemm_kernel{version}_nn")
     shared = ops.WMMA_PIPELINED[version][1]
     m = n = k = 16
     a, b = operands(m, n, k, seed=13)
