@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .nn.checks import check_host_features, check_host_labels
+from .checks import check_host_features, check_host_labels
 
 
 @dataclass

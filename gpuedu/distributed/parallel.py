@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import launch as L
 from ..data import epoch_batches
-from ..nn.checks import check_host_features, check_host_labels
+from ..checks import check_host_features, check_host_labels
 from ..nn.loss import SoftmaxCrossEntropy
 from ..nn.model import Sequential
 from .ring import chunk_bounds, default_timeout, ring_allreduce, wait_all

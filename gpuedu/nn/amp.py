@@ -46,7 +46,7 @@ import numpy as np
 
 from .. import launch as L
 from . import fp16_ops
-from .checks import to_device_labels
+from ..checks import to_device_labels
 from .layers import Dense, Parameter
 from .model import Sequential
 from .optim import skip_pointer

@@ -18,7 +18,7 @@ import numpy as np
 from .. import kernels as _kernels
 from .. import launch as L
 from . import init as _init
-from .checks import check_device_features
+from ..checks import check_device_features
 
 #: The activations the layers' kernels apply (nn_activations.cuh), with their codes from the one table
 #: (activations.cuh, read as gpuedu.kernels.ACTIVATIONS); None means "none".

@@ -2,7 +2,7 @@
 import numpy as np
 
 from .. import launch as L
-from .checks import check_device_features, to_device_labels
+from ..checks import check_device_features, to_device_labels
 
 THREADS = 128
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import launch as L
 from . import fp16_ops
-from .checks import check_host_labels, to_device_features
+from ..checks import check_host_labels, to_device_features
 from .conv_layers import Flatten, MaxPool2D, Reshape, to_device_images
 from .layers import Dense
 

@@ -1,7 +1,8 @@
-"""Input checks shared by the layers, the loss and the data loader: a clear error instead of garbage."""
+"""Checks of a batch's features and labels, shared by nn's layers and loss, the data loader and distributed
+training: a clear error instead of garbage."""
 import numpy as np
 
-from .. import launch as L
+from . import launch as L
 
 
 def check_host_features(x, name="x", features=None):
