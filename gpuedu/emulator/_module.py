@@ -134,6 +134,15 @@ class _StackPool(ctypes.Structure):
 _STACK_POOL = _StackPool()
 
 
+class _Heap(ctypes.Structure):
+    # Mirrors __gpuedu::host::Heap: the device heap that malloc and new in kernels draw from, one for the
+    # process (every module is handed it); ``limit`` is Context.set_limit(limit.MALLOC_HEAP_SIZE, ...).
+    _fields_ = [("blocks", ctypes.c_void_p), ("limit", ctypes.c_size_t), ("used", ctypes.c_size_t)]
+
+
+HEAP = _Heap(None, 8 << 20, 0)
+
+
 class Module:
     """A loaded kernel library (what ``SourceModule`` returns)."""
 
@@ -152,6 +161,8 @@ class Module:
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
         lib.gpuedu_use_stack_pool(ctypes.addressof(_STACK_POOL))
+        lib.gpuedu_use_heap.argtypes = [ctypes.c_void_p]
+        lib.gpuedu_use_heap(ctypes.addressof(HEAP))
         self._printf_len = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_len")
         self._error = lib.gpuedu_error().contents
         count = lib.gpuedu_kernel_count()

@@ -81,6 +81,75 @@ def _dynamic_shared(m):
     return f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");'
 
 
+# malloc/free (also as std:: or ::) called in an expression, not declared: the word before is no type name.
+_HEAP_CALL = re.compile(r"(?<![\w.>:])(?P<qual>(?:std\s*)?::\s*)?\b(?P<fn>malloc|free)(?=\s*\()")
+_NEW = re.compile(r"(?<![\w.>:])new\b(?!\s*\()")
+_DELETE = re.compile(r"(?<![\w.>:])delete\b(?P<array>\s*\[\s*\])?")
+_EXPRESSION_WORDS = frozenset({"return", "else", "do", "case", "throw", "co_return"})
+
+
+def _before(code, start):
+    """The text right before ``start``: the last non-blank character and the word that ends there ('' if none)."""
+    i = start
+    while i > 0 and code[i - 1].isspace():
+        i -= 1
+    j = i
+    while j > 0 and (code[j - 1].isalnum() or code[j - 1] == "_"):
+        j -= 1
+    return code[i - 1:i], code[j:i]
+
+
+def _declares(code, start):
+    """Whether the name at ``start`` follows a type name, ``operator``, or a pointer or reference return type
+    (a declaration, not a call)."""
+    last, word = _before(code, start)
+    if last in ("*", "&"):
+        return True
+    return bool(word) and not word[0].isdigit() and word not in _EXPRESSION_WORDS
+
+
+def _delete_operand_end(code, i):
+    """Where the operand of a delete expression that starts at ``i`` ends (a ``;``, or an unmatched ``)`` or a
+    ``,`` at its own depth)."""
+    depth = 0
+    while i < len(code):
+        ch = code[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return i
+            depth -= 1
+        elif ch in ";," and depth == 0:
+            return i
+        i += 1
+    return i
+
+
+def _device_heap(code):
+    """malloc, free, new and delete in kernels use the emulator's guarded device heap, not the host's."""
+    def call(m):
+        if _declares(code, m.start()):
+            return m.group(0)
+        return "__gpuedu::device_" + m.group("fn")
+
+    code = _HEAP_CALL.sub(call, code)
+    code = _NEW.sub(lambda m: m.group(0) if _declares(code, m.start()) else "new (__gpuedu::device_heap)", code)
+    out, last = [], 0
+    for m in _DELETE.finditer(code):
+        if m.start() < last:
+            continue
+        if _before(code, m.start())[0] == "=" or _declares(code, m.start()):
+            continue   # `= delete` (a deleted function) or `operator delete`
+        end = _delete_operand_end(code, m.end())
+        helper = "device_delete_array" if m.group("array") else "device_delete"
+        out.append(code[last:m.start()])
+        out.append(f"__gpuedu::{helper}({code[m.end():end]})")
+        last = end
+    out.append(code[last:])
+    return "".join(out)
+
+
 def rewrite_source(source, profile=False, tag=""):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
@@ -106,6 +175,7 @@ def rewrite_source(source, profile=False, tag=""):
     def rewrite_code(code):
         code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)
         code = _DYNAMIC_SHARED.sub(_dynamic_shared, code)
+        code = _device_heap(code)
         return _STATIC_SHARED.sub(register, code)
 
     out, last = [], 0

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from . import _activity, _device, _memory
+from . import _activity, _device, _memory, _module
 from ._alloc import DeviceAllocation, PointerHolderBase  # noqa: F401  (PyCUDA's names)
 from ._args import ArgumentHandler, In, InOut, Out
 from ._errors import CompileError, Error, LaunchError, LogicError, MemoryError, RuntimeError
@@ -394,7 +394,13 @@ class Context:
     @staticmethod
     def set_limit(which, value):
         _require_context("cuCtxSetLimit")
-        _limits[limit(int(which))] = int(value)
+        which = limit(int(which))
+        value = int(value)
+        if value < 0:
+            raise LogicError(f"cuCtxSetLimit failed: invalid argument: {which.name} = {value} is negative")
+        _limits[which] = value
+        if which == limit.MALLOC_HEAP_SIZE:
+            _module.HEAP.limit = value
 
     @staticmethod
     def get_cache_config():

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -141,6 +142,105 @@ char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* tot
   *stride = one;
   *total = one * count;
   return (char*)p;
+}
+
+namespace {
+
+struct Block {
+  size_t bytes;      // what malloc was asked for
+  char* map;         // the mapping: guard page, body, guard page
+  size_t map_bytes;
+};
+struct Blocks {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  std::map<uintptr_t, Block> by_start;
+};
+
+Heap* heap;
+
+Blocks* blocks() {
+  if (!heap) return nullptr;
+  if (!heap->blocks) heap->blocks = new Blocks;   // launches run one at a time: no race here
+  return (Blocks*)heap->blocks;
+}
+
+struct Locked {
+  Blocks* b;
+  explicit Locked(Blocks* b_) : b(b_) { pthread_mutex_lock(&b->lock); }
+  ~Locked() { pthread_mutex_unlock(&b->lock); }
+};
+
+}  // namespace
+
+void use_heap(Heap* h) { heap = h; }
+
+void* heap_alloc(size_t bytes) {
+  Blocks* b = blocks();
+  if (!b) return nullptr;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t body = ((bytes ? bytes : 1) + 15) / 16 * 16;
+  size_t pages = (body + page - 1) / page * page;
+  {
+    Locked hold(b);
+    if (heap->used + bytes > heap->limit) return nullptr;
+    heap->used += bytes;
+  }
+  size_t total = pages + 2 * page;
+  void* m = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) {
+    Locked hold(b);
+    heap->used -= bytes;
+    return nullptr;
+  }
+  char* map = (char*)m;
+  mprotect(map, page, PROT_NONE);
+  mprotect(map + page + pages, page, PROT_NONE);
+  char* start = map + page + pages - body;
+  Locked hold(b);
+  b->by_start[(uintptr_t)start] = Block{bytes, map, total};
+  return start;
+}
+
+bool heap_free(void* p) {
+  if (!p) return true;
+  Blocks* b = blocks();
+  if (!b) return false;
+  Block block;
+  {
+    Locked hold(b);
+    auto it = b->by_start.find((uintptr_t)p);
+    if (it == b->by_start.end()) return false;
+    block = it->second;
+    b->by_start.erase(it);
+    heap->used -= block.bytes;
+  }
+  munmap(block.map, block.map_bytes);
+  return true;
+}
+
+bool heap_find(const void* address, const char** start, size_t* bytes) {
+  Blocks* b = blocks();
+  if (!b) return false;
+  uintptr_t a = (uintptr_t)address;
+  // Called from the fault handler: the launching thread holds no lock of ours while a kernel runs
+  // (heap_alloc and heap_free return before the kernel goes on), so taking it here cannot deadlock.
+  Locked hold(b);
+  auto it = b->by_start.upper_bound(a);
+  // The block starting after `a` (a in its lower guard page), or the one starting at or before it.
+  for (int k = 0; k < 2; ++k) {
+    if (k == 0 && it == b->by_start.end()) continue;
+    if (k == 1) {
+      if (it == b->by_start.begin()) break;
+      --it;
+    }
+    const Block& blk = it->second;
+    if (a >= (uintptr_t)blk.map && a < (uintptr_t)blk.map + blk.map_bytes) {
+      *start = (const char*)it->first;
+      *bytes = blk.bytes;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace host

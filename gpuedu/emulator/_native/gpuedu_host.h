@@ -28,6 +28,22 @@ GPUEDU_HIDDEN void interrupt_launch();
 // returns the base (nullptr on failure) and sets the stride and the total size.
 GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total);
 
+// The device heap (malloc, free, new and delete in kernels). Each block is mapped on its own, its end
+// against an inaccessible page and another below its start, so an overrun faults at once instead of
+// corrupting the host's heap. The state is process-wide: Python owns it and hands it to every module.
+struct Heap {
+  void* blocks;        // the live blocks (a map the first module to allocate creates)
+  size_t limit;        // bytes the blocks may hold in all (cudaLimitMallocHeapSize: 8 MiB by default)
+  size_t used;         // bytes the live blocks hold
+};
+GPUEDU_HIDDEN void use_heap(Heap* heap);
+// A block of `bytes`, 16-byte aligned; nullptr when the heap's limit would be passed (as on a GPU).
+GPUEDU_HIDDEN void* heap_alloc(size_t bytes);
+// Release a block; false when `p` is not the start of a live block (nullptr is fine, as in C).
+GPUEDU_HIDDEN bool heap_free(void* p);
+// The block whose pages (guards included) hold `address`: its start and size; false if none.
+GPUEDU_HIDDEN bool heap_find(const void* address, const char** start, size_t* bytes);
+
 // Defined by the module (gpuedu_launch.h), called from the signal handlers
 // during a launch: record where it stopped and return the launch's error code.
 GPUEDU_HIDDEN int on_fault(bool divide_by_zero, void* address, int is_write);

@@ -36,6 +36,11 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
   bool smashed = code == FAULT && launch && a >= launch + R.pool->launch_bytes &&
                  a < launch + R.pool->launch_bytes + (1 << 20);
   if (smashed) code = STACK_SMASHED;
+  // In a guard page of a block from the device heap (malloc or new in a kernel).
+  const char* block = nullptr;
+  size_t block_bytes = 0;
+  bool in_heap = code == FAULT && host::heap_find(a, &block, &block_bytes);
+  if (in_heap) code = DEVICE_MISUSE;
   E.code = code;
   E.fault_address = (unsigned long long)(uintptr_t)address;
   E.fault_is_write = is_write;
@@ -43,6 +48,16 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
   E.message[0] = 0;
   if (smashed) snprintf(E.message, sizeof E.message, "%s", LOCAL_ARRAY_OVERRUN);
+  if (in_heap) {
+    const char* verb = is_write == 1 ? "wrote" : is_write == 0 ? "read" : "accessed";
+    if (a >= block)
+      snprintf(E.message, sizeof E.message, "%s past the end of a %zu-byte block from malloc() or new in device "
+               "code (at byte offset %zu, %zu bytes past its end); check the index against the size allocated",
+               verb, block_bytes, (size_t)(a - block), (size_t)(a - block) - block_bytes);
+    else
+      snprintf(E.message, sizeof E.message, "%s %zu bytes before the start of a %zu-byte block from malloc() or "
+               "new in device code (a negative index?)", verb, (size_t)(block - a), block_bytes);
+  }
   return code;
 }
 
@@ -146,6 +161,10 @@ extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(co
   return __gpuedu::static_shared_of(k);
 }
 // Share the process-wide fiber stack pool (see StackPool); called once at load.
+// The process-wide device heap, owned by Python (shared by every module, like the stacks).
+extern "C" __attribute__((visibility("default"))) void gpuedu_use_heap(__gpuedu::host::Heap* heap) {
+  __gpuedu::host::use_heap(heap);
+}
 extern "C" __attribute__((visibility("default"))) void gpuedu_use_stack_pool(__gpuedu::StackPool* pool) {
   __gpuedu::R.pool = pool;
 }

@@ -783,6 +783,55 @@ namespace __gpuedu {
        "string (print numbers with %%d or %%f, strings with %%s)", index, value);
 }
 }  // namespace __gpuedu
+// ---- the device heap ------------------------------------------------------------------
+// malloc, free, new and delete in the user's kernels come here (the compiler rewrites them): blocks of
+// the guarded device heap (gpuedu_host.cpp), never the host's heap, so an overrun stops the launch
+// instead of corrupting the notebook's process. As on a GPU, malloc and new give nullptr when the heap's
+// limit (Context.set_limit(limit.MALLOC_HEAP_SIZE, ...), 8 MiB by default) would be passed.
+namespace __gpuedu {
+struct DeviceHeap {};
+constexpr DeviceHeap device_heap{};
+GPUEDU_PROF_QUIET inline void* device_malloc(size_t bytes) { return host::heap_alloc(bytes); }
+GPUEDU_PROF_QUIET inline void device_free(void* p) {
+  if (!host::heap_free(p))
+    fail(DEVICE_MISUSE, "called free() (or delete) with %p, which is not the start of a live block from malloc() "
+         "(or new) in device code: freed twice, a pointer into a block, or memory that malloc did not give", p);
+}
+template <typename T> GPUEDU_PROF_QUIET inline void device_delete(T* p) {
+  if (!p) return;
+  p->~T();
+  device_free((void*)const_cast<typename std::remove_cv<T>::type*>(p));
+}
+// delete[]: new[] of a type with a destructor keeps the count in a cookie just before the elements
+// (the Itanium C++ ABI); a trivially destructible type has none.
+template <typename T> GPUEDU_PROF_QUIET inline void device_delete_array(T* p) {
+  if (!p) return;
+  using U = typename std::remove_cv<T>::type;
+  if constexpr (std::is_trivially_destructible<U>::value) {
+    device_free((void*)const_cast<U*>(p));
+  } else {
+    constexpr size_t cookie = sizeof(size_t) > alignof(U) ? sizeof(size_t) : alignof(U);
+    char* start = (char*)const_cast<U*>(p) - cookie;
+    size_t n = *(size_t*)((char*)const_cast<U*>(p) - sizeof(size_t));
+    for (size_t i = n; i-- > 0;) p[i].~T();
+    device_free(start);
+  }
+}
+}  // namespace __gpuedu
+GPUEDU_PROF_QUIET inline void* operator new(size_t bytes, __gpuedu::DeviceHeap) noexcept {
+  return __gpuedu::host::heap_alloc(bytes);
+}
+GPUEDU_PROF_QUIET inline void* operator new[](size_t bytes, __gpuedu::DeviceHeap) noexcept {
+  return __gpuedu::host::heap_alloc(bytes);
+}
+// new T[n] with a negative or overflowing n: the compiler calls this (which throws in host C++).
+extern "C" [[noreturn]] GPUEDU_HIDDEN void __cxa_throw_bad_array_new_length() {
+  __gpuedu::fail(__gpuedu::DEVICE_MISUSE, "used new[] with a negative or too large number of elements");
+}
+// Called only when a constructor throws, which device code cannot.
+inline void operator delete(void* p, __gpuedu::DeviceHeap) noexcept { __gpuedu::host::heap_free(p); }
+inline void operator delete[](void* p, __gpuedu::DeviceHeap) noexcept { __gpuedu::host::heap_free(p); }
+
 #define __trap() __gpuedu::fail(__gpuedu::ASSERT, "__trap() called")
 #define __brkpt() ((void)0)
 
