@@ -154,7 +154,7 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False):
         ctypes.memmove(theirs, ours, size)
     start = time.perf_counter()
     try:
-        function._run_on(twin.module, info_address, dims, argbuf)
+        function._run_on(twin.module, info_address, dims, argbuf, watch=not memcheck)
     finally:
         seconds = time.perf_counter() - start
         for ours, theirs, size in twin.shared_variables:

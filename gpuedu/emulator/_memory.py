@@ -7,14 +7,19 @@ the end of a buffer (the classic missing bounds guard) faults at once, and the
 launcher turns the fault into a ``LaunchError`` that names the allocation.
 
 The start is kept 16-byte aligned, enough for ``float4`` and ``double2``
-accesses; the end is rounded up to 16 bytes, so an overrun of less than 16
-bytes past a size that is not a multiple of 16 is not caught.
+accesses, so a size that is not a multiple of 16 leaves slack between the end
+and the guard page, as cudaMalloc's 256-byte alignment does on a GPU. The slack,
+and the 16 bytes before the start, hold a known pattern: after each launch the
+emulator checks those of the allocations passed to the kernel, so a write one
+element past the end (or just before the start) is an error there too, as
+compute-sanitizer reports it on a GPU (``watched_writes``).
 """
 
 import bisect
 import ctypes
 import mmap
 import os
+import sys
 import threading
 
 from ._errors import LogicError, MemoryError
@@ -28,6 +33,12 @@ _libc.mprotect.restype = ctypes.c_int
 _PROT_NONE = 0
 
 _PROT_READ_WRITE = mmap.PROT_READ | mmap.PROT_WRITE
+
+#: What the watched bytes around an allocation hold (0xa5: no float, int or pointer a kernel computes is
+#: likely to be made of it); ``FRONT`` of them sit just before the start, the slack after the end.
+PATTERN_BYTE = 0xA5
+FRONT = 16
+_PATTERNS = [bytes([PATTERN_BYTE]) * n for n in range(max(FRONT, ALIGN) + 1)]   # by length
 
 _lock = threading.Lock()
 _starts = []          # sorted user-visible start addresses of live allocations
@@ -46,13 +57,15 @@ _kept_bytes = 0
 class Allocation:
     """One live region: ``address`` (int) and ``size`` (bytes asked for)."""
 
-    __slots__ = ("address", "size", "_map", "_map_base", "__weakref__")
+    __slots__ = ("address", "size", "_map", "_map_base", "_front", "_back", "_watch", "__weakref__")
 
     def __init__(self, address, size, map_obj, map_base):
         self.address = address
         self.size = size
         self._map = map_obj
         self._map_base = map_base
+        self._front = self._back = 0     # watched bytes before the start and after the end
+        self._watch = None               # (front address, front bytes, back address, back bytes) if any
 
     @property
     def guard_start(self):
@@ -91,10 +104,69 @@ def allocate(nbytes):
             _protect(guard, PAGE, _PROT_NONE)
     address = base + PAGE + pages - body
     alloc = Allocation(address, nbytes, m, base)
+    alloc._front = min(FRONT, pages - body)       # none when the start touches the guard page below
+    alloc._back = body - nbytes
+    _fill_watched(alloc)
+    alloc._watch = _watch_words(alloc, address + body)
     with _lock:
         bisect.insort(_starts, address)
         _by_start[address] = alloc
     return alloc
+
+
+def _fill_watched(alloc):
+    if alloc._front:
+        ctypes.memset(alloc.address - alloc._front, PATTERN_BYTE, alloc._front)
+    if alloc._back:
+        ctypes.memset(alloc.address + alloc.size, PATTERN_BYTE, alloc._back)
+
+
+_WORDS = ctypes.c_uint64 * 2
+_ALL = (1 << 64) - 1
+_PATTERN_WORD = int.from_bytes(_PATTERNS[8], sys.byteorder)
+
+
+def _watch_words(alloc, body_end):
+    """What ``watched_writes`` reads: the 16 bytes before the start and the last 16 bytes of the body, as two
+    64-bit words each, with masks of the watched bytes (the body's last 16 bytes hold the end of the data
+    too). Reading words through ctypes views made once is several times cheaper than copying bytes out."""
+    checks = []
+    if alloc._front:
+        checks.append((_WORDS.from_address(alloc.address - FRONT), _ALL, _ALL))
+    if alloc._back:
+        watched = bytes(ALIGN - alloc._back) + b"\xff" * alloc._back
+        low = int.from_bytes(watched[:8], sys.byteorder)
+        high = int.from_bytes(watched[8:], sys.byteorder)
+        checks.append((_WORDS.from_address(body_end - ALIGN), low, high))
+    return tuple((words, low, high, _PATTERN_WORD & low, _PATTERN_WORD & high) for words, low, high in checks)
+
+
+def watched_writes(address):
+    """Whether a kernel wrote the watched bytes around the allocation that holds ``address``: None, or
+    ``(allocation, first changed offset, last changed offset)`` (offsets from its start: negative before it,
+    ``size`` or more past its end). The pattern is put back, so the same write is reported once.
+    (Called for every pointer argument of every launch: the usual path reads two or four words.)"""
+    alloc = _by_start.get(address)
+    if alloc is None:
+        found = find(address)
+        if found is None:
+            return None
+        alloc = found[0]
+    watch = alloc._watch
+    if not watch:
+        return None
+    for words, low, high, want_low, want_high in watch:
+        if words[0] & low != want_low or words[1] & high != want_high:
+            break
+    else:
+        return None
+    changed = [k - alloc._front for k, b in enumerate(ctypes.string_at(alloc.address - alloc._front, alloc._front))
+               if b != PATTERN_BYTE]
+    if not changed:
+        changed = [alloc.size + k for k, b in enumerate(ctypes.string_at(alloc.address + alloc.size, alloc._back))
+                   if b != PATTERN_BYTE]
+    _fill_watched(alloc)
+    return alloc, changed[0], changed[-1]
 
 
 def _protect(address, size, prot):

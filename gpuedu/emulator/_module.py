@@ -132,6 +132,7 @@ class _StackPool(ctypes.Structure):
 
 
 _STACK_POOL = _StackPool()
+_POINTER = struct.Struct("P")
 
 
 class _Heap(ctypes.Structure):
@@ -319,6 +320,7 @@ class Function:
             off += size
         self._offsets = offsets
         self._arg_bytes = off
+        self._pointer_offsets = [o for o, kind in zip(offsets, self._kinds) if kind == KIND_POINTER]
         self._max_dynamic_shared = _device.MAX_SHARED_MEMORY_PER_BLOCK
         self._prepared = None
         self._shapes = {}
@@ -477,8 +479,12 @@ class Function:
         else:
             self._run_on(self.module, self._info_address, dims, argbuf)
 
-    def _run_on(self, module, info_address, dims, argbuf):
-        """Run the grid with ``module``'s code: this kernel's own module, or its profiled twin."""
+    def _run_on(self, module, info_address, dims, argbuf, watch=True):
+        """Run the grid with ``module``'s code: this kernel's own module, or its profiled twin.
+
+        Afterwards the watched bytes around each allocation passed as an argument must be intact (a write
+        into the slack past the end, or just before the start, faults nowhere); ``watch=False`` (memcheck,
+        which reports those writes itself) only puts them back."""
         timeout = _settings["timeout"]
         timer = None
         if timeout:
@@ -498,6 +504,22 @@ class Function:
             module._take_output()
         if code:
             self._raise(code, dims, timeout, module._error)
+        for offset in self._pointer_offsets:
+            written = _memory.watched_writes(_POINTER.unpack_from(argbuf, offset)[0])
+            if written is not None and watch:
+                self._raise_watched(offset, *written)
+
+    def _raise_watched(self, offset, alloc, first, last):
+        number = self._offsets.index(offset)
+        span = f"byte {first}" if first == last else f"bytes {first} to {last}"
+        if first < 0:
+            what = f"wrote just before the start of a {alloc.size}-byte allocation ({span}; a negative index?)"
+        else:
+            what = (f"wrote past the end of a {alloc.size}-byte allocation ({span}, right after its end); add a "
+                    f"bounds guard such as `if (i < n)`")
+        raise LaunchError(f"kernel '{self.name}' {what}. Found after the launch in the allocation given as "
+                          f"parameter #{number} (0-based), whose spare bytes the emulator watches; a GPU "
+                          f"reports it under compute-sanitizer. gpuedu.memcheck() names the thread and the line")
 
     def _raise(self, code, dims, timeout, e):
         block = "({},{},{})".format(*e.block)

@@ -326,3 +326,30 @@ def test_schedule_from_the_environment():
             "print(compiler.get_schedule())\n")
     assert _run_python(code, GPUEDU_SCHEDULE="reverse").stdout.strip() == "reverse"
     assert "unknown schedule" in _run_python(code, GPUEDU_SCHEDULE="sideways").stderr
+
+
+WATCHED = r"""
+__global__ void one_past(float* x, int n) { int i = threadIdx.x; if (i <= n) x[i] = 1.0f; }
+__global__ void one_before(float* out, float* x) { x[(int)threadIdx.x - 1] = 2.0f; }
+__global__ void inside(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] = 3.0f; }
+"""
+
+
+def test_a_write_into_the_slack_past_the_end_or_just_before_the_start_stops_the_launch(context):
+    from gpuedu.emulator import gpuarray
+    mod = SourceModule(WATCHED)
+    x = gpuarray.zeros(5, np.float32)                 # 20 bytes: the 12 after it are mapped, nothing faults
+    with pytest.raises(LaunchError, match=r"^kernel 'one_past' wrote past the end of a 20-byte allocation "
+                       r"\(bytes 20 to 23, right after its end\).*parameter #0 \(0-based\).*gpuedu\.memcheck\(\)"):
+        mod.get_function("one_past")(x, np.int32(5), block=(8, 1, 1))
+    mod.get_function("inside")(x, np.int32(5), block=(8, 1, 1))       # reported once; the buffer goes on
+    np.testing.assert_array_equal(x.get(), np.full(5, 3.0, np.float32))
+    with pytest.raises(LaunchError, match=r"kernel 'one_before' wrote just before the start of a 20-byte "
+                       r"allocation \(bytes -4 to -1; a negative index\?\).*parameter #1"):
+        mod.get_function("one_before")(gpuarray.zeros(4, np.float32), x, block=(2, 1, 1))
+    view = gpuarray.zeros(12, np.float32)[4:]           # a view: the watch is the whole allocation's
+    with pytest.raises(LaunchError, match="past the end of a 48-byte allocation"):
+        mod.get_function("one_past")(view, np.int32(8), block=(9, 1, 1))
+    # drv.Out's buffer (the size of the NumPy array) is watched too
+    with pytest.raises(LaunchError, match="past the end of a 12-byte allocation"):
+        mod.get_function("one_past")(Out(np.zeros(3, np.float32)), np.int32(3), block=(4, 1, 1))

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import gpuedu
+from gpuedu.emulator import driver as drv
 
 SOURCE = r"""
 __global__ void one_past(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i <= n) x[i] = 1.0f; }
@@ -24,10 +25,12 @@ def checked(fn, *args, **launch):
     return mc.errors
 
 
-def test_a_write_one_element_past_a_buffer_is_found_where_a_plain_launch_is_silent(emu):
+def test_a_write_one_element_past_a_buffer_stops_a_plain_launch_and_memcheck_names_the_thread(emu):
     mod, gpuarray = emu
-    x = gpuarray.zeros(99, np.float32)        # 396 bytes: the 4 after it are mapped, so nothing faults
-    mod.get_function("one_past")(x, np.int32(99), block=(128, 1, 1))
+    x = gpuarray.zeros(99, np.float32)        # 396 bytes: the 4 after it are mapped, so nothing faults,
+    with pytest.raises(drv.LaunchError, match=r"kernel 'one_past' wrote past the end of a 396-byte allocation "
+                       r"\(bytes 396 to 399, right after its end\).*parameter #0"):   # but they are watched
+        mod.get_function("one_past")(x, np.int32(99), block=(128, 1, 1))
     [e] = checked(mod.get_function("one_past"), x, np.int32(99), block=(128, 1, 1))
     assert (e["kind"], e["space"], e["access"], e["size"]) == ("out of bounds", "global", "write", 4)
     assert e["offset"] == 396 and e["region_bytes"] == 396 and e["thread"] == (99, 0, 0)
