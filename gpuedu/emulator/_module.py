@@ -133,6 +133,7 @@ class _StackPool(ctypes.Structure):
 
 _STACK_POOL = _StackPool()
 _POINTER = struct.Struct("P")
+_NO_ADDRESS = 2    # ErrorInfo.fault_is_write when the CPU gave no address (gpuedu_host.h)
 
 
 class _Heap(ctypes.Structure):
@@ -697,6 +698,11 @@ def _suggest(kind, size):
 
 
 def _describe_fault(where, address, is_write):
+    if is_write == _NO_ADDRESS:
+        return (f"{where} made an access the CPU refused without naming an address: most likely a vector type "
+                f"(float4, int4, double2) read or written at an address that is not a multiple of its size, "
+                f"which faults on a GPU too (misaligned address); or a pointer made of garbage. Check the "
+                f"pointer casts; gpuedu.memcheck() names the access")
     verb = {1: "wrote", 0: "read"}.get(is_write, "accessed")
     found = _memory.find(address)
     if found is None:

@@ -92,3 +92,35 @@ def test_a_barrier_free_kernel_that_wrecks_its_stack_stops_its_launch_not_the_pr
     assert done.returncode == 0, done.stderr[-2000:]
     assert "LaunchError: kernel" in done.stdout and message in done.stdout
     assert "afterwards: [3.0, 3.0, 3.0, 3.0]" in done.stdout
+
+
+MISALIGNED = textwrap.dedent(r'''
+    import numpy as np
+    from gpuedu.emulator import driver as drv, gpuarray
+    from gpuedu.emulator.compiler import SourceModule
+    drv.init()
+    ctx = drv.Device(0).make_context()
+    mod = SourceModule(r"""
+    __global__ void bad(float* x) { float4* p = (float4*)(x + 1); p[threadIdx.x] = make_float4(1, 2, 3, 4); }
+    __global__ void good(float* x) { float4* p = (float4*)x; p[threadIdx.x] = make_float4(1, 2, 3, 4); }
+    """)
+    x = gpuarray.zeros(16, np.float32)
+    try:
+        mod.get_function("bad")(x, block=(2, 1, 1))
+        print("NO ERROR")
+    except drv.LaunchError as exc:
+        print("LaunchError:", exc)
+    mod.get_function("good")(x, block=(2, 1, 1))
+    print("afterwards:", x.get()[:8].tolist())
+''')
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86's aligned SSE stores fault; "
+                    "other CPUs may store a misaligned float4 without a fault")
+def test_a_misaligned_float4_store_is_named_as_such_not_as_a_null_pointer(tmp_path):
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", MISALIGNED], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "LaunchError: kernel 'bad' thread (0,0,0) of block (0,0,0) made an access the CPU refused" in done.stdout
+    assert "not a multiple of its size" in done.stdout and "null" not in done.stdout
+    assert "afterwards: [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0]" in done.stdout

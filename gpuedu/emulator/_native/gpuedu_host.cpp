@@ -35,6 +35,11 @@ void fault_handler(int sig, siginfo_t* info, void* ctx) {
 #else
   (void)ctx;
 #endif
+#ifdef SI_KERNEL
+  // A general-protection fault gives no address: on x86, an aligned SSE access to a misaligned address
+  // (a float4 or double2 that is not 16-byte aligned) or a non-canonical pointer.
+  if (sig == SIGSEGV && info->si_code == SI_KERNEL) is_write = NO_ADDRESS;
+#endif
   siglongjmp(jump, on_fault(sig == SIGFPE, info->si_addr, is_write));
 }
 

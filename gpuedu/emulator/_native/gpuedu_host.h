@@ -46,6 +46,8 @@ GPUEDU_HIDDEN bool heap_find(const void* address, const char** start, size_t* by
 
 // Defined by the module (gpuedu_launch.h), called from the signal handlers
 // during a launch: record where it stopped and return the launch's error code.
+// is_write: 1 a write, 0 a read, -1 unknown, NO_ADDRESS when the CPU refused the access without saying where.
+enum { NO_ADDRESS = 2 };
 GPUEDU_HIDDEN int on_fault(bool divide_by_zero, void* address, int is_write);
 GPUEDU_HIDDEN int on_interrupt();
 // An illegal instruction (0), a breakpoint trap (1) or abort() (2) stopped the launch.
