@@ -170,22 +170,29 @@ class Module:
         count = lib.gpuedu_kernel_count()
         table = lib.gpuedu_kernel_table()
         self._kernels = {}       # symbol name -> (_KernelInfo address, info)
-        self._plain = {}         # plain source name -> symbol name
+        self._plain = {}         # plain source name -> its symbol names (several for overloads)
         for i in range(count):
             address = table + i * ctypes.sizeof(_KernelInfo)
             info = _KernelInfo.from_address(address)
             plain = info.name.decode()
             symbol = _symbol_name(info.address) or plain
             self._kernels[symbol] = (address, info)
-            self._plain.setdefault(plain, symbol)
+            self._plain.setdefault(plain, []).append(symbol)
 
     def get_function(self, name):
         """The kernel called ``name`` (its C++ mangled name for kernels without extern "C")."""
         if name in self._kernels:
             address, info = self._kernels[name]
             return Function(self, name, address, info)
+        if name in self._plain and len(self._plain[name]) > 1:
+            from ._linkcheck import _demangle
+            readable = _demangle(self._plain[name])
+            versions = ", ".join(f"'{symbol}' ({readable[symbol]})" for symbol in self._plain[name])
+            raise LogicError(
+                f"cuModuleGetFunction failed: named symbol not found: kernel '{name}' is overloaded (C++ linkage), "
+                f"so each version has its own name in the module: {versions}. Call get_function with one of them.")
         if name in self._plain:
-            symbol = self._plain[name]
+            symbol = self._plain[name][0]
             raise LogicError(
                 f"cuModuleGetFunction failed: named symbol not found: kernel '{name}' has C++ linkage, so its "
                 f"name in the module is '{symbol}'. Declare it extern \"C\" __global__ void {name}(...) or "

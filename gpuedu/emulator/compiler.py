@@ -210,6 +210,14 @@ _C_LINKAGE_HINT = (
 )
 
 
+_OVERLOAD_HINT = (
+    "Two functions named '{name}' take different parameters (overloads). SourceModule compiles your code as "
+    "extern \"C\" (as PyCUDA does), where a name cannot be overloaded; nvcc refuses this too. Give each its "
+    "own name, or pass no_extern_c=True to SourceModule: then overloaded kernels compile, and get_function "
+    "takes each one's C++ (mangled) name, which the error for get_function('{name}') lists."
+)
+
+
 _PTX_HINT = (
     "Inline PTX (asm(...)) is not supported by the emulator: it compiles your kernel for the CPU, where PTX "
     "instructions do not exist, so the assembler rejects them (the messages above). Write the operation in "
@@ -341,6 +349,8 @@ def _compile_error(msg, cmd, proc, build_dir, source):
     if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
             r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline|cooperative_groups|curand_kernel)\.h", source):
         msg = msg + "\n" + _C_LINKAGE_HINT
+    elif m := re.search(r"conflicting declaration of C function [‘'`\"](?:[^(]*?)(\w+)\(", log):
+        msg = msg + "\n" + _OVERLOAD_HINT.format(name=m.group(1))
     code = _scanner.NOT_CODE.sub(" ", source)
     if re.search(r"\b(asm|__asm__)\s*(volatile\s*|__volatile__\s*)?\(", code) and re.search(
             r"Error:|[Aa]ssembler messages|invalid instruction|no such instruction|unknown mnemonic|"
@@ -390,6 +400,11 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source)
         user_code, files = _scanner.user_code(proc.stdout, "module.cpp", NATIVE_DIR)
         analysis = _scanner.analyse(user_code)
+        if not no_extern_c:
+            plain = [name for _, name in analysis.kernels]
+            twice = sorted({name for name in plain if plain.count(name) > 1})
+            if twice:
+                raise CompileError("error: " + " ".join(_OVERLOAD_HINT.format(name=name) for name in twice))
         if profile:
             _rewrite_headers(files, build_dir)
         with open(tu, "a") as f:

@@ -2,8 +2,10 @@
 templates, device functions and nested namespaces, and kernels or device functions named like C library
 functions (read, write, time, ...), which nvcc accepts and the emulator must not confuse with the host's."""
 import numpy as np
+import pytest
 
 from gpuedu.emulator._args import In, InOut, Out
+from gpuedu.emulator._errors import CompileError, LogicError
 from gpuedu.emulator._scanner import analyse
 from gpuedu.emulator.compiler import SourceModule
 
@@ -126,3 +128,38 @@ def test_cxx_linkage_kernel_named_time_beside_device_functions_named_like_libc()
     mod.get_function("close")(Out(out), block=(8, 1, 1))
     np.testing.assert_array_equal(out, np.arange(8) + 1)
 
+
+
+OVERLOADS = r"""
+__global__ void scale(float* x, float by = 2.0f) { x[threadIdx.x] *= by; }
+__global__ void scale(int* __restrict__ x, const int* by) { x[threadIdx.x] *= by[0]; }
+namespace other { __global__ void scale(double* x) { x[threadIdx.x] = 3.0; } }
+"""
+
+
+def test_overloaded_kernels_compile_with_cpp_linkage_and_each_is_found_by_its_own_name(context):
+    mod = SourceModule(OVERLOADS, no_extern_c=True)
+    with pytest.raises(LogicError, match=r"kernel 'scale' is overloaded \(C\+\+ linkage\), so each version has its "
+                       r"own name in the module: '_Z5scalePff' \(scale\(float\*, float\)\), '_Z5scalePiPKi' "):
+        mod.get_function("scale")
+    f = np.ones(4, np.float32)
+    mod.get_function("_Z5scalePff")(InOut(f), np.float32(5), block=(4, 1, 1))
+    i = np.full(4, 3, np.int32)
+    mod.get_function("_Z5scalePiPKi")(InOut(i), In(np.array([7], np.int32)), block=(4, 1, 1))
+    d = np.zeros(4)
+    mod.get_function("_ZN5other5scaleEPd")(Out(d), block=(4, 1, 1))
+    assert f.tolist() == [5.0] * 4 and i.tolist() == [21] * 4 and d.tolist() == [3.0] * 4
+
+
+def test_overloaded_kernels_under_extern_c_are_refused_with_a_message_about_overloads(context):
+    with pytest.raises(CompileError) as caught:
+        SourceModule(OVERLOADS.split("namespace")[0])
+    text = str(caught.value)
+    assert "Two functions named 'scale' take different parameters (overloads)" in text
+    assert "pass no_extern_c=True" in text and "module.cpp" not in text
+
+
+def test_a_c_function_overloaded_beside_the_kernels_gets_the_same_hint(context):
+    with pytest.raises(CompileError, match="Two functions named 'helper' take different parameters"):
+        SourceModule("__device__ float helper(float v) { return v; }\n__device__ int helper(int v) { return v; }\n"
+                     "__global__ void k(float* x) { x[0] = helper(1.0f) + helper(2); }")
