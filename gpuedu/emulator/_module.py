@@ -24,7 +24,8 @@ from ._errors import LaunchError, LogicError
 
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
-    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED, STACK_SMASHED, DEVICE_MISUSE = range(16)
+    STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED, STACK_SMASHED, DEVICE_MISUSE, \
+    DYNAMIC_SHARED_OVERRUN = range(17)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -560,6 +561,8 @@ class Function:
             raise LaunchError(f"cuLaunchKernel failed: kernel '{self.name}': {message}")
         if code in (BARRIER_PARTIAL, WARP_EXITED, WARP_MISMATCH, DEADLOCK):
             raise LaunchError(f"kernel '{self.name}' block {block}: {message}")
+        if code == DYNAMIC_SHARED_OVERRUN:
+            raise LaunchError(f"kernel '{self.name}' block {block} {message}")
         if code == LOOP_BARRIER:
             raise LaunchError(f"{where} {message}")
         raise LaunchError(f"{where}: launch failed with code {code}: {message}")

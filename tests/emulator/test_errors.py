@@ -353,3 +353,30 @@ def test_a_write_into_the_slack_past_the_end_or_just_before_the_start_stops_the_
     # drv.Out's buffer (the size of the NumPy array) is watched too
     with pytest.raises(LaunchError, match="past the end of a 12-byte allocation"):
         mod.get_function("one_past")(Out(np.zeros(3, np.float32)), np.int32(3), block=(4, 1, 1))
+
+
+DYNAMIC = r"""
+__global__ void fill(float* out, int count) {
+  extern __shared__ float buf[];
+  for (int i = threadIdx.x; i < count; i += blockDim.x) buf[i] = i;
+  __syncthreads();
+  if (threadIdx.x == 0) out[blockIdx.x] = buf[count - 1];
+}
+"""
+
+
+@pytest.mark.parametrize("count, shared, ok", [(64, 256, True), (65, 256, False), (64, 64, False), (1, 0, False)])
+def test_a_block_that_writes_past_the_dynamic_shared_memory_it_asked_for_stops_the_launch(context, count, shared,
+                                                                                          ok):
+    fill = SourceModule(DYNAMIC).get_function("fill")
+    out = np.zeros(2, np.float32)
+    if ok:
+        fill(Out(out), np.int32(count), block=(32, 1, 1), grid=(2, 1), shared=shared)
+        assert out.tolist() == [count - 1] * 2
+        return
+    with pytest.raises(LaunchError, match=rf"^kernel 'fill' block \(0,0,0\) wrote past the dynamic shared memory "
+                       rf"the launch asked for \(shared={shared} bytes\): bytes {shared} to {4 * count - 1} of the "
+                       rf"dynamic buffer changed.*shared= \(in bytes, not elements\)"):
+        fill(Out(out), np.int32(count), block=(32, 1, 1), grid=(2, 1), shared=shared)
+    fill(Out(out), np.int32(8), block=(32, 1, 1), grid=(2, 1), shared=32)     # the next launch is clean
+    assert out.tolist() == [7.0, 7.0]

@@ -29,7 +29,7 @@ namespace __gpuedu {
 enum : int {
   OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
   LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
-  DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14, DEVICE_MISUSE = 15,
+  DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14, DEVICE_MISUSE = 15, DYNAMIC_SHARED_OVERRUN = 16,
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -209,9 +209,40 @@ GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n) {
   return true;
 }
 
+// The bytes of the dynamic buffer just past what the launch asked for (shared=) are watched: a block that
+// writes there wrote past its dynamic shared memory, which faults on a GPU. (A profiled build leaves
+// this to memcheck, which names the thread and the line.)
+constexpr size_t DYNAMIC_WATCH_BYTES = 256;
+constexpr unsigned char DYNAMIC_WATCH_PATTERN = 0xa5;
+
+inline size_t dynamic_watch_bytes() {
+  if (R.dynamic_shared_bytes >= DYNAMIC_SHARED_BYTES) return 0;
+  size_t room = DYNAMIC_SHARED_BYTES - R.dynamic_shared_bytes;
+  return room < DYNAMIC_WATCH_BYTES ? room : DYNAMIC_WATCH_BYTES;
+}
+
 inline void poison_shared() {
   for (int i = 0; i < R.n_shared; ++i) memset(R.shared[i].p, 0xff, R.shared[i].n);
   if (R.dynamic_shared_bytes) memset(dynamic_shared, 0xff, R.dynamic_shared_bytes);
+#ifndef GPUEDU_PROFILE
+  memset(dynamic_shared + R.dynamic_shared_bytes, DYNAMIC_WATCH_PATTERN, dynamic_watch_bytes());
+#endif
+}
+
+[[noreturn]] void fail_dynamic_shared_overrun(size_t first, size_t last);
+
+// After a block: did it write past its dynamic shared memory?
+inline void check_dynamic_watch() {
+#ifndef GPUEDU_PROFILE
+  const unsigned char* watch = dynamic_shared + R.dynamic_shared_bytes;
+  size_t n = dynamic_watch_bytes(), first = n, last = 0;
+  for (size_t k = 0; k < n; ++k)
+    if (watch[k] != DYNAMIC_WATCH_PATTERN) {
+      if (first == n) first = k;
+      last = k;
+    }
+  if (first < n) fail_dynamic_shared_overrun(R.dynamic_shared_bytes + first, R.dynamic_shared_bytes + last);
+#endif
 }
 
 // ---- failing a launch ---------------------------------------------------------
@@ -678,7 +709,16 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
           });
         }
         if (R.stop_reason) fail(R.stop_reason, "stopped");
+        check_dynamic_watch();
       }
+}
+
+inline void fail_dynamic_shared_overrun(size_t first, size_t last) {
+  threadIdx = uint3{0, 0, 0};   // the block is done: which of its threads wrote there is not known
+  fail(DYNAMIC_SHARED_OVERRUN,
+       "wrote past the dynamic shared memory the launch asked for (shared=%zu bytes): bytes %zu to %zu of the "
+       "dynamic buffer changed, which faults on a GPU; pass a larger shared= (in bytes, not elements) or check "
+       "the index. gpuedu.memcheck() names the thread and the line", R.dynamic_shared_bytes, first, last);
 }
 
 struct KernelInfo {
