@@ -25,7 +25,7 @@ from ._errors import LaunchError, LogicError
 # ---- error codes and layout shared with _native/gpuedu_runtime.h ----------------------------
 OK, FAULT, BARRIER_PARTIAL, DEADLOCK, INTERRUPT, TIMEOUT, LOOP_BARRIER, WARP_EXITED, WARP_MISMATCH, \
     STACK_OVERFLOW, ASSERT, TOO_MUCH_SHARED, DIVIDE_BY_ZERO, SIGNALLED, STACK_SMASHED, DEVICE_MISUSE, \
-    DYNAMIC_SHARED_OVERRUN = range(17)
+    DYNAMIC_SHARED_OVERRUN, STATIC_SHARED_OVERRUN = range(18)
 KIND_POINTER, KIND_INTEGER, KIND_FLOAT, KIND_STRUCT = 1, 2, 3, 4
 _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "floating-point",
                KIND_STRUCT: "struct"}
@@ -561,7 +561,7 @@ class Function:
             raise LaunchError(f"cuLaunchKernel failed: kernel '{self.name}': {message}")
         if code in (BARRIER_PARTIAL, WARP_EXITED, WARP_MISMATCH, DEADLOCK):
             raise LaunchError(f"kernel '{self.name}' block {block}: {message}")
-        if code == DYNAMIC_SHARED_OVERRUN:
+        if code in (DYNAMIC_SHARED_OVERRUN, STATIC_SHARED_OVERRUN):
             raise LaunchError(f"kernel '{self.name}' block {block} {message}")
         if code == LOOP_BARRIER:
             raise LaunchError(f"{where} {message}")

@@ -150,6 +150,24 @@ def _device_heap(code):
     return "".join(out)
 
 
+_ALIGNMENT = re.compile(r"(?:__align__|alignas)\s*\(\s*(\d+)\s*\)")
+
+
+def _guarded_array(declaration, names):
+    """``(name, type-id, alignment)`` for a static ``__shared__`` declaration of one array (``float s[32]``), which
+    becomes a member of a struct followed by watched bytes, so that a block writing past its end is caught; None
+    for anything else (scalars, several names, pointers to functions), which stays as written."""
+    if len(names) != 1 or "=" in declaration or "(" in _ATTRIBUTES.sub(" ", declaration):
+        return None
+    text = _ATTRIBUTES.sub(" ", declaration)
+    m = re.search(r"\b" + re.escape(names[0]) + r"\s*(\[[^;]*\])\s*$", text)
+    if not m or not text[:m.start()].strip():
+        return None
+    type_id = f"{text[:m.start()].strip()} {m.group(1)}"
+    align = max([int(a) for a in _ALIGNMENT.findall(declaration)] + [16])
+    return names[0], type_id, align
+
+
 def rewrite_source(source, profile=False, tag=""):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
@@ -165,8 +183,18 @@ def rewrite_source(source, profile=False, tag=""):
     storage = "[[maybe_unused]] const bool" if profile else "static const bool"
 
     def register(m):
+        names = _declared_names(m.group(1))
+        guarded = _guarded_array(m.group(1), names)
+        if guarded:
+            counter[0] += 1
+            name, type_id, align = guarded
+            holder = f"__gpuedu_shared_array_{tag}{counter[0]}"
+            return (f"__shared__ __gpuedu::GuardedShared<{type_id}, {align}> {holder}; "
+                    f"static auto& {name} = {holder}.value; "
+                    f"{storage} __gpuedu_shared_{tag}{counter[0]} = __gpuedu::register_shared((void*)&{name}, "
+                    f"sizeof({name}), {holder}.guard, \"{name}\");")
         regs = []
-        for name in _declared_names(m.group(1)):
+        for name in names:
             counter[0] += 1
             regs.append(f"{storage} __gpuedu_shared_{tag}{counter[0]} = "
                         f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")

@@ -1,6 +1,7 @@
 """Bad kernels and bad launches raise the error PyCUDA would raise (or a clear LaunchError),
 and the process lives on: after each, the emulator still runs a kernel correctly."""
 import os
+import re
 import signal
 import threading
 
@@ -380,3 +381,92 @@ def test_a_block_that_writes_past_the_dynamic_shared_memory_it_asked_for_stops_t
         fill(Out(out), np.int32(count), block=(32, 1, 1), grid=(2, 1), shared=shared)
     fill(Out(out), np.int32(8), block=(32, 1, 1), grid=(2, 1), shared=32)     # the next launch is clean
     assert out.tolist() == [7.0, 7.0]
+
+
+STATIC_SHARED = r"""
+__shared__ float file_scope[8];
+extern "C" __global__ void past(float* out, int extra) {
+  __shared__ float tile[32];
+  tile[threadIdx.x + extra] = threadIdx.x;             // extra > 0 writes past the end
+  __syncthreads();
+  out[threadIdx.x] = tile[threadIdx.x];
+}
+extern "C" __global__ void grid2d(float* out, int col) {
+  __shared__ float t[4][5];
+  t[threadIdx.y][threadIdx.x + col] = 1.0f;            // col = 1 runs off the last row's end
+  out[0] = t[0][0];
+}
+extern "C" __global__ void vectors(float4* out) {
+  __shared__ __align__(16) float4 v[8];
+  v[threadIdx.x] = make_float4(threadIdx.x, 1, 2, 3);
+  __syncthreads();
+  out[threadIdx.x] = v[7 - threadIdx.x];
+}
+extern "C" __global__ void global_array(float* out, int i) { file_scope[i] = 5.0f; out[0] = file_scope[0]; }
+template <int N> __device__ void fill(float* s, int extra) { for (int k = 0; k < N + extra; ++k) s[k] = k; }
+extern "C" __global__ void through_helper(float* out, int extra) {
+  __shared__ float buf[16];
+  fill<16>(buf, extra);
+  out[0] = buf[15];
+}
+"""
+
+
+@pytest.mark.parametrize("kernel, args, block, message", [
+    ("past", (np.int32(1),), (32, 1, 1), "__shared__ array 'tile' (128 bytes): bytes 128 to 131"),
+    ("grid2d", (np.int32(1),), (5, 4, 1), "__shared__ array 't' (80 bytes): bytes 80 to 83"),
+    ("global_array", (np.int32(8),), (1, 1, 1), "__shared__ array 'file_scope' (32 bytes): bytes 32 to 35"),
+    ("through_helper", (np.int32(2),), (1, 1, 1), "__shared__ array 'buf' (64 bytes): bytes 64 to 71"),
+])
+def test_a_block_that_writes_past_a_static_shared_array_stops_the_launch_naming_the_array(context, kernel, args,
+                                                                                        block, message):
+    mod = SourceModule(STATIC_SHARED, no_extern_c=True)
+    out = np.zeros(32, np.float32)
+    with pytest.raises(LaunchError, match=rf"^kernel '{kernel}' block \(0,0,0\) wrote past the end of the "
+                       + re.escape(message) + " from its start changed"):
+        mod.get_function(kernel)(Out(out), *args, block=block)
+    mod.get_function("past")(Out(out), np.int32(0), block=(32, 1, 1))     # in bounds: fine, and clean again
+    assert out.tolist() == list(range(32))
+
+
+def test_shared_arrays_keep_their_alignment_and_size(context):
+    mod = SourceModule(STATIC_SHARED, no_extern_c=True)
+    out = np.zeros((8, 4), np.float32)
+    mod.get_function("vectors")(Out(out), block=(8, 1, 1))
+    assert out[:, 0].tolist() == list(range(7, -1, -1)) and out[:, 1:].tolist() == [[1, 2, 3]] * 8
+    past = mod.get_function("past")
+    past(Out(np.zeros(32, np.float32)), np.int32(0), block=(32, 1, 1))
+    assert past.shared_size_bytes == 128 + 32      # its tile, and the file-scope array every kernel counts
+
+
+def test_a_module_with_a_file_scope_shared_array_loads_in_a_process_that_goes_on(tmp_path):
+    # Its declaration registers while the module loads; the shared-memory limit check there used to jump
+    # to a launch that did not exist, and the process died.
+    import subprocess
+    import sys
+    script = (
+        "import numpy as np\n"
+        "from gpuedu.emulator import driver as drv\n"
+        "from gpuedu.emulator.compiler import SourceModule\n"
+        "drv.init(); ctx = drv.Device(0).make_context()\n"
+        "mod = SourceModule('__shared__ float fs[8];\\n'\n"
+        "                   '__global__ void g(float* out) { fs[threadIdx.x] = threadIdx.x; out[threadIdx.x] = fs[threadIdx.x]; }')\n"
+        "out = np.zeros(8, np.float32)\n"
+        "mod.get_function('g')(drv.Out(out), block=(8, 1, 1))\n"
+        "print('afterwards:', out.tolist())\n")
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "afterwards: [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]" in done.stdout
+
+
+def test_only_single_static_shared_arrays_get_a_guard_and_lines_stay_where_they_were():
+    from gpuedu.emulator._scanner import rewrite_source
+    src = ("__shared__ float tile[16][17];\n__shared__ int count;\n__shared__ float a[4], b[4];\n"
+           "volatile __shared__ __align__(32) double v[8];\n")
+    lines = rewrite_source(src).splitlines()
+    assert len(lines) == 4
+    assert lines[0].startswith("__shared__ __gpuedu::GuardedShared<float [16][17], 16> __gpuedu_shared_array_1; "
+                               "static auto& tile = __gpuedu_shared_array_1.value;")
+    assert "GuardedShared" not in lines[1] and "GuardedShared" not in lines[2]
+    assert lines[3].startswith("volatile __shared__ __gpuedu::GuardedShared<double [8], 32>")

@@ -30,6 +30,7 @@ enum : int {
   OK = 0, FAULT = 1, BARRIER_PARTIAL = 2, DEADLOCK = 3, INTERRUPT = 4, TIMEOUT = 5,
   LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
   DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14, DEVICE_MISUSE = 15, DYNAMIC_SHARED_OVERRUN = 16,
+  STATIC_SHARED_OVERRUN = 17,
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -130,7 +131,7 @@ struct Runtime {
   unsigned barrier_first;     // the first thread that reached it
   Warp warps[MAX_THREADS / 32];
   // shared memory: the block's static __shared__ variables and the dynamic buffer's size
-  struct { void* p; size_t n; const void* kernel; } shared[256];
+  struct { void* p; size_t n; const void* kernel; unsigned char* guard; const char* name; } shared[256];
   const void* kernel;         // the KernelInfo of the running launch
   size_t shared_limit;        // static + dynamic shared memory allowed per block
   int n_shared;
@@ -177,8 +178,10 @@ inline void printf_append(const char* text, size_t n) {
 // on first use, so this is known once a block has run).
 inline size_t static_shared_of(const void* kernel) {
   size_t total = 0;
+  // A variable declared at file scope registers when the module loads, outside any kernel: every
+  // kernel counts it.
   for (int i = 0; i < R.n_shared; ++i)
-    if (R.shared[i].kernel == kernel) total += R.shared[i].n;
+    if (R.shared[i].kernel == kernel || !R.shared[i].kernel) total += R.shared[i].n;
   return total;
 }
 
@@ -187,7 +190,18 @@ inline size_t static_shared_of(const void* kernel) {
 // A profiled build registers on every execution of the declaration (not once, behind a
 // static guard whose branch only the first thread would take) and keeps this function
 // out of the counters.
-GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n) {
+// A static __shared__ array is a member of this struct (the compiler rewrites its declaration), so the
+// bytes right after its end are the guard's: the runtime fills them before each block and checks them
+// after it (check_shared_guards), which catches a block that wrote past the array's end.
+constexpr size_t SHARED_GUARD_BYTES = 256;
+constexpr unsigned char SHARED_GUARD_PATTERN = 0xa5;
+template <typename T, size_t Align> struct GuardedShared {
+  alignas(Align > alignof(T) ? Align : alignof(T)) T value;
+  unsigned char guard[SHARED_GUARD_BYTES];
+};
+
+GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* guard = nullptr,
+                                              const char* name = nullptr) {
   for (int i = 0; i < R.n_shared; ++i)
     if (R.shared[i].p == p) return true;
 #ifdef GPUEDU_PROFILE
@@ -198,11 +212,18 @@ GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n) {
     R.shared[R.n_shared].p = p;
     R.shared[R.n_shared].n = n;
     R.shared[R.n_shared].kernel = R.kernel;
+    R.shared[R.n_shared].guard = guard;
+    R.shared[R.n_shared].name = name;
     ++R.n_shared;
   }
   memset(p, 0xff, n);
+#ifndef GPUEDU_PROFILE
+  if (guard) memset(guard, SHARED_GUARD_PATTERN, SHARED_GUARD_BYTES);
+#endif
   size_t static_bytes = static_shared_of(R.kernel);
-  if (static_bytes + R.dynamic_shared_bytes > R.shared_limit) fail_too_much_shared(static_bytes);
+  // (At file scope the declaration registers while the module loads: no launch to fail yet.)
+  if (host::launching() && static_bytes + R.dynamic_shared_bytes > R.shared_limit)
+    fail_too_much_shared(static_bytes);
 #ifdef GPUEDU_PROFILE
   prof::resume(counting);
 #endif
@@ -222,7 +243,12 @@ inline size_t dynamic_watch_bytes() {
 }
 
 inline void poison_shared() {
-  for (int i = 0; i < R.n_shared; ++i) memset(R.shared[i].p, 0xff, R.shared[i].n);
+  for (int i = 0; i < R.n_shared; ++i) {
+    memset(R.shared[i].p, 0xff, R.shared[i].n);
+#ifndef GPUEDU_PROFILE
+    if (R.shared[i].guard) memset(R.shared[i].guard, SHARED_GUARD_PATTERN, SHARED_GUARD_BYTES);
+#endif
+  }
   if (R.dynamic_shared_bytes) memset(dynamic_shared, 0xff, R.dynamic_shared_bytes);
 #ifndef GPUEDU_PROFILE
   memset(dynamic_shared + R.dynamic_shared_bytes, DYNAMIC_WATCH_PATTERN, dynamic_watch_bytes());
@@ -230,10 +256,22 @@ inline void poison_shared() {
 }
 
 [[noreturn]] void fail_dynamic_shared_overrun(size_t first, size_t last);
+[[noreturn]] void fail_static_shared_overrun(int which, size_t first, size_t last);
 
-// After a block: did it write past its dynamic shared memory?
+// After a block: did it write past a static __shared__ array, or past its dynamic shared memory?
 inline void check_dynamic_watch() {
 #ifndef GPUEDU_PROFILE
+  for (int i = 0; i < R.n_shared; ++i) {
+    const unsigned char* g = R.shared[i].guard;
+    if (!g) continue;
+    size_t first = SHARED_GUARD_BYTES, last = 0;
+    for (size_t k = 0; k < SHARED_GUARD_BYTES; ++k)
+      if (g[k] != SHARED_GUARD_PATTERN) {
+        if (first == SHARED_GUARD_BYTES) first = k;
+        last = k;
+      }
+    if (first < SHARED_GUARD_BYTES) fail_static_shared_overrun(i, first, last);
+  }
   const unsigned char* watch = dynamic_shared + R.dynamic_shared_bytes;
   size_t n = dynamic_watch_bytes(), first = n, last = 0;
   for (size_t k = 0; k < n; ++k)
@@ -711,6 +749,16 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
         if (R.stop_reason) fail(R.stop_reason, "stopped");
         check_dynamic_watch();
       }
+}
+
+inline void fail_static_shared_overrun(int which, size_t first, size_t last) {
+  threadIdx = uint3{0, 0, 0};
+  size_t n = R.shared[which].n;
+  fail(STATIC_SHARED_OVERRUN,
+       "wrote past the end of the __shared__ array '%s' (%zu bytes): bytes %zu to %zu from its start changed, "
+       "which on a GPU overwrites other shared data or faults; check each index against the array's size. "
+       "gpuedu.memcheck() names the thread and the line", R.shared[which].name ? R.shared[which].name : "?", n,
+       n + first, n + last);
 }
 
 inline void fail_dynamic_shared_overrun(size_t first, size_t last) {
