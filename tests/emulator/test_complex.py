@@ -208,16 +208,17 @@ def test_precisions_convert_as_in_pycuda():
     np.testing.assert_allclose(narrow.get(), 2 * w + z, rtol=1e-6)
 
 
-@pytest.mark.parametrize("operation", [
-    "z[i] = z[i] * 2.0",                     # a double beside a complex<float>
-    "w[i] = 2 * w[i]",                       # an int beside a complex<double>
-    "z[i] = z[i] + w[i]",                    # two precisions
-    "pycuda::complex<float> f = w[i]",       # narrowing without saying so
+@pytest.mark.parametrize("operation,hint", [
+    ("z[i] = z[i] * 2.0", True),                     # a double beside a complex<float>
+    ("w[i] = 2 * w[i]", True),                       # an int beside a complex<double>
+    ("z[i] = z[i] + w[i]", True),                    # two precisions
+    ("pycuda::complex<float> f = w[i]", False),      # narrowing without saying so
 ])
-def test_what_nvcc_refuses_is_refused(operation):
+def test_what_nvcc_refuses_is_refused(operation, hint):
     """PyCUDA's operators are templates: the operands' types must match exactly, with nvcc too."""
-    with pytest.raises(CompileError):
+    with pytest.raises(CompileError) as error:
         ElementwiseKernel("pycuda::complex<float> *z, pycuda::complex<double> *w", operation, "refused")
+    assert ("write 2.0f, not 2.0 or 2" in error.value.msg) == hint
 
 
 # Kernels as PyCUDA code writes them: the header included inside the extern "C" { } SourceModule adds.
