@@ -226,6 +226,17 @@ _PTX_HINT = (
 )
 
 
+_COMPLEX_MIX_HINT = (
+    "pycuda::complex<T> takes part in +, -, *, /, == and != with a complex<T> or a T of exactly the same T, "
+    "as PyCUDA's header and nvcc have it (its operators are templates, so nothing is converted): write 2.0f, "
+    "not 2.0 or 2, beside a complex<float>, and 2.0, not 2, beside a complex<double>; convert a complex<double> "
+    "with pycuda::complex<float>(w) before mixing it with a complex<float>."
+)
+# g++: "no match for 'operator*' (operand types are 'pycuda::complex<float>' and 'double')";
+# clang++: "invalid operands to binary expression ('pycuda::complex<float>' and 'double')".
+_OPERAND_TYPES = re.compile(r"(?:operand types are|invalid operands to binary expression) ([^\n]*)")
+
+
 def _clean_log(log, build_dir):
     """The compiler's output in terms of the user's file: drop build paths and include chains."""
     out = []
@@ -356,6 +367,8 @@ def _compile_error(msg, cmd, proc, build_dir, source):
             r"Error:|[Aa]ssembler messages|invalid instruction|no such instruction|unknown mnemonic|"
             r"impossible constraint|invalid operand|unknown register|invalid 'asm'", log):
         msg = msg + "\n" + _PTX_HINT
+    if any("pycuda::complex<" in m.group(1) for m in _OPERAND_TYPES.finditer(log)):
+        msg = msg + "\n" + _COMPLEX_MIX_HINT
     return CompileError(msg, command_line=" ".join(cmd), stdout=proc.stdout, stderr=log)
 
 

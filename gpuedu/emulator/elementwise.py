@@ -5,6 +5,10 @@ generates CUDA C with a grid-stride loop over ``i`` in ``[0, n)``, compiles it w
 ``SourceModule`` (so in the emulator it runs as compiled C++) and calls it with
 GPUArrays and scalars.  ``print(kernel.source)`` shows the generated code.
 
+As in PyCUDA, the generated source includes ``<pycuda-complex.hpp>``, so arguments and
+expressions may use ``pycuda::complex<float>`` and ``pycuda::complex<double>`` (complex64 and
+complex128) without a preamble: ``"r[i] = abs(z[i])"``.
+
 Checks that PyCUDA leaves to the GPU's memory system are made here, with a clear
 message: the argument count, each array's dtype against its C declaration, and that
 all GPUArray arguments have the same size (pass ``ary.gpudata`` for an array that is
@@ -52,7 +56,9 @@ def _elementwise_source(arguments, operation, name, preamble, loop_prep, after_l
         loop = "for (i = cta_start + tid; i < n; i += total_threads)"
     loop_prep = f"  {loop_prep};\n" if loop_prep.strip() else ""
     after_loop = f"\n  {after_loop};\n" if after_loop.strip() else ""
-    return f"""{preamble}
+    return f"""#include <pycuda-complex.hpp>
+
+{preamble}
 
 __global__ void {name}({declarations}, {tail})
 {{

@@ -10,7 +10,9 @@ two-stage reduction, compiled with ``SourceModule``:
    ``__syncthreads()`` between steps.  Each block writes one partial result.
 2. One block reduces the partial results the same way.
 
-The call returns a 0-d GPUArray, as PyCUDA's does.  ``print(kernel.stage1_source)``
+The call returns a 0-d GPUArray, as PyCUDA's does.  As in PyCUDA, the generated source includes
+``<pycuda-complex.hpp>``: ``ReductionKernel(np.complex64, "0", "a+b", arguments="pycuda::complex<float> *z")``
+sums complex numbers.  ``print(kernel.stage1_source)``
 shows the generated code.
 """
 import numpy as np
@@ -26,7 +28,9 @@ MAX_BLOCKS = 64      # stage-1 blocks; stage 2 reduces at most this many partial
 
 def _reduction_source(name, out_ctype, arguments, neutral, reduce_expr, map_expr, preamble):
     declarations = ", ".join(a.declarator() for a in arguments)
-    return f"""#define BLOCK_SIZE {BLOCK_SIZE}
+    return f"""#include <pycuda-complex.hpp>
+
+#define BLOCK_SIZE {BLOCK_SIZE}
 #define READ_AND_MAP(i) ({map_expr})
 #define REDUCE(a, b) ({reduce_expr})
 

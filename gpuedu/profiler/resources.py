@@ -25,11 +25,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from .. import kernels
 
 NVCC_TIMEOUT_S = 300
+_PYCUDA_HEADER = "pycuda-complex.hpp"
 _HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inl")
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
@@ -174,11 +176,49 @@ def _load(path):
         return None   # absent or damaged: compile again
 
 
+_installed_pycuda = []   # [PyCUDA's header folder, or None], looked up once
+
+
+def pycuda_include_dir():
+    """A folder holding ``pycuda-complex.hpp``, for nvcc.
+
+    PyCUDA's ``SourceModule`` gives nvcc its own header folder (``pycuda/cuda``) with every source, and
+    its ``ElementwiseKernel`` and ``ReductionKernel`` include ``<pycuda-complex.hpp>`` in every kernel they
+    generate. Where PyCUDA is installed that folder is used; elsewhere ``nvcc-include/`` in the kernel
+    cache, holding the emulator's own header and nothing else (the emulator's ``_native`` folder also
+    has stand-ins for CUDA's headers, which must not hide nvcc's).
+    """
+    if not _installed_pycuda:
+        folders = [os.path.join(p, "pycuda", "cuda") for p in sys.path if p and os.path.isdir(p)]
+        _installed_pycuda.append(next((f for f in folders if os.path.isfile(os.path.join(f, _PYCUDA_HEADER))),
+                                      None))
+    if _installed_pycuda[0] is not None:
+        return _installed_pycuda[0]
+    from gpuedu.emulator._cache import cache_dir as kernel_cache
+    from gpuedu.emulator.compiler import NATIVE_DIR
+    with open(os.path.join(NATIVE_DIR, _PYCUDA_HEADER), encoding="utf-8") as f:
+        ours = f.read()
+    folder = os.path.join(kernel_cache(), "nvcc-include")
+    target = os.path.join(folder, _PYCUDA_HEADER)
+    try:
+        with open(target, encoding="utf-8") as f:
+            current = f.read()
+    except OSError:
+        current = None
+    if current != ours:     # written only when it changed: its time stamp is part of the cache key
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(ours)
+        os.replace(tmp, target)
+    return folder
+
+
 def _functions(source, arch, options, no_extern_c, include_dirs):
     """{symbol: usage} for every kernel the source defines, from memory, disk, or nvcc."""
     nvcc = _find_nvcc()
     wrapped = source if no_extern_c else 'extern "C" {\n' + source + "\n}\n"
-    folders = [kernels.DIR, *(os.path.abspath(d) for d in include_dirs)]
+    folders = [kernels.DIR, *(os.path.abspath(d) for d in include_dirs), pycuda_include_dir()]
     key_parts = [wrapped, arch, list(options), _nvcc_version(nvcc), _headers_stamp(folders)]
     key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()
     if key in _results:
@@ -202,7 +242,8 @@ def resource_usage(source, kernel, arch="sm_90", options=(), no_extern_c=False, 
 
     `kernel` is the plain name (``"tmpl"``) or the mangled symbol (``"_Z4tmplILi64EEvPf"``).
     `options` and `no_extern_c` mean what they mean to ``SourceModule``; `include_dirs` are searched
-    after ``gpuedu/kernels``. Raises `ResourcesUnavailable` when nvcc is missing or fails.
+    after ``gpuedu/kernels``, and PyCUDA's header folder after them (`pycuda_include_dir`). Raises
+    `ResourcesUnavailable` when nvcc is missing or fails.
     """
     if isinstance(options, str):
         raise TypeError(f"options is a sequence of flags, e.g. ['-DTILE=32'], not the string {options!r}")

@@ -27,6 +27,7 @@ SOURCES = [
     ("test_cooperative_groups", "CG_SRC", True, []),
     ("test_curand", "CURAND_SRC", True, []),
     ("test_curandom", "CURANDOM_SRC", True, []),
+    ("test_complex", "COMPLEX_SRC", False, []),
 ]
 
 
@@ -60,6 +61,9 @@ def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, o
         if folder is None:
             pytest.skip("NVIDIA's curand_kernel.h is not installed (the CUDA toolkit's cuRAND, or pip's nvidia-curand)")
         options = [*options, "-I" + folder]
+    if "pycuda-complex.hpp" in src:  # PyCUDA's SourceModule gives nvcc its header folder with every source
+        from gpuedu.profiler.resources import pycuda_include_dir
+        options = [*options, "-I" + pycuda_include_dir()]
     if not no_extern_c:
         src = 'extern "C" {\n' + src + "\n}\n"     # what SourceModule does by default
     path = tmp_path / "kernel.cu"

@@ -118,11 +118,13 @@ def test_ready_made_copy_kernel_converts():
 
 @pytest.mark.nvcc
 def test_generated_sources_are_real_cuda(tmp_path, axpbyz):
-    """What ElementwiseKernel and ReductionKernel generate must compile with nvcc too."""
+    """What ElementwiseKernel and ReductionKernel generate must compile with nvcc too (with PyCUDA's
+    header folder on the include path, as PyCUDA's SourceModule puts it there)."""
     import shutil
     import subprocess
 
     from gpuedu.emulator.reduction import ReductionKernel
+    from gpuedu.profiler.resources import pycuda_include_dir
 
     dot = ReductionKernel(np.float32, "0", "a+b", "x[i]*y[i]", "float *x, float *y", name="dot")
     # stage 2 is stage 1's template with other arguments, so one of them is enough
@@ -130,8 +132,9 @@ def test_generated_sources_are_real_cuda(tmp_path, axpbyz):
     for k, source in enumerate(sources):
         path = tmp_path / f"k{k}.cu"
         path.write_text('extern "C" {\n' + source + "\n}\n")   # as SourceModule wraps it
-        proc = subprocess.run([shutil.which("nvcc"), "-cubin", "-arch=sm_90", "-o", str(tmp_path / f"k{k}.cubin"),
-                               str(path)], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([shutil.which("nvcc"), "-cubin", "-arch=sm_90", "-I", pycuda_include_dir(),
+                               "-o", str(tmp_path / f"k{k}.cubin"), str(path)], capture_output=True, text=True,
+                              timeout=120)
         assert proc.returncode == 0, f"{source}\n{proc.stderr}"
 
 
