@@ -134,7 +134,7 @@ def _device_ranges():
     """Sorted [lo, hi) pairs of the live device allocations (not module variables)."""
     with _memory._lock:
         allocs = [_memory._by_start[a] for a in _memory._starts]
-    pairs = [(a.address, a.address + a.size) for a in allocs if a._map is not None and a.size > 0]
+    pairs = [(a.address, a.address + a.size) for a in allocs if a.is_device_memory and a.size > 0]
     return pairs
 
 

@@ -1,10 +1,15 @@
-"""Device memory for the CPU emulator: host pages with a guard page on each side.
+"""Device memory for the CPU emulator: host pages between wide inaccessible gaps.
 
 A device pointer is a plain host address, so the kernel (compiled C++) can
-dereference it.  Each allocation is mapped with ``mmap`` and placed so that its
-end touches an inaccessible guard page: a kernel that writes or reads just past
-the end of a buffer (the classic missing bounds guard) faults at once, and the
-launcher turns the fault into a ``LaunchError`` that names the allocation.
+dereference it.  Device memory is carved out of one region of address space
+reserved when the first buffer is allocated (64 GiB, inaccessible until used):
+each allocation gets whole pages, placed so that its end touches the next
+inaccessible gap, and 256 KiB of gap separate neighbours. A kernel that writes or
+reads past the end of a buffer (the classic missing bounds guard), or a few pages
+past it, faults at once, in memory no other buffer and nothing of the host's
+uses, and the launcher turns the fault into a ``LaunchError`` that names the
+allocation. Where the region cannot be reserved (an address-space limit, ulimit
+-v), each allocation is its own mapping with one guard page on each side.
 
 The start is kept 16-byte aligned, enough for ``float4`` and ``double2``
 accesses, so a size that is not a multiple of 16 leaves slack between the end
@@ -54,18 +59,82 @@ _kept = {}            # mapping bytes -> [(mmap, base address)]
 _kept_bytes = 0
 
 
+# The reserved region: slots of [gap][pages], handed out from the bottom up and reused by size.
+REGION_BYTES = 64 << 30
+GAP = max(256 << 10, PAGE)
+_MAP_PRIVATE, _MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
+_MADV_DONTNEED = 4
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mmap.restype = ctypes.c_void_p
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.restype = ctypes.c_int
+_region = None        # [base, end, next free address]; False when it cannot be reserved
+_free_slots = {}      # slot bytes -> [(slot start, whether its pages still hold data)]
+_resident_bytes = 0   # bytes of freed slots whose pages were kept (up to _KEEP_LIMIT)
+
+
+def _reserve_region():
+    """Reserve the region (inaccessible, no memory committed), once; False where that is not possible."""
+    global _region
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        limited = soft not in (-1, resource.RLIM_INFINITY)
+    except (ImportError, OSError, ValueError):
+        limited = False
+    if limited:   # the reservation would count against the limit: map buffers one by one instead
+        _region = False
+        return
+    base = _libc.mmap(None, REGION_BYTES, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+    if base is None or base == ctypes.c_void_p(-1).value:
+        _region = False
+        return
+    _region = [base, base + REGION_BYTES, base]
+
+
+def _take_slot(pages):
+    """``(slot start, slot bytes, pages hold old data)`` for ``pages`` bytes of buffer, or None if the region
+    is full or absent. Called with _lock held."""
+    global _resident_bytes
+    if _region is None:
+        _reserve_region()
+    if not _region:
+        return None
+    size = GAP + pages
+    free = _free_slots.get(size)
+    if free:
+        start, dirty = free.pop()
+        if dirty:
+            _resident_bytes -= pages
+        return start, size, dirty
+    start = _region[2]
+    if start + size + GAP > _region[1]:
+        return None
+    _region[2] = start + size
+    return start, size, False
+
+
 class Allocation:
     """One live region: ``address`` (int) and ``size`` (bytes asked for)."""
 
-    __slots__ = ("address", "size", "_map", "_map_base", "_front", "_back", "_watch", "__weakref__")
+    __slots__ = ("address", "size", "_map", "_map_base", "_map_end", "_slot", "_front", "_back", "_watch",
+                 "__weakref__")
 
     def __init__(self, address, size, map_obj, map_base):
         self.address = address
         self.size = size
         self._map = map_obj
-        self._map_base = map_base
+        self._map_base = map_base        # where the inaccessible memory below the buffer begins
+        self._map_end = None             # and where the inaccessible memory above it ends
+        self._slot = None                # (start, bytes) of its slot in the reserved region
         self._front = self._back = 0     # watched bytes before the start and after the end
         self._watch = None               # (front address, front bytes, back address, back bytes) if any
+
+    @property
+    def is_device_memory(self):
+        """True for an allocation, False for a module's variable made known by ``register_external``."""
+        return self._map_end is not None
 
     @property
     def guard_start(self):
@@ -87,6 +156,22 @@ def allocate(nbytes):
         raise LogicError(f"cannot allocate a negative number of bytes ({nbytes})")
     body = _round_up(max(nbytes, 1), ALIGN)
     pages = _round_up(body, PAGE)
+    with _lock:
+        slot = _take_slot(pages)
+    if slot is not None:
+        start, size, dirty = slot
+        if _libc.mprotect(start + GAP, pages, _PROT_READ_WRITE) != 0:
+            with _lock:
+                _free_slots.setdefault(size, []).append((start, False))
+            raise MemoryError(f"cannot allocate {nbytes} bytes of emulated device memory: "
+                              f"{os.strerror(ctypes.get_errno())}")
+        if dirty:
+            ctypes.memset(start + GAP, 0, pages)   # device memory starts zeroed, reused or not
+        address = start + GAP + pages - body
+        alloc = Allocation(address, nbytes, None, start)
+        alloc._map_end = start + size + GAP
+        alloc._slot = (start, size)
+        return _register(alloc, body, pages)
     total = pages + 2 * PAGE
     reused = _take_kept(total)
     if reused is not None:
@@ -104,13 +189,18 @@ def allocate(nbytes):
             _protect(guard, PAGE, _PROT_NONE)
     address = base + PAGE + pages - body
     alloc = Allocation(address, nbytes, m, base)
-    alloc._front = min(FRONT, pages - body)       # none when the start touches the guard page below
-    alloc._back = body - nbytes
+    alloc._map_end = base + 2 * PAGE + pages
+    return _register(alloc, body, pages)
+
+
+def _register(alloc, body, pages):
+    alloc._front = min(FRONT, pages - body)       # none when the start touches the inaccessible page below
+    alloc._back = body - alloc.size
     _fill_watched(alloc)
-    alloc._watch = _watch_words(alloc, address + body)
+    alloc._watch = _watch_words(alloc, alloc.address + body)
     with _lock:
-        bisect.insort(_starts, address)
-        _by_start[address] = alloc
+        bisect.insort(_starts, alloc.address)
+        _by_start[alloc.address] = alloc
     return alloc
 
 
@@ -224,6 +314,9 @@ def release(alloc):
             raise LogicError(f"cuMemFree failed: 0x{alloc.address:x} was already freed")
         del _by_start[alloc.address]
         _starts.pop(bisect.bisect_left(_starts, alloc.address))
+    if alloc._slot is not None:
+        _release_slot(*alloc._slot)
+        return
     # The mmap object holds an exported buffer (from_buffer); drop our view first.
     m = alloc._map
     alloc._map = None
@@ -234,6 +327,22 @@ def release(alloc):
     except BufferError:
         # A ctypes view still references the buffer; the pages go when it does.
         pass
+
+
+def _release_slot(start, size):
+    """Make a slot's pages inaccessible again (a kernel using the freed pointer faults) and free for reuse;
+    their memory is kept for a later allocation of the same size while under _KEEP_LIMIT, else returned."""
+    global _resident_bytes
+    pages = size - GAP
+    _protect(start + GAP, pages, _PROT_NONE)
+    with _lock:
+        keep = _resident_bytes + pages <= _KEEP_LIMIT
+        if keep:
+            _resident_bytes += pages
+    if not keep:
+        _libc.madvise(start + GAP, pages, _MADV_DONTNEED)   # zero pages on the next touch
+    with _lock:
+        _free_slots.setdefault(size, []).append((start, keep))
 
 
 def find(address):
@@ -249,12 +358,18 @@ def find(address):
             candidates.append(_by_start[_starts[i]])
         if i + 1 < len(_starts):
             candidates.append(_by_start[_starts[i + 1]])
+    best = None
     for alloc in candidates:
-        lo = alloc._map_base
-        hi = alloc.guard_start + PAGE
+        if alloc._map_end is None:          # a module's variable: its bytes only
+            lo, hi = alloc.address, alloc.address + alloc.size
+        else:
+            lo, hi = alloc._map_base, alloc._map_end
         if lo <= address < hi:
-            return alloc, address - alloc.address
-    return None
+            # In the gap between two buffers: the nearer one's
+            distance = alloc.address - address if address < alloc.address else max(0, address - alloc.address - alloc.size)
+            if best is None or distance < best[0]:
+                best = (distance, alloc)
+    return None if best is None else (best[1], address - best[1].address)
 
 
 def live_bytes():

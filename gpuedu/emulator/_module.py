@@ -535,7 +535,8 @@ class Function:
         thread = "({},{},{})".format(*e.thread)
         where = f"kernel '{self.name}' thread {thread} of block {block}"
         message = e.message.decode("utf-8", "replace")
-        if code == FAULT:
+        if code == FAULT or (code in (STACK_OVERFLOW, STACK_SMASHED) and _memory.find(e.fault_address)):
+            # (a fault near the launch's stack that lies in a device allocation is that allocation's)
             raise LaunchError(_describe_fault(where, e.fault_address, e.fault_is_write))
         if code == DIVIDE_BY_ZERO:
             raise LaunchError(f"{where} divided an integer by zero (or INT_MIN by -1); a GPU gives an unspecified "

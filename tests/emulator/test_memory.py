@@ -1,4 +1,7 @@
 import ctypes
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -58,3 +61,87 @@ def test_a_page_sized_allocation_has_no_front_slack_its_start_touches_the_guard_
         assert a._front == 0 and a._back == 0 and memory.find(a.address - 1) == (a, -1)
     finally:
         memory.release(a)
+
+
+def test_buffers_are_carved_from_one_reserved_region_with_wide_gaps_between_them():
+    a, b = memory.allocate(100), memory.allocate(100)
+    try:
+        if not memory._region:
+            pytest.skip("this process could not reserve the region (an address-space limit)")
+        base, end, _ = memory._region
+        assert base <= a.address < end and base <= b.address < end
+        assert abs(b.address - a.address) >= memory.GAP + memory.PAGE
+        # a few pages past the end: still named as past the end of the buffer, not a stranger's memory
+        assert memory.find(a.address + 5 * memory.PAGE) == (a, 5 * memory.PAGE)
+    finally:
+        memory.release(a)
+        memory.release(b)
+
+
+def test_a_freed_slot_is_reused_for_the_same_size_zeroed_and_inaccessible_while_free():
+    a = memory.allocate(3000)
+    if not memory._region:
+        memory.release(a)
+        pytest.skip("this process could not reserve the region (an address-space limit)")
+    ctypes.memset(a.address, 0x7F, 3000)
+    address = a.address
+    memory.release(a)
+    assert memory.find(address) is None
+    b = memory.allocate(3000)
+    try:
+        assert b.address == address
+        assert bytes((ctypes.c_ubyte * 3000).from_address(b.address)) == b"\0" * 3000
+    finally:
+        memory.release(b)
+
+
+LIMITED = r"""
+import resource, numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+from gpuedu.emulator import _memory, driver as drv, gpuarray
+from gpuedu.emulator.compiler import SourceModule
+drv.init(); ctx = drv.Device(0).make_context()
+x = gpuarray.to_gpu(np.arange(5, dtype=np.float32))
+k = SourceModule("__global__ void k(float* x, int i) { x[i] = 1.0f; }").get_function("k")
+try:
+    k(x, np.int32(1030), block=(1, 1, 1))
+except drv.LaunchError as e:
+    print("LaunchError:", e)
+k(x, np.int32(0), block=(1, 1, 1))
+print("region:", _memory._region, "values:", x.get().tolist())
+"""
+
+
+def test_under_an_address_space_limit_each_buffer_is_its_own_mapping_with_guard_pages(tmp_path):
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", LIMITED], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "wrote past the end of a 20-byte allocation (at byte offset 4120" in done.stdout
+    assert "region: False values: [1.0, 1.0, 2.0, 3.0, 4.0]" in done.stdout
+
+
+WILD = r"""
+import numpy as np
+from gpuedu.emulator import driver as drv, gpuarray
+from gpuedu.emulator.compiler import SourceModule
+drv.init(); ctx = drv.Device(0).make_context()
+x = gpuarray.zeros(5, np.float32)
+host = np.ones(1 << 20, np.float32)          # host data a wild write must never reach
+k = SourceModule("__global__ void k(float* x, int i) { x[i] = 9.0f; }").get_function("k")
+for i in (1030, 20000, 60000):               # 4 KiB, 80 KiB and 240 KiB past a 20-byte buffer
+    try:
+        k(x, np.int32(i), block=(1, 1, 1))
+        print("NO ERROR")
+    except drv.LaunchError as e:
+        print("LaunchError:", e)
+print("host intact:", bool((host == 1).all()))
+"""
+
+
+def test_a_write_pages_past_a_buffer_faults_and_is_named_as_past_that_buffer(tmp_path):
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", WILD], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for offset in (4120, 80000, 240000):
+        assert f"wrote past the end of a 20-byte allocation (at byte offset {offset}," in done.stdout, done.stdout
+    assert "NO ERROR" not in done.stdout and "host intact: True" in done.stdout

@@ -137,11 +137,13 @@ void interrupt_launch() {
   if (in_launch) pthread_kill(launch_thread, SIGINT);
 }
 
-char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total) {
+char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t one = stack_bytes + page;
-  void* p = mmap(nullptr, one * count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p = mmap(nullptr, one * count + above, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
   if (p == MAP_FAILED) return nullptr;
+  if (above) mprotect((char*)p + one * count, above, PROT_NONE);
   // A guard page under each stack: an overflow faults instead of corrupting the neighbour.
   for (unsigned i = 0; i < count; ++i) mprotect((char*)p + i * one, page, PROT_NONE);
   *stride = one;

@@ -26,7 +26,9 @@ GPUEDU_HIDDEN bool launching();
 GPUEDU_HIDDEN void interrupt_launch();
 // Map `count` stacks of `stack_bytes` with an inaccessible guard page below each;
 // returns the base (nullptr on failure) and sets the stride and the total size.
-GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total);
+// `above` more bytes are reserved, inaccessible, over the last stack (the launch's stack keeps 1 MiB there,
+// so that what a local array written far past its end hits is its own, never another mapping).
+GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above = 0);
 
 // The device heap (malloc, free, new and delete in kernels). Each block is mapped on its own, its end
 // against an inaccessible page and another below its start, so an overrun faults at once instead of

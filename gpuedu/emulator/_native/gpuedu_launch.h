@@ -9,6 +9,9 @@
 #ifndef GPUEDU_SCAN
 namespace __gpuedu {
 
+// Reserved, inaccessible, above the launch's stack: a fault there is a local array written upwards off it.
+constexpr size_t SMASH_WINDOW = 1 << 20;
+
 static const char* const LOCAL_ARRAY_OVERRUN =
     "wrote past the end of a local array (its stack frame was overwritten): an index beyond the size of a local "
     "array such as `float tmp[8]`, in the kernel or a function it calls; check each index against the array's size";
@@ -33,14 +36,14 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
   if (code == FAULT && launch && a >= launch - 65536 && a < launch + (R.pool->launch_bytes - LAUNCH_STACK_BYTES))
     code = STACK_OVERFLOW;
   // Just above the launch's stack: a local array written far past its end, upwards off the stack.
-  bool smashed = code == FAULT && launch && a >= launch + R.pool->launch_bytes &&
-                 a < launch + R.pool->launch_bytes + (1 << 20);
-  if (smashed) code = STACK_SMASHED;
   // In a guard page of a block from the device heap (malloc or new in a kernel).
   const char* block = nullptr;
   size_t block_bytes = 0;
   bool in_heap = code == FAULT && host::heap_find(a, &block, &block_bytes);
   if (in_heap) code = DEVICE_MISUSE;
+  bool smashed = code == FAULT && launch && a >= launch + R.pool->launch_bytes &&
+                 a < launch + R.pool->launch_bytes + SMASH_WINDOW;
+  if (smashed) code = STACK_SMASHED;
   E.code = code;
   E.fault_address = (unsigned long long)(uintptr_t)address;
   E.fault_is_write = is_write;
@@ -126,7 +129,7 @@ inline void run_on_launch_stack(void* p) {
   if (!R.pool) R.pool = &own;
   if (!R.pool->launch_base) {
     size_t stride = 0, total = 0;
-    char* base = host::map_stacks(LAUNCH_STACK_BYTES, 1, &stride, &total);
+    char* base = host::map_stacks(LAUNCH_STACK_BYTES, 1, &stride, &total, SMASH_WINDOW);
     if (!base) {  // no memory for a stack of its own: run where we are, as before
       run_launch(p);
       return;
