@@ -84,7 +84,18 @@ def _from_environment(name, apply, default):
 
 
 _from_environment("GPUEDU_SCHEDULE", set_schedule, "forward")
-_force_fibers = 1 if os.environ.get("GPUEDU_FIBERS", "") == "always" else 0
+_force_fibers = 0
+
+
+def _set_fibers(value):
+    global _force_fibers
+    if value not in ("always", "auto"):
+        raise ValueError(f"GPUEDU_FIBERS takes 'always' (every kernel's threads as fibers) or 'auto' (only where "
+                         f"the kernel reaches a barrier or a warp intrinsic), not {value!r}")
+    _force_fibers = 1 if value == "always" else 0
+
+
+_from_environment("GPUEDU_FIBERS", _set_fibers, "auto")
 
 
 def set_kernel_timeout(seconds):

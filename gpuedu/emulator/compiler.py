@@ -31,7 +31,7 @@ Environment variables:
 - ``GPUEDU_SCHEDULE``: ``forward`` (default), ``reverse`` or ``random``;
 - ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError
   (``set_kernel_timeout``/``get_kernel_timeout`` change and read it at run time);
-- ``GPUEDU_FIBERS=always``: run every kernel's threads as fibers (if the analysis
+- ``GPUEDU_FIBERS=always`` (or ``auto``, the default): run every kernel's threads as fibers (if the analysis
   missed a barrier, e.g. one called through a function pointer);
 - ``GPUEDU_CXXFLAGS``: extra host-compiler flags; ``GPUEDU_FIBER_IMPL=ucontext``
   uses the portable (slower) context switch.
@@ -383,7 +383,11 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         raise TypeError(f"SourceModule needs the kernel source as a str, got {type(source).__name__}")
     flags = _translate_options(options, include_dirs)
     flags += os.environ.get("GPUEDU_CXXFLAGS", "").split()  # extra host-compiler flags, e.g. -O3 -march=native
-    if os.environ.get("GPUEDU_FIBER_IMPL", "") == "ucontext":
+    fiber_impl = os.environ.get("GPUEDU_FIBER_IMPL", "")
+    if fiber_impl not in ("", "ucontext", "native"):
+        raise CompileError(f"the environment variable GPUEDU_FIBER_IMPL={fiber_impl!r} cannot be used: it takes "
+                           f"'ucontext' (the portable fiber switch) or 'native'. Unset it or give it a valid value.")
+    if fiber_impl == "ucontext":
         flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
     rewritten = _scanner.rewrite_source(source, profile)
     if profile:  # the instrumentation's flags are part of what the cached module is

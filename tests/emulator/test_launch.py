@@ -194,10 +194,14 @@ def test_launches_from_several_threads(mod):
     ("GPUEDU_KERNEL_TIMEOUT", "abc", "must be a number of seconds"),
     ("GPUEDU_KERNEL_TIMEOUT", "-1", "must be positive"),
     ("GPUEDU_SCHEDULE", "sideways", "unknown schedule 'sideways'"),
+    ("GPUEDU_FIBERS", "sometimes", "takes 'always'"),
+    ("GPUEDU_FIBER_IMPL", "threads", "takes 'ucontext'"),
 ])
-def test_an_unusable_environment_variable_is_named_in_the_error(name, value, says):
-    env = dict(os.environ, **{name: value})
-    done = subprocess.run([sys.executable, "-c", "import gpuedu.emulator._module"], capture_output=True, text=True,
-                          env=env, timeout=120)
+def test_an_unusable_environment_variable_is_named_in_the_error(name, value, says, tmp_path):
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"), **{name: value})
+    code = ("import gpuedu.emulator._module\n"      # the fiber switch is read when a module is built
+            "from gpuedu.emulator.compiler import SourceModule\n"
+            "SourceModule('__global__ void k() {}')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode != 0
     assert f"the environment variable {name}='{value}' cannot be used" in done.stderr and says in done.stderr
