@@ -11,7 +11,8 @@ downloaded once into build/ and checked against its pinned SHA-256 before anythi
 temporary folder, beside a ``conftest.py`` this script writes. That conftest is the only shim: it routes
 ``import pycuda.*`` to the emulator (``gpuedu.backend.use_emulator()``), registers the ``cuda`` marker, and
 watches each test with a timer. Everything the tests import from PyCUDA (``pycuda.tools.mark_cuda_test``,
-``init_cuda_context_fixture``, ``pycuda.characterize``, ...) comes from the emulator itself.
+``init_cuda_context_fixture``, ``pycuda.characterize``, ...) comes from the emulator itself, except ``pytools``,
+a package of its own that PyCUDA depends on (``pip install -e '.[suite]'`` installs it).
 
 pytest runs in a child process with pytest-xdist's workers (``--workers``, 2 by default): a test that kills its
 worker (a crash) is reported by xdist and a fresh worker goes on with the rest. A test that runs longer than
@@ -343,6 +344,10 @@ def main(argv=None):
     if args.workers < 1:
         parser.error("--workers must be at least 1: the workers are what keeps a crash from ending the run")
     commit = gpuedu_commit()      # the code that runs, before anything else can change the tree
+    import importlib.util
+    if importlib.util.find_spec("pytools") is None:
+        print("note: pytools (PyCUDA's own dependency) is not installed, so test_complex_bits will fail on its "
+              "import; pip install -e '.[suite]' installs it", file=sys.stderr)
     memory_limit = (int(args.memory_limit * 2**30) if args.memory_limit is not None
                     else default_memory_limit(args.workers))
     try:
