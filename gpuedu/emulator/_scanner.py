@@ -30,7 +30,7 @@ BARRIER_NAMES = frozenset("""
 
 #: Bump when ``analyse`` or the generated entry points change: cached modules keep
 #: the kernel list an older scan found (e.g. none inside an extern "C" { } block).
-VERSION = 7
+VERSION = 8
 
 
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
@@ -77,7 +77,7 @@ def _dynamic_shared(m):
     parts = _UNSIZED_ARRAY.match(decl)
     if parts and parts["type"].strip() and "," not in decl and "=" not in decl:
         t, name, rest = parts["type"].strip(), parts["name"], parts["rest"].strip()
-        return f"{t} (* const {name}){rest} = reinterpret_cast<{t} (*){rest}>(__gpuedu::dynamic_shared);"
+        return f"{t} (* const {name}){rest} = reinterpret_cast<{t} (*){rest}>(__gpuedu::dynamic_shared_used());"
     return f'extern {m.group(1).strip()} __asm__("__gpuedu_dynamic_shared");'
 
 

@@ -179,6 +179,27 @@ struct Locked {
 
 }  // namespace
 
+void fill_watched(unsigned char* const* regions, const size_t* bytes, int count) {
+  for (int i = 0; i < count; ++i) memset(regions[i], WATCH_PATTERN, bytes[i]);
+}
+
+int first_changed(unsigned char* const* regions, const size_t* bytes, int count, size_t* first, size_t* last) {
+  static unsigned char pattern[WATCH_MAX_BYTES];
+  if (pattern[0] != WATCH_PATTERN) memset(pattern, WATCH_PATTERN, sizeof pattern);
+  for (int i = 0; i < count; ++i) {
+    const unsigned char* p = regions[i];
+    if (memcmp(p, pattern, bytes[i]) == 0) continue;
+    *first = bytes[i];
+    for (size_t k = 0; k < bytes[i]; ++k)
+      if (p[k] != WATCH_PATTERN) {
+        if (*first == bytes[i]) *first = k;
+        *last = k;
+      }
+    return i;
+  }
+  return -1;
+}
+
 void use_heap(Heap* h) { heap = h; }
 
 void* heap_alloc(size_t bytes) {

@@ -30,6 +30,15 @@ GPUEDU_HIDDEN void interrupt_launch();
 // so that what a local array written far past its end hits is its own, never another mapping).
 GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above = 0);
 
+// Watched bytes (after static __shared__ arrays, past the dynamic shared memory a launch asked for):
+// fill `count` regions with WATCH_PATTERN, or find the first that changed (its index, and the offsets of its
+// first and last changed byte; -1 if none). Kept here, compiled once, rather than in every kernel module.
+constexpr unsigned char WATCH_PATTERN = 0xa5;
+constexpr size_t WATCH_MAX_BYTES = 256;
+GPUEDU_HIDDEN void fill_watched(unsigned char* const* regions, const size_t* bytes, int count);
+GPUEDU_HIDDEN int first_changed(unsigned char* const* regions, const size_t* bytes, int count, size_t* first,
+                                size_t* last);
+
 // The device heap (malloc, free, new and delete in kernels). Each block is mapped on its own, its end
 // against an inaccessible page and another below its start, so an overrun faults at once instead of
 // corrupting the host's heap. The state is process-wide: Python owns it and hands it to every module.

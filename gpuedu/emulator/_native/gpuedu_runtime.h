@@ -136,6 +136,12 @@ struct Runtime {
   size_t shared_limit;        // static + dynamic shared memory allowed per block
   int n_shared;
   size_t dynamic_shared_bytes;
+  bool dynamic_used;          // an extern __shared__ declaration ran in this launch
+  // watched bytes: [0] past the dynamic shared memory, then the guards after static __shared__ arrays
+  unsigned char* watched[257];
+  size_t watched_bytes[257];
+  int watched_shared[257];    // which R.shared entry a guard follows
+  int n_watched;
   // printf
   char* out;
   size_t out_cap;
@@ -187,19 +193,18 @@ inline size_t static_shared_of(const void* kernel) {
 
 [[noreturn]] void fail_too_much_shared(size_t static_bytes);
 
-// A profiled build registers on every execution of the declaration (not once, behind a
-// static guard whose branch only the first thread would take) and keeps this function
-// out of the counters.
 // A static __shared__ array is a member of this struct (the compiler rewrites its declaration), so the
-// bytes right after its end are the guard's: the runtime fills them before each block and checks them
-// after it (check_shared_guards), which catches a block that wrote past the array's end.
-constexpr size_t SHARED_GUARD_BYTES = 256;
-constexpr unsigned char SHARED_GUARD_PATTERN = 0xa5;
+// bytes right after its end are the guard's: the runtime fills them and checks them after every block
+// (check_watches), which catches a block that wrote past the array's end.
+constexpr size_t SHARED_GUARD_BYTES = host::WATCH_MAX_BYTES;
 template <typename T, size_t Align> struct GuardedShared {
   alignas(Align > alignof(T) ? Align : alignof(T)) T value;
   unsigned char guard[SHARED_GUARD_BYTES];
 };
 
+// A profiled build registers on every execution of the declaration (not once, behind a
+// static guard whose branch only the first thread would take) and keeps this function
+// out of the counters.
 GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* guard = nullptr,
                                               const char* name = nullptr) {
   for (int i = 0; i < R.n_shared; ++i)
@@ -218,7 +223,14 @@ GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* 
   }
   memset(p, 0xff, n);
 #ifndef GPUEDU_PROFILE
-  if (guard) memset(guard, SHARED_GUARD_PATTERN, SHARED_GUARD_BYTES);
+  if (guard) memset(guard, host::WATCH_PATTERN, SHARED_GUARD_BYTES);
+  // In a launch, watched from now on (fill_watches adds it when later launches start).
+  if (guard && host::launching() && R.n_watched >= 1 && R.n_watched < 257) {
+    R.watched[R.n_watched] = guard;
+    R.watched_bytes[R.n_watched] = SHARED_GUARD_BYTES;
+    R.watched_shared[R.n_watched] = R.n_shared - 1;
+    ++R.n_watched;
+  }
 #endif
   size_t static_bytes = static_shared_of(R.kernel);
   // (At file scope the declaration registers while the module loads: no launch to fail yet.)
@@ -231,10 +243,12 @@ GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* 
 }
 
 // The bytes of the dynamic buffer just past what the launch asked for (shared=) are watched: a block that
-// writes there wrote past its dynamic shared memory, which faults on a GPU. (A profiled build leaves
-// this to memcheck, which names the thread and the line.)
+// writes there wrote past its dynamic shared memory, which faults on a GPU. So are the guards after static
+// __shared__ arrays. They are filled when the launch starts (and a guard when its array registers) and
+// checked after every block: a kernel that declares extern __shared__ marks the launch, and only then is
+// the dynamic buffer's watch checked after each block too (else once, after the last). A profiled build
+// leaves all this to memcheck, which names the thread and the line.
 constexpr size_t DYNAMIC_WATCH_BYTES = 256;
-constexpr unsigned char DYNAMIC_WATCH_PATTERN = 0xa5;
 
 inline size_t dynamic_watch_bytes() {
   if (R.dynamic_shared_bytes >= DYNAMIC_SHARED_BYTES) return 0;
@@ -242,44 +256,50 @@ inline size_t dynamic_watch_bytes() {
   return room < DYNAMIC_WATCH_BYTES ? room : DYNAMIC_WATCH_BYTES;
 }
 
+// What an extern __shared__ declaration evaluates to (the compiler rewrites it so): the dynamic buffer.
+inline unsigned char* dynamic_shared_used() {
+  R.dynamic_used = true;
+  return dynamic_shared;
+}
+
 inline void poison_shared() {
-  for (int i = 0; i < R.n_shared; ++i) {
-    memset(R.shared[i].p, 0xff, R.shared[i].n);
-#ifndef GPUEDU_PROFILE
-    if (R.shared[i].guard) memset(R.shared[i].guard, SHARED_GUARD_PATTERN, SHARED_GUARD_BYTES);
-#endif
-  }
+  for (int i = 0; i < R.n_shared; ++i) memset(R.shared[i].p, 0xff, R.shared[i].n);
   if (R.dynamic_shared_bytes) memset(dynamic_shared, 0xff, R.dynamic_shared_bytes);
+}
+
+inline void fill_watches() {
 #ifndef GPUEDU_PROFILE
-  memset(dynamic_shared + R.dynamic_shared_bytes, DYNAMIC_WATCH_PATTERN, dynamic_watch_bytes());
+  R.dynamic_used = false;
+  R.watched[0] = dynamic_shared + R.dynamic_shared_bytes;
+  R.watched_bytes[0] = dynamic_watch_bytes();
+  R.n_watched = 1;
+  for (int i = 0; i < R.n_shared && R.n_watched < 257; ++i)
+    if (R.shared[i].guard) {
+      R.watched[R.n_watched] = R.shared[i].guard;
+      R.watched_bytes[R.n_watched] = SHARED_GUARD_BYTES;
+      R.watched_shared[R.n_watched] = i;
+      ++R.n_watched;
+    }
+  host::fill_watched(R.watched, R.watched_bytes, R.n_watched);
 #endif
 }
 
 [[noreturn]] void fail_dynamic_shared_overrun(size_t first, size_t last);
 [[noreturn]] void fail_static_shared_overrun(int which, size_t first, size_t last);
 
-// After a block: did it write past a static __shared__ array, or past its dynamic shared memory?
-inline void check_dynamic_watch() {
+// After a block (final: after the last): did it write past a static __shared__ array, or past its
+// dynamic shared memory?
+inline void check_watches(bool final) {
 #ifndef GPUEDU_PROFILE
-  for (int i = 0; i < R.n_shared; ++i) {
-    const unsigned char* g = R.shared[i].guard;
-    if (!g) continue;
-    size_t first = SHARED_GUARD_BYTES, last = 0;
-    for (size_t k = 0; k < SHARED_GUARD_BYTES; ++k)
-      if (g[k] != SHARED_GUARD_PATTERN) {
-        if (first == SHARED_GUARD_BYTES) first = k;
-        last = k;
-      }
-    if (first < SHARED_GUARD_BYTES) fail_static_shared_overrun(i, first, last);
-  }
-  const unsigned char* watch = dynamic_shared + R.dynamic_shared_bytes;
-  size_t n = dynamic_watch_bytes(), first = n, last = 0;
-  for (size_t k = 0; k < n; ++k)
-    if (watch[k] != DYNAMIC_WATCH_PATTERN) {
-      if (first == n) first = k;
-      last = k;
-    }
-  if (first < n) fail_dynamic_shared_overrun(R.dynamic_shared_bytes + first, R.dynamic_shared_bytes + last);
+  size_t first = 0, last = 0;
+  int from = R.dynamic_used || final ? 0 : 1;
+  int k = host::first_changed(R.watched + from, R.watched_bytes + from, R.n_watched - from, &first, &last);
+  if (k < 0) return;
+  k += from;
+  if (k == 0) fail_dynamic_shared_overrun(R.dynamic_shared_bytes + first, R.dynamic_shared_bytes + last);
+  fail_static_shared_overrun(R.watched_shared[k], first, last);
+#else
+  (void)final;
 #endif
 }
 
@@ -728,6 +748,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     R.thread_fn = [](void* a) { std::apply(F, *(typename P::Tuple*)a); };
     R.thread_arg = &args;
   }
+  fill_watches();
   for (unsigned bz = 0; bz < gridDim.z; ++bz)
     for (unsigned by = 0; by < gridDim.y; ++by)
       for (unsigned bx = 0; bx < gridDim.x; ++bx) {
@@ -747,8 +768,9 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
           });
         }
         if (R.stop_reason) fail(R.stop_reason, "stopped");
-        check_dynamic_watch();
+        check_watches(false);
       }
+  check_watches(true);
 }
 
 inline void fail_static_shared_overrun(int which, size_t first, size_t last) {
