@@ -129,7 +129,7 @@ class Allocation:
         self._map_end = None             # and where the inaccessible memory above it ends
         self._slot = None                # (start, bytes) of its slot in the reserved region
         self._front = self._back = 0     # watched bytes before the start and after the end
-        self._watch = None               # (front address, front bytes, back address, back bytes) if any
+        self._watch = None               # what watched_writes reads (_watch_words)
 
     @property
     def is_device_memory(self):
