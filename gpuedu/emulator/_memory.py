@@ -74,16 +74,20 @@ _free_slots = {}      # slot bytes -> [(slot start, whether its pages still hold
 _resident_bytes = 0   # bytes of freed slots whose pages were kept (up to _KEEP_LIMIT)
 
 
-def _reserve_region():
-    """Reserve the region (inaccessible, no memory committed), once; False where that is not possible."""
-    global _region
+def _address_space_limit():
+    """This process's address-space limit in bytes (ulimit -v), or None when it has none."""
     try:
         import resource
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        limited = soft not in (-1, resource.RLIM_INFINITY)
+        return None if soft in (-1, resource.RLIM_INFINITY) else soft
     except (ImportError, OSError, ValueError):
-        limited = False
-    if limited:   # the reservation would count against the limit: map buffers one by one instead
+        return None
+
+
+def _reserve_region():
+    """Reserve the region (inaccessible, no memory committed), once; False where that is not possible."""
+    global _region
+    if _address_space_limit() is not None:   # the reservation would count against it: map buffers one by one
         _region = False
         return
     base = _libc.mmap(None, REGION_BYTES, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
@@ -395,12 +399,8 @@ def host_memory_info():
         free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     # A limit on this process's address space (ulimit -v) bounds what it can map, as a GPU's size bounds
     # what cuMemAlloc can give: report the smaller, so code that sizes its buffers from mem_get_info fits.
-    try:
-        import resource
-        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    except (ImportError, OSError, ValueError):
-        limit = -1
-    if limit not in (-1, getattr(resource, "RLIM_INFINITY", -1)):
+    limit = _address_space_limit()
+    if limit is not None:
         total = min(total, limit)
         free = max(0, min(free, limit - _mapped_bytes()))
     return free, total

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -253,14 +254,10 @@ bool heap_find(const void* address, const char** start, size_t* bytes) {
   // Called from the fault handler: the launching thread holds no lock of ours while a kernel runs
   // (heap_alloc and heap_free return before the kernel goes on), so taking it here cannot deadlock.
   Locked hold(b);
-  auto it = b->by_start.upper_bound(a);
-  // The block starting after `a` (a in its lower guard page), or the one starting at or before it.
-  for (int k = 0; k < 2; ++k) {
-    if (k == 0 && it == b->by_start.end()) continue;
-    if (k == 1) {
-      if (it == b->by_start.begin()) break;
-      --it;
-    }
+  // The block starting after `a` (a in its lower guard page), and the one starting at or before it.
+  auto after = b->by_start.upper_bound(a);
+  for (auto it : {after, after == b->by_start.begin() ? b->by_start.end() : std::prev(after)}) {
+    if (it == b->by_start.end()) continue;
     const Block& blk = it->second;
     if (a >= (uintptr_t)blk.map && a < (uintptr_t)blk.map + blk.map_bytes) {
       *start = (const char*)it->first;

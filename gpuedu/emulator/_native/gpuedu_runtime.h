@@ -202,6 +202,15 @@ template <typename T, size_t Align> struct GuardedShared {
   unsigned char guard[SHARED_GUARD_BYTES];
 };
 
+// The guard after R.shared[i] joins the watched bytes (check_watches).
+inline void watch_guard(int i) {
+  if (R.n_watched >= 257) return;
+  R.watched[R.n_watched] = R.shared[i].guard;
+  R.watched_bytes[R.n_watched] = SHARED_GUARD_BYTES;
+  R.watched_shared[R.n_watched] = i;
+  ++R.n_watched;
+}
+
 // A profiled build registers on every execution of the declaration (not once, behind a
 // static guard whose branch only the first thread would take) and keeps this function
 // out of the counters.
@@ -213,7 +222,8 @@ GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* 
   bool counting = prof::suspend();  // what runs below once per variable is the runtime's, not the thread's
   prof::shared_range(p, n);
 #endif
-  if (R.n_shared < 256) {
+  bool added = R.n_shared < 256;
+  if (added) {
     R.shared[R.n_shared].p = p;
     R.shared[R.n_shared].n = n;
     R.shared[R.n_shared].kernel = R.kernel;
@@ -225,12 +235,7 @@ GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* 
 #ifndef GPUEDU_PROFILE
   if (guard) memset(guard, host::WATCH_PATTERN, SHARED_GUARD_BYTES);
   // In a launch, watched from now on (fill_watches adds it when later launches start).
-  if (guard && host::launching() && R.n_watched >= 1 && R.n_watched < 257) {
-    R.watched[R.n_watched] = guard;
-    R.watched_bytes[R.n_watched] = SHARED_GUARD_BYTES;
-    R.watched_shared[R.n_watched] = R.n_shared - 1;
-    ++R.n_watched;
-  }
+  if (guard && added && host::launching() && R.n_watched >= 1) watch_guard(R.n_shared - 1);
 #endif
   size_t static_bytes = static_shared_of(R.kernel);
   // (At file scope the declaration registers while the module loads: no launch to fail yet.)
@@ -273,13 +278,8 @@ inline void fill_watches() {
   R.watched[0] = dynamic_shared + R.dynamic_shared_bytes;
   R.watched_bytes[0] = dynamic_watch_bytes();
   R.n_watched = 1;
-  for (int i = 0; i < R.n_shared && R.n_watched < 257; ++i)
-    if (R.shared[i].guard) {
-      R.watched[R.n_watched] = R.shared[i].guard;
-      R.watched_bytes[R.n_watched] = SHARED_GUARD_BYTES;
-      R.watched_shared[R.n_watched] = i;
-      ++R.n_watched;
-    }
+  for (int i = 0; i < R.n_shared; ++i)
+    if (R.shared[i].guard) watch_guard(i);
   host::fill_watched(R.watched, R.watched_bytes, R.n_watched);
 #endif
 }
