@@ -55,7 +55,7 @@ def _declared_names(declaration):
     parts.append(text[start:])
     names = []
     for part in parts:
-        head = re.split(r"[\[=]", part, 1)[0]
+        head = re.split(r"[\[=]", part, maxsplit=1)[0]
         found = re.findall(r"[A-Za-z_]\w*", head)
         if not found or "(" in head:
             return []

@@ -39,6 +39,7 @@ Environment variables:
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -59,11 +60,16 @@ CXX_FLAGS = [
     "-fno-threadsafe-statics",       # static __shared__ registration runs on one OS thread
     "-fno-math-errno",
     "-fno-finite-loops",             # a spin loop must spin (and stop on Ctrl-C), not vanish
+    "-fno-delete-null-pointer-checks",  # a write through a null pointer faults (and is named), as on a GPU
     "-fstack-clash-protection",      # big frames probe each page, so a fiber's overflow hits its guard page
     "-fstack-protector-strong",      # an overrun local array stops the launch (__stack_chk_fail, gpuedu_launch.h)
-    "-U_FORTIFY_SOURCE",             # fortified longjmp refuses to leave a fiber's stack
+    "-U_FORTIFY_SOURCE",             # fortified longjmp refuses to leave a fiber's stack (the sources #undef it too)
     "-fvisibility=default",
-]
+] + ([
+    # The fibers switch stacks by hand, which a CET shadow stack would refuse: say so in the module (the
+    # default of Ubuntu's compiler, -fcf-protection, would mark it shadow-stack safe).
+    "-fcf-protection=none",
+] if platform.machine().lower() in ("x86_64", "amd64", "i386", "i686") else [])
 
 _INSTALL_HINT = (
     "the gpuedu CPU emulator compiles CUDA C with a C++ compiler (C++17). To install one:\n"
@@ -323,11 +329,12 @@ def profile_flags(version):
     # instruction, instead of four scalar loads the counters would see as four requests; no
     # vectorising keeps neighbouring scalar accesses from being merged into one wider access that
     # the source never made (a wrong request count, and a false misaligned access for memcheck).
-    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-fno-tree-sra",
-             "-fno-tree-vectorize", "-fno-tree-slp-vectorize"]
-    if "clang" in version.lower():
-        return flags + ["-mllvm", "-tsan-instrument-func-entry-exit=0"]
-    return flags + ["--param=tsan-instrument-func-entry-exit=0"]
+    flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc"]
+    if "clang" in version.lower():   # clang's scalar replacement keeps a float4 copy one access by itself
+        return flags + ["-fno-vectorize", "-fno-slp-vectorize", "-mllvm", "-tsan-instrument-func-entry-exit=0",
+                        "-mllvm", "-tsan-instrument-read-before-write=1"]
+    return flags + ["-fno-tree-sra", "-fno-tree-vectorize", "-fno-tree-slp-vectorize",
+                    "--param=tsan-instrument-func-entry-exit=0"]
 
 
 def _rewrite_headers(files, build_dir):
@@ -355,17 +362,41 @@ def _translation_unit(no_extern_c):
     return head + 'extern "C" {\n#include "kernel.cu"\n}\n'
 
 
-def _compile_error(msg, cmd, proc, build_dir, source):
+def _overloaded_name(log, build_dir):
+    """The name of a function defined twice with different parameters under extern "C", from the log.
+
+    g++: "conflicting declaration of C function 'int helper(int)'"; clang++ names no function, only where
+    ("kernel.cu:2:16: error: functions that differ only in their return type cannot be overloaded").
+    """
+    if m := re.search(r"conflicting declaration of C function [‘'`\"](?:[^(]*?)(\w+)\(", log):
+        return m.group(1)
+    m = re.search(r"kernel\.cu:(\d+):(\d+): error: (?:functions that differ only in their return type cannot be "
+                  r"overloaded|conflicting types for)", log)
+    if m:
+        try:
+            with open(os.path.join(build_dir, "kernel.cu"), encoding="utf-8", errors="replace") as f:
+                line = f.read().splitlines()[int(m.group(1)) - 1]
+        except (OSError, IndexError):
+            return None
+        name = re.match(r"\w+", line[int(m.group(2)) - 1:])
+        return name.group(0) if name else None
+    return None
+
+
+def _compile_error(msg, cmd, proc, build_dir, source, extern_c=True):
     log = _clean_log(proc.stderr, build_dir)
-    if re.search(r"C linkage|conflicting declaration of C function", log) and re.search(
+    # g++: "conflicting declaration of C function"; clang++: "templates must have C++ linkage"
+    if re.search(r"C linkage|C\+\+ linkage|conflicting declaration of C function", log) and re.search(
             r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline|cooperative_groups|curand_kernel)\.h", source):
         msg = msg + "\n" + _C_LINKAGE_HINT
-    elif m := re.search(r"conflicting declaration of C function [‘'`\"](?:[^(]*?)(\w+)\(", log):
-        msg = msg + "\n" + _OVERLOAD_HINT.format(name=m.group(1))
+    elif extern_c and (name := _overloaded_name(log, build_dir)):
+        msg = msg + "\n" + _OVERLOAD_HINT.format(name=name)
     code = _scanner.NOT_CODE.sub(" ", source)
+    # g++ hands inline PTX to the assembler (its messages); clang++'s integrated assembler answers itself
     if re.search(r"\b(asm|__asm__)\s*(volatile\s*|__volatile__\s*)?\(", code) and re.search(
             r"Error:|[Aa]ssembler messages|invalid instruction|no such instruction|unknown mnemonic|"
-            r"impossible constraint|invalid operand|unknown register|invalid 'asm'", log):
+            r"impossible constraint|invalid operand|unknown register|invalid register name|invalid 'asm'|"
+            r"<inline asm>", log):
         msg = msg + "\n" + _PTX_HINT
     if any("pycuda::complex<" in m.group(1) for m in _OPERAND_TYPES.finditer(log)):
         msg = msg + "\n" + _COMPLEX_MIX_HINT
@@ -382,7 +413,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     if not isinstance(source, str):
         raise TypeError(f"SourceModule needs the kernel source as a str, got {type(source).__name__}")
     flags = _translate_options(options, include_dirs)
-    flags += os.environ.get("GPUEDU_CXXFLAGS", "").split()  # extra host-compiler flags, e.g. -O3 -march=native
+    extra = os.environ.get("GPUEDU_CXXFLAGS", "").split()  # extra host-compiler flags, e.g. -O3 -march=native
+    flags += extra
     fiber_impl = os.environ.get("GPUEDU_FIBER_IMPL", "")
     if fiber_impl not in ("", "ucontext", "native"):
         raise CompileError(f"the environment variable GPUEDU_FIBER_IMPL={fiber_impl!r} cannot be used: it takes "
@@ -414,7 +446,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         scan_cmd = [c for c in base if c != "-shared"] + ["-E", "-DGPUEDU_SCAN", "module.cpp"]
         proc = _run(scan_cmd, build_dir)
         if proc.returncode != 0:
-            raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source)
+            raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source,
+                                     not no_extern_c)
         user_code, files = _scanner.user_code(proc.stdout, "module.cpp", NATIVE_DIR)
         analysis = _scanner.analyse(user_code)
         if not no_extern_c:
@@ -428,25 +461,22 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             f.write(_scanner.entry_points(analysis))
         out = os.path.join(build_dir, "module.so")
         runtime = [_host_object(cxx, folder)] + ([_profile_object(cxx, folder)] if profile else [])
-        cmd = base[:1 + len(CXX_FLAGS)] + (["-I" + pch_dir] if pch_dir else []) + base[1 + len(CXX_FLAGS):] + [
-            "module.cpp", runtime[0], "-o", out,
-            # A kernel's address must be the module's own even when the C library exports the same
-            # name (a kernel called write): bind the module's references to its own definitions.
-            "-Wl,-Bsymbolic"]
-        if profile:
-            # Compile, then link without -fsanitize: the module brings its own hooks
-            # (gpuedu_profile.cpp) instead of the sanitizer's runtime library.
-            cmd = [c for c in base if c != "-shared"] + ["-c", "module.cpp", "-o", "module.o"]
-            proc = _run(cmd, build_dir)
-            if proc.returncode == 0:
-                cmd = [cxx, "-shared", "-pthread", "module.o", *runtime, "-o", out, "-Wl,-Bsymbolic"]
-                proc = _run(cmd, build_dir)
-        else:
-            proc = _run(cmd, build_dir)
+        # Compile, then check the object file (the learner's code and the prelude: not what the toolchain
+        # links in), then link. A profiled module is linked without -fsanitize: it brings its own hooks
+        # (gpuedu_profile.cpp) instead of the sanitizer's runtime library.
+        cmd = [c for c in base[:1 + len(CXX_FLAGS)] if c != "-shared"] + (["-I" + pch_dir] if pch_dir else []) + \
+            base[1 + len(CXX_FLAGS):] + ["-c", "module.cpp", "-o", "module.o"]
+        proc = _run(cmd, build_dir)
         if proc.returncode != 0:
             raise _compile_error("compiling the kernel source failed (line numbers refer to your source, kernel.cu)",
-                                 cmd, proc, build_dir, source)
-        _linkcheck.check(out, runtime)     # host calls and exceptions: refused as nvcc refuses them
+                                 cmd, proc, build_dir, source, not no_extern_c)
+        _linkcheck.check(os.path.join(build_dir, "module.o"), runtime)  # refused as nvcc refuses them
+        # A kernel's address must be the module's own even when the C library exports the same name
+        # (a kernel called write): -Bsymbolic binds the module's references to its own definitions.
+        cmd = [cxx, "-shared", "-pthread"] + extra + ["module.o", *runtime, "-o", out, "-Wl,-Bsymbolic"]
+        proc = _run(cmd, build_dir)
+        if proc.returncode != 0:
+            raise _compile_error("linking the kernel module failed", cmd, proc, build_dir, source, not no_extern_c)
         deps = {}
         for fname in files:
             path = fname if os.path.isabs(fname) else os.path.join(build_dir, fname)
@@ -520,3 +550,84 @@ class SourceModule(Module):
         # What building it again, instrumented, takes (gpuedu.profile() does so when it first runs it).
         self._build_args = (source, options, no_extern_c, tuple(include_dirs or ()),
                             cache_dir if isinstance(cache_dir, str) else None)
+
+
+# ---- the toolchain's own check ------------------------------------------------------------
+# A block that reduces through shared memory with barriers (fibers), an atomic, CUDA math functions that a
+# C library may also declare, and a plain kernel (threads as a loop): what every lesson needs of the C++
+# compiler, its C library and the emulator's runtime, in one small module.
+_CANARY = r"""
+extern "C" __global__ void gpuedu_canary_reduce(float* total, const float* x) {
+    __shared__ float tile[64];
+    unsigned t = threadIdx.x;
+    tile[t] = x[blockIdx.x * blockDim.x + t] * rsqrtf(4.0f);
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) tile[t] += tile[t + s];
+        __syncthreads();
+    }
+    if (t == 0) atomicAdd(total, tile[0] * sinpif(0.5f));
+}
+extern "C" __global__ void gpuedu_canary_scale(float* y, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 3.0f * x[i];
+}
+"""
+
+
+def toolchain():
+    """One line naming what the emulator builds kernels with: compiler, C library and system."""
+    try:
+        path, version = find_cxx()
+        compiler = f"{version} ({path})"
+    except CompileError:
+        compiler = "no C++ compiler"
+    libc, libc_version = platform.libc_ver()
+    try:
+        system = platform.freedesktop_os_release().get("PRETTY_NAME")
+    except (OSError, AttributeError):
+        system = None
+    system = system or f"{platform.system()} {platform.release()}"
+    extra = os.environ.get("GPUEDU_CXXFLAGS", "").strip()
+    return (f"{compiler}, {libc or 'C library'} {libc_version or '(version unknown)'}, {system}"
+            + (f", GPUEDU_CXXFLAGS={extra!r}" if extra else ""))
+
+
+def check_toolchain():
+    """Build and run a small kernel module on the emulator: None if it works, else what failed and what to do.
+
+    ``gpuedu.setup()`` and ``gpuedu doctor`` call it, so that a toolchain the emulator cannot use is named
+    at set-up, not at the first kernel of a lesson. Uses the current context, or a context of its own.
+    """
+    import numpy as np
+    from . import driver
+
+    advice = ("The C++ compilers the course is tested with are listed in README.md (\"Platforms\"). Try another "
+              "compiler (CXX=clang++ or CXX=g++ before starting Python), check that GPUEDU_CXXFLAGS is unset, and "
+              "if it persists report this message with the output of `gpuedu doctor`.")
+    driver.init()
+    own = driver.Context.get_current() is None
+    context = driver.Device(0).make_context() if own else None
+    try:
+        module = SourceModule(_CANARY, no_extern_c=True)
+        x = np.arange(128, dtype=np.float32)
+        total, y = np.zeros(1, np.float32), np.zeros(128, np.float32)
+        module.get_function("gpuedu_canary_reduce")(driver.InOut(total), driver.In(x), block=(64, 1, 1),
+                                                     grid=(2, 1))
+        module.get_function("gpuedu_canary_scale")(driver.Out(y), driver.In(x), np.int32(128), block=(32, 1, 1),
+                                                    grid=(4, 1))
+    except driver.Error as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        # the compiler's first error, rather than the heading above it
+        first = next((line for line in lines[1:] if re.search(r"\berror\b", line, re.I)),
+                     lines[0] if lines else type(e).__name__)
+        stage = "build" if isinstance(e, CompileError) else "run"
+        return (f"the emulator cannot {stage} a test kernel with this toolchain ({toolchain()}): {first}. "
+                + advice)
+    finally:
+        if context is not None:
+            context.detach()
+    if total[0] != x.sum() * 0.5 or not np.array_equal(y, 3 * x):
+        return (f"a test kernel built with this toolchain ({toolchain()}) gave wrong results "
+                f"(a reduction of 0..127 gave {total[0]:g}, not {x.sum() * 0.5:g}). " + advice)
+    return None

@@ -43,6 +43,7 @@ HEAP = r"""
 #include <cstdlib>
 struct Counter {
   float* log; int value;
+  __device__ Counter() : log(nullptr), value(0) {}       // what new Counter[n] builds each element with
   __device__ Counter(float* l, int v) : log(l), value(v) { atomicAdd(&log[0], 1.0f); }
   __device__ ~Counter() { atomicAdd(&log[1], 1.0f); }
 };

@@ -12,6 +12,8 @@ import textwrap
 
 import pytest
 
+from gpuedu.emulator import compiler
+
 SCRIPT = textwrap.dedent(r'''
     import numpy as np
     from gpuedu.emulator import driver as drv
@@ -121,6 +123,10 @@ def test_a_misaligned_float4_store_is_named_as_such_not_as_a_null_pointer(tmp_pa
     env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-c", MISALIGNED], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
+    if "NO ERROR" in done.stdout:
+        # g++ 14 (Debian 13) stores this float4 as four floats inside the thread loop: nothing the CPU checks
+        # the alignment of. gpuedu.memcheck() still finds it (tests/profiler/test_memcheck.py).
+        pytest.skip(f"{compiler.find_cxx()[1]} split the float4 store into scalar stores: no fault to name")
     assert "LaunchError: kernel 'bad' thread (0,0,0) of block (0,0,0) made an access the CPU refused" in done.stdout
     assert "not a multiple of its size" in done.stdout and "null" not in done.stdout
     assert "afterwards: [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0]" in done.stdout

@@ -18,6 +18,8 @@
 // extern "C" { } the way NVIDIA's does.
 static inline int __gpuedu_fp16_linkage_check(int x) { return x; }
 static inline int __gpuedu_fp16_linkage_check(float x) { return (int)x; }
+// (g++ refuses those; clang++ lets static functions overload there, but no compiler takes a template)
+template <typename T> struct __gpuedu_fp16_needs_cxx_linkage {};
 
 static inline unsigned short __gpuedu_f2h_bits(float f) {
   uint32_t x;

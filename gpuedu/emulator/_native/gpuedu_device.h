@@ -7,9 +7,18 @@
 #pragma GCC system_header
 #endif
 
+// Fortified C library calls (-D_FORTIFY_SOURCE, on by default in Ubuntu's and other distributions' compilers)
+// abort the whole process when they see an overrun: the emulator reports overruns itself, as a LaunchError
+// the notebook survives. Undefined before the first system header, whatever the command line says.
+#undef _FORTIFY_SOURCE
 #if defined(__APPLE__) && !defined(_XOPEN_SOURCE)
 #define _XOPEN_SOURCE 700   // macOS hides ucontext (the fiber fallback there) without it
 #define _DARWIN_C_SOURCE 1  // ...and the BSD names (MAP_ANONYMOUS) with it, unless this is set
+#endif
+// glibc gives g++, not clang++, the C++ overloads of index and rindex (<strings.h>); as plain C functions
+// they would clash with a learner's own __device__ function called index. Both compilers get the same.
+#if defined(__clang__) && !defined(__CORRECT_ISO_CPP_STRINGS_H_PROTO)
+#define __CORRECT_ISO_CPP_STRINGS_H_PROTO
 #endif
 #ifndef GPUEDU_SCAN
 #include <cfloat>
@@ -96,8 +105,13 @@ static constexpr int warpSize = 32;
 
 // ---- math -------------------------------------------------------------------
 // float versions of the C library come from <math.h>; these are CUDA's extras.
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+// CUDA's names that C23 gives the C library too (rsqrt, sinpi, cospi and their float forms: glibc 2.41
+// declares sinpi and cospi, others rsqrt) are macros for functions of the emulator's own names, so that
+// nothing here declares a name a C library may declare, and every toolchain computes them alike.
+static inline float __gpuedu_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double __gpuedu_rsqrt(double x) { return 1.0 / sqrt(x); }
+#define rsqrtf(x) __gpuedu_rsqrtf(x)
+#define rsqrt(x) __gpuedu_rsqrt(x)
 static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
 // glibc declares __expf and friends itself (as its own internal names): macros
 // avoid clashing with those declarations.
@@ -143,11 +157,12 @@ static inline double __gpuedu_cospi(double x) {
   if (r == 1.0) return -1.0;
   return cos(r * 3.14159265358979323846);
 }
-static inline float sinpif(float x) { return (float)__gpuedu_sinpi(x); }
-static inline float cospif(float x) { return (float)__gpuedu_cospi(x); }
-// (macros, not functions: C23 libraries declare sinpi/cospi themselves, and a second definition would clash)
+static inline float __gpuedu_sinpif(float x) { return (float)__gpuedu_sinpi(x); }
+static inline float __gpuedu_cospif(float x) { return (float)__gpuedu_cospi(x); }
 #define sinpi(x) __gpuedu_sinpi(x)
 #define cospi(x) __gpuedu_cospi(x)
+#define sinpif(x) __gpuedu_sinpif(x)
+#define cospif(x) __gpuedu_cospif(x)
 
 // Inverse error functions: a starting guess, then Newton steps on erf/erfc in double precision
 // (near |y| = 1, on erfc: erf(x) - y would cancel every digit that matters).

@@ -1,5 +1,8 @@
 // The emulator's host side, compiled on its own (once per prelude, into the
 // kernel cache) and linked into every kernel module; see gpuedu_host.h for why.
+// Fortified siglongjmp (-D_FORTIFY_SOURCE, a default of several distributions' compilers) refuses to
+// jump from a fiber's stack back to the launch's: never fortified, whatever the command line says.
+#undef _FORTIFY_SOURCE
 #include <csetjmp>
 #include <csignal>
 #include <cstdint>

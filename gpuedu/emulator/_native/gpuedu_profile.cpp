@@ -690,6 +690,23 @@ GPUEDU_PLAIN(16)
 #undef GPUEDU_PLAIN
 HIDDEN void __tsan_read_range(void* p, size_t n) { access_range(RA, (uint64_t)(uintptr_t)p, n, LD); }
 HIDDEN void __tsan_write_range(void* p, size_t n) { access_range(RA, (uint64_t)(uintptr_t)p, n, ST); }
+// clang++ turns a struct's copy (float4 v = in[i]; out[i] = v) into a memcpy and sends it here, where
+// g++ makes it 16-byte loads and stores (__tsan_read16...): counted as those, as a GPU's vector load and
+// store. (A memcpy the source calls itself goes here under clang++, to the C library under g++.)
+HIDDEN void* __tsan_memcpy(void* d, const void* s, size_t n) {
+  access_range(RA, (uint64_t)(uintptr_t)s, n, LD);
+  access_range(RA, (uint64_t)(uintptr_t)d, n, ST);
+  return memcpy(d, s, n);
+}
+HIDDEN void* __tsan_memmove(void* d, const void* s, size_t n) {
+  access_range(RA, (uint64_t)(uintptr_t)s, n, LD);
+  access_range(RA, (uint64_t)(uintptr_t)d, n, ST);
+  return memmove(d, s, n);
+}
+HIDDEN void* __tsan_memset(void* d, int c, size_t n) {
+  access_range(RA, (uint64_t)(uintptr_t)d, n, ST);
+  return memset(d, c, n);
+}
 HIDDEN void __tsan_func_entry(void*) {}
 HIDDEN void __tsan_func_exit() {}
 HIDDEN void __tsan_init() {}

@@ -689,22 +689,39 @@ inline void run_block_fibers() {
   resume(0, nullptr);  // returns once every thread of the block is done
 }
 
+#if defined(__clang__)
+#define GPUEDU_NO_VECTORIZE _Pragma("clang loop vectorize(disable) interleave(disable)")
+#elif defined(__GNUC__) && __GNUC__ >= 14
+#define GPUEDU_NO_VECTORIZE _Pragma("GCC novector")
+#else
+#define GPUEDU_NO_VECTORIZE
+#endif
+// Always inlined into run_grid: the kernel's local arrays then share one frame with the arguments it
+// reads, below the stack protector's guard, so an overrun of a local array is found when run_grid returns
+// instead of garbling the arguments of the next thread first (clang++ kept this loop a function apart).
 template <typename Body>
-inline void run_block_loop(Body&& body) {
+__attribute__((always_inline)) inline void run_block_loop(Body&& body) {
   if (R.schedule == SCHED_FORWARD) {
     for (unsigned z = 0; z < blockDim.z; ++z)
       for (unsigned y = 0; y < blockDim.y; ++y) {
         threadIdx.y = y;   // kernels never write threadIdx: only x changes in the inner loop
         threadIdx.z = z;
+        // One thread at a time, with threadIdx in memory before each runs (a volatile store: not kept
+        // in a register, not vectorised across threads), where the fault handler reads it: a fault
+        // then names the thread that made it, whatever the compiler.
+        GPUEDU_NO_VECTORIZE
         for (unsigned x = 0; x < blockDim.x; ++x) {
-          threadIdx.x = x;
+          *(volatile unsigned*)&threadIdx.x = x;
           body();
         }
       }
   } else {
     make_order(R.nthreads);
     for (unsigned i = 0; i < R.nthreads; ++i) {
-      threadIdx = thread_of(R.order[i]);
+      uint3 t = thread_of(R.order[i]);
+      *(volatile unsigned*)&threadIdx.x = t.x;
+      *(volatile unsigned*)&threadIdx.y = t.y;
+      *(volatile unsigned*)&threadIdx.z = t.z;
       body();
     }
   }
