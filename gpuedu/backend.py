@@ -238,6 +238,10 @@ def _emulator_backend(reason):
     use_emulator()
     backend = _cpu_backend(reason)
     importlib.import_module("pycuda.autoprimaryctx")   # the emulated device's primary context, as on a GPU
+    if backend.usable:   # a compiler is there: does it build and run a kernel (its C library, its defaults)?
+        problem = preflight.emulator_problem()
+        if problem:
+            backend.problems.append(problem)
     return backend
 
 

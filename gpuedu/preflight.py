@@ -14,7 +14,9 @@ On a GPU, each step where mismatched installs fail later is checked once, up fro
 
 ``check_gpu`` runs them in that order and says which one failed.  For the emulator: ``cxx_status`` and
 ``kernel_cache_dir`` ask the emulator itself for its C++ compiler and its kernel cache, so there is one
-compiler lookup and one cache rule.  Nothing here changes what ``import pycuda`` means; that is
+compiler lookup and one cache rule, and ``emulator_problem`` has it build and run a test kernel with that
+compiler (a toolchain can be there and still not build kernels: a C library's new declarations, a
+distribution's default flags).  Nothing here changes what ``import pycuda`` means; that is
 ``gpuedu.backend``'s.
 """
 import atexit
@@ -244,6 +246,13 @@ def cxx_status():
         return compiler.find_cxx()[0], None
     except compiler.CompileError as e:
         return None, str(e)
+
+
+def emulator_problem():
+    """None if the emulator builds and runs a test kernel with this machine's toolchain; else what failed, on
+    which toolchain, and what to do. In this process: the emulator's guards keep it alive whatever happens."""
+    from .emulator import compiler
+    return compiler.check_toolchain()
 
 
 def kernel_cache_dir():

@@ -132,6 +132,17 @@ def check_cxx():
     return Finding("C++ compiler", f"{version} ({cxx})")
 
 
+def check_test_kernel(chosen):
+    """The emulator builds and runs a small kernel module with this machine's compiler, C library and flags."""
+    from ..emulator import compiler
+    problem = preflight.emulator_problem()
+    if problem:
+        said = problem in chosen.problems   # setup() found it too: its finding, last, says it in full
+        return Finding("Emulator test kernel", "failed", False,
+                       "why, and what to do: under \"Lessons will use\" below" if said else problem)
+    return Finding("Emulator test kernel", f"built and ran ({compiler.toolchain()})")
+
+
 def check_cache():
     from ..emulator._cache import cache_problem
     folder = preflight.kernel_cache_dir()
@@ -168,6 +179,8 @@ def collect():
     if chosen is not None and chosen.is_emulator:
         findings.append(check_emulated_device(chosen))
     findings += [check_cxx(), check_cache()]
+    if chosen is not None and chosen.is_emulator and chosen.cxx:
+        findings.append(check_test_kernel(chosen))
     if chosen is not None and not chosen.is_emulator:
         findings.append(check_yardsticks())      # they matter to the bench on a GPU only
     findings.append(backend_finding)

@@ -178,3 +178,48 @@ def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
     proc = doctor()
     assert "Bench yardsticks:" in proc.stdout
     assert "CUDA (driver API)" in proc.stdout
+
+
+def fake_cxx(folder, message):
+    """A g++ that says its version but fails every compile with ``message``, as a broken toolchain does."""
+    folder.mkdir()
+    script = folder / "g++"
+    script.write_text("#!/bin/sh\n"
+                      'for a in "$@"; do [ "$a" = --version ] && { echo "g++ (Fake) 99.0"; exit 0; }; done\n'
+                      f"echo {message!r} >&2\nexit 1\n")
+    script.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_doctor_builds_and_runs_a_test_kernel_and_names_the_toolchain():
+    out = doctor().stdout
+    found = line(out, "Emulator test kernel")
+    assert "[ok ]" in found and "built and ran" in found
+    import platform
+    libc, version = platform.libc_ver()
+    assert f"{libc} {version}" in found
+
+
+def test_a_compiler_that_cannot_build_kernels_is_not_ready_and_the_toolchain_is_named(tmp_path):
+    # A compiler can be on PATH and still build nothing (glibc 2.41's sinpif against an older prelude):
+    # doctor used to say "ready" there.
+    error = "gpuedu_device.h:146: error: 'float sinpif(float)' was declared 'extern' and later 'static'"
+    proc = doctor(path=fake_cxx(tmp_path / "bin", error))
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert "[ok ]" in line(out, "C++ compiler") and "g++ (Fake) 99.0" in line(out, "C++ compiler")
+    assert "[BAD] Emulator test kernel: failed" in out
+    assert "the emulator cannot build a test kernel with this toolchain (g++ (Fake) 99.0" in out
+    assert "'float sinpif(float)' was declared 'extern' and later 'static'" in out
+    assert "CXX=clang++" in out and "README.md" in out
+    assert "NOT ready" in out
+
+
+def test_setup_warns_when_the_toolchain_cannot_build_kernels(tmp_path):
+    proc = doctor(path=fake_cxx(tmp_path / "bin", "error: this compiler is broken"),
+                  args=("-c", "import gpuedu; b = gpuedu.setup('cpu'); print('usable:', b.usable)"))
+    assert proc.returncode == 0, proc.stderr
+    assert "gpuedu: backend cpu, the CPU emulator, because backend='cpu' was asked for" in proc.stdout
+    assert "gpuedu: WARNING the emulator cannot build a test kernel with this toolchain (g++ (Fake) 99.0" \
+        in proc.stdout
+    assert "error: this compiler is broken" in proc.stdout and "usable: False" in proc.stdout
