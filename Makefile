@@ -3,6 +3,8 @@
 #   make test     the whole test suite: unit tests, every lesson under nbval, the site and its browser check
 # And:
 #   make site     the course site in build/site, checked page by page in headless Chromium
+#   make toolchains  the emulator's tests and lessons 01, 03, 04 on clang 19, with Ubuntu's hardening
+#                    flags, and on Debian 13 in a chroot (root or sudo -n; README.md, "Platforms")
 # Both make their own virtual environment in .venv (PYTHON picks the interpreter).
 # And on a machine with an NVIDIA GPU:
 #   make gpu-check  doctor, the gpu tests, the suite, every lesson and the full bench on the GPU,
@@ -16,7 +18,7 @@ JOBS ?= 2
 export GPUEDU_CACHE_DIR ?= $(abspath $(VENV))/kernel-cache
 export PIP_NO_INPUT := 1
 
-.PHONY: test course site lab doctor venv clean gpu-check
+.PHONY: test course site lab doctor venv clean gpu-check toolchains
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +33,11 @@ test: venv
 	$(PY) -m pytest -n $(JOBS) --dist loadscope -q -p no:cacheprovider --timeout=600 --timeout-method=thread \
 	    tests lessons --nbval --nbval-cell-timeout=900; \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+# TOOLCHAINS picks legs (clang hardened debian13; default all); TOOLCHAINS_ARGS=--bench adds the runtime
+# benchmark here and in the Debian 13 chroot.
+toolchains: venv
+	$(PY) scripts/toolchains.py $(TOOLCHAINS) $(TOOLCHAINS_ARGS)
 
 course: venv
 	$(PY) -m gpuedu course
@@ -59,4 +66,4 @@ lab: $(VENV)/.lab-installed
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) lessons/
 
 clean:
-	rm -rf course-report gpu-check-logs build/site build/site-src build/site-src-doctrees $(VENV)/kernel-cache
+	rm -rf course-report gpu-check-logs build/site build/site-src build/site-src-doctrees build/toolchains $(VENV)/kernel-cache

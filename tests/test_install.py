@@ -215,7 +215,18 @@ def test_make_test_runs_units_and_every_lesson_under_nbval():
     for piece in ("-m pytest", "tests lessons", "--nbval", "--dist loadscope", "--timeout="):
         assert piece in recipe, f"make test lost {piece!r}:\n{recipe}"
     with open(os.path.join(REPO, ".ci", "run")) as f:
-        assert "exec make test" in f.read(), ".ci/run must run exactly the README's test command"
+        ci = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+    # the README's test command, then the toolchain matrix; CI fails when either does
+    assert "make test </dev/null || status=$?" in ci and "make toolchains </dev/null || status=$?" in ci, ci
+    assert ci[-1] == "exit $status" and "set -euo pipefail" in ci
+
+
+def test_make_toolchains_runs_the_matrix_script():
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    recipe = subprocess.run(["make", "-n", "-o", ".venv/.installed", "toolchains", "TOOLCHAINS=clang"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60).stdout
+    assert "scripts/toolchains.py clang" in recipe, recipe
 
 
 def test_the_readmes_offline_commands_are_ones_the_script_accepts():

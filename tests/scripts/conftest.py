@@ -27,3 +27,8 @@ def site():
 @pytest.fixture(scope="session")
 def pycuda_suite():
     return load_script("pycuda_suite")
+
+
+@pytest.fixture(scope="session")
+def toolchains():
+    return load_script("toolchains")

@@ -1,0 +1,272 @@
+"""The emulator on the toolchains learners have, beside the one `make test` uses: the emulator's tests
+(tests/emulator) and lessons 01, 03 and 04 under nbval, once per toolchain. `make toolchains` runs every leg;
+CI runs it after `make test` (.ci/run). README.md, "Platforms", lists what each leg is.
+
+    python scripts/toolchains.py [clang] [hardened] [debian13] [--bench]
+
+Legs (all of them when none is named):
+  clang     clang++-19 on this machine (`apt-get install clang-19` when it is missing)
+  hardened  g++ with the hardening Ubuntu's g++ turns on by default (scripts/hardened-g++ as CXX)
+  debian13  Debian 13 "trixie" (g++ 14, glibc 2.41, Python 3.13) in a chroot made with debootstrap from
+            Debian's default mirror; the chroot (and its virtual environment) is kept between runs in
+            $GPUEDU_CHROOT_CACHE (default /var/cache/gpuedu-ci), keyed by what goes into it
+--bench   also runs benchmarks/emulator_bench.py here and in the Debian 13 chroot, one after the other, and
+          writes both records and their ratios to benchmarks/results/cpu-emulator-runtime-toolchains.json
+
+apt-get, debootstrap and chroot need root: as another user each runs through `sudo -n`. Each leg's output is
+kept in build/toolchains/<leg>.log; a table of the legs ends the run. Exit status: 0 every leg passed,
+1 a leg failed, 2 a leg could not be set up (no root, no network).
+"""
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOGS = os.path.join(ROOT, "build", "toolchains")
+LEGS = ("clang", "hardened", "debian13")
+LESSONS = ["lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb", "lessons/04_matmul.ipynb"]
+# As `make test` runs them: one worker per core, a notebook's cells together.
+PYTEST = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cacheprovider", "--timeout=600",
+          "--timeout-method=thread", "tests/emulator", *LESSONS, "--nbval", "--nbval-cell-timeout=900"]
+CLANG = "clang++-19"
+
+# What the Debian 13 chroot is made of; a change here makes a new one.
+DEBIAN13 = {"suite": "trixie", "variant": "minbase",
+            "include": ["g++", "binutils", "make", "python3", "python3-venv", "ca-certificates"]}
+
+
+class SetupError(Exception):
+    """A leg could not be prepared (as opposed to: its tests failed)."""
+
+
+def _as_root(command):
+    return command if os.geteuid() == 0 else ["sudo", "-n", *command]
+
+
+def _run(command, log, env=None, cwd=ROOT):
+    """Run ``command``, its output appended to ``log``; returns the exit status."""
+    with open(log, "a") as out:
+        out.write("$ " + " ".join(shlex.quote(c) for c in command) + "\n")
+        out.flush()
+        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env=env, cwd=cwd).returncode
+
+
+def _apt_install(package, log):
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if _run(_as_root(["apt-get", "install", "-y", "-q", "--no-install-recommends", package]), log, env) == 0:
+        return
+    _run(_as_root(["apt-get", "update", "-q"]), log, env)
+    if _run(_as_root(["apt-get", "install", "-y", "-q", "--no-install-recommends", package]), log, env) != 0:
+        raise SetupError(f"apt-get could not install {package} (see {log})")
+
+
+def _summary(log):
+    """pytest's last line: "N passed, M skipped in S s", or what ended the run."""
+    with open(log, errors="replace") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    ends = [line for line in lines if " passed" in line or " failed" in line or " error" in line]
+    return (ends or lines or ["no output"])[-1]
+
+
+def _host_env(**extra):
+    env = dict(os.environ, **extra)
+    env.pop("GPUEDU_CXXFLAGS", None)   # the leg's toolchain, not the caller's extra flags
+    return env
+
+
+# ---- the legs on this machine ----------------------------------------------------------------------
+
+def leg_clang(log):
+    if shutil.which(CLANG) is None:
+        _apt_install("clang-19", log)
+    env = _host_env(CXX=CLANG, GPUEDU_CACHE_DIR=os.path.join(LOGS, "kernel-cache-clang"))
+    shutil.rmtree(env["GPUEDU_CACHE_DIR"], ignore_errors=True)
+    return _run([sys.executable, *PYTEST], log, env)
+
+
+def leg_hardened(log):
+    env = _host_env(CXX=os.path.join(ROOT, "scripts", "hardened-g++"),
+                    GPUEDU_CACHE_DIR=os.path.join(LOGS, "kernel-cache-hardened"))
+    shutil.rmtree(env["GPUEDU_CACHE_DIR"], ignore_errors=True)
+    return _run([sys.executable, *PYTEST], log, env)
+
+
+# ---- the Debian 13 chroot ----------------------------------------------------------------------------
+
+def _chroot_dir():
+    cache = os.environ.get("GPUEDU_CHROOT_CACHE", "/var/cache/gpuedu-ci")
+    key = hashlib.sha256(json.dumps(DEBIAN13, sort_keys=True).encode()).hexdigest()[:12]
+    return cache, os.path.join(cache, f"debian13-{key}")
+
+
+def _make_chroot(target, log):
+    if os.path.isfile(os.path.join(target, ".gpuedu-ready")):
+        return
+    if shutil.which("debootstrap") is None:
+        _apt_install("debootstrap", log)
+    partial = target + ".partial"
+    _run(_as_root(["rm", "-rf", partial]), log)
+    command = ["debootstrap", f"--variant={DEBIAN13['variant']}", "--include=" + ",".join(DEBIAN13["include"]),
+               DEBIAN13["suite"], partial]
+    if _run(_as_root(command), log) != 0:
+        raise SetupError(f"debootstrap could not make the Debian 13 chroot (see {log})")
+    _run(_as_root(["touch", os.path.join(partial, ".gpuedu-ready")]), log)
+    if _run(_as_root(["mv", partial, target]), log) != 0:
+        raise SetupError(f"could not move the chroot into {target}")
+
+
+def _tracked_files():
+    """The checkout's files as a clean clone has them, plus what is new and not ignored."""
+    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                          capture_output=True)
+    if done.returncode != 0:
+        raise SetupError("scripts/toolchains.py copies the checkout with git ls-files: run it in a git checkout")
+    return [name for name in done.stdout.decode().split("\0") if name and os.path.lexists(os.path.join(ROOT, name))]
+
+
+def _copy_checkout(target, log):
+    """The checkout into <chroot>/opt/gpuedu, afresh."""
+    dest = os.path.join(target, "opt", "gpuedu")
+    _run(_as_root(["rm", "-rf", dest]), log)
+    listing = os.path.join(LOGS, "files.txt")
+    with open(listing, "w") as f:
+        f.write("\n".join(_tracked_files()) + "\n")
+    _run(_as_root(["mkdir", "-p", dest]), log)
+    pack = subprocess.Popen(["tar", "-c", "-f", "-", "-T", listing], cwd=ROOT, stdout=subprocess.PIPE)
+    unpack = subprocess.run(_as_root(["tar", "-x", "-f", "-", "-C", dest]), stdin=pack.stdout)
+    pack.stdout.close()
+    if pack.wait() != 0 or unpack.returncode != 0:
+        raise SetupError(f"could not copy the checkout into {dest}")
+
+
+def _network_files(target, log):
+    """DNS, and the CA bundle this machine's pip trusts (a proxy's CA may be in it), for pip in the chroot."""
+    _run(_as_root(["cp", "-L", "/etc/resolv.conf", os.path.join(target, "etc", "resolv.conf")]), log)
+    bundle = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    if os.path.isfile(bundle):
+        _run(_as_root(["cp", "-L", bundle, os.path.join(target, "etc", "gpuedu-pip-ca.crt")]), log)
+        return "/etc/gpuedu-pip-ca.crt"
+    return None
+
+
+def _in_chroot(target, script, log, ca=None):
+    """Run a shell script inside the chroot, with /proc and /dev/shm mounted in a mount namespace of its
+    own (they go when it ends), a clean environment and the repository copy as the working folder."""
+    env = ["PATH=/opt/venv/bin:/usr/local/bin:/usr/bin:/bin", "HOME=/root", "LANG=C.UTF-8", "CI=true",
+           "GPUEDU_CACHE_DIR=/tmp/gpuedu-kernel-cache", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1"]
+    if ca:
+        env.append(f"PIP_CERT={ca}")
+    env += [f"{k}={os.environ[k]}" for k in ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                                            "NO_PROXY") if k in os.environ]
+    inner = " ".join(["env", "-i", *map(shlex.quote, env), "sh", "-c", shlex.quote(f"cd /opt/gpuedu && {script}")])
+    outer = (f"mount -t proc proc {shlex.quote(target)}/proc && "
+             f"mount -t tmpfs tmpfs {shlex.quote(target)}/dev/shm && "
+             f"chroot {shlex.quote(target)} {inner}")
+    return _run(_as_root(["unshare", "--mount", "--propagation", "private", "sh", "-c", outer]), log)
+
+
+@contextlib.contextmanager
+def _chroot_ready(log):
+    """The Debian 13 chroot with this checkout in it and its test dependencies installed; locked while used."""
+    cache, target = _chroot_dir()
+    if _run(_as_root(["mkdir", "-p", cache]), log) != 0:
+        raise SetupError(f"cannot make {cache}: run as root, or give sudo -n, or set GPUEDU_CHROOT_CACHE")
+    lock_path = os.path.join(LOGS, "debian13.lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _make_chroot(target, log)
+        _copy_checkout(target, log)
+        ca = _network_files(target, log)
+        setup = ("{ test -x /opt/venv/bin/python || python3 -m venv /opt/venv; } && "
+                 "pip install -q -e '.[test]' && rm -rf /tmp/gpuedu-kernel-cache")
+        if _in_chroot(target, setup, log, ca) != 0:
+            raise SetupError(f"could not install gpuedu's test dependencies in the Debian 13 chroot (see {log})")
+        yield target, ca
+
+
+def leg_debian13(log):
+    with _chroot_ready(log) as (target, ca):
+        _in_chroot(target, "g++ --version | head -1; ldd --version | head -1; python --version", log, ca)
+        return _in_chroot(target, "python " + " ".join(map(shlex.quote, PYTEST)), log, ca)
+
+
+# ---- the runtime benchmark, here and in the chroot ----------------------------------------------------
+
+def bench(log):
+    """benchmarks/emulator_bench.py on this machine, then in the Debian 13 chroot: both records, and each
+    figure's ratio (Debian 13 / here)."""
+    here_out = os.path.join(LOGS, "bench-here.json")
+    env = _host_env(GPUEDU_CACHE_DIR=os.path.join(LOGS, "kernel-cache-bench"))
+    if _run([sys.executable, "benchmarks/emulator_bench.py", "--out", here_out], log, env) != 0:
+        raise SetupError(f"the benchmark failed on this machine (see {log})")
+    with _chroot_ready(log) as (target, ca):
+        if _in_chroot(target, "python benchmarks/emulator_bench.py --out /tmp/bench.json", log, ca) != 0:
+            raise SetupError(f"the benchmark failed in the Debian 13 chroot (see {log})")
+        with open(os.path.join(target, "tmp", "bench.json")) as f:
+            there = json.load(f)
+    with open(here_out) as f:
+        here = json.load(f)
+    ratios = {k: there["results"][k] / here["results"][k] for k in here["results"] if here["results"][k]}
+    record = {"when": time.strftime("%Y-%m-%d"), "what": "benchmarks/emulator_bench.py, run one after the other on "
+              "one machine: on its own toolchain, then in a Debian 13 chroot", "here": here, "debian13": there,
+              "debian13_over_here": ratios}
+    out = os.path.join(ROOT, "benchmarks", "results", "cpu-emulator-runtime-toolchains.json")
+    with open(out, "w") as f:
+        json.dump(record, f, indent=2)
+        f.write("\n")
+    print(f"{'figure':26s} {'here':>10s} {'Debian 13':>10s} {'ratio':>7s}")
+    for key, ratio in ratios.items():
+        print(f"{key:26s} {here['results'][key]:10.4g} {there['results'][key]:10.4g} {ratio:7.3f}")
+    print(f"written to {os.path.relpath(out, ROOT)}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("legs", nargs="*", metavar="LEG", help=f"which legs to run: {', '.join(LEGS)} (default: all)")
+    parser.add_argument("--bench", action="store_true", help="also compare the runtime benchmark with Debian 13")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.legs) - set(LEGS))
+    if unknown:
+        parser.error(f"no leg called {', '.join(unknown)}: the legs are {', '.join(LEGS)}")
+    os.makedirs(LOGS, exist_ok=True)
+    rows, status = [], 0
+    for leg in args.legs or LEGS:
+        log = os.path.join(LOGS, f"{leg}.log")
+        open(log, "w").close()
+        print(f"toolchains: {leg} ...", flush=True)
+        start = time.monotonic()
+        try:
+            rc = globals()[f"leg_{leg}"](log)
+            verdict, detail = ("passed" if rc == 0 else "FAILED"), _summary(log)
+            status = max(status, 0 if rc == 0 else 1)
+        except SetupError as e:
+            verdict, detail, status = "NOT SET UP", str(e), 2
+        seconds = time.monotonic() - start
+        rows.append((leg, verdict, seconds, detail))
+        print(f"toolchains: {leg} {verdict} in {seconds:.0f} s: {detail}", flush=True)
+        if verdict != "passed":
+            with open(log, errors="replace") as f:
+                print("".join(f.readlines()[-60:]), flush=True)
+    if args.bench:
+        try:
+            bench(os.path.join(LOGS, "bench.log"))
+        except SetupError as e:
+            print(f"toolchains: bench NOT SET UP: {e}")
+            status = max(status, 2)
+    print("\n{:10s} {:11s} {:>7s}  {}".format("leg", "result", "seconds", "tests"))
+    for leg, verdict, seconds, detail in rows:
+        print(f"{leg:10s} {verdict:11s} {seconds:7.0f}  {detail}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
