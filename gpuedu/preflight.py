@@ -35,7 +35,7 @@ CACHE_ENV_VAR = "GPUEDU_CACHE_DIR"
 # What to install when the emulator has no C++ compiler, per platform.
 CXX_INSTALL_HINT = (
     "install a C++ compiler: Debian/Ubuntu `sudo apt install g++`, Fedora `sudo dnf install gcc-c++`, "
-    "macOS `xcode-select --install`, conda `conda install -c conda-forge cxx-compiler`; "
+    "macOS (untested) `xcode-select --install`, conda `conda install -c conda-forge cxx-compiler`; "
     "or point the CXX environment variable at one"
 )
 

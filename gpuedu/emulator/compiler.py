@@ -75,7 +75,7 @@ _INSTALL_HINT = (
     "the gpuedu CPU emulator compiles CUDA C with a C++ compiler (C++17). To install one:\n"
     "  Debian/Ubuntu/WSL:  sudo apt install g++\n"
     "  Fedora:             sudo dnf install gcc-c++\n"
-    "  macOS:              xcode-select --install\n"
+    "  macOS (untested):   xcode-select --install (README.md, \"Platforms\")\n"
     "  conda:              conda install -c conda-forge cxx-compiler"
 )
 
