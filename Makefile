@@ -34,8 +34,8 @@ test: venv
 	    tests lessons --nbval --nbval-cell-timeout=900; \
 	rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-# TOOLCHAINS picks legs (clang hardened debian13; default all); TOOLCHAINS_ARGS=--bench adds the runtime
-# benchmark here and in the Debian 13 chroot.
+# TOOLCHAINS picks legs (clang hardened debian13; default all); TOOLCHAINS_ARGS=--bench compares the runtime
+# benchmark here with the Debian 13 chroot's (with no TOOLCHAINS, that alone).
 toolchains: venv
 	$(PY) scripts/toolchains.py $(TOOLCHAINS) $(TOOLCHAINS_ARGS)
 

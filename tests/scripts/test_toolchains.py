@@ -80,3 +80,14 @@ def test_a_new_recipe_makes_a_new_chroot(toolchains, monkeypatch):
     assert cache == "/somewhere" and before.startswith("/somewhere/debian13-")
     monkeypatch.setitem(toolchains.DEBIAN13, "include", toolchains.DEBIAN13["include"] + ["gdb"])
     assert toolchains._chroot_dir()[1] != before
+
+
+def test_the_bench_comparison_keeps_each_sides_best_round(toolchains):
+    rounds = {"here": [{"results": {"fiber_switch_ns": 6.0, "vector_add_vs_numpy": 1.9}},
+                       {"results": {"fiber_switch_ns": 5.0, "vector_add_vs_numpy": 2.1}}],
+              "debian13": [{"results": {"fiber_switch_ns": 5.5, "vector_add_vs_numpy": 1.8}},
+                           {"results": {"fiber_switch_ns": 7.0, "vector_add_vs_numpy": 1.7}}]}
+    best, ratios = toolchains.compare(rounds)
+    assert best == {"here": {"fiber_switch_ns": 5.0, "vector_add_vs_numpy": 1.9},
+                    "debian13": {"fiber_switch_ns": 5.5, "vector_add_vs_numpy": 1.7}}
+    assert ratios == pytest.approx({"fiber_switch_ns": 1.1, "vector_add_vs_numpy": 1.7 / 1.9})
