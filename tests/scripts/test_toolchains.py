@@ -91,3 +91,12 @@ def test_the_bench_comparison_keeps_each_sides_best_round(toolchains):
     assert best == {"here": {"fiber_switch_ns": 5.0, "vector_add_vs_numpy": 1.9},
                     "debian13": {"fiber_switch_ns": 5.5, "vector_add_vs_numpy": 1.7}}
     assert ratios == pytest.approx({"fiber_switch_ns": 1.1, "vector_add_vs_numpy": 1.7 / 1.9})
+
+
+@needs_gxx
+def test_the_hardened_compiler_precompiles_the_prelude_as_ubuntus_does(tmp_path):
+    # Its linker flags stay out of commands that do not link: with them, g++ linked the precompiled header
+    # and failed, and that leg ran without the precompiled prelude every real g++ has.
+    version = subprocess.run([HARDENED, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    folder = compiler._precompiled_prelude(HARDENED, version, str(tmp_path))
+    assert folder is not None and os.path.isfile(os.path.join(folder, "gpuedu_prelude.h.gch"))
