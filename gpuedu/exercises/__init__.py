@@ -270,13 +270,9 @@ def _check(exercise_id, source, seed):
         return result
 
     races = ex.races and _runner.emulator_scheduler() is not None
-    if races:
-        result.notes.append("(each case also ran with the threads of every block in reverse order)")
     counted = bool(ex.races or ex.requirements)   # how the kernel gets its values: races, counters
-    if counted and _backend.active().name != "cpu":
-        result.notes.append(f"(only the values were checked here: {_counted_checks(ex)} run on the emulator "
-                            f"only; run with GPUEDU_BACKEND=cpu to check them too)")
-        counted = False
+    values_only = counted and _backend.active().name != "cpu"   # a GPU has neither racecheck nor counters
+    counted = counted and not values_only
     judged = []   # (case, expected) of every case run
     for case in ex.make_cases(seed):
         result.cases.append(case.describe())
@@ -303,6 +299,13 @@ def _check(exercise_id, source, seed):
             if failure is not None and _record(result, case, failure):
                 break
     result.passed = result.failure is None
+    # What was checked beyond the values is said once the values are right: until then a report is about
+    # the values, and it reads the same on the emulator and on a GPU.
+    if result.passed and races:
+        result.notes.append("(each case also passed with the threads of every block in reverse order)")
+    if result.passed and values_only:
+        result.notes.append(f"(only the values were checked here: {_counted_checks(ex)} run on the emulator "
+                            f"only; run with GPUEDU_BACKEND=cpu to check them too)")
     if result.passed and counted and not any(n.startswith("(no counters") for n in result.notes):
         result.notes.append(f"(each case also passed {_counted_checks(ex)} on the emulator)")
     return result

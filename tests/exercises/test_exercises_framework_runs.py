@@ -192,3 +192,34 @@ def test_every_solution_passes_and_every_stub_does_not(exercise_id):
     solved = check_quietly(exercise_id, ex.solution)
     assert solved.passed and solved.failure is None, solved.report()
     assert not check_quietly(exercise_id, ex.stub).passed
+
+
+def _kernel_exercises():
+    exercises._load_all()
+    return sorted(i for i, ex in exercises._registry.items() if isinstance(ex, Exercise))
+
+
+def test_a_stubs_report_reads_the_same_on_the_emulator_and_on_a_gpu(monkeypatch):
+    # The lessons show each exercise's stub checked, and nbval compares those reports on both backends:
+    # what the emulator checks beyond the values (racecheck, counters, the reversed thread order) is said
+    # only once the values are right, so a report about wrong values does not depend on the backend.
+    import types
+    active = exercises._backend.active()
+    if active.name != "cpu":
+        pytest.skip("compares the emulator's report with a GPU's")
+    ids = _kernel_exercises()
+    assert len(ids) >= 20
+    on_emulator = {i: exercises.check(i, exercises.stub(i), verbose=False).report() for i in ids}
+    gpu_like = types.SimpleNamespace(name="cuda", driver=active.driver, compiler=active.compiler)
+    monkeypatch.setattr(exercises._backend, "active", lambda: gpu_like)
+    for i in ids:
+        assert exercises.check(i, exercises.stub(i), verbose=False).report() == on_emulator[i], i
+
+
+def test_what_else_was_checked_is_said_once_the_values_are_right(shift_exercise, monkeypatch):
+    if _runner.emulator_scheduler() is None:
+        pytest.skip("the thread order can only be chosen on the emulator")
+    wrong = SHIFT_SOLUTION.replace("tile[t - 1]", "tile[t]")
+    assert "reverse order" not in exercises.check(shift_exercise.id, wrong, verbose=False).report()
+    assert ("(each case also passed with the threads of every block in reverse order)"
+            in exercises.check(shift_exercise.id, SHIFT_SOLUTION, verbose=False).report())
