@@ -5,8 +5,11 @@
 - stored outputs are a complete run on the emulator: every code cell executed, no errors;
 - no matplotlib object repr leaked into an output (end plotting cells with plt.show());
 - lesson code reaches the emulator only through pycuda.* (so it runs unchanged on real PyCUDA);
-- the skeleton's closing sections are there: a summary and exercises.
+- the skeleton's closing sections are there: a summary and exercises;
+- a cell whose output depends on the backend carries a marker: nbval-ignore-output, or
+  gpuedu-emulator-output (compared on the emulator, not on a GPU; the root conftest.py).
 """
+import ast
 import glob
 import importlib.util
 import os
@@ -103,3 +106,56 @@ def test_lesson_ends_with_summary_and_exercises(lesson):
 
 def test_every_address_comes_from_the_one_setting():
     assert _links().main(["--check"]) == 0, "run python scripts/links.py"
+
+
+# What names the backend in lesson code, and the markers that say a cell's output depends on it.
+BACKEND = re.compile(r"\bbackend\.name\b|\bbackend\.is_emulator\b|\bON_GPU\b")
+BACKEND_MARKERS = {"nbval-ignore-output", "gpuedu-emulator-output", "nbval-skip"}
+OUTPUT_CALLS = {"print", "display", "show", "plot", "loglog", "semilogx", "semilogy", "bar", "imshow", "check"}
+
+
+def _calls(nodes):
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                func = sub.func
+                yield func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def backend_dependent_output(source):
+    """Lines of a cell where what it prints or draws depends on the backend: an `if` on the backend with
+    output in a branch, or a print whose arguments name it. (Sizes chosen by backend are not flagged: a
+    cell that only prints results of them prints the same on both.)"""
+    code = "\n".join(line[:len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.splitlines())   # IPython's magics and shell lines are not Python
+    tree = ast.parse(code)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and BACKEND.search(ast.unparse(node.test)):
+            if OUTPUT_CALLS & set(_calls(node.body + node.orelse)):
+                found.append(node.lineno)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print"
+              and any(BACKEND.search(ast.unparse(a)) for a in node.args)):
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_a_cell_whose_output_depends_on_the_backend_carries_a_marker(lesson):
+    # On a GPU such a cell prints other text (or nothing), and nbval fails there without a marker.
+    name, nb = lesson
+    unmarked = []
+    for i, cell in enumerate(code_cells(nb)):
+        lines = backend_dependent_output(cell.source)
+        if lines and not BACKEND_MARKERS & set(cell.metadata.get("tags", [])):
+            unmarked.append(f"cell {i}, line {lines[0]}: {cell.source.splitlines()[lines[0] - 1].strip()}")
+    assert not unmarked, (f"{name}: output depends on the backend, no marker (tag the cell gpuedu-emulator-output "
+                          f"to compare it on the emulator only, or nbval-ignore-output):\n" + "\n".join(unmarked))
+
+
+def test_the_backend_check_finds_what_it_should():
+    assert backend_dependent_output('if backend.name == "cpu":\n    print(table)\nelse:\n    print("ncu")') == [1]
+    assert backend_dependent_output('print(f"ran on {backend.name}")') == [1]
+    assert backend_dependent_output('if not ON_GPU:\n    ax.plot(x, y)') == [1]
+    assert backend_dependent_output('n = 2**20 if backend.name == "cpu" else 2**26\nprint(f(n) == g(n))') == []
+    assert backend_dependent_output('if backend.name == "cpu":\n    compiler.set_schedule("reverse")') == []
+    assert backend_dependent_output('%timeit f()\nprint(1)') == []

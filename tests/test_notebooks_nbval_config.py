@@ -37,3 +37,22 @@ def test_sanitising_and_stderr_policy(pytester):
     result = pytester.runpytest_subprocess("--nbval", "-p", "no:cacheprovider", "-p", "no:xdist", "-q")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*01_wrong.ipynb::Cell 0*"])
+
+
+def test_emulator_output_is_compared_on_the_emulator_and_not_on_a_gpu(pytester, monkeypatch):
+    # A cell tagged gpuedu-emulator-output stores the emulator's text (counts, the model fed by them); on a
+    # GPU the same cell prints something else, and only there is its output not compared.
+    shutil.copy(os.path.join(REPO, "conftest.py"), pytester.path / "conftest.py")
+    (pytester.path / "tests").mkdir()
+    shutil.copy(os.path.join(REPO, "tests", "nbval_sanitize.cfg"), pytester.path / "tests" / "nbval_sanitize.cfg")
+    notebook(pytester.path / "00_counts.ipynb", [("print('measured on a GPU instead')", "counted: 42\n", None),
+                                                ("print(6 * 7)", "42\n", None)])
+    nb = nbformat.read(str(pytester.path / "00_counts.ipynb"), as_version=4)
+    nb.cells[0].metadata["tags"] = ["gpuedu-emulator-output"]
+    nbformat.write(nb, str(pytester.path / "00_counts.ipynb"))
+    monkeypatch.setenv("GPUEDU_BACKEND", "cuda")
+    result = pytester.runpytest_subprocess("--nbval", "-p", "no:cacheprovider", "-p", "no:xdist", "-q")
+    result.assert_outcomes(passed=2)
+    monkeypatch.setenv("GPUEDU_BACKEND", "cpu")
+    result = pytester.runpytest_subprocess("--nbval", "-p", "no:cacheprovider", "-p", "no:xdist", "-q")
+    result.assert_outcomes(passed=1, failed=1)
