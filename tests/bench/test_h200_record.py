@@ -1,0 +1,108 @@
+"""The first GPU record (benchmarks/results/nvidia-h200.json): valid, says where it came from, and every figure
+README and the lessons quote from it is the record's own (a quote that drifts from the record fails here)."""
+import os
+import re
+
+import nbformat
+import pytest
+
+from gpuedu.bench import report
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RECORD = os.path.join(REPO, "benchmarks", "results", "nvidia-h200.json")
+
+
+@pytest.fixture(scope="module")
+def record():
+    return report.load(RECORD)
+
+
+@pytest.fixture(scope="module")
+def median(record):
+    values = {f["name"]: f["median"] for f in record["figures"] if f["status"] == "ok"}
+    return values.__getitem__
+
+
+def _text(path):
+    """A README or a lesson's markdown, with its line breaks and runs of spaces made single spaces."""
+    if path.endswith(".ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    else:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    return re.sub(r"\s+", " ", text)
+
+
+def _list(values, last=", "):
+    values = [str(v) for v in values]
+    return ", ".join(values[:-1]) + last + values[-1]
+
+
+def _pct(value, baseline):
+    return f"{100 * value / baseline:.1f}"
+
+
+def _tflops(gflops):
+    return f"{gflops / 1000:.2f}" if gflops < 1000 else f"{gflops / 1000:.1f}"
+
+
+def test_the_record_is_valid_and_says_where_it_came_from(record):
+    assert report.validate(record) == []
+    assert record["machine"]["device_name"] == "NVIDIA H200" and record["machine"]["backend"] == "cuda"
+    assert record["date"].startswith("2026-11-26") and record["mode"] == "full"
+    assert any("commit 4748031" in note for note in record["notes"])
+    assert {t["name"]: t["status"] for t in record["targets"]} == {
+        "sgemm_vs_cublas": "met", "elementwise_vs_copy": "met", "reduction_vs_copy": "missed",
+        "fp16_wmma_vs_cublas": "missed", "mlp_step_b128_vs_torch": "met", "mlp_step_b4096_vs_torch": "met",
+        "amp_step_vs_fp32": "missed", "prepared_call_overhead": "met"}
+    for plot in ("bandwidth", "matmul", "fp16_gemm", "training", "launch", "ratios"):
+        assert os.path.isfile(os.path.join(REPO, "benchmarks", "results", f"nvidia-h200-{plot}.png")), plot
+
+
+def test_readme_quotes_the_record(median):
+    text = _text(os.path.join(REPO, "README.md"))
+    sgemm = median("cublas_sgemm")
+    hgemm = median("cublas_hgemm")
+    quotes = [
+        f"{median('copy_dtod'):,.0f} GB/s, {100 * median('copy_dtod') / 4800:.0f} % of the 4.8 TB/s peak",
+        ", ".join(f"{100 * median(f'relu_v{v}') / median('copy_dtod'):.0f}" for v in (1, 2, 3)) + " %",
+        ", ".join(_pct(median(f"matmul_v{v}"), sgemm) for v in range(1, 8)) + " %",
+        ", ".join(f"{median(f'reduce_sum_v{v}'):,.0f}" for v in range(1, 8)),
+        ", ".join(f"{100 * median(n) / hgemm:.1f}" for n in ("hgemm_naive", "hgemm_tiled", "wmma_gemm",
+                                                            "wmma_gemm_v2", "wmma_gemm_v3")) + " %",
+        f"{median('mlp_step_b128') / median('torch_mlp_step_b128'):.2f}× and "
+        f"{median('mlp_step_b4096') / median('torch_mlp_step_b4096'):.2f}×",
+        f"{median('amp_step') / median('fp32_step'):.2f}×",
+        f"{median('launch_prepared_call'):.1f} µs / {median('launch_call'):.1f} µs",
+    ]
+    for quote in quotes:
+        assert quote in text, quote
+
+
+def test_lessons_quote_the_record_as_measured(median):
+    sgemm, hgemm = median("cublas_sgemm"), median("cublas_hgemm")
+    lesson = {n: _text(os.path.join(REPO, "lessons", f"{n}.ipynb"))
+              for n in ("04_matmul", "07_mixed_precision", "12_libraries_and_profiling")}
+    quotes = {
+        "04_matmul": [
+            _list([_tflops(median(f"matmul_v{v}")) for v in range(1, 8)], " and ") + " TFLOP/s",
+            _list([_pct(median(f"matmul_v{v}"), sgemm) for v in range(1, 8)], " and ") + " % of cuBLAS",
+            f"{_tflops(sgemm)} TFLOP/s in the same run"],
+        "07_mixed_precision": [
+            f"plain WMMA kernel ran at {_tflops(median('wmma_gemm'))} TFLOP/s",
+            f"({_tflops(median('matmul_v7'))} TFLOP/s on the same GPU)",
+            f"{_pct(median('wmma_gemm'), hgemm)} % of cuBLAS FP16 ({_tflops(hgemm)} TFLOP/s",
+            f"version 2 ran at {_tflops(median('wmma_gemm_v2'))} TFLOP/s ({_pct(median('wmma_gemm_v2'), hgemm)} %)",
+            f"version 3 at {_tflops(median('wmma_gemm_v3'))} ({_pct(median('wmma_gemm_v3'), hgemm)} %)"],
+        "12_libraries_and_profiling": [
+            _list([f"{median(f'reduce_sum_v{v}'):,.0f}" for v in range(1, 8)], " and ") + " GB/s",
+            f"takes {median('launch_prepared_call'):.1f} µs, a plain call {median('launch_call'):.1f} µs",
+            f"ran at {_tflops(median('matmul_v7'))} TFLOP/s, {_pct(median('matmul_v7'), sgemm)} % of cuBLAS's FP32 "
+            f"SGEMM at {_tflops(sgemm)} TFLOP/s",
+            f"at {_tflops(hgemm)} TFLOP/s, which no CUDA-core kernel"],
+    }
+    for name, wanted in quotes.items():
+        assert "Measured on" in lesson[name] and "H200" in lesson[name] and "2026-11-26" in lesson[name], name
+        for quote in wanted:
+            assert quote in lesson[name], (name, quote)
