@@ -1,23 +1,30 @@
 """``gpuedu gpu-check`` (``make gpu-check``): run everything the course promises about GPUs, and record it.
 
 On a machine with an NVIDIA GPU, one command runs, each step in its own process and each step
-whatever happened in the one before:
+whatever happened in the one before, in the order of their value to the record:
 
     doctor      ``gpuedu doctor`` with GPUEDU_BACKEND=cuda; fails unless the lessons get the GPU
+    bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots
+    lessons     every lesson under nbval with real PyCUDA, one notebook per worker
     gpu-tests   ``pytest -m gpu tests``: what only a real device shows
     tests       the rest of the test suite, on the GPU backend (``-m "not gpu"``)
-    lessons     every lesson under nbval with real PyCUDA
-    bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots
 
-and writes ``benchmarks/results/<device>-checks.json`` beside the bench's results: the device, the
-software versions, and per step its command, exit code, pass/fail/skip counts, the names of what
-failed, the duration and the tail of its output when it failed.  Each step's full output goes to
-``gpu-check-logs/<step>.log``.  Both JSON files can be committed as the record of the run.
+The bench times the GPU, so it runs alone; the doctor runs first, alone, as it is quick and says
+whether the rest can mean anything. The last three time nothing they record, so they run side by
+side (``plan``). ``--budget SECONDS`` bounds the whole run: a step still running when the budget
+runs out is interrupted (pytest then writes what it has) and recorded as stopped, and a step the
+budget never reached as not run.
 
-Exit status: 0 every step passed; 1 at least one failed (all are reported); 3 there is no usable
-GPU here, so nothing was run; 2 the command was used wrongly.
+It writes ``benchmarks/results/<device>-checks.json`` beside the bench's results: the device, the
+software versions, the plan, and per step its command, exit code, pass/fail/skip counts, the names
+of what failed, the duration and the tail of its output when it failed. Each step's full output goes
+to ``gpu-check-logs/<step>.log``. Both JSON files can be committed as the record of the run.
+
+Exit status: 0 every step passed; 1 at least one failed or was not run (all are reported); 3 there
+is no usable GPU here, so nothing was run; 2 the command was used wrongly.
 """
 import argparse
+import concurrent.futures
 import datetime
 import importlib.util
 import json
@@ -34,7 +41,11 @@ from .. import backend as backend_module, preflight
 from . import machine
 
 NO_GPU_EXIT = 3
-STEP_NAMES = ("doctor", "gpu-tests", "tests", "lessons", "bench")
+STEP_NAMES = ("doctor", "bench", "lessons", "gpu-tests", "tests")   # by their value to the record
+# After a step's time (or the budget) runs out: SIGINT, so pytest writes what it has; this long after, SIGKILL.
+STOP_GRACE_S = 20
+# What counts as a lesson, for the number of notebook workers.
+LESSONS_GLOB = "[0-9][0-9]_*.ipynb"
 DEFAULT_LOG_DIR = "gpu-check-logs"
 TAIL_LINES = 40
 # Distributions whose versions the record keeps: the course, its GPU stack and its yardsticks.
@@ -45,12 +56,13 @@ VERSIONED = ("gpuedu", "numpy", "pycuda", "torch", "cupy-cuda13x", "cupy-cuda12x
 class Step:
     """One step: a command run from the repository root with GPUEDU_BACKEND=cuda."""
 
-    def __init__(self, name, what, command, junit=None, timeout_s=4 * 3600):
+    def __init__(self, name, what, command, junit=None, timeout_s=4 * 3600, alone=False):
         self.name = name
         self.what = what
         self.command = list(command)
         self.junit = junit            # path of the JUnit XML pytest writes, for the counts and names
         self.timeout_s = timeout_s
+        self.alone = alone            # nothing else runs beside it (it times the GPU, or comes first)
 
 
 def _has_module(name):
@@ -62,49 +74,79 @@ def default_jobs():
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
-def build_steps(log_dir, jobs=None, python=sys.executable):
-    """The five steps, in order; pytest plugins that are not installed are simply not asked for."""
+def lesson_workers(lessons_dir="lessons"):
+    """Notebook workers for the lessons step: one per lesson, at most one per core."""
+    import glob
+    count = len(glob.glob(os.path.join(lessons_dir, LESSONS_GLOB))) or 1
+    return max(1, min(count, os.cpu_count() or 1))
+
+
+def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
+    """The five steps, by their value; pytest plugins that are not installed are simply not asked for."""
     jobs = default_jobs() if jobs is None else jobs
+    lesson_jobs = lesson_workers() if lesson_jobs is None else lesson_jobs
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]   # list failures and skips
     timeout = ["--timeout=1800", "--timeout-method=thread"] if _has_module("pytest_timeout") else []
-    parallel = ["-n", str(jobs), "--dist", "loadscope"] if jobs > 1 and _has_module("xdist") else []
+    xdist = _has_module("xdist")
+    parallel = ["-n", str(jobs), "--dist", "loadscope"] if jobs > 1 and xdist else []
+    # a notebook's cells share its kernel: whole notebooks per worker
+    notebooks = ["-n", str(lesson_jobs), "--dist", "loadfile"] if lesson_jobs > 1 and xdist else []
 
     def junit(step):
         return os.path.join(log_dir, f"{step}.xml")
 
     return [
         Step("doctor", "gpuedu doctor; the lessons must get the cuda backend",
-             [python, "-m", "gpuedu", "doctor"], timeout_s=600),
+             [python, "-m", "gpuedu", "doctor"], timeout_s=600, alone=True),
+        Step("bench", "gpuedu bench, the full suite (it times the GPU: alone)", [python, "-m", "gpuedu", "bench"],
+             timeout_s=6 * 3600, alone=True),
+        # Lessons time kernels too, but those outputs are not compared and not recorded: they share.
+        Step("lessons", "every lesson under nbval with real PyCUDA, a notebook per worker",
+             pytest + timeout + notebooks + ["--nbval", "--nbval-cell-timeout=1800", "lessons",
+                                             f"--junitxml={junit('lessons')}"], junit=junit("lessons")),
         Step("gpu-tests", "pytest -m gpu: what only a real device shows",
              pytest + timeout + ["-m", "gpu", "tests", f"--junitxml={junit('gpu-tests')}"], junit=junit("gpu-tests")),
-        Step("tests", "the test suite on the GPU backend (the gpu-marked tests ran in gpu-tests)",
+        Step("tests", "the test suite on the GPU backend (the gpu-marked tests run in gpu-tests)",
              pytest + timeout + parallel + ["-m", "not gpu", "tests", f"--junitxml={junit('tests')}"],
              junit=junit("tests")),
-        # One notebook at a time: the lessons time kernels, and two at once would share the GPU.
-        Step("lessons", "every lesson under nbval with real PyCUDA",
-             pytest + timeout + ["--nbval", "--nbval-cell-timeout=1800", "lessons", f"--junitxml={junit('lessons')}"],
-             junit=junit("lessons")),
-        Step("bench", "gpuedu bench, the full suite", [python, "-m", "gpuedu", "bench"], timeout_s=6 * 3600),
     ]
+
+
+def plan(steps):
+    """The steps as phases, run one after another: a step marked ``alone`` is a phase of its own; the
+    steps between such steps run side by side."""
+    phases = []
+    for step in steps:
+        if step.alone or not phases or phases[-1][-1].alone:
+            phases.append([step])
+        else:
+            phases[-1].append(step)
+    return phases
 
 
 # --------------------------------------------------------------------------------------------
 # Running a step
 # --------------------------------------------------------------------------------------------
 
-def _kill_group(proc):
+def _signal_group(proc, sig):
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def run_command(command, log_path, env, cwd, timeout_s, echo=True):
-    """Run ``command``, copying its output to the terminal and to ``log_path``; (exit code, output lines).
+def _kill_group(proc):
+    _signal_group(proc, signal.SIGKILL)
 
-    The command gets a process group of its own, so that a step past its time limit is stopped with
-    everything it started (pytest workers, notebook kernels).  Exit code None: it ran out of time.
+
+def run_command(command, log_path, env, cwd, timeout_s, echo=True, grace_s=None):
+    """Run ``command``, copying its output to the terminal (``echo``) and to ``log_path``; (exit code, lines).
+
+    The command gets a process group of its own. When ``timeout_s`` passes the group gets SIGINT (pytest
+    then stops and writes its results), and ``grace_s`` later SIGKILL with everything it started (pytest
+    workers, notebook kernels). Exit code None: it ran out of time.
     """
+    grace_s = STOP_GRACE_S if grace_s is None else grace_s
     lines = []
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(command) + "\n")
@@ -113,14 +155,16 @@ def run_command(command, log_path, env, cwd, timeout_s, echo=True):
                                 start_new_session=True)
         expired = threading.Event()
 
-        def stop():                  # runs on the timer's thread when the time limit passes
+        def interrupt():             # runs on the timer's thread when the time limit passes
             expired.set()
-            _kill_group(proc)
+            _signal_group(proc, signal.SIGINT)
+            killer.start()
 
-        watchdog = threading.Timer(timeout_s, stop)
+        killer = threading.Timer(grace_s, _kill_group, (proc,))
+        watchdog = threading.Timer(timeout_s, interrupt)
         watchdog.start()
         try:
-            for line in proc.stdout:   # ends when the group is killed: its output pipe closes
+            for line in proc.stdout:   # ends when the group is gone: its output pipe closes
                 lines.append(line.rstrip("\n"))
                 log.write(line)
                 if echo:
@@ -132,8 +176,11 @@ def run_command(command, log_path, env, cwd, timeout_s, echo=True):
             raise
         finally:
             watchdog.cancel()
+            killer.cancel()
+            if expired.is_set():
+                _kill_group(proc)      # what the interrupt left running
         if expired.is_set():
-            note = f"gpu-check: stopped after {timeout_s} s, the step's time limit"
+            note = f"gpu-check: stopped after {timeout_s:.0f} s, the step's time limit"
             lines.append(note)
             log.write(note + "\n")
             return None, lines
@@ -150,6 +197,8 @@ def read_junit(path):
     failures, skip_reasons = [], {}
     for case in root.iter("testcase"):
         name = "::".join(p for p in (case.get("classname", ""), case.get("name", "")) if p)
+        if not name:
+            continue                   # the test an interrupt stopped: pytest writes it without a name
         kinds = {child.tag for child in case}
         if "failure" in kinds:
             counts["failed"] += 1
@@ -166,10 +215,16 @@ def read_junit(path):
     return {"counts": counts, "failures": failures, "skip_reasons": skip_reasons}
 
 
-def judge_step(step, returncode, lines):
-    """(ok, problem, extra) for a finished step: what passing means differs per step."""
+def judge_step(step, returncode, lines, budget_s=None):
+    """(ok, problem, extra) for a finished step: what passing means differs per step. ``budget_s``: the run's
+    budget, when it (not the step's own time limit) is what stopped the step."""
     extra = {}
     if returncode is None:
+        junit = read_junit(step.junit) if step.junit else None
+        if junit is not None:              # interrupted, pytest wrote what had run
+            extra.update(junit)
+        if budget_s is not None:
+            return False, f"stopped when the run's budget of {budget_s:.0f} s ran out", extra
         return False, f"did not finish within {step.timeout_s} s", extra
     if step.junit:
         junit = read_junit(step.junit)
@@ -217,20 +272,23 @@ def bench_summary(lines):
     return summary
 
 
-def run_step(step, log_dir, env, cwd, echo=True):
-    """Run one step and return its entry for the record."""
+def run_step(step, log_dir, env, cwd, echo=True, limit_s=None, budget_s=None):
+    """Run one step and return its entry for the record. ``limit_s``: what is left of the run's budget
+    ``budget_s``, when that is less than the step's own time limit."""
     if step.junit and os.path.exists(step.junit):
         os.remove(step.junit)          # a file left by an earlier run must not pass for this one
     log_path = os.path.join(log_dir, f"{step.name}.log")
+    by_budget = limit_s is not None and limit_s < step.timeout_s
     if echo:
         print(f"\n=== gpu-check: {step.name}: {step.what}", flush=True)
     started = time.perf_counter()
     try:
-        returncode, lines = run_command(step.command, log_path, env, cwd, step.timeout_s, echo=echo)
+        returncode, lines = run_command(step.command, log_path, env, cwd, limit_s if by_budget else step.timeout_s,
+                                        echo=echo)
     except OSError as exc:             # the command itself could not start
         returncode, lines = 127, [f"gpu-check: could not start {step.command[0]}: {exc}"]
     duration = time.perf_counter() - started
-    ok, problem, extra = judge_step(step, returncode, lines)
+    ok, problem, extra = judge_step(step, returncode, lines, budget_s if by_budget else None)
     entry = {"name": step.name, "what": step.what, "command": shlex.join(step.command),
              "returncode": returncode, "ok": ok, "problem": problem, "duration_s": round(duration, 1),
              "log": log_path}
@@ -240,6 +298,34 @@ def run_step(step, log_dir, env, cwd, echo=True):
     if echo:
         print(f"=== gpu-check: {step.name}: {'passed' if ok else 'FAILED: ' + problem} ({duration:.0f} s)", flush=True)
     return entry
+
+
+def not_run(step, budget_s):
+    """The record's entry for a step the budget did not reach."""
+    return {"name": step.name, "what": step.what, "command": shlex.join(step.command), "returncode": None,
+            "ok": False, "problem": f"not run: the run's budget of {budget_s:.0f} s was spent", "duration_s": 0.0,
+            "log": None, "not_run": True}
+
+
+# Less than this left of the budget: a step is not started.
+MIN_STEP_S = 10
+
+
+def run_phase(phase, log_dir, env, cwd, echo=True, limit_s=None, budget_s=None):
+    """Run one phase of the plan: its one step, or its steps side by side (each with its output in its log)."""
+    if len(phase) == 1:
+        return [run_step(phase[0], log_dir, env, cwd, echo, limit_s, budget_s)]
+    if echo:
+        print(f"\n=== gpu-check: side by side: {', '.join(s.name for s in phase)} (each one's output in "
+              f"{log_dir}/<step>.log)", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(phase)) as pool:
+        futures = {pool.submit(run_step, step, log_dir, env, cwd, False, limit_s, budget_s): step for step in phase}
+        for future in concurrent.futures.as_completed(futures):
+            entry = future.result()
+            if echo:
+                print(f"=== gpu-check: {entry['name']}: {'passed' if entry['ok'] else 'FAILED: ' + entry['problem']} "
+                      f"({entry['duration_s']:.0f} s)", flush=True)
+    return [future.result() for future in futures]   # in the plan's order
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,13 +380,15 @@ def no_gpu_message(reason):
             f"(e.g. a cloud GPU instance or Google Colab). On this machine `make test` runs everything on the CPU emulator.")
 
 
-def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=()):
-    """Run ``steps`` in order, write the record, and return (record, its path)."""
+def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), budget_s=None):
+    """Run ``steps`` phase by phase (``plan``) within ``budget_s`` seconds if given, write the record after
+    every phase, and return (record, its path)."""
     os.makedirs(log_dir, exist_ok=True)
     env = dict(os.environ)
     env[backend_module.ENV_VAR] = "cuda"
     started = time.perf_counter()
     described = machine.describe(devices=False)   # the device comes from the preflight that let the run start
+    phases = plan(steps)
     record = {
         "kind": "gpuedu gpu-check",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -310,15 +398,22 @@ def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=()):
         "versions": versions(described),
         "git": git_state(cwd),
         "logs": log_dir,
+        "budget_s": budget_s,
+        "plan": [[s.name for s in phase] for phase in phases],
         "steps": [],
     }
     path = record_path(device.get("name", "device"), results_dir)
-    for step in steps:
-        record["steps"].append(run_step(step, log_dir, env, cwd, echo=echo))
+    for phase in phases:
+        left = None if budget_s is None else budget_s - (time.perf_counter() - started)
+        if left is not None and left < MIN_STEP_S:
+            entries = [not_run(step, budget_s) for step in phase]
+        else:
+            entries = run_phase(phase, log_dir, env, cwd, echo, left, budget_s)
+        record["steps"] += entries
         record["duration_s"] = round(time.perf_counter() - started, 1)
         record["ok"] = all(s["ok"] for s in record["steps"])
         record["failed_steps"] = [s["name"] for s in record["steps"] if not s["ok"]]
-        write_record(record, path)     # after every step: a run cut short still leaves its record
+        write_record(record, path)     # after every phase: a run cut short still leaves its record
     return record, path
 
 
@@ -327,7 +422,8 @@ def summary_lines(record, path):
     for s in record["steps"]:
         counts = s.get("counts")
         detail = (f"{counts['passed']} passed, {counts['failed']} failed, {counts['errors']} errors, "
-                  f"{counts['skipped']} skipped" if counts else f"exit code {s['returncode']}")
+                  f"{counts['skipped']} skipped" if counts else
+                  "not run" if s.get("not_run") else f"exit code {s['returncode']}")
         lines.append(f"  [{'ok ' if s['ok'] else 'BAD'}] {s['name']:<10} {detail} ({s['duration_s']:.0f} s)"
                      + ("" if s["ok"] else f": {s['problem']}"))
         for name in s.get("failures", [])[:20]:
@@ -347,8 +443,12 @@ def build_parser(parser):
                         help="folder of the record <device>-checks.json (default: benchmarks/results)")
     parser.add_argument("--logs", default=DEFAULT_LOG_DIR, metavar="DIR",
                         help=f"folder of each step's full output (default: {DEFAULT_LOG_DIR})")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="bound the whole run: a step running when it is spent is interrupted and recorded "
+                             "as stopped, later ones as not run (steps run by their value: "
+                             f"{', '.join(STEP_NAMES)})")
     parser.add_argument("--list", action="store_true",
-                        help="print the steps and their commands, run nothing (works without a GPU)")
+                        help="print the plan: each phase's steps and commands; run nothing (works without a GPU)")
     return parser
 
 
@@ -356,6 +456,10 @@ def run(args, argv=()):
     """``gpuedu gpu-check``; returns the exit status."""
     if args.jobs is not None and args.jobs < 1:
         print("gpuedu gpu-check: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    if args.budget is not None and not args.budget > MIN_STEP_S:
+        print(f"gpuedu gpu-check: --budget is in seconds and must be more than {MIN_STEP_S}, got {args.budget:g}",
+              file=sys.stderr)
         return 2
     cwd = os.getcwd()
     if not (os.path.isdir(os.path.join(cwd, "tests")) and os.path.isdir(os.path.join(cwd, "lessons"))):
@@ -366,8 +470,15 @@ def run(args, argv=()):
     wanted = args.steps or STEP_NAMES
     steps = [s for s in build_steps(log_dir, args.jobs) if s.name in wanted]
     if args.list:
-        for step in steps:
-            print(f"{step.name:<10} {step.what}\n           {backend_module.ENV_VAR}=cuda {shlex.join(step.command)}")
+        for number, phase in enumerate(plan(steps), 1):
+            how = "alone" if len(phase) == 1 else "side by side"
+            print(f"phase {number} ({how}):")
+            for step in phase:
+                print(f"  {step.name:<10} {step.what}\n             {backend_module.ENV_VAR}=cuda "
+                      f"{shlex.join(step.command)}")
+        if args.budget is not None:
+            print(f"within a budget of {args.budget:.0f} s: a step running when it is spent is interrupted, later "
+                  f"phases are not run")
         return 0
     ok, reason, details = preflight.check_gpu()   # child-process probes: this process keeps no context
     if not ok:
@@ -378,6 +489,6 @@ def run(args, argv=()):
     device["cuda_driver_version"] = probe.get("cuda_driver_version")
     device["pycuda_version"] = probe.get("pycuda_version")
     print(f"gpuedu gpu-check on {device.get('name')} (sm_{device.get('arch')}): {', '.join(s.name for s in steps)}")
-    record, path = run_checks(steps, log_dir, args.results, device, cwd, argv=argv)
+    record, path = run_checks(steps, log_dir, args.results, device, cwd, argv=argv, budget_s=args.budget)
     print("\n".join(summary_lines(record, path)))
     return 0 if record["ok"] else 1

@@ -40,11 +40,11 @@ def run(tmp_path, steps):
 
 
 def test_no_gpu_is_refused_with_what_to_do_and_its_own_exit_code():
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300, stdin=subprocess.DEVNULL)
-    if proc.returncode != gpu_check.NO_GPU_EXIT and "no usable GPU" not in proc.stderr:
+    from gpuedu import preflight
+    if preflight.check_gpu()[0]:   # asked first: here gpu-check would run everything, this test included
         pytest.skip("this machine has a usable GPU: gpu-check would run for real")
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == gpu_check.NO_GPU_EXIT == 3
     assert "no usable GPU on this machine" in proc.stderr and "nothing was run" in proc.stderr
     assert "Using a GPU" in proc.stderr and "gpuedu doctor" in proc.stderr
@@ -146,14 +146,57 @@ def test_bench_step_reports_the_results_file_its_figures_and_targets(tmp_path):
 
 
 def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
-    steps = gpu_check.build_steps(str(tmp_path), jobs=4)
-    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES)
-    commands = {s.name: s.command for s in steps}
-    assert commands["gpu-tests"][-3:-1] == ["gpu", "tests"] and commands["tests"][-3:-1] == ["not gpu", "tests"]
-    assert "--nbval" in commands["lessons"] and "lessons" in commands["lessons"]
-    assert "-n" not in commands["lessons"]      # one notebook at a time: lessons time kernels
-    assert commands["bench"][-2:] == ["gpuedu", "bench"]
+    steps = gpu_check.build_steps(str(tmp_path), jobs=4, lesson_jobs=13)
+    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES) == ["doctor", "bench", "lessons", "gpu-tests",
+                                                                      "tests"]
+    commands = {s.name: " ".join(s.command) for s in steps}
+    assert "-m gpu tests" in commands["gpu-tests"] and "-m not gpu tests" in commands["tests"]
+    assert "--nbval" in commands["lessons"] and " lessons " in commands["lessons"]
+    if gpu_check._has_module("xdist"):       # a whole notebook per worker: its cells share one kernel
+        assert "-n 13 --dist loadfile" in commands["lessons"] and "-n 4 --dist loadscope" in commands["tests"]
+    assert commands["bench"].endswith("-m gpuedu bench")
     assert all(s.junit for s in steps if "pytest" in s.command)
+
+
+def test_the_bench_runs_alone_and_what_times_nothing_runs_side_by_side(tmp_path):
+    phases = gpu_check.plan(gpu_check.build_steps(str(tmp_path)))
+    assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["lessons", "gpu-tests", "tests"]]
+    assert gpu_check.lesson_workers(os.path.join(REPO, "lessons")) == min(13, os.cpu_count())
+
+
+def test_steps_side_by_side_run_at_once_and_are_recorded_in_the_plans_order(tmp_path):
+    steps = [python_step(name, "import time; time.sleep(2); print('done')") for name in ("lessons", "gpu-tests")]
+    started = time.perf_counter()
+    record, _ = run(tmp_path, steps)
+    assert time.perf_counter() - started < 3.8          # not 4 s one after the other
+    assert record["plan"] == [["lessons", "gpu-tests"]]
+    assert [s["name"] for s in record["steps"]] == ["lessons", "gpu-tests"] and record["ok"]
+
+
+def test_the_budget_interrupts_a_step_keeps_what_pytest_wrote_and_skips_what_is_left(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "MIN_STEP_S", 1)   # a budget of seconds, for a test
+    tests = pytest_step(tmp_path, """
+        import time
+        def test_quick():
+            assert True
+        def test_slow():
+            time.sleep(120)
+    """)
+    tests.alone = True
+    later = python_step("bench", "print('never')")
+    later.alone = True
+    started = time.perf_counter()
+    record, path = gpu_check.run_checks([tests, later], str(tmp_path / "logs"), str(tmp_path / "results"), DEVICE,
+                                        cwd=str(tmp_path), echo=False, budget_s=6)
+    assert time.perf_counter() - started < 30
+    first, second = record["steps"]
+    assert first["problem"] == "stopped when the run's budget of 6 s ran out" and not first["ok"]
+    assert first["counts"]["passed"] == 1          # pytest, interrupted, wrote what had run
+    assert second["not_run"] and second["problem"] == "not run: the run's budget of 6 s was spent"
+    assert record["budget_s"] == 6 and not record["ok"] and record["failed_steps"] == ["tests", "bench"]
+    with open(path) as f:
+        assert json.load(f) == record
+    assert "not run" in "\n".join(gpu_check.summary_lines(record, path))
 
 
 @needs_nvcc
@@ -174,14 +217,24 @@ def test_the_command_runs_on_a_gpu_that_passes_the_preflight(tmp_path):
     assert "cuda (real GPU)" in (tmp_path / "logs" / "doctor.log").read_text()
 
 
-def test_list_shows_every_steps_command_without_a_gpu():
-    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check", "--list", "--jobs", "3"], cwd=REPO,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+def test_list_shows_the_plan_and_every_steps_command_without_a_gpu():
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check", "--list", "--jobs", "3", "--budget", "480"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    names = [ln.split()[0] for ln in proc.stdout.splitlines() if ln and not ln.startswith(" ")]
+    lines = proc.stdout.splitlines()
+    assert [ln for ln in lines if ln.startswith("phase")] == [
+        "phase 1 (alone):", "phase 2 (alone):", "phase 3 (side by side):"]
+    names = [ln.split()[0] for ln in lines if ln.startswith("  ") and not ln.startswith("   ")]
     assert names == list(gpu_check.STEP_NAMES)
     assert "GPUEDU_BACKEND=cuda" in proc.stdout and "-m gpuedu bench" in proc.stdout
     assert ("-n 3 --dist loadscope" in proc.stdout) == gpu_check._has_module("xdist")
+    assert "within a budget of 480 s" in proc.stdout
+
+
+def test_a_budget_that_cannot_hold_a_step_is_refused():
+    proc = subprocess.run([sys.executable, "-m", "gpuedu", "gpu-check", "--budget", "5"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and "--budget is in seconds and must be more than 10, got 5" in proc.stderr
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
