@@ -134,9 +134,16 @@ def fake_device(tmp_path, init_error=None, count=1, cc=(9, 0), load_error=None):
     return make_fake_pycuda(str(tmp_path / "fake"), source)
 
 
+def child_pythonpath(*first):
+    """PYTHONPATH for a child process: ``first`` (a fake PyCUDA, the repository) ahead of the parent's own
+    entries, which stay: a GPU machine may have PyCUDA or nbval there (installed with --target), and a child
+    that loses them fails for a reason that is not the test's."""
+    return os.pathsep.join([p for p in (*first, *os.environ.get("PYTHONPATH", "").split(os.pathsep)) if p])
+
+
 def run_child(code, fake=None, backend_env=None):
     env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND", "PYTHONPATH")}
-    env["PYTHONPATH"] = os.pathsep.join([p for p in (fake, REPO) if p])
+    env["PYTHONPATH"] = child_pythonpath(fake, REPO)
     if backend_env is not None:
         env["GPUEDU_BACKEND"] = backend_env
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
@@ -422,3 +429,10 @@ def test_only_pycudas_own_module_names_resolve_to_the_emulator():
     '''))
     assert "IMPORTED" not in out
     assert out.count("True") == 5
+
+
+def test_a_childs_pythonpath_keeps_the_parents_entries_after_its_own(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/site/a", "/site/b"]))
+    assert child_pythonpath("/fake", None, REPO) == os.pathsep.join(["/fake", REPO, "/site/a", "/site/b"])
+    monkeypatch.delenv("PYTHONPATH")
+    assert child_pythonpath(REPO) == REPO

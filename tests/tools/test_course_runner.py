@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from gpuedu.tools import course
+from test_backend import child_pythonpath
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,7 +40,7 @@ def test_course_runs_every_lesson_and_reports_the_failure(tmp_path):
     write_notebook(lessons / "01_broken.ipynb", "x = 1", "raise ValueError('boom')", "print('never')")
     report = tmp_path / "report"
     env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND",)}
-    env["PYTHONPATH"] = REPO
+    env["PYTHONPATH"] = child_pythonpath(REPO)
     proc = subprocess.run([sys.executable, "-m", "gpuedu", "course", "--lessons", str(lessons),
                            "--report", str(report), "--timeout", "120"],
                           capture_output=True, text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
@@ -91,7 +92,7 @@ def test_store_writes_a_passing_lesson_back_with_its_outputs(tmp_path):
     lessons.mkdir()
     write_notebook(lessons / "00_ok.ipynb", "print(6 * 7)")
     env = {k: v for k, v in os.environ.items() if k != "GPUEDU_BACKEND"}
-    env["PYTHONPATH"] = REPO
+    env["PYTHONPATH"] = child_pythonpath(REPO)
     proc = subprocess.run([sys.executable, "-m", "gpuedu", "course", "--lessons", str(lessons), "--report",
                            str(tmp_path / "report"), "--store"], capture_output=True, text=True, env=env,
                           timeout=600, stdin=subprocess.DEVNULL)

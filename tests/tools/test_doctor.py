@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from test_backend import FAKE_DRIVER_NO_LIBCUDA, REPO, fake_device, make_fake_pycuda, needs_nvcc
+from test_backend import FAKE_DRIVER_NO_LIBCUDA, REPO, child_pythonpath, fake_device, make_fake_pycuda, needs_nvcc
 
 
 def doctor(fake=None, backend_env=None, path=None, args=("-m", "gpuedu", "doctor")):
     env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND", "PYTHONPATH", "CXX")}
-    env["PYTHONPATH"] = os.pathsep.join([p for p in (fake, REPO) if p])
+    env["PYTHONPATH"] = child_pythonpath(fake, REPO)
     if backend_env:
         env["GPUEDU_BACKEND"] = backend_env
     if path is not None:
