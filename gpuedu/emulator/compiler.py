@@ -11,10 +11,11 @@ Building happens in three steps:
 1. a preprocessing pass (``-E``) with ``__global__`` kept as a marker finds the
    kernels and the functions they call, so that kernels with no barrier or warp
    intrinsic can run their threads as a plain loop (see ``analyse``);
-2. the translation unit is compiled with ``-O2 -fPIC -shared`` and linked with
-   the runtime's host side (``_native/gpuedu_host.cpp``: signals, stack
-   mappings), compiled once into the cache so that its system headers never
-   meet the user's code;
+2. the translation unit is compiled (``-O2 -fPIC``) to an object file, whose
+   calls outside itself ``_linkcheck`` judges as nvcc would (host functions,
+   exceptions, undefined device symbols), then linked with the runtime's host
+   side (``_native/gpuedu_host.cpp``: signals, stack mappings), compiled once
+   into the cache so that its system headers never meet the user's code;
 3. the library is stored in the kernel cache (``cache_dir()``), keyed by the
    source, the options, the compiler and the prelude, so the next
    ``SourceModule`` of the same source only loads it.
