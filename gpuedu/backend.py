@@ -161,6 +161,8 @@ class Backend:
         self.nvcc = nvcc              # (path, version) of the nvcc that builds kernels, or None
         self.cxx = cxx                # path of the C++ compiler the emulator uses, or None
         self.problems = list(problems)  # what would stop kernels from building, with what to do
+        self.toolchain_checked = False  # the emulator: whether a test kernel was built and run (setup() does)
+        self.toolchain_problem = None   # ... and what failed, if it did (also among problems)
 
     @property
     def driver(self):
@@ -239,9 +241,10 @@ def _emulator_backend(reason):
     backend = _cpu_backend(reason)
     importlib.import_module("pycuda.autoprimaryctx")   # the emulated device's primary context, as on a GPU
     if backend.usable:   # a compiler is there: does it build and run a kernel (its C library, its defaults)?
-        problem = preflight.emulator_problem()
-        if problem:
-            backend.problems.append(problem)
+        backend.toolchain_problem = preflight.emulator_problem()
+        backend.toolchain_checked = True
+        if backend.toolchain_problem:
+            backend.problems.append(backend.toolchain_problem)
     return backend
 
 

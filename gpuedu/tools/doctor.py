@@ -133,13 +133,14 @@ def check_cxx():
 
 
 def check_test_kernel(chosen):
-    """The emulator builds and runs a small kernel module with this machine's compiler, C library and flags."""
+    """The emulator builds and runs a small kernel module with this machine's compiler, C library and flags:
+    setup() did so for ``chosen``; its finding, last, says in full what failed."""
     from ..emulator import compiler
-    problem = preflight.emulator_problem()
+    problem = chosen.toolchain_problem if chosen.toolchain_checked else preflight.emulator_problem()
     if problem:
-        said = problem in chosen.problems   # setup() found it too: its finding, last, says it in full
-        return Finding("Emulator test kernel", "failed", False,
-                       "why, and what to do: under \"Lessons will use\" below" if said else problem)
+        advice = ("why, and what to do: under \"Lessons will use\" below" if problem in chosen.problems
+                  else problem)
+        return Finding("Emulator test kernel", "failed", False, advice)
     return Finding("Emulator test kernel", f"built and ran ({compiler.toolchain()})")
 
 

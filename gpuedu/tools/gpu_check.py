@@ -26,6 +26,7 @@ is no usable GPU here, so nothing was run; 2 the command was used wrongly.
 import argparse
 import concurrent.futures
 import datetime
+import glob
 import importlib.util
 import json
 import os
@@ -76,7 +77,6 @@ def default_jobs():
 
 def lesson_workers(lessons_dir="lessons"):
     """Notebook workers for the lessons step: one per lesson, at most one per core."""
-    import glob
     count = len(glob.glob(os.path.join(lessons_dir, LESSONS_GLOB))) or 1
     return max(1, min(count, os.cpu_count() or 1))
 
@@ -139,14 +139,13 @@ def _kill_group(proc):
     _signal_group(proc, signal.SIGKILL)
 
 
-def run_command(command, log_path, env, cwd, timeout_s, echo=True, grace_s=None):
+def run_command(command, log_path, env, cwd, timeout_s, echo=True):
     """Run ``command``, copying its output to the terminal (``echo``) and to ``log_path``; (exit code, lines).
 
     The command gets a process group of its own. When ``timeout_s`` passes the group gets SIGINT (pytest
-    then stops and writes its results), and ``grace_s`` later SIGKILL with everything it started (pytest
+    then stops and writes its results), and STOP_GRACE_S later SIGKILL with everything it started (pytest
     workers, notebook kernels). Exit code None: it ran out of time.
     """
-    grace_s = STOP_GRACE_S if grace_s is None else grace_s
     lines = []
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(command) + "\n")
@@ -160,7 +159,7 @@ def run_command(command, log_path, env, cwd, timeout_s, echo=True, grace_s=None)
             _signal_group(proc, signal.SIGINT)
             killer.start()
 
-        killer = threading.Timer(grace_s, _kill_group, (proc,))
+        killer = threading.Timer(STOP_GRACE_S, _kill_group, (proc,))
         watchdog = threading.Timer(timeout_s, interrupt)
         watchdog.start()
         try:

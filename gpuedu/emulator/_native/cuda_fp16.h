@@ -14,11 +14,8 @@
 #include "gpuedu_prelude.h"
 
 #ifndef GPUEDU_SCAN
-// Overloads with C linkage are an error: this makes the header fail inside
+// A template with C linkage is an error for every compiler: this makes the header fail inside
 // extern "C" { } the way NVIDIA's does.
-static inline int __gpuedu_fp16_linkage_check(int x) { return x; }
-static inline int __gpuedu_fp16_linkage_check(float x) { return (int)x; }
-// (g++ refuses those; clang++ lets static functions overload there, but no compiler takes a template)
 template <typename T> struct __gpuedu_fp16_needs_cxx_linkage {};
 
 static inline unsigned short __gpuedu_f2h_bits(float f) {

@@ -689,13 +689,6 @@ inline void run_block_fibers() {
   resume(0, nullptr);  // returns once every thread of the block is done
 }
 
-#if defined(__clang__)
-#define GPUEDU_NO_VECTORIZE _Pragma("clang loop vectorize(disable) interleave(disable)")
-#elif defined(__GNUC__) && __GNUC__ >= 14
-#define GPUEDU_NO_VECTORIZE _Pragma("GCC novector")
-#else
-#define GPUEDU_NO_VECTORIZE
-#endif
 // Always inlined into run_grid: the kernel's local arrays then share one frame with the arguments it
 // reads, below the stack protector's guard, so an overrun of a local array is found when run_grid returns
 // instead of garbling the arguments of the next thread first (clang++ kept this loop a function apart).
@@ -709,7 +702,6 @@ __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
         // One thread at a time, with threadIdx in memory before each runs (a volatile store: not kept
         // in a register, not vectorised across threads), where the fault handler reads it: a fault
         // then names the thread that made it, whatever the compiler.
-        GPUEDU_NO_VECTORIZE
         for (unsigned x = 0; x < blockDim.x; ++x) {
           *(volatile unsigned*)&threadIdx.x = x;
           body();
