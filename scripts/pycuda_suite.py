@@ -36,14 +36,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-#: The PyCUDA release whose tests are run, its sdist on PyPI and the SHA-256 PyPI publishes for it.
+#: The PyCUDA release whose tests are run, its sdist (fetched by name with pip) and the SHA-256 PyPI
+#: publishes for it.
 PYCUDA_VERSION = "2026.1"
-SDIST_URL = ("https://files.pythonhosted.org/packages/75/93/"
-             f"36ffd54430924dcb03a88c97519d56589e573d0dcc999c77a4c4d8a90306/pycuda-{PYCUDA_VERSION}.tar.gz")
+SDIST = f"pycuda-{PYCUDA_VERSION}.tar.gz"
 SDIST_SHA256 = "759516160628ba06f32ce7e563e3f5b9214691dc9528a03ea99ea1073f4e14ba"
 
 TEST_FILES = ("test_driver.py", "test_gpuarray.py", "test_cumath.py")
@@ -150,17 +149,20 @@ def sha256_of(path):
 def fetch_sdist(cache_dir=DEFAULT_CACHE, sdist=None):
     """The path of the pinned sdist, checked against its SHA-256: ``sdist`` if given, else cached or downloaded."""
     if sdist is None:
-        sdist = os.path.join(cache_dir, os.path.basename(SDIST_URL))
+        sdist = os.path.join(cache_dir, SDIST)
         if not os.path.exists(sdist):
             os.makedirs(cache_dir, exist_ok=True)
-            partial = sdist + ".part"
-            try:
-                with urllib.request.urlopen(SDIST_URL, timeout=120) as response, open(partial, "wb") as f:
-                    shutil.copyfileobj(response, f)
-            except OSError as exc:
-                raise SuiteError(f"could not download {SDIST_URL} ({exc}); download it by hand and pass "
-                                 f"--sdist PATH, or put it at {sdist}") from exc
-            os.replace(partial, sdist)
+            with tempfile.TemporaryDirectory(dir=cache_dir) as folder:
+                done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "pycuda",
+                                       "--dest", folder, f"pycuda=={PYCUDA_VERSION}"], capture_output=True, text=True,
+                                      timeout=600, stdin=subprocess.DEVNULL)
+                if done.returncode != 0 or not os.path.isfile(os.path.join(folder, SDIST)):
+                    last = (done.stderr or done.stdout).strip().splitlines()
+                    raise SuiteError(f"pip could not download pycuda=={PYCUDA_VERSION}'s sdist "
+                                     f"({last[-1] if last else 'exit ' + str(done.returncode)}); download it by hand "
+                                     f"(pip download --no-binary pycuda pycuda=={PYCUDA_VERSION}) and pass --sdist PATH, "
+                                     f"or put it at {sdist}")
+                os.replace(os.path.join(folder, SDIST), sdist)
     elif not os.path.exists(sdist):
         raise SuiteError(f"--sdist {sdist}: no such file")
     found = sha256_of(sdist)
@@ -303,7 +305,7 @@ def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=No
     return {
         "what": "PyCUDA's own tests, unmodified, run against gpuedu's CPU emulator (scripts/pycuda_suite.py)",
         "pycuda_version": PYCUDA_VERSION,
-        "sdist_url": SDIST_URL,
+        "sdist": SDIST,
         "sdist_sha256": sdist_sha256,
         "files": list(files),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

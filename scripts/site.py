@@ -9,7 +9,7 @@ README.md becomes the front page, ``docs/pictures.md`` gathers the figures. Stag
 in the repository: a link to a file that is not a page of the site (``LICENSE``, ``gpuedu/ops.py``) points at the
 repository on GitHub, the lessons' SVG attachments become files, and the Colab and Binder badges (images from other
 sites) become plain links, so the site needs nothing from the network to be read. MathJax 3 is fetched once from
-the npm registry (its checksum pinned below) and served from the site itself.
+npm (`npm pack`, its checksum pinned below) and served from the site itself.
 
 The check opens every page with Playwright driving Chromium (Debian's ``chromium``, or any Chromium-based browser
 named by ``GPUEDU_CHROMIUM``) and fails on: a page that does not load or has no heading and text, a JavaScript error,
@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import urllib.request
+import tempfile
 from urllib.parse import unquote, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,9 +38,9 @@ sys.path.insert(0, ROOT)
 from gpuedu import __version__  # noqa: E402
 from gpuedu.tools.course import REPOSITORY  # noqa: E402
 
-#: MathJax 3.2.2 as the npm registry serves it, and the integrity hash the registry publishes for it.
+#: MathJax 3.2.2 as npm fetches it, and the integrity hash npm publishes for it.
 MATHJAX_VERSION = "3.2.2"
-MATHJAX_URL = f"https://registry.npmjs.org/mathjax/-/mathjax-{MATHJAX_VERSION}.tgz"
+MATHJAX_PACKAGE = f"mathjax@{MATHJAX_VERSION}"   # fetched by name with npm, never by a registry's address
 MATHJAX_SHA512 = "Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw=="
 
 #: The pages besides the lessons: repository path -> path in the site's sources.
@@ -122,8 +122,24 @@ def stage_notebook(path, paths, dest):
         json.dump(nb, f, indent=1, ensure_ascii=False)
 
 
+def _npm_pack(cache):
+    """``npm pack mathjax@VERSION`` into ``cache``: the package's tarball, as npm fetches it; its bytes."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise OSError("npm is not installed (apt install npm)")
+    with tempfile.TemporaryDirectory(dir=cache) as folder:
+        done = subprocess.run([npm, "pack", MATHJAX_PACKAGE, "--pack-destination", folder, "--silent"],
+                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=folder)
+        packed = os.path.join(folder, f"mathjax-{MATHJAX_VERSION}.tgz")
+        if done.returncode != 0 or not os.path.isfile(packed):
+            last = (done.stderr or done.stdout).strip().splitlines()
+            raise OSError(last[-1] if last else f"npm pack exited with {done.returncode}")
+        with open(packed, "rb") as f:
+            return f.read()
+
+
 def fetch_mathjax(cache):
-    """The MathJax tarball, from ``cache`` or the npm registry, checked against the pinned hash."""
+    """The MathJax tarball, from ``cache`` or npm, checked against the pinned hash."""
     os.makedirs(cache, exist_ok=True)
     tarball = os.path.join(cache, f"mathjax-{MATHJAX_VERSION}.tgz")
 
@@ -135,13 +151,13 @@ def fetch_mathjax(cache):
         if good(data):
             return data
     try:
-        with urllib.request.urlopen(MATHJAX_URL, timeout=60) as response:
-            data = response.read()
-    except OSError as e:
-        raise SiteError(f"could not download MathJax {MATHJAX_VERSION} from {MATHJAX_URL} ({e}); the site serves its "
-                        f"own copy: put that file (`npm pack mathjax@{MATHJAX_VERSION}`) at {tarball}") from None
+        data = _npm_pack(cache)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SiteError(f"could not fetch MathJax {MATHJAX_VERSION} with npm ({e}); the site serves its "
+                        f"own copy: put that file (`npm pack {MATHJAX_PACKAGE}`) at {tarball}") from None
     if not good(data):
-        raise SiteError(f"{MATHJAX_URL} did not match the pinned sha512 ({MATHJAX_SHA512}): refusing to serve it")
+        raise SiteError(f"npm's {MATHJAX_PACKAGE} did not match the pinned sha512 ({MATHJAX_SHA512}): "
+                        "refusing to serve it")
     with open(tarball + ".part", "wb") as f:
         f.write(data)
     os.replace(tarball + ".part", tarball)

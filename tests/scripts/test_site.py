@@ -6,7 +6,6 @@ not a skip. The check's own failure modes are tested on small hand-made sites.
 import json
 import os
 import shutil
-import urllib.request
 
 import pytest
 
@@ -58,27 +57,29 @@ def test_a_staged_lesson_shows_its_figures_as_files(site, tmp_path):
 
 def test_mathjax_that_does_not_match_the_pinned_hash_is_refused(site, tmp_path, monkeypatch):
     (tmp_path / f"mathjax-{site.MATHJAX_VERSION}.tgz").write_bytes(b"not mathjax")
-
-    class Response:
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def read(self):
-            return b"tampered"
-    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: Response())
+    monkeypatch.setattr(site, "_npm_pack", lambda cache: b"tampered")
     with pytest.raises(site.SiteError, match="did not match the pinned sha512"):
         site.fetch_mathjax(str(tmp_path))
 
 
 def test_no_network_and_no_cached_copy_says_where_to_put_mathjax(site, tmp_path, monkeypatch):
-    def offline(url, timeout):
-        raise OSError("network unreachable")
-    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    def offline(cache):
+        raise OSError("npm ERR! network unreachable")
+    monkeypatch.setattr(site, "_npm_pack", offline)
     with pytest.raises(site.SiteError, match=r"npm pack mathjax@3\.2\.2.*mathjax-3\.2\.2\.tgz"):
         site.fetch_mathjax(str(tmp_path))
+    monkeypatch.undo()                                          # no npm at all: the same advice, and why
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(site.SiteError, match=r"npm is not installed \(apt install npm\).*npm pack mathjax@3\.2\.2"):
+        site.fetch_mathjax(str(tmp_path))
+
+
+def test_mathjax_is_fetched_by_its_name_with_npm_and_matches_the_pin(site, tmp_path):
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    data = site.fetch_mathjax(str(tmp_path))            # nothing cached: npm pack mathjax@3.2.2
+    assert (tmp_path / f"mathjax-{site.MATHJAX_VERSION}.tgz").read_bytes() == data
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]   # npm's own folder went
 
 
 # ------------------------------------------------------------------------------------------------ the whole site
