@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gpuedu.emulator import _cache, compiler  # noqa: E402  (the benchmark measures the emulator itself)
-from gpuedu.emulator._alloc import DeviceAllocation  # noqa: E402
+from gpuedu.emulator import compiler, hooks  # noqa: E402  (the benchmark measures the emulator itself)
+from gpuedu.emulator.driver import DeviceAllocation  # noqa: E402
 
 BENCH_SRC = r"""
 __global__ void vector_add(const float* a, const float* b, float* c, int n) {
@@ -140,11 +140,11 @@ def main():
     unique = BENCH_SRC + f"\n// {time.time_ns()}\n"
     old = os.environ.get("GPUEDU_CACHE_DIR")
     first_dir, second_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
-    for name in os.listdir(_cache.cache_dir()):
+    for name in os.listdir(hooks.cache_dir()):
         if name.startswith("pch-"):
-            shutil.copytree(os.path.join(_cache.cache_dir(), name), os.path.join(first_dir, name))
+            shutil.copytree(os.path.join(hooks.cache_dir(), name), os.path.join(first_dir, name))
         elif name.startswith("host-") and name.endswith(".o"):
-            shutil.copy(os.path.join(_cache.cache_dir(), name), os.path.join(first_dir, name))
+            shutil.copy(os.path.join(hooks.cache_dir(), name), os.path.join(first_dir, name))
     try:
         os.environ["GPUEDU_CACHE_DIR"] = first_dir
         t0 = time.perf_counter()

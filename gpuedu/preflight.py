@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-# The emulator's kernel cache folder is read from this variable (gpuedu.emulator._cache.cache_path).
+# The emulator's kernel cache folder is read from this variable (gpuedu.emulator.hooks.cache_path).
 CACHE_ENV_VAR = "GPUEDU_CACHE_DIR"
 
 # What to install when the emulator has no C++ compiler, per platform.
@@ -258,7 +258,7 @@ def emulator_problem():
 def kernel_cache_dir():
     """Folder where the emulator caches compiled kernels: the emulator's own rule (``$GPUEDU_CACHE_DIR``, else
     the platform's cache folder), reported without creating anything."""
-    from .emulator._cache import cache_path
+    from .emulator.hooks import cache_path
     return cache_path()
 
 

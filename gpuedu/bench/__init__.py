@@ -64,10 +64,9 @@ def main(argv=None):
         for path in plots.draw(results, folder, stem):
             print(f"wrote {path}")
         return 0
-    import gpuedu
-    from gpuedu import backend as _backend
+    from .. import backend as _backend
     try:
-        gpuedu.setup(verbose=True)
+        _backend.setup(verbose=True)
     except (_backend.BackendError, ValueError) as exc:
         print(f"gpuedu bench: {exc}", file=sys.stderr)
         return 1
@@ -109,10 +108,10 @@ def _plot_place(results_path, plots_dir):
 
 def run(quick=False, only=None, out=None, repeats=None, log=print, command=None):
     """Run the suite on the active backend; write and return ``(results, path)``."""
-    import gpuedu
+    from .. import backend as _backend
     started = time.perf_counter()
     date = environment.now_utc()
-    backend = gpuedu.setup(verbose=False)
+    backend = _backend.setup(verbose=False)
     on_gpu = backend.name == "cuda"
     drv, driver_problem = _driver(on_gpu)
     machine = environment.describe(backend, drv)

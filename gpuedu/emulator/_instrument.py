@@ -1,7 +1,7 @@
 """Running a launch on a module's instrumented twin, and reading its counters.
 
-``gpuedu.profile()`` (in ``gpuedu.profiler``) installs a launch observer; for each
-launch it calls ``run(function, dims, argbuf)`` here, which
+While a ``Counting`` is active (``gpuedu.profile()`` starts one through ``hooks.counting``), every
+launch goes to ``run(function, dims, argbuf)`` here, which
 
 1. builds, once per module, the same source with ``compiler.build(..., profile=True)``:
    the twin, whose every load, store and basic block calls the counters in
@@ -9,7 +9,9 @@ launch it calls ``run(function, dims, argbuf)`` here, which
 2. copies the module's ``__device__``/``__constant__`` variables into the twin, tells
    the counters where device memory lies, runs the grid on the twin, and copies the
    variables back, so that the learner's data sees exactly what a plain launch does;
-3. returns the raw counts (``COUNTERS``), the races found and the instruction sites.
+3. returns the raw counts (``COUNTERS``), the races found and the instruction sites;
+
+and the listener given to ``Counting`` hears of the launch as a ``LaunchRecord``.
 """
 import ctypes
 import os
@@ -36,6 +38,67 @@ SPACES = ("global", "shared")
 
 class ProfilingUnavailable(Exception):
     """This launch cannot be profiled (with the reason): e.g. a module loaded from a file."""
+
+
+class LaunchRecord:
+    """What the emulator tells a listener of one launch: ``name``, ``grid``, ``block``, ``shared_dynamic`` (bytes),
+    ``source`` (the module's source, options, no_extern_c and include folders, or None), and what was counted:
+    ``counts`` {counter: int} (None where the launch could not be counted), ``hazards`` and ``errors`` [dict],
+    ``seconds`` (the launch's time on this CPU), ``reason`` (why it was not counted) and ``error`` (how the
+    launch failed, which then raises as it would unobserved)."""
+
+    def __init__(self, name, grid, block, shared_dynamic, source=None, counts=None, hazards=(), errors=(),
+                 seconds=None, reason=None, error=None):
+        self.name, self.grid, self.block, self.shared_dynamic = name, grid, block, shared_dynamic
+        self.source, self.counts, self.seconds = source, counts, seconds
+        self.hazards, self.errors = list(hazards), list(errors)
+        self.reason, self.error = reason, error
+
+    def __repr__(self):
+        return f"<LaunchRecord {self.name} grid={self.grid} block={self.block}>"
+
+
+class Counting:
+    """While entered, every launch runs on its module's instrumented twin (``run``) and
+    ``listener(LaunchRecord)`` hears of it; a launch that cannot be counted runs plainly and is heard of
+    with the reason. Leaving it puts back whatever observed launches before (countings nest)."""
+
+    def __init__(self, listener, racecheck=False, memcheck=False):
+        self.listener = listener
+        self.racecheck = bool(racecheck)
+        self.memcheck = bool(memcheck)
+        self._previous = None
+
+    def __enter__(self):
+        from ._module import set_launch_observer
+        self._previous = set_launch_observer(self._observe)
+        return self
+
+    def __exit__(self, *exc):
+        from ._module import set_launch_observer
+        set_launch_observer(self._previous)
+        return False
+
+    def _observe(self, function, dims, argbuf):
+        import time
+        shape = struct.unpack("8I", dims)
+        args = getattr(function.module, "_build_args", None)
+        common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6])
+        source = None if args is None else args[:4]
+        try:
+            raw = run(function, dims, argbuf, racecheck=self.racecheck, memcheck=self.memcheck)
+        except ProfilingUnavailable as exc:
+            start = time.perf_counter()
+            function._run_on(function.module, function._info_address, dims, argbuf)
+            self.listener(LaunchRecord(function.name, seconds=time.perf_counter() - start, reason=str(exc),
+                                       **common))
+            return
+        except Exception as exc:
+            self.listener(LaunchRecord(function.name, source=source, error=f"{type(exc).__name__}: {exc}",
+                                       reason="the launch failed", **common))
+            raise
+        self.listener(LaunchRecord(function.name, source=source, counts=raw.counts, hazards=raw.hazards,
+                                   errors=raw.errors, seconds=raw.seconds, **common))
 
 
 class _Hazard(ctypes.Structure):

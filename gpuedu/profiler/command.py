@@ -24,14 +24,15 @@ def build_parser(parser):
 
 
 def run(args):
-    import gpuedu
+    from .. import backend as _backend
     from . import metrics
     from .report import modelled_times
+    from .session import profile
     script = args.script
     if not os.path.isfile(script):
         print(f"gpuedu profile: no such script: {script}", file=sys.stderr)
         return 2
-    backend = gpuedu.setup()
+    backend = _backend.setup()
     if backend.name != "cpu":
         print("gpuedu profile: on this GPU the counters come from Nsight Compute; measure them with:\n  "
               + metrics.ncu_command(" ".join([script] + list(args.args))), flush=True)
@@ -45,7 +46,7 @@ def run(args):
     saved_argv = sys.argv
     sys.argv = [script] + list(args.args)
     status = 0
-    prof = gpuedu.profile(racecheck=args.racecheck, arch=args.arch)
+    prof = profile(racecheck=args.racecheck, arch=args.arch)
     try:
         with prof:
             runpy.run_path(script, run_name="__main__")

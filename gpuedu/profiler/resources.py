@@ -95,7 +95,7 @@ def parse_ptxas(text):
 def cache_dir():
     """Where results are kept: ``resources/`` in the emulator's kernel cache (``$GPUEDU_CACHE_DIR`` or
     the platform's cache folder), under the same rules of ownership."""
-    from gpuedu.emulator._cache import cache_dir as kernel_cache
+    from gpuedu.emulator.hooks import cache_dir as kernel_cache
     return os.path.join(kernel_cache(), "resources")
 
 
@@ -194,7 +194,7 @@ def pycuda_include_dir():
                                       None))
     if _installed_pycuda[0] is not None:
         return _installed_pycuda[0]
-    from gpuedu.emulator._cache import cache_dir as kernel_cache
+    from gpuedu.emulator.hooks import cache_dir as kernel_cache
     from gpuedu.emulator.compiler import NATIVE_DIR
     with open(os.path.join(NATIVE_DIR, _PYCUDA_HEADER), encoding="utf-8") as f:
         ours = f.read()

@@ -161,51 +161,37 @@ class Profile:
         self.memcheck = memcheck
         self.arch = arch
         self.backend = None
-        self._previous = None
+        self._counting = None
         self._restore = None
 
     # -- the context
     def __enter__(self):
-        import gpuedu
-        backend = gpuedu.setup(verbose=False)
+        from .. import backend as _backend
+        backend = _backend.setup(verbose=False)
         self.backend = backend.name
         if backend.name == "cpu":
-            from gpuedu.emulator import _module as function
-            self._previous = function.set_launch_observer(self._observe)
+            from gpuedu.emulator import hooks
+            self._counting = hooks.counting(self._record, racecheck=self.racecheck, memcheck=self.memcheck)
+            self._counting.__enter__()
         else:
             self._restore = _time_gpu_launches(self)
         return self
 
     def __exit__(self, *exc):
-        if self.backend == "cpu":
-            from gpuedu.emulator import _module as function
-            function.set_launch_observer(self._previous)
+        if self._counting is not None:
+            self._counting.__exit__(*exc)
+            self._counting = None
         elif self._restore is not None:
             self._restore()
         return False
 
-    def _observe(self, function, dims, argbuf):
-        import struct
-
-        from gpuedu.emulator import _instrument
-        shape = struct.unpack("8I", dims)
-        args = getattr(function.module, "_build_args", None)
-        source = None if args is None else args[:4]
-        common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6], arch=self.arch)
-        try:
-            raw = _instrument.run(function, dims, argbuf, racecheck=self.racecheck, memcheck=self.memcheck)
-        except _instrument.ProfilingUnavailable as exc:
-            start = time.perf_counter()
-            function._run_on(function.module, function._info_address, dims, argbuf)
-            self.kernels.append(KernelRecord(function.name, seconds=time.perf_counter() - start, reason=str(exc),
-                                             **common))
-            return
-        except Exception as exc:
-            self.kernels.append(KernelRecord(function.name, source=source, error=f"{type(exc).__name__}: {exc}",
-                                             reason="the launch failed", **common))
-            raise
-        self.kernels.append(KernelRecord(function.name, counts=raw.counts, hazards=raw.hazards, errors=raw.errors,
-                                         seconds=raw.seconds, source=source, **common))
+    def _record(self, launch):
+        """The emulator's ``LaunchRecord`` of one counted (or, with the reason, uncounted) launch, kept."""
+        self.kernels.append(KernelRecord(launch.name, grid=launch.grid, block=launch.block,
+                                         shared_dynamic=launch.shared_dynamic, arch=self.arch,
+                                         counts=launch.counts, hazards=launch.hazards, errors=launch.errors,
+                                         seconds=launch.seconds, source=launch.source, reason=launch.reason,
+                                         error=launch.error))
 
     # -- reading it
     @property

@@ -59,17 +59,17 @@ class Trace:
         self._recorder = None
 
     def __enter__(self):
-        import gpuedu
+        from .. import backend as _backend
         from .session import Profile
-        backend = gpuedu.setup(verbose=False)
+        backend = _backend.setup(verbose=False)
         if backend.name != "cpu":
             drv = backend.driver
             self.measured_on = drv.Context.get_device().name()
             self._recorder = EventRecorder(drv).start()
             return self
-        from gpuedu.emulator import _activity
+        from gpuedu.emulator import hooks
         self._profile = Profile().__enter__()          # kernels are counted, for their modelled time
-        self._previous = _activity.set_recorder(self._hear)
+        self._previous = hooks.record_activity(self._hear)
         return self
 
     def __exit__(self, *exc):
@@ -79,8 +79,8 @@ class Trace:
             if self.path is not None and exc[0] is None:
                 self.write(self.path)
             return False
-        from gpuedu.emulator import _activity
-        _activity.set_recorder(self._previous)
+        from gpuedu.emulator import hooks
+        hooks.record_activity(self._previous)
         self._profile.__exit__(*exc)
         self.events = schedule(self.calls, self.gpu)
         if self.path is not None and exc[0] is None:
@@ -250,12 +250,12 @@ def nvtx_range(name):
         raise ValueError(f"a range needs a non-empty name, like gpuedu.range('forward'); got {name!r}")
     active = _backend.active()
     if active is not None and active.name == "cpu":
-        from gpuedu.emulator import _activity
-        _activity.emit("range_push", name=name)
+        from gpuedu.emulator import hooks
+        hooks.emit_activity("range_push", name=name)
         try:
             yield
         finally:
-            _activity.emit("range_pop", name=name)
+            hooks.emit_activity("range_pop", name=name)
         return
     try:
         import nvtx

@@ -145,7 +145,7 @@ def check_test_kernel(chosen):
 
 
 def check_cache():
-    from ..emulator._cache import cache_problem
+    from ..emulator.hooks import cache_problem
     folder = preflight.kernel_cache_dir()
     problem = cache_problem(folder)
     if problem:   # the emulator refuses it: compiled kernels run as the learner's own code

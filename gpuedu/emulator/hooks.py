@@ -1,0 +1,22 @@
+"""The emulator's public face for the tools built on it: the profiler, ``gpuedu.trace()``, preflight,
+``gpuedu doctor`` and the benchmarks reach the emulator's core through these names and no others (a test
+fails if anything outside ``gpuedu/emulator/`` imports one of its underscore modules).
+
+- **Counted launches.** ``with counting(listener, racecheck=False, memcheck=False):`` runs every launch on
+  its module's instrumented twin, which counts what Nsight Compute counts, and calls ``listener`` with a
+  ``LaunchRecord`` for each (``COUNTERS`` names the counts). A launch that cannot be counted (a module
+  loaded from a file, a compiler without ``-fsanitize=thread``) runs plainly and its record says why.
+- **Activity.** ``record_activity(recorder)`` makes ``recorder(kind, info)`` hear of every call a GPU would
+  queue or wait on (copies, launches, events, synchronisations) with its stream; ``emit_activity`` adds a
+  host-side mark (``gpuedu.range``).
+- **The kernel cache.** ``cache_dir()`` (created, checked, the folder in use), ``cache_path()`` (by the rule,
+  untouched) and ``cache_problem(path)`` (why a folder cannot be trusted, or None).
+"""
+from ._activity import emit as emit_activity
+from ._activity import set_recorder as record_activity
+from ._cache import cache_dir, cache_path, cache_problem
+from ._instrument import COUNTERS, LaunchRecord, ProfilingUnavailable
+from ._instrument import Counting as counting
+
+__all__ = ["COUNTERS", "LaunchRecord", "ProfilingUnavailable", "counting", "record_activity", "emit_activity",
+           "cache_dir", "cache_path", "cache_problem"]
