@@ -115,11 +115,11 @@ def main(argv=None):
     if args.rank_program:
         rank_program(args.quick)
         return 0
-    from gpuedu.distributed import launch
+    from gpuedu.distributed import mpi
     runs = []
     for ranks in (QUICK_RANKS if args.quick else RANKS):
         flags = ["--rank-program"] + (["--quick"] if args.quick else [])
-        done = launch.run(os.path.abspath(__file__), ranks, flags, timeout=600)
+        done = mpi.run(os.path.abspath(__file__), ranks, flags, timeout=600)
         run = summarise(json.loads(next(l for l in done.stdout.splitlines() if l.startswith("{"))))
         runs.append(run)
         print(f"{ranks} ranks: alpha {run['alpha_seconds'] * 1e6:.1f} us, beta {run['beta_bytes_per_second'] / 1e9:.2f} GB/s "
@@ -132,7 +132,7 @@ def main(argv=None):
               "labels": {"ring_seconds": "measured", "mpi_allreduce_seconds": "measured",
                          "alpha_seconds": "measured (fitted to ping-pong)", "modelled_ring_seconds": "modelled"},
               "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "python": platform.python_version(), "mpi": launch.mpi_flavour(launch.find_mpiexec())},
+                          "python": platform.python_version(), "mpi": mpi.mpi_flavour(mpi.find_mpiexec())},
               "date": time.strftime("%Y-%m-%d", time.gmtime()), "quick": args.quick, "runs": runs}
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -4,7 +4,7 @@ A lesson starts with ``backend = gpuedu.setup()``: real PyCUDA on a usable NVIDI
 CPU emulator, which runs the same CUDA C.  ``python -m gpuedu doctor`` reports on the machine.
 """
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401
 
 
 def profile(racecheck=False, arch="sm_90"):

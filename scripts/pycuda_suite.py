@@ -297,7 +297,7 @@ def gpuedu_commit():
 
 def build_record(results, files, sdist_sha256, timeout, workers, memory_limit=None, commit=None):
     sys.path.insert(0, ROOT)
-    from gpuedu.tools import machine
+    from gpuedu import machine
     per_file = {}
     for name in files:
         mine = {k: v for k, v in results.items() if k.split("::")[0] == name}

@@ -163,7 +163,7 @@ def test_pinned_async_copy_overlaps_a_kernel_on_another_stream(kernels, gpu_cont
 
 
 def test_bench_event_timers_agree_on_the_same_work(kernels, gpu_context):
-    from gpuedu.bench.timing import CudaEventTimer, TorchEventTimer
+    from gpuedu.bench.timers import CudaEventTimer, TorchEventTimer
     drv = gpu_context
     spin = kernels.get_function("spin")
     cycles = calibrated_cycles(drv, spin, 5.0)

@@ -313,3 +313,13 @@ def test_the_wheel_check_wants_libcuda_needed_missing_without_a_driver_and_loadi
     # as pycuda-wheel leaves it: libcuda.so.1 needed (here linked by its soname, as patchelf adds it)
     linked = _fake_pycuda_wheel(tmp_path, offline, "linked", [f"-L{stub}", "-Wl,--no-as-needed", "-lcuda"])
     assert offline.check_pycuda_wheel(linked) == []
+
+
+def test_the_package_and_pyproject_say_the_same_version():
+    import tomllib
+
+    import gpuedu
+    from gpuedu import _version
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        declared = tomllib.load(f)["project"]["version"]
+    assert gpuedu.__version__ == _version.__version__ == declared

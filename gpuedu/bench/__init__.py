@@ -8,16 +8,16 @@
 
 Also ``python -m gpuedu.bench``. Results go to ``benchmarks/results/<device>.json`` (``-quick`` added
 for --quick) with PNG plots beside it; ``benchmarks/README.md`` explains how to read them.
-Modules: ``stats`` (medians, quartiles), ``timing`` (CUDA-event and host timers, cache flush),
-``records`` (figures of a run), ``bandwidth``/``gemm``/``training``/``launch`` (the measurements),
-``baselines`` (cuBLAS via PyTorch or CuPy, NumPy), ``targets``, ``report`` (JSON, tables), ``plots``.
+Modules: ``stats`` (medians, quartiles), ``timers`` (CUDA-event and host timers, cache flush),
+``records`` (figures of a run), ``bandwidth``/``gemm``/``training``/``launch_overhead`` (the measurements),
+``baselines`` (cuBLAS via PyTorch or CuPy, NumPy), ``targets``, ``results_file`` (JSON, tables), ``plots``.
 """
 import argparse
 import os
 import sys
 import time
 
-from . import config, environment, plots, report, suite, targets
+from . import config, environment, plots, results_file, suite, targets
 from .records import Run
 
 
@@ -56,7 +56,7 @@ def main(argv=None):
         return 2
     if args.plot_only:
         try:
-            results = report.load(args.plot_only)
+            results = results_file.load(args.plot_only)
         except (FileNotFoundError, ValueError) as exc:
             print(f"gpuedu bench: {exc}", file=sys.stderr)
             return 2
@@ -78,9 +78,9 @@ def main(argv=None):
         print(f"gpuedu bench: {exc}; choose another place with --out", file=sys.stderr)
         return 1
     print()
-    print(report.figures_table(results))
+    print(results_file.figures_table(results))
     print()
-    print(report.targets_table(results))
+    print(results_file.targets_table(results))
     print()
     print(_summary(results))
     print(f"wrote {out}")
@@ -139,8 +139,8 @@ def run(quick=False, only=None, out=None, repeats=None, log=print, command=None)
     machine["load_average_1min_after"] = environment.load_average()
     notes.extend(_notes(machine, on_gpu))
     results = {
-        "schema": report.SCHEMA,
-        "schema_version": report.SCHEMA_VERSION,
+        "schema": results_file.SCHEMA,
+        "schema_version": results_file.SCHEMA_VERSION,
         "date": date,
         "mode": "quick" if quick else "full",
         "command": command or (["gpuedu", "bench"] + (["--quick"] if quick else [])
@@ -160,7 +160,7 @@ def run(quick=False, only=None, out=None, repeats=None, log=print, command=None)
         "targets": targets.evaluate(bench.figures, on_gpu),
         "notes": notes,
     }
-    report.write(results, path)
+    results_file.write(results, path)
     return results, path
 
 
@@ -194,10 +194,10 @@ def _blas_threads(on_gpu):
 
 
 def _timer(on_gpu, drv, l2):
-    from . import timing
+    from . import timers
     if on_gpu and drv is not None:
-        return timing.CudaEventTimer(drv, l2)
-    return timing.HostTimer()
+        return timers.CudaEventTimer(drv, l2)
+    return timers.HostTimer()
 
 
 def _notes(machine, on_gpu):

@@ -75,11 +75,11 @@ def _cupy_cuda_usable(cupy):
 
 def vendor_timer(run, name, module):
     """A timer that brackets work queued by the vendor library with that library's own events."""
-    from . import timing
+    from . import timers
     key = f"timer:{name}"
     if key not in run.third_party:    # one flush buffer per library for the whole run
         l2 = run.sizes.get("l2_bytes", 0)
-        make = timing.TorchEventTimer if name == "torch" else timing.CupyEventTimer
+        make = timers.TorchEventTimer if name == "torch" else timers.CupyEventTimer
         run.third_party[key] = make(module, l2)
     return run.third_party[key]
 

@@ -1,4 +1,4 @@
-"""What the numbers were measured on: device, software versions, host (``gpuedu.tools.machine``), and how loaded
+"""What the numbers were measured on: device, software versions, host (``gpuedu.machine``), and how loaded
 the host was.
 
 Every field is filled by asking the running system; a field it cannot answer is ``None`` and the
@@ -8,7 +8,7 @@ import datetime
 import os
 import re
 
-from ..tools import machine
+from .. import machine
 
 
 def slug(text):
@@ -28,7 +28,7 @@ def load_average():
 def describe(backend, drv):
     """The ``machine`` section of the results: device, versions, host. ``drv`` is pycuda.driver.
 
-    Read from ``gpuedu.tools.machine.describe(drv)``, the description ``gpuedu doctor`` and ``gpuedu gpu-check``
+    Read from ``gpuedu.machine.describe(drv)``, the description ``gpuedu doctor`` and ``gpuedu gpu-check``
     read too, under the names the results have always used.
     """
     described = machine.describe(drv, devices=drv is not None)   # no driver here: run() says why, under "driver"

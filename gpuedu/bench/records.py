@@ -31,7 +31,7 @@ class Run:
     """State shared by the measurements of one run and the figures they record.
 
     ``backend`` is ``gpuedu.backend.active()``, ``drv`` is ``pycuda.driver``, ``timer`` one of the
-    timers in ``gpuedu.bench.timing``; ``sizes`` the problem sizes of this mode (see ``config``).
+    timers in ``gpuedu.bench.timers``; ``sizes`` the problem sizes of this mode (see ``config``).
     """
 
     def __init__(self, backend, drv, timer, sizes, repeats, warmup, on_gpu, log=print):

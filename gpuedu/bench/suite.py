@@ -1,5 +1,5 @@
 """The measurements of `gpuedu bench`, in the order they run, and what each needs before it."""
-from . import bandwidth, gemm, launch, training
+from . import bandwidth, gemm, launch_overhead, training
 
 # name -> (function(run), what it measures)
 MEASUREMENTS = {
@@ -10,7 +10,7 @@ MEASUREMENTS = {
     "fp16_gemm": (gemm.measure_fp16_gemm, "FP16 and WMMA GEMMs against cuBLAS FP16 (GPU) or NumPy (CPU)"),
     "mlp": (training.measure_mlp, "MLP training step against PyTorch eager (GPU) or NumPy (CPU)"),
     "amp": (training.measure_amp, "mixed-precision training step against gpuedu's FP32 step"),
-    "launch": (launch.measure_launch, "launch overhead: __call__ vs prepared_call"),
+    "launch": (launch_overhead.measure_launch, "launch overhead: __call__ vs prepared_call"),
 }
 
 # A measurement compared with another's figure runs that one first (e.g. the roof for bandwidth).

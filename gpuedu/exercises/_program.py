@@ -50,8 +50,8 @@ class ProgramExercise(PythonExercise):
             return result
         if "FILL ME IN" in code:
             result.notes.append("note: your program still contains the FILL ME IN marker.")
-        from ..distributed import launch
-        ok, reason = launch.mpi_status()
+        from ..distributed import mpi
+        ok, reason = mpi.mpi_status()
         if not ok:
             result.failure = Failure("mpi_unavailable", f"this check runs your code on MPI processes: {reason}",
                                      "install the extra, restart the kernel, and run the check again")
@@ -61,7 +61,7 @@ class ProgramExercise(PythonExercise):
             with open(path, "w") as f:
                 f.write(code)
             for ranks in self.ranks:
-                failure = self._run(launch, path, ranks, seed, result)
+                failure = self._run(mpi, path, ranks, seed, result)
                 if failure is not None:
                     result.failure = failure
                     break
@@ -97,10 +97,10 @@ class ProgramExercise(PythonExercise):
         line = next((l for l in self.stub.splitlines() if l.startswith(f"def {self.function}")), "")
         return line.rstrip(":")
 
-    def _run(self, launch, path, ranks, seed, result):
+    def _run(self, mpi, path, ranks, seed, result):
         label = f"{ranks} rank{'s' if ranks > 1 else ''}"
         try:
-            done = launch.run(HARNESS, ranks, [self.id, path, seed], timeout=self.time_limit, check=False)
+            done = mpi.run(HARNESS, ranks, [self.id, path, seed], timeout=self.time_limit, check=False)
         except RuntimeError as e:
             if "did not finish" in str(e):
                 result.cases.append(label)

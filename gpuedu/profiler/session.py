@@ -133,7 +133,7 @@ class KernelRecord:
             raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
                              f"emulator (GPUEDU_BACKEND=cpu)")
         from .gpus import get_gpu
-        from .model import predict
+        from .time_model import predict
         g = get_gpu(gpu)
         occ = None
         m = self.metrics

@@ -10,7 +10,7 @@ def main(argv=None):
     if argv[:1] == ["bench"]:   # gpuedu.bench parses its own options
         from .. import bench
         return bench.main(argv[1:])
-    from .. import __version__
+    from .._version import __version__
     parser = argparse.ArgumentParser(prog="gpuedu", description="GPU programming for deep learning, from first principles.")
     parser.add_argument("--version", action="version", version=f"gpuedu {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")

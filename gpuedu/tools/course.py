@@ -195,7 +195,7 @@ def run_facts(lessons_folder):
     (as ``machine.describe()`` has them)."""
     import subprocess
 
-    from . import machine
+    from .. import machine
     described = machine.describe(devices=False)
     try:
         commit = subprocess.run(["git", "-C", os.path.abspath(lessons_folder), "rev-parse", "--short", "HEAD"],

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from .. import backend as backend_module, preflight
-from . import machine
+from .. import machine
 
 MIN_PYTHON = (3, 10)
 

@@ -39,7 +39,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 
 from .. import backend as backend_module, preflight
-from . import machine
+from .. import machine
 
 NO_GPU_EXIT = 3
 STEP_NAMES = ("doctor", "bench", "lessons", "gpu-tests", "tests")   # by their value to the record

@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 
 import gpuedu
-from gpuedu.bench import config, records, suite, targets, timing
+from gpuedu.bench import config, records, suite, targets, timers
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def gpu_mode_run():
         pytest.skip("runs the GPU branch on the CPU emulator; on a GPU the real run covers it")
     import pycuda.driver as drv
     sizes = config.sizes_for(on_gpu=False, quick=True, l2_bytes=0)
-    timer = timing.CudaEventTimer(drv, l2_bytes=1 << 20)
+    timer = timers.CudaEventTimer(drv, l2_bytes=1 << 20)
     run = records.Run(backend, drv, timer, sizes, repeats=2, warmup=1, on_gpu=True, log=lambda *a: None)
     suite.run_all(run, suite.selected(["elementwise", "matmul", "fp16_gemm", "mlp", "launch"]))
     run.compute_ratios()

@@ -31,9 +31,9 @@ def quick_run(tmp_path_factory):
 
 
 def test_the_file_has_the_documented_shape(quick_run):
-    from gpuedu.bench import report
+    from gpuedu.bench import results_file
     results, _, _ = quick_run
-    assert report.validate(results) == []
+    assert results_file.validate(results) == []
     assert results["mode"] == "quick"
     machine = results["machine"]
     assert machine["backend"] == "cpu" and machine["device_slug"] == "cpu-emulator"

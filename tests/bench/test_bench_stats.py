@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from gpuedu.bench import environment, report, stats, suite, targets
+from gpuedu.bench import environment, results_file, stats, suite, targets
 from gpuedu.bench.records import Run, Skipped
 
 
@@ -172,19 +172,19 @@ def _results():
     run.add("numpy_copy", "bandwidth", "GB/s", [20.0, 22.0], {"bytes": 4})
     run.skip("cublas_sgemm", "matmul", "GFLOP/s", "no GPU")
     run.compute_ratios()
-    return {"schema": report.SCHEMA, "schema_version": report.SCHEMA_VERSION, "date": "2026-01-01T00:00:00+00:00",
+    return {"schema": results_file.SCHEMA, "schema_version": results_file.SCHEMA_VERSION, "date": "2026-01-01T00:00:00+00:00",
             "mode": "quick", "machine": {"device_name": "x", "backend": "cpu"}, "timing": {},
             "figures": run.figure_list(), "targets": targets.evaluate(run.figures, on_gpu=False)}
 
 
 def test_a_well_formed_results_file_round_trips(tmp_path):
     results = _results()
-    assert report.validate(results) == []
+    assert results_file.validate(results) == []
     path = tmp_path / "r.json"
-    report.write(results, str(path))
-    assert report.load(str(path)) == json.loads(path.read_text())
-    assert "copy_dtod" in report.figures_table(results)
-    assert "prepared_call_overhead" in report.targets_table(results)
+    results_file.write(results, str(path))
+    assert results_file.load(str(path)) == json.loads(path.read_text())
+    assert "copy_dtod" in results_file.figures_table(results)
+    assert "prepared_call_overhead" in results_file.targets_table(results)
 
 
 @pytest.mark.parametrize("damage, complaint", [
@@ -199,17 +199,17 @@ def test_a_well_formed_results_file_round_trips(tmp_path):
 def test_validate_names_what_is_wrong(damage, complaint):
     results = _results()
     damage(results)
-    problems = report.validate(results)
+    problems = results_file.validate(results)
     assert any(complaint in p for p in problems), problems
 
 
 def test_load_explains_a_missing_or_broken_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="gpuedu bench --out"):
-        report.load(str(tmp_path / "none.json"))
+        results_file.load(str(tmp_path / "none.json"))
     broken = tmp_path / "broken.json"
     broken.write_text('{"schema": ')
     with pytest.raises(ValueError, match="not valid JSON"):
-        report.load(str(broken))
+        results_file.load(str(broken))
 
 
 # ---- selection, names, command line --------------------------------------------------------------
@@ -240,7 +240,7 @@ def test_main_reports_usage_errors_as_a_status(tmp_path, capsys):
 def test_plot_only_redraws_from_a_results_file(tmp_path):
     from gpuedu.bench import main
     path = tmp_path / "r.json"
-    report.write(_results(), str(path))
+    results_file.write(_results(), str(path))
     assert main(["--plot-only", str(path), "--plots", str(tmp_path / "figs")]) == 0
     drawn = sorted(p.name for p in (tmp_path / "figs").iterdir())
     assert drawn == ["r-bandwidth.png", "r-ratios.png"]

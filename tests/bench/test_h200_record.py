@@ -6,7 +6,7 @@ import re
 import nbformat
 import pytest
 
-from gpuedu.bench import report
+from gpuedu.bench import results_file
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORD = os.path.join(REPO, "benchmarks", "results", "nvidia-h200.json")
@@ -14,7 +14,7 @@ RECORD = os.path.join(REPO, "benchmarks", "results", "nvidia-h200.json")
 
 @pytest.fixture(scope="module")
 def record():
-    return report.load(RECORD)
+    return results_file.load(RECORD)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def _tflops(gflops):
 
 
 def test_the_record_is_valid_and_says_where_it_came_from(record):
-    assert report.validate(record) == []
+    assert results_file.validate(record) == []
     assert record["machine"]["device_name"] == "NVIDIA H200" and record["machine"]["backend"] == "cuda"
     assert record["date"].startswith("2026-11-26") and record["mode"] == "full"
     assert any("commit 4748031" in note for note in record["notes"])

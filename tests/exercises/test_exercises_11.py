@@ -2,9 +2,9 @@
 import pytest
 
 from gpuedu import exercises
-from gpuedu.distributed import launch
+from gpuedu.distributed import mpi
 
-pytestmark = pytest.mark.skipif(not launch.mpi_status()[0], reason=launch.mpi_status()[1])
+pytestmark = pytest.mark.skipif(not mpi.mpi_status()[0], reason=mpi.mpi_status()[1])
 EX = "11.ring_allreduce"
 
 

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from gpuedu.profiler.gpus import get_gpu
-from gpuedu.profiler.model import (DRAM_EFFICIENCY, DRAM_LATENCY_S, LAUNCH_OVERHEAD_S, ROOFS, arithmetic_intensity,
+from gpuedu.profiler.time_model import (DRAM_EFFICIENCY, DRAM_LATENCY_S, LAUNCH_OVERHEAD_S, ROOFS, arithmetic_intensity,
                                    format_seconds, predict, roofline)
 from gpuedu.profiler.occupancy import theoretical_occupancy
 

@@ -142,7 +142,8 @@ def test_cli_hands_bench_its_own_options():
 
 
 def test_yardsticks_are_read_from_the_installed_packages(tmp_path, monkeypatch):
-    from gpuedu.tools import doctor as doctor_module, machine
+    from gpuedu import machine
+    from gpuedu.tools import doctor as doctor_module
     versions = {"torch": "2.9.0", "cupy-cuda13x": "14.0.0"}
     monkeypatch.setattr(machine, "package_version", versions.get)
     finding = doctor_module.check_yardsticks()

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 
-from .. import preflight
+from . import preflight
 
 
 def package_version(distribution):
@@ -39,7 +39,7 @@ def package_version(distribution):
 
 def gpuedu_version():
     """The version of the gpuedu this process runs."""
-    from .. import __version__
+    from ._version import __version__
     return __version__
 
 

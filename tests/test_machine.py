@@ -1,5 +1,5 @@
 """One description of the machine: `gpuedu doctor`, `gpuedu gpu-check`, `gpuedu course` and the bench's results
-all read `gpuedu.tools.machine.describe()`, so a version is found one way and said the same everywhere."""
+all read `gpuedu.machine.describe()`, so a version is found one way and said the same everywhere."""
 import json
 import os
 import platform
@@ -9,9 +9,10 @@ import types
 import gpuedu
 from gpuedu import preflight
 from gpuedu.bench import environment
-from gpuedu.tools import course, doctor, gpu_check, machine
+from gpuedu import machine
+from gpuedu.tools import course, doctor, gpu_check
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # A machine no test process runs on: every field differs from the real one.
 MADE_UP = {

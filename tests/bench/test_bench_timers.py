@@ -2,7 +2,7 @@
 checked with a recording stand-in for pycuda.driver, so it runs without a GPU."""
 import pytest
 
-from gpuedu.bench import timing
+from gpuedu.bench import timers
 
 
 class _RecordingDriver:
@@ -45,7 +45,7 @@ class _RecordingDriver:
 
 def test_cuda_event_timer_flushes_twice_the_l2_then_brackets_each_repeat_with_events():
     drv = _RecordingDriver()
-    timer = timing.CudaEventTimer(drv, l2_bytes=50 << 20)
+    timer = timers.CudaEventTimer(drv, l2_bytes=50 << 20)
     assert timer.flush_bytes == 100 << 20 and drv.calls == [("alloc", 100 << 20)]
     drv.calls.clear()
     seconds = timer.time(lambda: drv.calls.append("work"), repeats=2, warmup=1)
@@ -56,7 +56,7 @@ def test_cuda_event_timer_flushes_twice_the_l2_then_brackets_each_repeat_with_ev
 
 def test_launch_batches_synchronise_outside_the_timed_interval():
     drv = _RecordingDriver()
-    timer = timing.CudaEventTimer(drv, l2_bytes=0, flush=False)
+    timer = timers.CudaEventTimer(drv, l2_bytes=0, flush=False)
     assert timer.flush_bytes == 0
     per_launch = timer.time_launches(lambda: drv.calls.append("launch"), launches=3, repeats=2)
     assert len(per_launch) == 2 and all(s > 0 for s in per_launch)
@@ -65,7 +65,7 @@ def test_launch_batches_synchronise_outside_the_timed_interval():
 
 
 def test_host_timer_does_not_time_the_warm_up_and_flushes_each_repeat(monkeypatch):
-    timer = timing.HostTimer()
+    timer = timers.HostTimer()
     assert timer.flush_bytes >= 2 * 1024 * 1024
     events = []
     monkeypatch.setattr(timer, "flush", lambda: events.append("flush"))
@@ -75,7 +75,7 @@ def test_host_timer_does_not_time_the_warm_up_and_flushes_each_repeat(monkeypatc
 
 
 def test_host_last_level_cache_is_a_plausible_size():
-    size = timing.host_last_level_cache_bytes()
+    size = timers.host_last_level_cache_bytes()
     assert 256 * 1024 <= size <= 4 << 30
 
 
@@ -94,8 +94,8 @@ def _wait_until_this_process_is_idle(limit_s=2.0):
 def test_host_timer_counts_this_process_cpu_time_not_time_spent_waiting():
     import time
     _wait_until_this_process_is_idle()
-    cpu = timing.HostTimer(flush=False).time(lambda: time.sleep(0.05), repeats=1, warmup=0)
-    wall = timing.HostTimer(flush=False, cpu_time=False).time(lambda: time.sleep(0.05), repeats=1, warmup=0)
+    cpu = timers.HostTimer(flush=False).time(lambda: time.sleep(0.05), repeats=1, warmup=0)
+    wall = timers.HostTimer(flush=False, cpu_time=False).time(lambda: time.sleep(0.05), repeats=1, warmup=0)
     assert cpu[0] < 0.02          # sleeping, like waiting for other processes' turn, uses no CPU
     assert wall[0] >= 0.05
 
@@ -149,7 +149,7 @@ class _RecordingLibrary:
             self.empty = lambda n, dtype: Buffer()
 
 
-@pytest.mark.parametrize("kind, make", [("torch", timing.TorchEventTimer), ("cupy", timing.CupyEventTimer)])
+@pytest.mark.parametrize("kind, make", [("torch", timers.TorchEventTimer), ("cupy", timers.CupyEventTimer)])
 def test_torch_and_cupy_timers_follow_the_same_protocol(kind, make):
     lib = _RecordingLibrary(kind)
     timer = make(lib, l2_bytes=50 << 20)
