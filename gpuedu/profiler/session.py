@@ -6,7 +6,6 @@ counters count (gpuedu/profiler/metrics.py). On a real GPU the launches run as t
 are and each record holds its time measured with CUDA events, plus the ``ncu``
 command that gives the counters there.
 """
-import time
 
 from . import metrics as _metrics
 

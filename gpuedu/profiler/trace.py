@@ -27,7 +27,6 @@ as NVTX ranges (``gpuedu.range``), which measures everything else.
 import contextlib
 import json
 
-from . import metrics as _metrics
 
 # Host <-> device links, per GPU: (pinned bytes/s, pageable bytes/s, latency s). Assumptions, stated.
 LINKS = {

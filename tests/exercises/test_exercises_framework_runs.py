@@ -3,10 +3,10 @@ races under the reversed thread order, inputs that must not change."""
 import numpy as np
 import pytest
 
-from gpuedu import exercises
+from gpuedu import backend, exercises
 from exercise_helpers import check_printed as _check
 from exercise_helpers import check_quietly
-from gpuedu.exercises import Case, Exercise, _canary, _runner
+from gpuedu.exercises import Case, Exercise, _canary, _kernel_check, _runner
 
 BLOCK = 64
 
@@ -94,7 +94,7 @@ def test_canaries_catch_a_write_before_the_start(capsys):
 
 
 def test_a_write_past_the_padding_is_a_launch_error_not_a_crash(capsys):
-    if exercises._backend.active().name != "cpu":
+    if backend.active().name != "cpu":
         pytest.skip("only the emulator stops a stray write with a guard page")
     pad = _canary.pad_length(1)
     source = ("__global__ void relu(float* out, const float* x, int n) {\n"
@@ -137,10 +137,10 @@ def test_checks_are_reproducible_and_seeded(capsys):
 
 @pytest.mark.timeout(120)
 def test_an_endless_loop_is_stopped_and_reported(monkeypatch, capsys):
-    active = exercises._backend.active()
+    active = backend.active()
     if active.name != "cpu" or not callable(getattr(active.compiler, "set_kernel_timeout", None)):
         pytest.skip("only the emulator can stop a running kernel")
-    monkeypatch.setattr(exercises, "KERNEL_TIME_LIMIT_S", 1)
+    monkeypatch.setattr(_kernel_check, "KERNEL_TIME_LIMIT_S", 1)
     source = ("__global__ void grid_stride_copy(float* out, const float* x, int n) {\n"
               "    int step = blockDim.x * gridDim.x;\n"
               "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i + step)\n"
@@ -158,9 +158,9 @@ def test_without_counters_a_correct_kernel_passes_on_its_values_with_a_note(monk
     # On a GPU the counters that refuse a naive "tiled" matmul are not read: the values decide, and
     # the report says what was not checked.
     import types
-    active = exercises._backend.active()
+    active = backend.active()
     gpu_like = types.SimpleNamespace(name="cuda", driver=active.driver, compiler=active.compiler)
-    monkeypatch.setattr(exercises._backend, "active", lambda: gpu_like)
+    monkeypatch.setattr(backend, "active", lambda: gpu_like)
     result, out = _check("04.matmul_tiled", NAIVE_AS_TILED, capsys)
     assert result, out
     assert ("only the values were checked here: gpuedu.racecheck() and the bounds on "
@@ -168,7 +168,7 @@ def test_without_counters_a_correct_kernel_passes_on_its_values_with_a_note(monk
 
 
 def test_a_launch_the_emulator_cannot_count_is_judged_on_its_values(monkeypatch, capsys):
-    if exercises._backend.active().name != "cpu":
+    if backend.active().name != "cpu":
         pytest.skip("counters exist on the emulator only")
     from gpuedu.emulator import _instrument
 
@@ -204,14 +204,14 @@ def test_a_stubs_report_reads_the_same_on_the_emulator_and_on_a_gpu(monkeypatch)
     # what the emulator checks beyond the values (racecheck, counters, the reversed thread order) is said
     # only once the values are right, so a report about wrong values does not depend on the backend.
     import types
-    active = exercises._backend.active()
+    active = backend.active()
     if active.name != "cpu":
         pytest.skip("compares the emulator's report with a GPU's")
     ids = _kernel_exercises()
     assert len(ids) >= 20
     on_emulator = {i: exercises.check(i, exercises.stub(i), verbose=False).report() for i in ids}
     gpu_like = types.SimpleNamespace(name="cuda", driver=active.driver, compiler=active.compiler)
-    monkeypatch.setattr(exercises._backend, "active", lambda: gpu_like)
+    monkeypatch.setattr(backend, "active", lambda: gpu_like)
     for i in ids:
         assert exercises.check(i, exercises.stub(i), verbose=False).report() == on_emulator[i], i
 
