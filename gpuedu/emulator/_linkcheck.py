@@ -23,9 +23,6 @@ import sys
 
 from ._errors import CompileError
 
-#: Part of every cached module's key: a module built before a change here is built (and checked) again.
-VERSION = 2
-
 _C99_MATH = """
     acos acosh asin asinh atan atan2 atanh cbrt ceil copysign cos cosh erf erfc exp exp10 exp2 expm1 fabs fdim
     floor fma fmax fmin fmod frexp hypot ilogb j0 j1 jn ldexp lgamma llrint llround log log10 log1p log2 logb

@@ -28,11 +28,6 @@ BARRIER_NAMES = frozenset("""
     coalesced_threads
 """.split())
 
-#: Bump when ``analyse`` or the generated entry points change: cached modules keep
-#: the kernel list an older scan found (e.g. none inside an extern "C" { } block).
-VERSION = 8
-
-
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
 _STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}\n]*);")   # one-line declarations
 #: Comments, string and character literals: what rewrites and hints must not look into.

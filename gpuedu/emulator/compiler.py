@@ -139,7 +139,11 @@ def _prelude_version():
                 with open(os.path.join(folder, name), "rb") as f:
                     h.update(rel.encode() + b"\0" + f.read())
         h.update(" ".join(CXX_FLAGS).encode())
-        h.update(f"scanner {_scanner.VERSION} linkcheck {_linkcheck.VERSION}".encode())
+        # What the scanner writes into each module and what the link check lets through are part of a cached
+        # module too: a change to either (a new barrier-like intrinsic in BARRIER_NAMES, say) rebuilds it.
+        for rule in (_scanner, _linkcheck):
+            with open(rule.__file__, "rb") as f:
+                h.update(f.read())
         _prelude_hash = h.hexdigest()
     return _prelude_hash
 

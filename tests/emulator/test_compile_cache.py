@@ -202,3 +202,18 @@ def test_the_default_cache_follows_the_platforms_cache_folder(monkeypatch, tmp_p
     assert _cache.cache_path() == str(tmp_path / "mine")
     # doctor and the emulator read one rule
     assert preflight.kernel_cache_dir() == _cache.cache_path()
+
+
+def test_a_change_to_the_scanner_or_the_link_check_rebuilds_cached_modules(monkeypatch, tmp_path):
+    from gpuedu.emulator import _linkcheck, _scanner
+    monkeypatch.setattr(compiler, "_prelude_hash", None)
+    before = compiler._prelude_version()
+    for rule in (_scanner, _linkcheck):
+        changed = tmp_path / os.path.basename(rule.__file__)
+        changed.write_text(open(rule.__file__, encoding="utf-8").read() + "\n# one more barrier-like name\n")
+        with monkeypatch.context() as m:
+            m.setattr(rule, "__file__", str(changed))
+            m.setattr(compiler, "_prelude_hash", None)
+            assert compiler._prelude_version() != before
+    monkeypatch.setattr(compiler, "_prelude_hash", None)
+    assert compiler._prelude_version() == before
