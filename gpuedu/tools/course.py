@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 
 REPOSITORY = "https://github.com/gpuedu/gpuedu"
@@ -79,8 +80,10 @@ def find_lessons(folder, only=()):
     return [os.path.join(folder, n) for n in names]
 
 
-def _current_env_kernel_manager():
-    """A kernel manager that starts ipykernel with this very interpreter (not whatever 'python3' means)."""
+def _current_env_kernel_manager(socket_folder):
+    """A kernel manager that starts ipykernel with this very interpreter (not whatever 'python3' means), talking
+    over Unix sockets in ``socket_folder`` (IPC: only this user can reach them, so ipykernel has no reason to warn
+    that TCP without encryption lets others listen) where the platform has them, else over local TCP."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import KernelManager
 
@@ -89,7 +92,8 @@ def _current_env_kernel_manager():
             return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                               display_name="gpuedu course", language="python", resource_dir="")
 
-    return KernelManager(kernel_name="gpuedu-course", kernel_spec_manager=ThisPythonSpecs())
+    sockets = {"transport": "ipc", "ip": os.path.join(socket_folder, "kernel")} if os.name == "posix" else {}
+    return KernelManager(kernel_name="gpuedu-course", kernel_spec_manager=ThisPythonSpecs(), **sockets)
 
 
 def backend_of(notebook):
@@ -147,17 +151,18 @@ def execute(notebook, folder, timeout, allow_errors=False):
     ``timeout`` seconds, a dead kernel)."""
     from nbclient import NotebookClient
 
-    kernel_manager = _current_env_kernel_manager()
-    client = NotebookClient(notebook, timeout=timeout, km=kernel_manager, allow_errors=allow_errors,
-                            resources={"metadata": {"path": os.path.abspath(folder)}})
-    try:
-        # headless: a progress bar has no one to show progress to, and would leave its redrawn fragments
-        # in the stored outputs (TQDM_DISABLE is tqdm's own switch)
-        client.execute(env=dict(os.environ, TQDM_DISABLE="1"))
-    finally:
-        # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
-        if kernel_manager.has_kernel:
-            kernel_manager.shutdown_kernel(now=True)
+    with tempfile.TemporaryDirectory(prefix="gpuedu-kernel-") as sockets:   # a short path: a socket's is limited
+        kernel_manager = _current_env_kernel_manager(sockets)
+        client = NotebookClient(notebook, timeout=timeout, km=kernel_manager, allow_errors=allow_errors,
+                                resources={"metadata": {"path": os.path.abspath(folder)}})
+        try:
+            # headless: a progress bar has no one to show progress to, and would leave its redrawn fragments
+            # in the stored outputs (TQDM_DISABLE is tqdm's own switch)
+            client.execute(env=dict(os.environ, TQDM_DISABLE="1"))
+        finally:
+            # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
+            if kernel_manager.has_kernel:
+                kernel_manager.shutdown_kernel(now=True)
 
 
 def run_lesson(path, report_dir, timeout):
