@@ -26,6 +26,7 @@ import mmap
 import os
 import sys
 import threading
+import weakref
 
 from ._errors import LogicError, MemoryError
 
@@ -308,6 +309,27 @@ def register_external(address, size):
         bisect.insort(_starts, alloc.address)
         _by_start[alloc.address] = alloc
     return alloc
+
+
+def register_mapped(address, size, owner):
+    """Make mapped host memory (``pagelocked_*`` with ``DEVICEMAP``) known to ``find`` while ``owner`` lives: a
+    kernel may be given its address, as CUDA's zero-copy memory."""
+    alloc = register_external(address, size)
+    weakref.finalize(owner, _forget, alloc)
+    return alloc
+
+
+def _forget(alloc):
+    with _lock:
+        if _by_start.get(alloc.address) is alloc:
+            del _by_start[alloc.address]
+            _starts.pop(bisect.bisect_left(_starts, alloc.address))
+
+
+def holds(address):
+    """Whether ``address`` lies in device memory the emulator knows (an allocation, its guard pages, a module's
+    variable, mapped host memory)."""
+    return address in _by_start or find(address) is not None
 
 
 def release(alloc):

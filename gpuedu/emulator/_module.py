@@ -13,6 +13,7 @@ import struct
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -34,7 +35,8 @@ _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "fl
 class _KernelInfo(ctypes.Structure):
     _fields_ = [("run", ctypes.c_void_p), ("address", ctypes.c_void_p), ("name", ctypes.c_char_p),
                 ("needs_fibers", ctypes.c_int), ("nparams", ctypes.c_int), ("sizes", ctypes.POINTER(ctypes.c_int)),
-                ("aligns", ctypes.POINTER(ctypes.c_int)), ("kinds", ctypes.POINTER(ctypes.c_int))]
+                ("aligns", ctypes.POINTER(ctypes.c_int)), ("kinds", ctypes.POINTER(ctypes.c_int)),
+                ("pointees", ctypes.POINTER(ctypes.c_int))]
 
 
 class _ErrorInfo(ctypes.Structure):
@@ -156,6 +158,17 @@ class _Heap(ctypes.Structure):
 
 HEAP = _Heap(None, 8 << 20, 0)
 
+# printf's FIFO per launch (Context.set_limit(limit.PRINTF_FIFO_SIZE, ...)), handed to every module loaded.
+_printf_limit = [1 << 20]
+_modules = weakref.WeakSet()
+
+
+def set_printf_limit(nbytes):
+    """Keep at most ``nbytes`` of a launch's printf output, as a GPU's printf FIFO does (1 MiB by default)."""
+    _printf_limit[0] = int(nbytes)
+    for module in list(_modules):
+        module._printf_limit.value = _printf_limit[0]
+
 
 class Module:
     """A loaded kernel library (what ``SourceModule`` returns)."""
@@ -171,6 +184,7 @@ class Module:
         lib.gpuedu_error.restype = ctypes.POINTER(_ErrorInfo)
         lib.gpuedu_kernel_table.restype = ctypes.c_void_p
         lib.gpuedu_request_stop.argtypes = [ctypes.c_int]
+        lib.gpuedu_heap_holds.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
@@ -178,6 +192,10 @@ class Module:
         lib.gpuedu_use_heap.argtypes = [ctypes.c_void_p]
         lib.gpuedu_use_heap(ctypes.addressof(HEAP))
         self._printf_len = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_len")
+        self._printf_dropped = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_dropped")
+        self._printf_limit = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_limit")
+        self._printf_limit.value = _printf_limit[0]
+        _modules.add(self)
         self._error = lib.gpuedu_error().contents
         count = lib.gpuedu_kernel_count()
         table = lib.gpuedu_kernel_table()
@@ -233,6 +251,13 @@ class Module:
     def _take_output(self):
         text = ctypes.string_at(self._lib.gpuedu_take_output())
         sys.stdout.write(text.decode("utf-8", "replace"))
+        dropped, self._printf_dropped.value = self._printf_dropped.value, 0
+        if dropped:
+            sys.stdout.flush()
+            sys.stderr.write(f"(printf: {dropped:,} more bytes of this launch's output were dropped: the printf "
+                             f"buffer holds {self._printf_limit.value:,} bytes per launch, as a GPU's does; "
+                             f"print less, or raise it with pycuda.driver.Context.set_limit("
+                             f"pycuda.driver.limit.PRINTF_FIFO_SIZE, nbytes))\n")
 
 
 class GlobalPointer(int):
@@ -332,6 +357,7 @@ class Function:
         self._sizes = [info.sizes[i] for i in range(info.nparams)]
         self._aligns = [info.aligns[i] for i in range(info.nparams)]
         self._kinds = [info.kinds[i] for i in range(info.nparams)]
+        self._pointees = [info.pointees[i] for i in range(info.nparams)]
         self.needs_fibers = bool(info.needs_fibers)
         offsets, off = [], 0
         for size, align in zip(self._sizes, self._aligns):
@@ -341,6 +367,7 @@ class Function:
         self._offsets = offsets
         self._arg_bytes = off
         self._pointer_offsets = [o for o, kind in zip(offsets, self._kinds) if kind == KIND_POINTER]
+        self._pointer_numbers = {o: i for i, o in enumerate(offsets) if self._kinds[i] == KIND_POINTER}
         self._max_dynamic_shared = _device.MAX_SHARED_MEMORY_PER_BLOCK
         self._prepared = None
         self._shapes = {}
@@ -405,12 +432,15 @@ class Function:
         for i, arg in enumerate(args):
             size, kind, off = self._sizes[i], self._kinds[i], self._offsets[i]
             if isinstance(arg, ArgumentHandler):
+                self._check_pointee(i, arg.array.dtype, f"{type(arg).__name__} of a {arg.array.dtype} array")
                 handlers.append(arg)
                 value = arg.get_device_alloc()
                 data = None
             elif isinstance(arg, GlobalPointer):
                 value, data = int(arg), None
             elif (pointer := device_pointer(arg)) is not None:
+                if isinstance(getattr(arg, "dtype", None), np.dtype):
+                    self._check_pointee(i, arg.dtype, f"a {arg.dtype} {type(arg).__name__}")
                 value, data = pointer, None
             elif isinstance(arg, np.generic) or (isinstance(arg, np.ndarray) and arg.ndim == 0):
                 # a value; a 0-d array too (vec.make_float3(...) is one), passed by its bytes as PyCUDA does
@@ -449,6 +479,40 @@ class Function:
                                 f"{_suggest(kind, size)}")
             buf[off:off + size] = data
         return bytes(buf), handlers
+
+    def _check_pointee(self, i, dtype, given):
+        """Refuse an array whose elements are not what pointer parameter ``i`` points to (a float64 array for a
+        ``float*``): the kernel would read its bytes as another type. ``void*``, ``char*`` and structs take anything."""
+        code = self._pointees[i]
+        if not code or dtype.kind not in "fciub":
+            return
+        size = code & 0xFF
+        if size == 1:
+            return
+        if code >> 8 == 1:
+            ok = (dtype.kind == "f" and dtype.itemsize == size) or (dtype.kind == "c" and dtype.itemsize == 2 * size)
+            wanted = {2: "float16", 4: "float32", 8: "float64"}.get(size, f"{size}-byte float")
+        else:
+            ok = dtype.kind in "iu" and dtype.itemsize == size
+            wanted = f"int{8 * size}"
+        if not ok:
+            raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' takes a pointer to "
+                            f"{size}-byte {'floating-point numbers' if code >> 8 == 1 else 'integers'} there, got "
+                            f"{given}, whose elements the kernel would read as something else; convert the array "
+                            f"first, e.g. a.astype(np.{wanted})")
+
+    def _check_device_pointers(self, module, argbuf):
+        """Every pointer argument must point at device memory (or be NULL): a host address (a NumPy array's
+        ``ctypes.data``) is an illegal address on a GPU, and here it would let the kernel change host memory."""
+        for offset in self._pointer_offsets:
+            address = _POINTER.unpack_from(argbuf, offset)[0]
+            if address and not _memory.holds(address) and not module._lib.gpuedu_heap_holds(ctypes.c_void_p(address)):
+                raise LaunchError(
+                    f"kernel '{self.name}': parameter #{self._pointer_numbers[offset]} (0-based) is 0x{address:x}, "
+                    f"which is not device memory: on a GPU the kernel would fault with an illegal address. A host "
+                    f"address (a NumPy array's .ctypes.data, say) cannot be given to a kernel: copy the array "
+                    f"(gpuarray.to_gpu(a), or drv.In(a)/drv.Out(a)), or use mapped host memory "
+                    f"(pagelocked_empty(..., mem_flags=host_alloc_flags.DEVICEMAP).base.get_device_pointer())")
 
     # -- launching
     def _check_launch(self, block, grid, shared):
@@ -505,6 +569,7 @@ class Function:
         Afterwards the watched bytes around each allocation passed as an argument must be intact (a write
         into the slack past the end, or just before the start, faults nowhere); ``watch=False`` (memcheck,
         which reports those writes itself) only puts them back."""
+        self._check_device_pointers(module, argbuf)
         timeout = _settings["timeout"]
         timer = None
         if timeout:
@@ -520,7 +585,7 @@ class Function:
         finally:
             if timer is not None:
                 timer.cancel()
-        if module._printf_len.value:
+        if module._printf_len.value or module._printf_dropped.value:
             module._take_output()
         if code:
             self._raise(code, dims, timeout, module._error)

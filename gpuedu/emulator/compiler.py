@@ -54,6 +54,7 @@ from ._module import Module
 
 NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
 
+UB_CHECKS = ["-fsanitize=bounds,return,unreachable"]
 CXX_FLAGS = [
     "-std=c++17", "-O2", "-fPIC", "-shared", "-w", "-pthread",
     "-fno-strict-aliasing",          # CUDA code reinterprets pointers freely (float4 loads, bit casts)
@@ -66,6 +67,10 @@ CXX_FLAGS = [
     "-fstack-protector-strong",      # an overrun local array stops the launch (__stack_chk_fail, gpuedu_launch.h)
     "-U_FORTIFY_SOURCE",             # fortified longjmp refuses to leave a fiber's stack (the sources #undef it too)
     "-fvisibility=default",
+    # Undefined behaviour nvcc's code would hide: a local or __shared__ array indexed outside its bounds, a
+    # function that returns a value falling off its end, __builtin_unreachable() reached. The checks call
+    # handlers the emulator defines (gpuedu_launch.h), which stop the launch naming the line.
+    *UB_CHECKS,
 ] + ([
     # The fibers switch stacks by hand, which a CET shadow stack would refuse: say so in the module (the
     # default of Ubuntu's compiler, -fcf-protection, would mark it shadow-stack safe).
@@ -315,7 +320,9 @@ def _runtime_object(cxx, folder, source, prefix, extra_flags, what):
     if os.path.isfile(obj):
         return obj
     tmp = f"{obj}.{os.getpid()}.tmp.o"
-    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + extra_flags + [
+    # The runtime is the emulator's own code: no checks for undefined behaviour there (their handlers live in
+    # the kernel's module).
+    cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared" and f not in UB_CHECKS] + extra_flags + [
         "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, source), "-o", tmp]
     proc = _run(cmd, folder)
     if proc.returncode != 0 or not os.path.isfile(tmp):

@@ -14,6 +14,7 @@ for and how many the allocation holds: the teaching choice.
 import ctypes
 import enum
 import mmap
+import operator
 import threading
 import time
 
@@ -401,6 +402,8 @@ class Context:
         _limits[which] = value
         if which == limit.MALLOC_HEAP_SIZE:
             _module.HEAP.limit = value
+        if which == limit.PRINTF_FIFO_SIZE:
+            _module.set_printf_limit(value)
 
     @staticmethod
     def get_cache_config():
@@ -484,9 +487,10 @@ def mem_get_info():
 
 def _as_count(value, call, what):
     try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{call}: {what} must be an integer, got {type(value).__name__}") from None
+        n = operator.index(value)    # an int or NumPy integer; 1.5 or "8" is a mistake, not a size
+    except TypeError:
+        hint = f" (write int({value!r}) if you mean to round it)" if isinstance(value, (float, np.floating)) else ""
+        raise TypeError(f"{call}: {what} must be an integer, got {type(value).__name__} {value!r}{hint}") from None
     if n < 0:
         raise LogicError(f"{call} failed: invalid value ({what} must be >= 0, got {n})")
     return n
@@ -754,7 +758,11 @@ class PagelockedHostAllocation(mmap.mmap):
         if not self.get_flags() & host_alloc_flags.DEVICEMAP:
             raise LogicError("cuMemHostGetDevicePointer failed: invalid value (allocate with "
                              "mem_flags=host_alloc_flags.DEVICEMAP to map host memory into the device)")
-        return ctypes.addressof(ctypes.c_char.from_buffer(self))
+        address = ctypes.addressof(ctypes.c_char.from_buffer(self))
+        if not getattr(self, "_mapped", False):   # kernels may be given it from now on
+            _memory.register_mapped(address, len(self), self)
+            self._mapped = True
+        return address
 
     def free(self):
         """Release the memory; arrays over it must no longer be used."""

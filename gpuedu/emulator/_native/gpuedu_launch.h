@@ -148,6 +148,53 @@ inline void run_on_launch_stack(void* p) {
 // -fstack-protector's check failed: a kernel wrote past the end of a local array.
 extern "C" [[noreturn]] GPUEDU_HIDDEN void __stack_chk_fail() { fail(STACK_SMASHED, "%s", LOCAL_ARRAY_OVERRUN); }
 
+// ---- undefined behaviour the compiler checks for (-fsanitize=bounds,return,unreachable) -----------------
+// The compiler calls these (the layout is the sanitizer runtime's, in GCC and clang alike); the emulator
+// defines them itself, so no sanitizer library is linked, and each stops the launch naming the line.
+struct UbLocation { const char* file; unsigned line; unsigned column; };
+struct UbType { unsigned short kind, info; char name[1]; };
+struct UbOutOfBounds { UbLocation loc; const UbType* array; const UbType* index; };
+struct UbPlace { UbLocation loc; };
+
+inline const char* ub_where(const UbLocation& loc, char* buf, size_t n) {
+  const char* base = loc.file ? loc.file : "?";   // (no strrchr: the module calls no C library function)
+  for (const char* p = base; *p; ++p)
+    if (*p == '/') base = p + 1;
+  const char* mine = "kernel.cu";
+  const char* p = base;
+  while (*p && *p == *mine) ++p, ++mine;
+  if (!*p && !*mine) snprintf(buf, n, "line %u of your source", loc.line);
+  else snprintf(buf, n, "line %u of %s", loc.line, base);
+  return buf;
+}
+
+[[noreturn]] inline void ub_out_of_bounds(UbOutOfBounds* d, uintptr_t index) {
+  char where[256];
+  bool is_signed = d->index && (d->index->info & 1);
+  long long shown = is_signed ? (long long)(intptr_t)index : (long long)index;
+  fail(DEVICE_MISUSE, "indexed the array %s at [%lld] (%s), outside it: on a GPU that reads or writes whatever "
+       "lies there, which compute-sanitizer reports; check the index against the array's size",
+       d->array ? d->array->name : "?", shown, ub_where(d->loc, where, sizeof where));
+}
+
+[[noreturn]] inline void ub_missing_return(UbPlace* d) {
+  char where[256];
+  fail(DEVICE_MISUSE, "reached the end of a function that returns a value without a `return` (%s): undefined "
+       "behaviour, which on a GPU gives whatever is in a register; return a value on every path",
+       ub_where(d->loc, where, sizeof where));
+}
+
+[[noreturn]] inline void ub_unreachable(UbPlace* d) {
+  char where[256];
+  fail(DEVICE_MISUSE, "reached __builtin_unreachable() (%s): undefined behaviour, which on a GPU runs whatever "
+       "code comes next; the path the program promised never to take was taken", ub_where(d->loc, where, sizeof where));
+}
+
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_out_of_bounds(UbOutOfBounds* d, uintptr_t i) { ub_out_of_bounds(d, i); }
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_out_of_bounds_abort(UbOutOfBounds* d, uintptr_t i) { ub_out_of_bounds(d, i); }
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_missing_return(UbPlace* d) { ub_missing_return(d); }
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_builtin_unreachable(UbPlace* d) { ub_unreachable(d); }
+
 }  // namespace __gpuedu
 
 // ---- the launch entry ------------------------------------------------------------------
@@ -170,6 +217,12 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_use_heap(__gpuedu:
 }
 extern "C" __attribute__((visibility("default"))) void gpuedu_use_stack_pool(__gpuedu::StackPool* pool) {
   __gpuedu::R.pool = pool;
+}
+// Whether `address` lies in a block of the device heap (malloc/new in a kernel): device memory too.
+extern "C" __attribute__((visibility("default"))) int gpuedu_heap_holds(const void* address) {
+  const char* start;
+  size_t bytes;
+  return __gpuedu::host::heap_find(address, &start, &bytes) ? 1 : 0;
 }
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {

@@ -157,10 +157,20 @@ alignas(128) GPUEDU_HIDDEN unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES] __
 // Bytes of printf output waiting to be shown; Python polls it after each launch.
 extern "C" __attribute__((visibility("default"))) size_t gpuedu_printf_len;
 size_t gpuedu_printf_len = 0;
+// A GPU keeps a launch's printf output in a FIFO of limit.PRINTF_FIFO_SIZE bytes (1 MiB by default) and
+// drops what does not fit; Python sets the limit (Context.set_limit) and reports what was dropped.
+extern "C" __attribute__((visibility("default"))) size_t gpuedu_printf_limit;
+size_t gpuedu_printf_limit = 1 << 20;
+extern "C" __attribute__((visibility("default"))) size_t gpuedu_printf_dropped;
+size_t gpuedu_printf_dropped = 0;
 
 namespace __gpuedu {
 
 inline void printf_append(const char* text, size_t n) {
+  if (gpuedu_printf_len + n > gpuedu_printf_limit) {   // a whole line is kept or dropped, as a GPU's records are
+    gpuedu_printf_dropped += n;
+    return;
+  }
   if (gpuedu_printf_len + n + 1 > R.out_cap) {
     size_t cap = R.out_cap ? R.out_cap : 4096;
     while (cap < gpuedu_printf_len + n + 1) cap *= 2;
@@ -740,6 +750,19 @@ template <typename... A> struct Params {
   static constexpr int sizes[sizeof...(A) + 1] = {(int)sizeof(std::decay_t<A>)..., 0};
   static constexpr int aligns[sizeof...(A) + 1] = {(int)alignof(std::decay_t<A>)..., 0};
   static constexpr int kinds[sizeof...(A) + 1] = {kind<std::decay_t<A>>()..., 0};
+  // What a pointer parameter points to, for Python's check of the array given for it: 0x100 + size for a
+  // floating-point type, 0x200 + size for an integer, 0 for anything else (void, a struct, not a pointer).
+  template <typename T> static constexpr int pointee() {
+    if constexpr (std::is_pointer_v<T>) {
+      using U = std::remove_cv_t<std::remove_pointer_t<T>>;
+      if constexpr (std::is_floating_point_v<U>) return 0x100 + (int)sizeof(U);
+      else if constexpr (std::is_integral_v<U>) return 0x200 + (int)sizeof(U);
+      else return 0;
+    } else {
+      return 0;
+    }
+  }
+  static constexpr int pointees[sizeof...(A) + 1] = {pointee<std::decay_t<A>>()..., 0};
 };
 template <typename... A> Params<A...> params_of(void (*)(A...));
 
@@ -809,6 +832,7 @@ struct KernelInfo {
   const int* sizes;
   const int* aligns;
   const int* kinds;
+  const int* pointees;
 };
 
 // The kernel among functions of its name: a C++-linkage kernel may share its name
@@ -817,7 +841,8 @@ template <typename... A> constexpr auto as_kernel(void (*f)(A...)) { return f; }
 
 template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers) {
   using P = decltype(params_of(F));
-  return KernelInfo{&run_grid<F>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds};
+  return KernelInfo{&run_grid<F>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds,
+                    P::pointees};
 }
 
 }  // namespace __gpuedu
