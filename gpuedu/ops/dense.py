@@ -65,11 +65,11 @@ def gemm_plan(M, N, K_depth):
         blocks = L.ceil_div(M, tile[1]) * L.ceil_div(N, tile[2])
         splits = max(1, min(most, L.ceil_div(FILL_BLOCKS, blocks)))
         if blocks * splits >= FILL_BLOCKS or tile is tiles[-1]:
-            return tile, split_k(K_depth, splits)[1]
+            return tile, _split_k(K_depth, splits)[1]
 
 
 @functools.lru_cache(maxsize=None)
-def split_k(K_depth, splits):
+def _split_k(K_depth, splits):
     """(k_split, splits): the K of one piece, a whole number of slabs, and how many pieces then cover K."""
     k_split = SLAB * L.ceil_div(L.ceil_div(K_depth, splits), SLAB)
     return k_split, L.ceil_div(K_depth, k_split)
@@ -115,7 +115,7 @@ def dense_forward(y, z, x, w, bias, act, scratch, stream=None):
     rows, n_in = x.shape
     n_out = w.shape[1]
     (name, bm, bn, threads), splits = gemm_plan(rows, n_out, n_in)
-    k_split, splits = split_k(n_in, splits)
+    k_split, splits = _split_k(n_in, splits)
     partial = scratch.split(splits, rows * n_out)
     f = L.kernel("nn_dense", f"dense_forward_{name}", "PPPPPPiiiii")
     L.launch(f, (L.ceil_div(n_out, bn), L.ceil_div(rows, bm), splits), (threads, 1, 1),
@@ -153,7 +153,7 @@ def dense_backward(dz, db, dw, dx, dy, x, z, y, w, act, scratch, stream=None):
 def _gemm(role, a, b, c, M, N, K_depth, lda, ldb, scratch, stream):
     """C = op(A) op(B) with the ``role`` kernel (gemm_tn, gemm_nt) at the tile and split gemm_plan picks."""
     (name, bm, bn, threads), splits = gemm_plan(M, N, K_depth)
-    k_split, splits = split_k(K_depth, splits)
+    k_split, splits = _split_k(K_depth, splits)
     # split K: the pieces go to the partials' buffer, then gemm_splitk_sum adds them into C
     target = scratch.split(splits, M * N) if splits > 1 else L.ptr(c)
     L.launch(L.kernel("nn_dense", f"{role}_{name}", "PPPiiiiii"),

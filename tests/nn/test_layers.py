@@ -305,5 +305,5 @@ def test_gemm_plan_fills_the_gpu_and_fits_narrow_outputs():
     assert plan(1, 1, 1) == ("64x16", 1)
     for M, N, K in [(4096, 1024, 784), (128, 10, 1024), (100, 37, 1000), (7, 300, 33)]:
         tile, splits = _dense.gemm_plan(M, N, K)
-        k_split, pieces = _dense.split_k(K, splits)
+        k_split, pieces = _dense._split_k(K, splits)
         assert k_split % _dense.SLAB == 0 and (pieces - 1) * k_split < K <= pieces * k_split
