@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/conv_bench.py [--quick] [--out benchmarks/results/cpu-emulator-conv.json]
 
 For each layer shape, the best of several timings of: NumPy float32 (im2col in NumPy, then one BLAS GEMM), the
-four versions of gpuedu.conv.conv2d (NumPy's BLAS on one thread, for a steady baseline on a shared machine), the
+four versions of gpuedu.ops.conv.conv2d (NumPy's BLAS on one thread, for a steady baseline on a shared machine), the
 backward pass (conv2d_backward) and, on a GPU with PyTorch, cuDNN (torch.nn.functional.conv2d). Each ratio is a version's time over NumPy's on the same machine in the same
 process; the results file records the machine, the backend and the load average, since CPU timings on a shared
 machine are noisy. On the emulator a ratio says how the CPU runs the emulated threads, not how a GPU would.
@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import gpuedu  # noqa: E402
-from gpuedu import conv  # noqa: E402
+from gpuedu.ops import conv  # noqa: E402
 
 #: (label, x shape, w shape, stride, padding)
 SHAPES = [

@@ -6,7 +6,7 @@
 
 The build executes nothing: the lessons are shown with the outputs they store (the emulator's, which nbval checks),
 README.md becomes the front page, ``docs/pictures.md`` gathers the figures. Staging rewrites what only makes sense
-in the repository: a link to a file that is not a page of the site (``LICENSE``, ``gpuedu/ops.py``) points at the
+in the repository: a link to a file that is not a page of the site (``LICENSE``, ``gpuedu/launch.py``) points at the
 repository on GitHub, the lessons' SVG attachments become files, and the Colab and Binder badges (images from other
 sites) become plain links, so the site needs nothing from the network to be read. MathJax 3 is fetched once from
 npm (`npm pack`, its checksum pinned below) and served from the site itself.

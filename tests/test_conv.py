@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import gpuedu
-from gpuedu import conv, kernels
+from gpuedu import kernels
+from gpuedu.ops import conv
 from gpuedu import reference as ref
 
 backend = gpuedu.setup(verbose=False)

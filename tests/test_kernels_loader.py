@@ -111,6 +111,14 @@ def kernel_parameter_lists(text):
     for name, params in re.findall(pattern, text):
         params = macros.get(params.strip(), params)
         found[name] = [" ".join(p.split()) for p in params.split(",") if p.strip()]
+    # a kernel a function-like macro declares, named by one of its parameters (PIPELINED_KERNEL(name, ...)):
+    # each use of the macro at the start of a line declares that kernel under the name it is given
+    for macro, formals, body in re.findall(r"^#define (\w+)\(([^)]*)\)([^\n]*)$", text, re.M):
+        formals = [f.strip() for f in formals.split(",")]
+        for name, params in re.findall(pattern, body):
+            if name in formals and name in found:
+                for actuals in re.findall(rf"^{macro}\(([^)]*)\)", text, re.M):
+                    found[actuals.split(",")[formals.index(name)].strip()] = found[name]
     return found
 
 
@@ -167,36 +175,195 @@ def struct_letter(param):
     return {"int": "i", "float": "f", "double": "d"}[" ".join(words)]
 
 
+KERNEL_CALL = re.compile(r"\.kernel\(\s*\"(\w+)\",\s*(f?)(\"[^\"]+\"|\w+),\s*\"([A-Za-z]+)\"")
+
+
+def launcher_kernel_calls(root, folder="gpuedu"):
+    """(file, line, kernel file, f, kernel name, signature) of every ``launch.kernel(...)`` under ``folder``
+    (the package's launchers), and the ``.kernel(`` calls written in another form (a variable file or
+    signature), which the check could not read."""
+    calls, unreadable = [], []
+    for dirpath, _, files in os.walk(os.path.join(root, folder)):
+        if os.sep + "emulator" in dirpath:
+            continue
+        for filename in files:
+            if not filename.endswith(".py"):
+                continue
+            where = os.path.relpath(os.path.join(dirpath, filename), root)
+            with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
+                text = f.read()
+            code = re.sub(r'"""[\s\S]*?"""', lambda m: "\n" * m.group(0).count("\n"), text)   # not docstrings
+            code = re.sub(r"#[^\n]*", "", code)
+            matched = set()
+            for m in KERNEL_CALL.finditer(code):
+                calls.append((where, code.count("\n", 0, m.start()) + 1) + m.groups())
+                matched.add(m.start())
+            unreadable += [f"{where}:{code.count(chr(10), 0, m.start()) + 1}: {code[m.start():m.start() + 60]!r}"
+                           for m in re.finditer(r"\.kernel\(", code) if m.start() not in matched]
+    return calls, unreadable
+
+
 def test_every_prepared_signature_matches_its_kernel():
-    # Every launcher that names a kernel with a literal signature, launch.kernel("file", "name", "PPi"),
-    # gives the kernel's declared parameters in their order: a launch in another order fails here.
+    # Every launcher names its kernel as launch.kernel("file", "name" or f"name{version}", "PPi"), literally,
+    # and gives the kernel's declared parameters in their order: a launch in another order fails here, and so
+    # does a call this check cannot read (a signature or file in a variable).
     declared = {}
     for name in kernels.names():
         declared[name] = {k: "".join(struct_letter(p) for p in params)
                           for k, params in kernel_parameter_lists(kernels.source(name)).items()}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    call = re.compile(r"\.kernel\(\s*\"(\w+)\",\s*(f?)(\"[^\"]+\"|\w+),\s*\"([A-Za-z]+)\"")
-    checked, problems = 0, []
-    for folder in ("gpuedu", "tests", "benchmarks"):
-        for dirpath, _, files in os.walk(os.path.join(root, folder)):
-            if os.sep + "emulator" in dirpath:
-                continue
-            for filename in files:
-                if not filename.endswith(".py"):
-                    continue
-                with open(os.path.join(dirpath, filename), encoding="utf-8") as f:
-                    text = f.read()
-                for file, is_f, name, signature in call.findall(text):
-                    if file not in declared:
-                        continue
-                    where = f"{filename}: {file}.cu {name}"
-                    if name.startswith('"') and not is_f:   # a literal name: that kernel
-                        ok = declared[file].get(name.strip('"')) == signature
-                    else:           # an f-string or a variable: one of the kernels the name can be
-                        pattern = re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(name.strip('"'))) if is_f else r"\w+"
-                        ok = any(re.fullmatch(pattern, k) and s == signature for k, s in declared[file].items())
-                    if not ok:
-                        problems.append(f"{where}: launched as {signature!r}, declared {declared[file]}")
-                    checked += 1
-    assert checked >= 30, f"only {checked} launch signatures found: has the launchers' form changed?"
+    calls, unreadable = launcher_kernel_calls(root)
+    package_calls = len(calls)
+    for folder in ("tests", "benchmarks"):    # their literal calls are checked too (tests call it unprepared)
+        calls += launcher_kernel_calls(root, folder)[0]
+    assert unreadable == [], ("write launch.kernel's file, kernel name and signature as literals, so that "
+                              "this test can check them:\n" + "\n".join(unreadable))
+    problems, seen = [], set()
+    for where, line, file, is_f, name, signature in calls:
+        here = f"{where}:{line}: {file}.cu {name}"
+        if file not in declared:
+            problems.append(f"{here}: no kernel file {file}.cu")
+            continue
+        if name.startswith('"') and not is_f:   # a literal name: that kernel
+            ok = declared[file].get(name.strip('"')) == signature
+            seen.add(name.strip('"'))
+        else:           # an f-string: one of the kernels the name can be
+            pattern = re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(name.strip('"'))) if is_f else r"\w+"
+            ok = any(re.fullmatch(pattern, k) and s == signature for k, s in declared[file].items())
+            seen.update(k for k in declared[file] if re.fullmatch(pattern, k))
+        if not ok:
+            problems.append(f"{here}: launched as {signature!r}, declared {declared[file]}")
     assert problems == [], "\n".join(problems)
+    # every family's launches are seen, conv2d.cu's and the layers' included
+    assert package_calls >= 45, f"only {package_calls} launch signatures found: has the launchers' form changed?"
+    for kernel in ("conv_kernel1", "conv_kernel2", "conv_im2col", "conv_backward_filter", "maxpool_backward",
+                   "wmma_gemm_kernel2_tn", "wmma_gemm_kernel3_tt", "dense_forward_64x16", "gemm_nt_32x32",
+                   "softmax_xent", "adam_update_multi", "update_loss_scale", "softmax_xent_half", "hgemm_tiled"):
+        assert kernel in seen, f"no launcher of {kernel} was seen"
+
+
+def test_the_signature_check_reads_every_form_of_launch_kernel(tmp_path):
+    package = tmp_path / "gpuedu" / "ops"
+    package.mkdir(parents=True)
+    (package / "family.py").write_text(
+        'def f(version, signature):\n'
+        '    """L.kernel("doc", "in_a_docstring", "P") is not a call"""\n'
+        '    L.kernel("conv2d", "conv_kernel1", "PPPPiiiiiiiiiiii")\n'
+        '    L.kernel("matmul",\n             f"matmul_kernel{version}", "PPPiii", options)\n'
+        '    L.kernel("conv2d", "conv_relu_grad", signature)   # a variable signature\n')
+    calls, unreadable = launcher_kernel_calls(str(tmp_path))
+    assert [c[1:] for c in calls] == [(3, "conv2d", "", '"conv_kernel1"', "PPPPiiiiiiiiiiii"),
+                                      (4, "matmul", "f", '"matmul_kernel{version}"', "PPPiii")]
+    assert len(unreadable) == 1 and "family.py:6" in unreadable[0]
+
+
+# ---- the constants Python takes from the kernels' source -----------------------------------------------
+
+def test_define_reads_numbers_and_arithmetic_once_and_names_what_is_missing(monkeypatch):
+    assert kernels.define("conv2d", "TILE_H") == 16
+    assert kernels.define("conv2d.cu", "HALO_H") == (16 - 1) * 2 + 7           # arithmetic on other macros
+    assert kernels.define("wmma_gemm", "V2_THREADS") == 256
+    assert kernels.define("common.cuh", "WARP_SIZE") == 32
+    with pytest.raises(LookupError, match=r"conv2d\.cu has no #define NO_SUCH_TILE"):
+        kernels.define("conv2d", "NO_SUCH_TILE")
+    with pytest.raises(ValueError, match=r"nn_activations\.cuh: #define NN_RSQRT2 .* is not integer arithmetic"):
+        kernels.define("nn_activations.cuh", "NN_RSQRT2")
+    with pytest.raises(FileNotFoundError, match="no kernel file 'no_such_file.cu'"):
+        kernels.define("no_such_file", "TILE")
+    with pytest.raises(LookupError, match=r"gemm_warptile\.cuh has no `using Tile1x1"):
+        kernels.template_arguments("gemm_warptile.cuh", "Tile1x1")
+    assert kernels.define("copy_transpose", "TILE") == 32
+    reads = []
+    monkeypatch.setattr(kernels, "source", lambda name: reads.append(name) or "#define A 1\n")
+    assert kernels.define("copy_transpose", "TILE") == 32 and reads == []       # read once, already
+    monkeypatch.setattr(kernels, "_defines", {})
+    assert kernels.define("copy_transpose", "A") == kernels.define("copy_transpose", "A") == 1
+    assert reads == ["copy_transpose.cu"]
+
+
+def kernel_constants():
+    """{where Python keeps it: (the value it uses, what the kernel source says)} for every tile size and
+    similar constant a launcher takes from a kernel."""
+    from gpuedu.ops import amp, conv, copy_transpose, dense, fp16, gemm
+    text = {name: kernels.source(name) for name in kernels.names()}
+    text["gemm_warptile.cuh"] = kernels.source("gemm_warptile.cuh")
+
+    def literal(file, macro):    # the number a #define spells out, read here independently of kernels.define
+        return int(re.search(rf"^#define {macro} +(\d+)\b", text[file], re.M).group(1))
+
+    def tile(alias):
+        bm, bn, bk, wm, wn = map(int, re.search(rf"using {alias} = WarpTile<([\d, ]+)>", text["gemm_warptile.cuh"])
+                                 .group(1).split(",")[:5])
+        return bm, bn, bk, 32 * (bm // wm) * (bn // wn)
+    t128 = tile("Tile128x128")
+    v2 = {m: literal("wmma_gemm", m) for m in ("V2_BK", "V2_PAD", "V2_STAGES", "V2_WARPS_M", "V2_WARPS_N")}
+
+    def shared(bm, bn):
+        halves = [max(w * (v2["V2_BK"] + v2["V2_PAD"]), v2["V2_BK"] * (w + v2["V2_PAD"])) for w in (bm, bn)]
+        return v2["V2_STAGES"] * sum(halves) * 2
+    return {
+        "copy_transpose.TILE": (copy_transpose.TILE, literal("copy_transpose", "TILE")),
+        "copy_transpose.BLOCK_ROWS": (copy_transpose.BLOCK_ROWS, literal("copy_transpose", "BLOCK_ROWS")),
+        "gemm.TILE": (gemm.TILE, literal("matmul", "TILE")),
+        "gemm.TILE4": (gemm.TILE4, {k: literal("matmul", m) for k, m in (("BM", "BM4"), ("BN", "BN4"), ("TM", "TM4"))}),
+        "gemm.TILE5": (gemm.TILE5, {k: literal("matmul", m) for k, m in (("BM", "BM5"), ("BN", "BN5"), ("TM", "TM"),
+                                                                           ("TN", "TN"))}),
+        "gemm.TILE7": (gemm.TILE7, dict(zip(("BM", "BN", "BK", "THREADS"), t128))),
+        "conv.TILE_H, TILE_W": ((conv.TILE_H, conv.TILE_W), (literal("conv2d", "TILE_H"), literal("conv2d", "TILE_W"))),
+        "conv.MAX_KSIZE, MAX_STRIDE": ((conv.MAX_KSIZE, conv.MAX_STRIDE),
+                                       (literal("conv2d", "CONV_MAX_KSIZE"), literal("conv2d", "CONV_MAX_STRIDE"))),
+        "conv.CONST_FLOATS": (conv.CONST_FLOATS, literal("conv2d", "CONV_CONST_FLOATS")),
+        "conv.GT": (conv.GT, literal("conv2d", "GT")),
+        "conv.REDUCE_THREADS": (conv.REDUCE_THREADS, literal("conv2d", "REDUCE_THREADS")),
+        "fp16.GEMM_TILE": (fp16.GEMM_TILE, (literal("fp16_gemm", "TILE_M"), literal("fp16_gemm", "TILE_N"))),
+        "fp16.GEMM_THREADS": (fp16.GEMM_THREADS, (literal("fp16_gemm", "THREADS_X"), literal("fp16_gemm", "THREADS_Y"), 1)),
+        "fp16.WMMA_BLOCK_TILE": (fp16.WMMA_BLOCK_TILE, (literal("wmma_gemm", "WMMA_M") * literal("wmma_gemm", "WARPS_M"),
+                                                        literal("wmma_gemm", "WMMA_N") * literal("wmma_gemm", "WARPS_N"))),
+        "fp16.WMMA_THREADS": (fp16.WMMA_THREADS, (32 * literal("wmma_gemm", "WARPS_M") * literal("wmma_gemm", "WARPS_N"),
+                                                  1, 1)),
+        "fp16.WMMA_PIPELINED": (fp16.WMMA_PIPELINED, {
+            v: ((literal("wmma_gemm", f"V{v}_BM"), literal("wmma_gemm", f"V{v}_BN")),
+                shared(literal("wmma_gemm", f"V{v}_BM"), literal("wmma_gemm", f"V{v}_BN"))) for v in (2, 3)}),
+        "fp16.WMMA_PIPELINED_THREADS": (fp16.WMMA_PIPELINED_THREADS, (32 * v2["V2_WARPS_M"] * v2["V2_WARPS_N"], 1, 1)),
+        "dense.GEMM_TILES": (dense.GEMM_TILES, tuple((n, *tile(f"Tile{n}")[:2], tile(f"Tile{n}")[3])
+                                                     for n in ("128x128", "64x64", "32x32"))),
+        "dense.NARROW_TILE": (dense.NARROW_TILE, ("64x16", *tile("Tile64x16")[:2], tile("Tile64x16")[3])),
+        "dense.SLAB": (dense.SLAB, {tile(f"Tile{n}")[2] for n in ("128x128", "64x64", "32x32", "64x16")}.pop()),
+        "dense.BIAS_COLS, BIAS_ROWS": ((dense.BIAS_COLS, dense.BIAS_ROWS),
+                                       (literal("nn_dense", "BIAS_COLS"), literal("nn_dense", "BIAS_ROWS"))),
+        "amp.SUM_THREADS": (amp.SUM_THREADS, literal("fp16_amp", "SUM_THREADS")),
+        "amp.FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED": (
+            (amp.FOUND_INF, amp.SKIP, amp.GOOD_STEPS, amp.STEPS, amp.SKIPPED),
+            tuple(literal("fp16_amp", m) for m in ("FOUND_INF", "SKIP", "GOOD_STEPS", "STEPS", "SKIPPED"))),
+    }
+
+
+def test_every_constant_python_takes_from_a_kernel_matches_its_source():
+    constants = kernel_constants()
+    wrong = {where: pair for where, pair in constants.items() if pair[0] != pair[1]}
+    assert wrong == {}, wrong
+    # the values the launchers used when they were written out by hand: reading them changed no launch
+    from gpuedu.ops import fp16
+    assert fp16.WMMA_PIPELINED == {2: ((128, 128), 61440), 3: ((128, 256), 92160)}
+    assert constants["gemm.TILE7"][0] == dict(BM=128, BN=128, BK=16, THREADS=256)
+    assert [t[1:] for t in constants["dense.GEMM_TILES"][0]] == [(128, 128, 256), (64, 64, 128), (32, 32, 64)]
+
+
+def test_no_launcher_writes_a_kernel_tile_size_by_hand():
+    # A module-level NAME = <number> in gpuedu/ops/ whose name is one of the kernels' #defines is a copy
+    # that can drift from the source: read it with kernels.define instead.
+    defined = set()
+    for filename in os.listdir(kernels.DIR):
+        if filename.endswith((".cu", ".cuh")):
+            defined |= set(re.findall(r"^\s*#define (\w+)", kernels.source(filename), re.M))
+    ops_dir = os.path.join(os.path.dirname(kernels.DIR), "ops")
+    copies = []
+    for filename in sorted(os.listdir(ops_dir)):
+        if filename.endswith(".py"):
+            with open(os.path.join(ops_dir, filename), encoding="utf-8") as f:
+                for line in f:
+                    m = re.match(r"([A-Z][A-Z0-9_]*(?:\s*,\s*[A-Z][A-Z0-9_]*)*)\s*=\s*[\d(]", line)
+                    if m:
+                        copies += [f"{filename}: {n.strip()}" for n in m.group(1).split(",")
+                                   if n.strip() in defined and "define(" not in line]
+    assert copies == [], copies

@@ -105,7 +105,7 @@ def test_every_ops_launcher_launches_on_the_stream_it_is_given(monkeypatch, call
 
 
 def test_convolution_version_3_multiplies_on_the_callers_stream(monkeypatch):
-    from gpuedu import conv
+    from gpuedu.ops import conv
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
@@ -115,3 +115,70 @@ def test_convolution_version_3_multiplies_on_the_callers_stream(monkeypatch):
     stream.synchronize()
     assert len(seen) == 3 and all(s is stream for s in seen)       # im2col, the GEMM, bias and activation
     np.testing.assert_allclose(y.get(), conv.conv2d(x, w, version=1).get(), rtol=1e-4, atol=1e-5)
+
+
+# ---- who launches: the op families of gpuedu/ops/ and nothing else ---------------------------------------
+
+import ast  # noqa: E402
+import os  # noqa: E402
+
+PACKAGE = os.path.dirname(os.path.abspath(gpuedu.__file__))
+#: Where launching is the job: the op families, the launch path itself, and the code that runs, times or
+#: observes launches as such (the emulator, the profiler, the benchmarks' timers).
+MAY_LAUNCH = ("ops" + os.sep, "launch.py", "emulator" + os.sep, "profiler" + os.sep, "bench" + os.sep)
+
+
+def direct_launches(source, filename="<source>"):
+    """(line, call) of each launch.kernel(...), launch.launch(...) or .prepared_call / .prepared_async_call
+    in one module's source, whatever name gpuedu.launch is imported under."""
+    tree = ast.parse(source, filename)
+    names, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                module = (node.module or "").split(".")
+                if alias.name == "launch" and (module[-1:] == ["gpuedu"] or module == [""]):
+                    names.add(alias.asname or alias.name)      # from gpuedu import launch, from .. import launch
+                if alias.name in ("kernel", "launch") and module[-1:] == ["launch"]:
+                    names.add(("bare", alias.asname or alias.name))   # from gpuedu.launch import kernel
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "gpuedu.launch":
+                    names.add(alias.asname or "gpuedu.launch")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in ("prepared_call", "prepared_async_call"):
+                found.append((node.lineno, f".{func.attr}("))
+            elif func.attr in ("kernel", "launch") and ast.unparse(func.value) in names:
+                found.append((node.lineno, f"{ast.unparse(func)}("))
+        elif isinstance(func, ast.Name) and ("bare", func.id) in names:
+            found.append((node.lineno, f"{func.id}("))
+    return found
+
+
+def test_the_launch_check_finds_every_form():
+    source = ("from .. import launch as L\nfrom gpuedu import launch\nimport gpuedu.launch\n"
+              "from gpuedu.launch import kernel as k\n"
+              "L.kernel('a', 'b', 'P')\nlaunch.launch(f, g, b, ())\ngpuedu.launch.kernel('a', 'b')\n"
+              "k('a', 'b')\nf.prepared_call(g, b)\nf.prepared_async_call(g, b, s)\n"
+              "L.ceil_div(1, 2)\nother.launch()\n")
+    assert [line for line, _ in direct_launches(source)] == [5, 6, 7, 8, 9, 10]
+
+
+def test_only_the_op_families_launch_kernels():
+    # Every launch of a course kernel goes through a launcher of gpuedu/ops/; the layers, the loss, the
+    # optimizers, the trainer, the exercises, the tools call those launchers, never the launch path itself.
+    outside = []
+    for dirpath, _, files in os.walk(PACKAGE):
+        for filename in files:
+            path = os.path.join(dirpath, filename)
+            where = os.path.relpath(path, PACKAGE)
+            if not filename.endswith(".py") or where.startswith(MAY_LAUNCH):
+                continue
+            with open(path, encoding="utf-8") as f:
+                outside += [f"gpuedu/{where}:{line}: {call}" for line, call in direct_launches(f.read(), path)]
+    assert outside == [], ("launch through a launcher of gpuedu/ops/ (one module per op family) instead:\n"
+                           + "\n".join(outside))

@@ -156,3 +156,15 @@ def test_reduce_workspace_size_and_bad_workspaces():
     with pytest.raises(ValueError, match=r"out must be .* shape \(1,\)"):
         ops.reduce_sum(x, out=gpuarray.empty((2,), np.float32))
     assert ops.reduce_sum(x, version=6).get()[0] == 100_000     # and the process goes on
+
+
+def test_the_package_only_gathers_the_families_names():
+    # gpuedu.ops is an index: every launcher, ladder and reference lives in its family's module
+    import ast
+    import os
+    with open(os.path.join(os.path.dirname(ops.__file__), "__init__.py"), encoding="utf-8") as f:
+        body = ast.parse(f.read()).body
+    code = [type(node).__name__ for node in body[1:] if not isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert isinstance(body[0], ast.Expr) and code == []
+    assert ops.relu is ops.elementwise.relu and ops.MATMUL_VERSIONS is ops.gemm.VERSIONS
+    assert ops.REDUCE_VERSIONS is ops.reduction.VERSIONS and ops.conv.VERSIONS == (1, 2, 3, 4)

@@ -85,7 +85,7 @@ def measure_matmul(run):
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
 
 
-# FP16 GEMMs: name -> (how to call gpuedu.nn.fp16_ops, output dtype). The naive and tiled GEMMs
+# FP16 GEMMs: name -> (how to call gpuedu.ops.fp16, output dtype). The naive and tiled GEMMs
 # store FP16 and accumulate in FP32 on CUDA cores; wmma_gemm (version 1, the plain WMMA kernel) and
 # wmma_gemm_v2 / _v3 (the pipelined ones, 128x128 and 128x256 tiles, FP16 output like cuBLAS's here)
 # feed the tensor cores; the FP16 target (targets.py) takes the best of the three.
@@ -108,17 +108,17 @@ def measure_fp16_gemm(run):
     baselines = ["cublas_hgemm"] if run.on_gpu else ["numpy_hgemm", "cublas_hgemm"]
     a_host, b_host = _operands(m, n, k, np.float16, seed=2)
     expected = a_host.astype(np.float64) @ b_host.astype(np.float64)
-    fp16_ops, device = None, {}
+    fp16, device = None, {}
     for name, (call, out_dtype) in FP16_GEMMS.items():
         with run.figure(name, "fp16_gemm", "GFLOP/s", dict(sizes, output=np.dtype(out_dtype).name), baselines,
-                        note="gpuedu.nn.fp16_ops; 2 m n k FLOPs") as fig:
+                        note="gpuedu.ops.fp16; 2 m n k FLOPs") as fig:
             if run.drv is None:
                 raise Skipped("pycuda.driver is not available on this backend")
-            if fp16_ops is None:
+            if fp16 is None:
                 try:
-                    from gpuedu.nn import fp16_ops
+                    from gpuedu.ops import fp16
                 except ImportError as exc:
-                    raise Skipped(f"gpuedu.nn.fp16_ops is not available: {exc}") from None
+                    raise Skipped(f"gpuedu.ops.fp16 is not available: {exc}") from None
             if not device:
                 gpuarray = run.backend.gpuarray
                 device["a"], device["b"] = gpuarray.to_gpu(a_host), gpuarray.to_gpu(b_host)
@@ -126,14 +126,14 @@ def measure_fp16_gemm(run):
             c = device.get(out_dtype)
             if c is None:
                 c = device[out_dtype] = run.backend.gpuarray.empty((m, n), out_dtype)
-            call(fp16_ops, a, b, c)
+            call(fp16, a, b, c)
             got = c.get().astype(np.float64)
             # FP32 accumulation, then (for FP16 outputs) one rounding to half: ~2^-11 of |C|.
             err = float(np.max(np.abs(got - expected)))
             allowed = 1e-5 * k + 2e-3 * float(np.max(np.abs(expected)))
             if not err <= allowed:
                 raise RuntimeError(f"{name} is wrong: max |error| {err:.3g} > {allowed:.3g}; fix it before timing it")
-            seconds = run.time(lambda: call(fp16_ops, a, b, c))
+            seconds = run.time(lambda: call(fp16, a, b, c))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
 
     _vendor_gemm(run, "cublas_hgemm", "fp16_gemm", dict(sizes, output="float16"), "float16",

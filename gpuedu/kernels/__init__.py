@@ -16,6 +16,7 @@ and with the CPU emulator:
 >>> mod = kernels.load("reduction")                # compiled once per backend and options
 >>> reduce1 = mod.get_function("reduce_kernel1")
 """
+import ast
 import os
 import re
 
@@ -38,6 +39,100 @@ def _activation_codes():
 
 #: The activation codes every kernel shares, read from activations.cuh.
 ACTIVATIONS = _activation_codes()
+
+_defines = {}   # file name -> {macro: its text}, each file read once
+
+
+def _file_defines(name):
+    """{macro: replacement text} of the object-like ``#define``s of one file, comments removed."""
+    filename = os.path.basename(path(name))
+    found = _defines.get(filename)
+    if found is None:
+        text = re.sub(r"/\*.*?\*/", " ", source(filename), flags=re.S)
+        text = re.sub(r"//[^\n]*", "", text).replace("\\\n", " ")
+        found = {}
+        for macro, value in re.findall(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(?![\w(])[ \t]*([^\n]*)$", text, re.M):
+            value = " ".join(value.split())
+            if found.setdefault(macro, value) != value:
+                found[macro] = ValueError(f"{filename} defines {macro} twice, as {found[macro]!r} and {value!r}")
+        _defines[filename] = found
+    return filename, found
+
+
+_ARITHMETIC = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Add, ast.Sub, ast.Mult,
+               ast.Div, ast.FloorDiv, ast.Mod, ast.USub, ast.UAdd, ast.Load)
+
+
+def define(name, macro):
+    """The integer a ``#define`` of ``<name>.cu`` (or of a header, named with its suffix) gives ``macro``,
+    as the file compiles without options: a number, or integer arithmetic on other macros of that file.
+
+    >>> define("conv2d", "TILE_H")
+    16
+
+    The file is read once; a macro that is not there, or not a number, is a LookupError (ValueError)
+    that names the file and the macro."""
+    filename, found = _file_defines(name)
+    return _evaluate(filename, found, macro, ())
+
+
+def _evaluate(filename, found, macro, seen):
+    if macro not in found:
+        raise LookupError(f"{filename} has no #define {macro}: Python reads it from there, so define it "
+                          f"(or read another name)")
+    value = found[macro]
+    if isinstance(value, Exception):
+        raise value
+    if macro in seen:
+        raise ValueError(f"{filename}: #define {macro} refers to itself")
+    try:
+        tree = ast.parse(re.sub(r"\b(\d+)[uUlL]+\b", r"\1", value), mode="eval")
+    except SyntaxError:
+        tree = None
+    if tree is None or not all(isinstance(node, _ARITHMETIC) for node in ast.walk(tree)):
+        raise ValueError(f"{filename}: #define {macro} {value} is not integer arithmetic Python can read")
+    return _integer(filename, found, macro, tree.body, seen + (macro,))
+
+
+def _integer(filename, found, macro, node, seen):
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, int):
+            raise ValueError(f"{filename}: #define {macro} holds {node.value!r}, not an integer")
+        return node.value
+    if isinstance(node, ast.Name):
+        return _evaluate(filename, found, node.id, seen)
+    if isinstance(node, ast.UnaryOp):
+        value = _integer(filename, found, macro, node.operand, seen)
+        return -value if isinstance(node.op, ast.USub) else value
+    left = _integer(filename, found, macro, node.left, seen)
+    right = _integer(filename, found, macro, node.right, seen)
+    if isinstance(node.op, ast.Add):
+        return left + right
+    if isinstance(node.op, ast.Sub):
+        return left - right
+    if isinstance(node.op, ast.Mult):
+        return left * right
+    quotient = abs(left) // abs(right)            # C's integer division truncates towards zero
+    quotient = quotient if (left < 0) == (right < 0) else -quotient
+    return quotient if isinstance(node.op, (ast.Div, ast.FloorDiv)) else left - right * quotient
+
+
+_templates = {}
+
+
+def template_arguments(name, alias):
+    """The integer template arguments of ``using <alias> = Template<...>;`` in ``name`` (a header with
+    its suffix, or ``<name>.cu``), e.g. ``template_arguments("gemm_warptile.cuh", "Tile128x128")``
+    -> (128, 128, 16, 64, 32, 2, 2); read once per file, a LookupError naming the file and alias if absent."""
+    filename = os.path.basename(path(name))
+    found = _templates.get(filename)
+    if found is None:
+        found = {a: tuple(int(v) for v in args.split(","))
+                 for a, args in re.findall(r"^\s*using\s+(\w+)\s*=\s*\w+\s*<([\d\s,]+)>\s*;", source(filename), re.M)}
+        _templates[filename] = found
+    if alias not in found:
+        raise LookupError(f"{filename} has no `using {alias} = ...<...>;` with integer arguments")
+    return found[alias]
 
 
 def names():

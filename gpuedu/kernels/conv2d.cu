@@ -37,7 +37,7 @@
 //   maxpool_forward: one thread per output, keeping the flat index (h * W + w) of the winner in argmax;
 //   maxpool_backward: one thread per input element, adding the dy of every window it won (a gather).
 //
-// Every load is guarded, so no size needs to be a multiple of a tile. Launch shapes (gpuedu/conv.py):
+// Every load is guarded, so no size needs to be a multiple of a tile. Launch shapes (gpuedu/ops/conv.py):
 //   1: block (256), grid (ceil_div(N * K * P * Q, 256))
 //   2: block (TILE_W, TILE_H), grid (ceil_div(Q, TILE_W), ceil_div(P, TILE_H), N * K)
 //   3: conv_im2col block (256), grid (ceil_div(C * R * S * N * P * Q, 256)); then matmul; then

@@ -58,7 +58,7 @@ struct WarpTile {
                   "each thread must load the same whole number of float4s of each slab");
 };
 
-// The tile shapes the course uses (ops.py and nn/layers.py name them; registers and shared memory per
+// The tile shapes the course uses (gpuedu/ops/gemm.py and ops/dense.py read them; registers and shared memory per
 // thread/block as reported by `nvcc -cubin -arch=sm_90 -Xptxas -v`, see the kernels' headers):
 //   128 x 128: 8 warps of 64 x 32, 8 x 8 results a thread: the big-GEMM shape (matmul v7)
 //   64 x 64:   4 warps of 32 x 32, 4 x 8 results a thread: when 128 x 128 gives too few blocks

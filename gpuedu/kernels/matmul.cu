@@ -32,7 +32,7 @@
 //            33 KB of shared memory a block (two buffers of 16 x 132 floats for A and for B).
 //
 // Every tile load is guarded and zero-filled past the edges, so M, N, K need not be multiples
-// of anything. Launch shapes (the launcher in gpuedu/ops.py computes them):
+// of anything. Launch shapes (the launcher in gpuedu/ops/gemm.py computes them):
 //   1: block (B, B), grid (ceil_div(M, B), ceil_div(N, B))   2: block (B, B), grid (ceil_div(N, B), ceil_div(M, B))
 //   3: block (TILE, TILE), grid (ceil_div(N, TILE), ceil_div(M, TILE))
 //   4: block (BM4 * BN4 / TM4), grid (ceil_div(N, BN4), ceil_div(M, BM4))     (512 threads)

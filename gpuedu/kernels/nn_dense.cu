@@ -15,7 +15,7 @@
 // slabs of K. The transposed operands are loaded with float4s along their contiguous dimension, so
 // every global read is coalesced; no transpose is ever copied.
 //
-// <tile> is the block tile, picked per GEMM shape by the launcher (gpuedu/nn/layers.py) so that a small
+// <tile> is the block tile, picked per GEMM shape by the launcher (gpuedu/ops/dense.py) so that a small
 // batch still gives the GPU enough blocks and a 10-wide output does not fill a 128-wide tile:
 //   128x128 (256 threads), 64x64 (128), 32x32 (64), 64x16 (64, for N <= 16).
 // Every output sums its products in ascending k into one register, whatever the tile: the tile changes

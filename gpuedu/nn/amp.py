@@ -6,7 +6,7 @@ The recipe (what deep-learning frameworks call automatic mixed precision):
 
 1. Weights and activations are stored in FP16 (half the bytes to move; tensor cores take FP16).
 2. Every GEMM sums its products in FP32: summing in FP16 loses the small terms.  The layers' GEMMs
-   run on tensor cores (``wmma_gemm.cu`` version 2, through ``fp16_ops.matmul(version=4)``);
+   run on tensor cores (``wmma_gemm.cu`` version 2, through ``ops.fp16.matmul(version=4)``);
    the CUDA-core ones of ``fp16_gemm.cu`` remain a choice (``gemm_version=3``, the tiled one).
 3. The optimizer keeps FP32 *master* weights and updates them; the FP16 copy used by the forward and
    backward passes is re-rounded from the master after every step.  An update lr*g is often smaller
@@ -45,18 +45,16 @@ so any ``gpuedu.nn`` optimizer (``SGD``, ``Adam``) updates them unchanged.
 import numpy as np
 
 from .. import launch as L
-from . import fp16_ops
-from ..checks import to_device_labels
+from ..ops import amp as _amp
+from ..ops import fp16
+# nn.amp's loss and bias gradient, and the scaler's state indices, are ops.amp's
+from ..ops.amp import FOUND_INF, GOOD_STEPS, SKIP, SKIPPED, STEPS  # noqa: F401
+from ..ops.amp import bias_grad, softmax_xent, sum_loss_rows  # noqa: F401
 from .layers import Dense, Parameter
 from .model import Sequential
 from .optim import skip_pointer
 
-THREADS = 256
-SUM_THREADS = 256            # the one block of sum_loss_rows (fp16_amp.cu: SUM_THREADS)
 SCALE_HISTORY = 65536        # steps whose loss scale a LossScaler remembers, for plots
-
-# The int32 state of a LossScaler on the device, by index (fp16_amp.cu defines the same).
-FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED = range(5)
 
 
 def _synchronize(stream):
@@ -113,7 +111,7 @@ class LossScaler:
         self.history = int(history)
         ga = L.gpuarray()
         self.scale_on_device = ga.to_gpu(np.array([init_scale], np.float32))
-        self._state = ga.zeros(5, np.int32)               # FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED
+        self._state = ga.zeros(_amp.STATE_SIZE, np.int32)  # FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED
         self._found_inf = self._state[FOUND_INF:FOUND_INF + 1]
         self.skip_flag = self._state[SKIP:SKIP + 1]       # 1 after an overflowed step: optimizer.step(skip=...)
         self._scales = ga.zeros(self.history, np.float32)  # the scale of step i at i % history
@@ -123,23 +121,15 @@ class LossScaler:
     def unscale_on_device(self, pairs):
         """For each (FP16 gradient, FP32 ``Parameter``): ``param.grad = g16 / S`` on the device, raising
         the device overflow flag if any FP16 gradient holds Inf or NaN.  Returns nothing: no copy back."""
-        f = L.kernel("fp16_amp", "unscale_half_to_float", "PPPPi")
         for g16, param in pairs:
-            if g16.dtype != np.float16 or param.grad.dtype != np.float32 or g16.size != param.grad.size:
-                raise ValueError(f"unscale needs (float16 gradient, float32 parameter) of one size, got "
-                                 f"{g16.dtype}[{g16.size}] and {param.grad.dtype}[{param.grad.size}]")
-            L.launch(f, (max(1, L.ceil_div(g16.size, THREADS)), 1), (THREADS, 1, 1),
-                     (L.ptr(param.grad), L.ptr(self._found_inf), L.ptr(g16), L.ptr(self.scale_on_device),
-                      L.i32(g16.size)), self.stream)
+            _amp.unscale(param.grad, self._found_inf, g16, self.scale_on_device, self.stream)
 
     def update_on_device(self):
         """Run the scaler's rules on the device after this step's unscale: set ``skip_flag``, back off or
         grow S, count the step, clear the overflow flag for the next one."""
-        f = L.kernel("fp16_amp", "update_loss_scale", "PPPiiffiff")
-        L.launch(f, (1, 1), (1, 1, 1),
-                 (L.ptr(self.scale_on_device), L.ptr(self._state), L.ptr(self._scales), L.i32(self.history),
-                  L.i32(self.dynamic), L.f32(self.growth_factor), L.f32(self.backoff_factor),
-                  L.i32(self.growth_interval), L.f32(self.min_scale), L.f32(self.max_scale)), self.stream)
+        _amp.update_loss_scale(self.scale_on_device, self._state, self._scales, self.history, self.dynamic,
+                               self.growth_factor, self.backoff_factor, self.growth_interval, self.min_scale,
+                               self.max_scale, self.stream)
 
     # -- one step at a time, for looking at it: each call waits for the GPU --------------------------
     def unscale(self, pairs):
@@ -203,51 +193,6 @@ class LossScaler:
                 f"good_steps={state[GOOD_STEPS]})")
 
 
-def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None, stream=None):
-    """Cross-entropy of FP16 logits (softmax in FP32).  Returns (loss_rows float32 [B],
-    dlogits float16 [B, C] = grad_scale * (softmax - onehot) / B), both on the device.
-
-    ``grad_scale``: a number, or a 1-element float32 GPUArray holding it on the device (a scaler's
-    ``scale_on_device``: the host need not know S).  ``loss_rows``/``dlogits``: buffers to reuse."""
-    if logits16.dtype != np.float16 or len(logits16.shape) != 2:
-        raise TypeError(f"logits must be a 2-D float16 GPUArray, got {logits16.dtype} {tuple(logits16.shape)}")
-    rows, classes = logits16.shape
-    labels = to_device_labels(labels, classes, rows)
-    if L.is_device_array(grad_scale):
-        if grad_scale.dtype != np.float32 or grad_scale.size != 1:
-            raise TypeError(f"a device grad_scale must be a 1-element float32 GPUArray, got "
-                            f"{grad_scale.dtype}[{grad_scale.size}]")
-        host_scale, device_scale = np.float32(1.0), np.uintp(L.ptr(grad_scale))
-    else:
-        host_scale, device_scale = np.float32(grad_scale), np.uintp(0)
-    ga = L.gpuarray()
-    loss_rows = ga.empty(rows, np.float32) if loss_rows is None else loss_rows
-    dlogits = ga.empty((rows, classes), np.float16) if dlogits is None else dlogits
-    f = L.kernel("fp16_amp", "softmax_xent_half", "PPPPPiif")
-    L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
-             (L.ptr(dlogits), L.ptr(loss_rows), L.ptr(logits16), L.ptr(labels), device_scale,
-              L.i32(rows), L.i32(classes), host_scale), stream)
-    return loss_rows, dlogits
-
-
-def sum_loss_rows(loss_rows, step_loss, loss_total, stream=None):
-    """``step_loss`` = mean of ``loss_rows`` (float32 [1]) and ``loss_total`` += their sum (float64 [1]),
-    on the device, in a fixed order (the same sums on every run)."""
-    f = L.kernel("fp16_amp", "sum_loss_rows", "PPPi")
-    L.launch(f, (1, 1), (SUM_THREADS, 1, 1),
-             (L.ptr(step_loss), L.ptr(loss_total), L.ptr(loss_rows), L.i32(loss_rows.size)), stream)
-
-
-def bias_grad(dz16, out=None, stream=None):
-    """Column sums of an FP16 [rows, cols] matrix, summed in FP32, stored as FP16 [cols]."""
-    rows, cols = dz16.shape
-    out = L.gpuarray().empty(cols, np.float16) if out is None else out
-    f = L.kernel("fp16_amp", "bias_grad_half", "PPii")
-    L.launch(f, (max(1, L.ceil_div(cols, THREADS)), 1), (THREADS, 1, 1),
-             (L.ptr(out), L.ptr(dz16), L.i32(rows), L.i32(cols)), stream)
-    return out
-
-
 # ---- layers ---------------------------------------------------------------------------------------
 class HalfDense:
     """``Y = act(X W + b)`` with X, W, b, Y in FP16 and FP32 sums; ``act`` is ReLU or none.
@@ -257,8 +202,8 @@ class HalfDense:
     kernels read.  ``backward`` leaves the (scaled) gradients in FP16 buffers (``half_grads()``);
     ``LossScaler.unscale_on_device`` turns them into the masters' FP32 ``.grad``.
 
-    ``gemm_version`` picks the three GEMMs' kernel (a version of ``fp16_ops.matmul``, ``fp16_ops.GEMM_VERSIONS``):
-    4, the pipelined tensor-core GEMM, by default; 3 the tiled CUDA-core one of ``fp16_gemm.cu``.
+    ``gemm_version`` picks the three GEMMs' kernel (a version of ``ops.fp16.matmul``,
+    ``ops.fp16.GEMM_VERSIONS``): 4, the pipelined tensor-core GEMM, by default; 3 the tiled CUDA-core one of ``fp16_gemm.cu``.
     ``stream``: the stream its kernels go to (None: the default stream).
     """
 
@@ -267,16 +212,16 @@ class HalfDense:
             raise TypeError(f"HalfDense is built from a gpuedu.nn.Dense, got {type(dense).__name__}")
         if dense.activation not in (None, "relu"):
             raise ValueError(f"HalfDense supports activation 'relu' or None, not {dense.activation!r}")
-        if isinstance(gemm_version, bool) or gemm_version not in fp16_ops.GEMM_VERSIONS:
-            raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16_ops.GEMM_VERSIONS))} "
-                             f"(fp16_ops.GEMM_VERSIONS says what each is), got {gemm_version!r}")
+        if isinstance(gemm_version, bool) or gemm_version not in fp16.GEMM_VERSIONS:
+            raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16.GEMM_VERSIONS))} "
+                             f"(gpuedu.ops.fp16.GEMM_VERSIONS says what each is), got {gemm_version!r}")
         self.gemm_version = gemm_version
         self.in_features, self.out_features = dense.in_features, dense.out_features
         self.activation = dense.activation
         self.W = Parameter(dense.W.name, dense.W.numpy())       # FP32 masters (copies)
         self.b = Parameter(dense.b.name, dense.b.numpy())
-        self.W16 = fp16_ops.to_half(self.W.value)
-        self.b16 = fp16_ops.to_half(self.b.value)
+        self.W16 = fp16.to_half(self.W.value)
+        self.b16 = fp16.to_half(self.b.value)
         ga = L.gpuarray()
         self.W_grad16 = ga.empty(self.W.shape, np.float16)
         self.b_grad16 = ga.empty(self.b.shape, np.float16)
@@ -297,11 +242,8 @@ class HalfDense:
         ``skip``: the scaler's device flag; nothing is done where it is set (the masters did not move).
         ``round_masters=True`` also overwrites the masters with their FP16 values (the no-master-weights
         ablation)."""
-        f = L.kernel("fp16_amp", "refresh_half_copy", "PPPii")
         for master, copy in ((self.W, self.W16), (self.b, self.b16)):
-            L.launch(f, (max(1, L.ceil_div(master.size, THREADS)), 1), (THREADS, 1, 1),
-                     (L.ptr(copy), L.ptr(master.value), skip_pointer(skip), L.i32(master.size),
-                      L.i32(bool(round_masters))), self.stream)
+            _amp.refresh_half_copy(copy, master.value, skip_pointer(skip), round_masters, self.stream)
 
     def _bufs(self, rows):
         bufs = self._buffers.get(rows)
@@ -319,10 +261,10 @@ class HalfDense:
                              f"{x16.dtype} {tuple(x16.shape)}")
         bufs = self._bufs(x16.shape[0])
         s = self.stream
-        z = fp16_ops.matmul(x16, self.W16, out=bufs["Z"], version=self.gemm_version,   # FP32 sums, FP16 result
+        z = fp16.matmul(x16, self.W16, out=bufs["Z"], version=self.gemm_version,   # FP32 sums, FP16 result
                             stream=s)
-        fp16_ops.bias_add(z, self.b16, out=z, stream=s)
-        y = fp16_ops.relu(z, out=bufs["Y"], stream=s) if self.activation == "relu" else z
+        fp16.bias_add(z, self.b16, out=z, stream=s)
+        y = fp16.relu(z, out=bufs["Y"], stream=s) if self.activation == "relu" else z
         self._x, self._z = x16, z
         return y
 
@@ -331,14 +273,14 @@ class HalfDense:
             raise RuntimeError("backward() before forward(): run a forward pass first")
         bufs = self._bufs(self._x.shape[0])
         s = self.stream
-        dz = (fp16_ops.relu_backward(dy16, self._z, out=bufs["dZ"], stream=s) if self.activation == "relu"
+        dz = (fp16.relu_backward(dy16, self._z, out=bufs["dZ"], stream=s) if self.activation == "relu"
               else dy16)
-        fp16_ops.matmul(self._x, dz, transpose_a=True, out=self.W_grad16,           # dW = X^T dZ
+        fp16.matmul(self._x, dz, transpose_a=True, out=self.W_grad16,           # dW = X^T dZ
                         version=self.gemm_version, stream=s)
         bias_grad(dz, out=self.b_grad16, stream=s)                          # db = sum over the batch
         if not need_input_grad:
             return None
-        return fp16_ops.matmul(dz, self.W16, transpose_b=True, out=bufs["dX"],     # dX = dZ W^T
+        return fp16.matmul(dz, self.W16, transpose_b=True, out=bufs["dX"],     # dX = dZ W^T
                                version=self.gemm_version, stream=s)
 
     def __repr__(self):
@@ -371,7 +313,7 @@ class MixedPrecisionMLP(Sequential):
         x16 = self._inputs.get(rows)
         if x16 is None:
             x16 = self._inputs[rows] = L.gpuarray().empty((rows, self.in_features), np.float16)
-        return fp16_ops.to_half(x, out=x16, stream=self._stream)
+        return fp16.to_half(x, out=x16, stream=self._stream)
 
     def half_grads(self):
         return [pair for l in self.layers for pair in l.half_grads()]

@@ -16,7 +16,7 @@ excepted: it runs on the default stream).
 """
 import numpy as np
 
-from .. import conv as _conv
+from ..ops import conv as _conv
 from .. import launch as L
 from .layers import Parameter, _Cache
 

@@ -1,10 +1,10 @@
-"""Softmax cross-entropy, forward and backward in one kernel, with the metrics kept on the device."""
+"""Softmax cross-entropy, forward and backward in one kernel (``gpuedu.ops.loss``), with the metrics kept on the
+device."""
 import numpy as np
 
 from .. import launch as L
 from ..checks import check_device_features, to_device_labels
-
-THREADS = 128
+from ..ops import loss as _loss
 
 
 class SoftmaxCrossEntropy:
@@ -30,10 +30,7 @@ class SoftmaxCrossEntropy:
         dlogits = self._grad.get((rows, classes))
         if dlogits is None:
             dlogits = self._grad[(rows, classes)] = L.gpuarray().empty((rows, classes), np.float32)
-        f = L.kernel("nn_loss", "softmax_xent", "PPPPPii")
-        L.launch(f, (L.ceil_div(rows, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(dlogits), L.ptr(self._loss_sum), L.ptr(self._correct), L.ptr(logits), L.ptr(labels),
-                  L.i32(rows), L.i32(classes)), self.stream)
+        _loss.softmax_xent(dlogits, self._loss_sum, self._correct, logits, labels, self.stream)
         self._rows += rows
         return dlogits
 

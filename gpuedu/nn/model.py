@@ -4,7 +4,8 @@ import itertools
 import numpy as np
 
 from .. import launch as L
-from . import fp16_ops
+from ..ops import fp16 as _fp16
+from ..ops import loss as _loss
 from ..checks import check_host_labels, to_device_features
 from .conv_layers import Flatten, MaxPool2D, Reshape, to_device_images
 from .layers import Dense
@@ -135,12 +136,9 @@ class Sequential:
         for chunk in chunks:
             logits = self.forward(chunk)
             if logits.dtype == np.float16:      # a mixed-precision model's logits
-                logits = fp16_ops.to_float(logits, stream=self._stream)
-            rows, classes = logits.shape
-            pred = ga.empty(rows, np.int32)
-            f = L.kernel("nn_loss", "argmax_rows", "PPii")
-            L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
-                     (L.ptr(pred), L.ptr(logits), L.i32(rows), L.i32(classes)), self._stream)
+                logits = _fp16.to_float(logits, stream=self._stream)
+            pred = ga.empty(logits.shape[0], np.int32)
+            _loss.argmax_rows(pred, logits, self._stream)
             if self._stream is not None:     # the copy back must follow the stream's kernels
                 self._stream.synchronize()
             out.append(pred.get())

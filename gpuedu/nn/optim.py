@@ -4,7 +4,8 @@ SGD:   v = mu v + g;  w = w - lr v       (mu = 0 gives the plain rule  dW = -lr 
 Adam:  m, v = moving averages of g and g^2;  w = w - lr m_hat / (sqrt(v_hat) + eps)
 
 ``multi_tensor=True`` (the default) updates every tensor in one launch (``*_update_multi`` in
-``nn_optim.cu``), reading their addresses from a small device table built on the first step;
+``nn_optim.cu``, launched by ``gpuedu.ops.optim``), reading their addresses from a small device table built
+on the first step;
 ``multi_tensor=False`` launches the per-tensor kernels of lesson 05, one per parameter.  Both give the
 same bits.
 
@@ -16,41 +17,8 @@ gradient, so the host never has to read it.  ``None``: never skip.
 import numpy as np
 
 from .. import launch as L
-
-THREADS = 256
-MAX_BLOCKS = 1024    # blocks of a multi-tensor launch: about one full wave of an H200 (132 SMs x 2048 threads)
-
-
-def skip_pointer(skip):
-    """The kernel argument for an optional device skip flag: its address, or 0 (NULL: never skip)."""
-    if skip is None:
-        return L.NULL
-    if getattr(skip, "dtype", None) != np.int32 or getattr(skip, "size", 0) != 1 or not hasattr(skip, "gpudata"):
-        raise TypeError("skip must be None or a 1-element int32 GPUArray (a device flag: nonzero = skip), "
-                        f"got {type(skip).__name__} {getattr(skip, 'dtype', '')}")
-    return L.ptr(skip)
-
-
-class TensorTable:
-    """The device table a multi-tensor kernel reads: int64 offsets[count + 1] (prefix sums of the sizes),
-    then each tensor's array addresses.  Rebuilt (an allocation and a copy) only when an address changes,
-    so after the first step it costs the host a tuple comparison."""
-
-    def __init__(self):
-        self._addresses = None
-        self.array, self.count, self.total = None, 0, 0
-
-    def device_table(self, rows):
-        """``rows``: per tensor, the arrays the kernel reads (equal sizes); returns the device table."""
-        addresses = tuple(L.ptr(a) for row in rows for a in row)
-        if addresses != self._addresses:
-            offsets = np.concatenate([[0], np.cumsum([row[0].size for row in rows])]).astype(np.int64)
-            self.array = L.gpuarray().to_gpu(np.concatenate([offsets, np.array(addresses, np.int64)]))
-            self._addresses, self.count, self.total = addresses, len(rows), int(offsets[-1])
-        return self.array
-
-    def grid(self):
-        return (max(1, min(L.ceil_div(self.total, THREADS), MAX_BLOCKS)), 1)
+from ..ops import optim as _optim
+from ..ops.optim import TensorTable, skip_pointer  # noqa: F401  (amp passes its skip flag with skip_pointer)
 
 
 class Optimizer:
@@ -105,20 +73,15 @@ class SGD(Optimizer):
     def update_all(self, skip):
         if not self.multi_tensor:
             return super().update_all(skip)
-        table = self._table.device_table([(p.value, p.grad, s["velocity"]) for p, s in zip(self.params, self.state)])
-        f = L.kernel("nn_optim", "sgd_update_multi", "PPifff")
-        L.launch(f, self._table.grid(), (THREADS, 1, 1),
-                 (L.ptr(table), skip, L.i32(self._table.count), L.f32(self.lr), L.f32(self.momentum),
-                  L.f32(self.weight_decay)), self.stream)
+        rows = [(p.value, p.grad, s["velocity"]) for p, s in zip(self.params, self.state)]
+        _optim.sgd_update_multi(self._table, rows, skip, self.lr, self.momentum, self.weight_decay, self.stream)
 
     def init_state(self, param):
         return {"velocity": self._zeros_like(param)}
 
     def update(self, p, state, skip):
-        f = L.kernel("nn_optim", "sgd_update", "PPPPifff")
-        L.launch(f, (L.ceil_div(p.size, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(p.value), L.ptr(state["velocity"]), L.ptr(p.grad), skip, L.i32(p.size),
-                  L.f32(self.lr), L.f32(self.momentum), L.f32(self.weight_decay)), self.stream)
+        _optim.sgd_update(p.value, state["velocity"], p.grad, skip, self.lr, self.momentum, self.weight_decay,
+                          self.stream)
 
 
 class Adam(Optimizer):
@@ -145,22 +108,15 @@ class Adam(Optimizer):
 
     def begin_step(self, skip):
         # Bias correction: m and v start at 0, so early averages are too small by (1 - beta^t).
-        f = L.kernel("nn_optim", "adam_begin_step", "PPPdd")
-        L.launch(f, (1, 1), (1, 1, 1), (L.ptr(self._t), L.ptr(self._corrections), skip, np.float64(self.beta1),
-                                        np.float64(self.beta2)), self.stream)
+        _optim.adam_begin_step(self._t, self._corrections, skip, self.beta1, self.beta2, self.stream)
 
     def update_all(self, skip):
         if not self.multi_tensor:
             return super().update_all(skip)
-        table = self._table.device_table([(p.value, p.grad, s["m"], s["v"]) for p, s in zip(self.params, self.state)])
-        f = L.kernel("nn_optim", "adam_update_multi", "PPPifffff")
-        L.launch(f, self._table.grid(), (THREADS, 1, 1),
-                 (L.ptr(table), L.ptr(self._corrections), skip, L.i32(self._table.count), L.f32(self.lr),
-                  L.f32(self.beta1), L.f32(self.beta2), L.f32(self.eps), L.f32(self.weight_decay)), self.stream)
+        rows = [(p.value, p.grad, s["m"], s["v"]) for p, s in zip(self.params, self.state)]
+        _optim.adam_update_multi(self._table, rows, self._corrections, skip, self.lr, self.beta1, self.beta2,
+                                 self.eps, self.weight_decay, self.stream)
 
     def update(self, p, state, skip):
-        f = L.kernel("nn_optim", "adam_update", "PPPPPPifffff")
-        L.launch(f, (L.ceil_div(p.size, THREADS), 1), (THREADS, 1, 1),
-                 (L.ptr(p.value), L.ptr(state["m"]), L.ptr(state["v"]), L.ptr(p.grad), L.ptr(self._corrections),
-                  skip, L.i32(p.size), L.f32(self.lr), L.f32(self.beta1), L.f32(self.beta2), L.f32(self.eps),
-                  L.f32(self.weight_decay)), self.stream)
+        _optim.adam_update(p.value, state["m"], state["v"], p.grad, self._corrections, skip, self.lr, self.beta1,
+                           self.beta2, self.eps, self.weight_decay, self.stream)

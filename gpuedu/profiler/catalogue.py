@@ -36,7 +36,8 @@ class Family:
 
 def course_families():
     """The ladders of lessons 01-04 and 10, with sizes the emulator counts in seconds."""
-    from .. import backend, conv, ops
+    from .. import backend, ops
+    from ..ops import conv
     ga = backend.active().gpuarray
 
     def vector(n, rng):

@@ -19,7 +19,7 @@ import gpuedu
 from gpuedu import data, nn, train
 from gpuedu import launch as K
 from gpuedu.nn import amp
-from gpuedu.nn import fp16_ops as ops
+from gpuedu.ops import fp16
 
 backend = gpuedu.setup(verbose=False)
 drv, ga = backend.driver, backend.gpuarray
@@ -94,24 +94,24 @@ def halves(shape, seed):
 
 
 def gemm(version, stream):
-    return ops.matmul(halves((33, 20), 1), halves((33, 18), 2), transpose_a=True, version=version, stream=stream)
+    return fp16.matmul(halves((33, 20), 1), halves((33, 18), 2), transpose_a=True, version=version, stream=stream)
 
 
 def wmma(version, stream):
-    return ops.wmma_matmul(halves((33, 20), 1), halves((20, 18), 2), version=version, stream=stream)
+    return fp16.wmma_matmul(halves((33, 20), 1), halves((20, 18), 2), version=version, stream=stream)
 
 
 LAUNCHERS = {
-    "to_half": lambda s: ops.to_half(np.linspace(-3, 3, 301, dtype=np.float32), stream=s),
-    "to_float": lambda s: ops.to_float(halves(301, 1), stream=s),
-    "to_half_bits": lambda s: ops.to_half_bits(np.linspace(-3, 3, 301, dtype=np.float32), stream=s),
-    "axpy v1": lambda s: ops.axpy(0.5, halves(301, 1), ga.to_gpu(halves(301, 2)), version=1, stream=s),
-    "axpy v2": lambda s: ops.axpy(0.5, halves(301, 1), ga.to_gpu(halves(301, 2)), version=2, stream=s),
-    "relu": lambda s: ops.relu(halves(301, 1), stream=s),
-    "relu_backward": lambda s: ops.relu_backward(halves(301, 1), halves(301, 2), stream=s),
-    "bias_add": lambda s: ops.bias_add(halves((7, 9), 1), halves(9, 2), stream=s),
-    **{f"matmul {v}": functools.partial(gemm, v) for v in ops.GEMM_VERSIONS},
-    "matmul tensor, k = 0": lambda s: ops.matmul(np.zeros((16, 0), np.float16), np.zeros((0, 16), np.float16),
+    "to_half": lambda s: fp16.to_half(np.linspace(-3, 3, 301, dtype=np.float32), stream=s),
+    "to_float": lambda s: fp16.to_float(halves(301, 1), stream=s),
+    "to_half_bits": lambda s: fp16.to_half_bits(np.linspace(-3, 3, 301, dtype=np.float32), stream=s),
+    "axpy v1": lambda s: fp16.axpy(0.5, halves(301, 1), ga.to_gpu(halves(301, 2)), version=1, stream=s),
+    "axpy v2": lambda s: fp16.axpy(0.5, halves(301, 1), ga.to_gpu(halves(301, 2)), version=2, stream=s),
+    "relu": lambda s: fp16.relu(halves(301, 1), stream=s),
+    "relu_backward": lambda s: fp16.relu_backward(halves(301, 1), halves(301, 2), stream=s),
+    "bias_add": lambda s: fp16.bias_add(halves((7, 9), 1), halves(9, 2), stream=s),
+    **{f"matmul {v}": functools.partial(gemm, v) for v in fp16.GEMM_VERSIONS},
+    "matmul tensor, k = 0": lambda s: fp16.matmul(np.zeros((16, 0), np.float16), np.zeros((0, 16), np.float16),
                                                  version=4, stream=s),
     **{f"wmma_matmul v{v}": functools.partial(wmma, v) for v in (1, 2, 3)},
 }

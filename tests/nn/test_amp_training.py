@@ -6,8 +6,8 @@ import pytest
 import gpuedu
 from gpuedu import data, nn, train
 from gpuedu.nn import amp
-from gpuedu.nn import fp16_ops as ops
-from gpuedu.nn import fp16_reference as ref
+from gpuedu.ops import fp16
+from gpuedu.ops import amp as amp_ops
 from gpuedu.nn import reference as nn_reference
 
 backend = gpuedu.setup(verbose=False)
@@ -21,7 +21,7 @@ def test_unscale_divides_in_fp32_and_raises_the_flag_on_inf_or_nan():
     g1 = np.array([1024, -2048, 1, 0, 65504], np.float16)
     g2 = np.arange(6, dtype=np.float16).reshape(2, 3)
     assert scaler.unscale([(ga.to_gpu(g1), p1), (ga.to_gpu(g2), p2)]) is False
-    assert np.array_equal(p1.grad.get(), ref.unscale(g1, 1024.0)[0])
+    assert np.array_equal(p1.grad.get(), amp_ops.unscale_reference(g1, 1024.0)[0])
     assert np.array_equal(p2.grad.get(), g2.astype(np.float32) / 1024)
     for bad in (np.inf, -np.inf, np.nan):
         g2_bad = g2.copy()
@@ -43,7 +43,7 @@ def confident_logits(rows=256, classes=10, margin=13.0, seed=0):
 
 def test_unscaled_fp16_gradients_underflow_and_loss_scaling_rescues_them():
     logits, labels = confident_logits()
-    _, exact = ref.softmax_xent(logits, labels)          # float64, every entry nonzero
+    _, exact = amp_ops.softmax_xent_reference(logits, labels)          # float64, every entry nonzero
     assert np.all(exact != 0) and np.abs(exact).max() < 2.0 ** -22
 
     _, plain = amp.softmax_xent(ga.to_gpu(logits), labels, grad_scale=1.0)
@@ -179,7 +179,7 @@ def test_half_mlp_gradients_match_the_float64_reference_of_its_fp16_weights(gemm
 def test_half_dense_gemm_paths_agree_and_a_bad_version_is_refused():
     rng = np.random.default_rng(8)
     x = rng.uniform(-1, 1, (64, 48)).astype(np.float32)     # aligned rows: the 16-byte cp.async path
-    logits = {v: ops.to_float(amp.MixedPrecisionMLP(nn.mlp([48, 40, 8], seed=5), gemm_version=v).forward(x)).get()
+    logits = {v: fp16.to_float(amp.MixedPrecisionMLP(nn.mlp([48, 40, 8], seed=5), gemm_version=v).forward(x)).get()
               for v in (4, 3)}
     # the same FP16 inputs and FP32 sums, in another order: at most one FP16 rounding step apart
     assert np.allclose(logits[4], logits[3], rtol=2e-3, atol=2e-3)
@@ -204,7 +204,7 @@ def test_softmax_xent_loss_rows_and_bad_labels():
     logits = (3 * rng.standard_normal((20, 10))).astype(np.float16)
     labels = rng.integers(0, 10, 20).astype(np.int32)
     loss_rows, dlogits = amp.softmax_xent(ga.to_gpu(logits), labels, grad_scale=8.0)
-    ref_rows, ref_grad = ref.softmax_xent(logits, labels, grad_scale=8.0)
+    ref_rows, ref_grad = amp_ops.softmax_xent_reference(logits, labels, grad_scale=8.0)
     assert np.allclose(loss_rows.get(), ref_rows, rtol=1e-5, atol=1e-5)
     assert np.all(np.abs(dlogits.get() - ref_grad) <= 2.0 ** -10 * np.abs(ref_grad) + 1e-6)
     with pytest.raises(ValueError, match=r"\[0, 10\)"):

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import gpuedu
-from gpuedu.nn import fp16_ops as ops
-from gpuedu.nn import fp16_reference as ref
+from gpuedu.ops import fp16
 
 backend = gpuedu.setup(verbose=False)
 ga = backend.gpuarray
@@ -36,24 +35,24 @@ def floats():
 
 
 def test_float_to_half_is_bit_exact_with_numpy(floats):
-    got = ops.to_half(floats).get()
-    expected = ref.to_half(floats)
+    got = fp16.to_half(floats).get()
+    expected = fp16.to_half_reference(floats)
     nan = np.isnan(floats)
     assert np.array_equal(bits(got)[~nan], bits(expected)[~nan])
     assert np.isnan(got[nan]).all()           # a GPU returns its own canonical NaN: only NaN-ness is fixed
 
 
 def test_hand_written_conversion_matches_numpy_bits_including_nan(floats):
-    got = ops.to_half_bits(floats).get()
+    got = fp16.to_half_bits(floats).get()
     assert got.dtype == np.uint16
-    mismatch = np.flatnonzero(got != ref.to_half_bits(floats))
+    mismatch = np.flatnonzero(got != fp16.to_half_bits_reference(floats))
     assert mismatch.size == 0, (f"{mismatch.size} wrong, first: {floats[mismatch[0]]!r} -> "
-                                f"{got[mismatch[0]]:#06x}, numpy {ref.to_half_bits(floats)[mismatch[0]]:#06x}")
+                                f"{got[mismatch[0]]:#06x}, numpy {fp16.to_half_bits_reference(floats)[mismatch[0]]:#06x}")
 
 
 def test_half_to_float_is_exact_for_every_half():
     halves = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
-    got = ops.to_float(halves).get()
+    got = fp16.to_float(halves).get()
     expected = halves.astype(np.float32)
     nan = np.isnan(expected)
     assert np.array_equal(got[~nan].view(np.uint32), expected[~nan].view(np.uint32))
@@ -71,15 +70,15 @@ def test_axpy_is_bit_exact(version, n):
     x, y = halves(rng, n), halves(rng, n)
     a = 0.3                                   # not a half: the kernel rounds it like the reference
     y_dev = ga.to_gpu(y)
-    ops.axpy(a, x, y_dev, version=version)
-    assert np.array_equal(bits(y_dev.get()), bits(ref.axpy(a, x, y)))
+    fp16.axpy(a, x, y_dev, version=version)
+    assert np.array_equal(bits(y_dev.get()), bits(fp16.axpy_reference(a, x, y)))
 
 
 def test_axpy_overflows_to_inf_like_the_hardware():
     x = np.array([60000, -60000, 1], np.float16)
     y = np.array([60000, -60000, 1], np.float16)
     y_dev = ga.to_gpu(y)
-    ops.axpy(1.0, x, y_dev)
+    fp16.axpy(1.0, x, y_dev)
     assert np.array_equal(y_dev.get(), np.array([np.inf, -np.inf, 2], np.float16))
 
 
@@ -88,24 +87,24 @@ def test_relu_and_its_backward_are_bit_exact(n):
     rng = np.random.default_rng(n)
     z, dy = halves(rng, n), halves(rng, n)
     z[::5] = 0                                # ReLU'(0) is taken as 0
-    assert np.array_equal(bits(ops.relu(z).get()), bits(ref.relu(z)))
-    assert np.array_equal(bits(ops.relu_backward(dy, z).get()), bits(ref.relu_backward(dy, z)))
+    assert np.array_equal(bits(fp16.relu(z).get()), bits(fp16.relu_reference(z)))
+    assert np.array_equal(bits(fp16.relu_backward(dy, z).get()), bits(fp16.relu_backward_reference(dy, z)))
 
 
 def test_relu_backward_does_not_turn_inf_into_nan_where_the_unit_was_off():
     dy = np.array([np.inf, -np.inf, 3], np.float16)
     z = np.array([-1, 2, -4], np.float16)
-    assert np.array_equal(ops.relu_backward(dy, z).get(), np.array([0, -np.inf, 0], np.float16))
+    assert np.array_equal(fp16.relu_backward(dy, z).get(), np.array([0, -np.inf, 0], np.float16))
 
 
 @pytest.mark.parametrize("rows, cols", [(1, 1), (3, 5), (8, 16), (7, 33)])
 def test_bias_add_is_bit_exact_also_when_pairs_straddle_rows(rows, cols):
     rng = np.random.default_rng(rows * cols)
     x, b = halves(rng, rows * cols).reshape(rows, cols), halves(rng, cols)
-    assert np.array_equal(bits(ops.bias_add(x, b).get()), bits(ref.bias_add(x, b)))
+    assert np.array_equal(bits(fp16.bias_add(x, b).get()), bits(fp16.bias_add_reference(x, b)))
     x_dev = ga.to_gpu(x)
-    ops.bias_add(x_dev, b, out=x_dev)         # in place, as the layers use it
-    assert np.array_equal(bits(x_dev.get()), bits(ref.bias_add(x, b)))
+    fp16.bias_add(x_dev, b, out=x_dev)         # in place, as the layers use it
+    assert np.array_equal(bits(x_dev.get()), bits(fp16.bias_add_reference(x, b)))
 
 
 GEMM_SHAPES = [(1, 1, 1), (5, 3, 7), (64, 64, 16), (65, 70, 33), (17, 129, 80)]
@@ -116,9 +115,9 @@ GEMM_SHAPES = [(1, 1, 1), (5, 3, 7), (64, 64, 16), (65, 70, 33), (17, 129, 80)]
 def test_gemm_with_fp32_sums_is_within_the_bound(m, n, k, version):
     rng = np.random.default_rng(m + n + k)
     a, b = halves(rng, m * k, 1.0).reshape(m, k), halves(rng, k * n, 1.0).reshape(k, n)
-    got = ops.matmul(a, b, alpha=0.5, version=version).get().astype(np.float64)
-    exact = ref.matmul(a, b, alpha=0.5, out_dtype=np.float64)
-    assert np.all(np.abs(got - exact) <= ref.matmul_tolerance(a, b, alpha=0.5))
+    got = fp16.matmul(a, b, alpha=0.5, version=version).get().astype(np.float64)
+    exact = fp16.matmul_reference(a, b, alpha=0.5, out_dtype=np.float64)
+    assert np.all(np.abs(got - exact) <= fp16.matmul_tolerance(a, b, alpha=0.5))
 
 
 @pytest.mark.parametrize("transpose_a, transpose_b", [(True, False), (False, True), (True, True)])
@@ -128,18 +127,18 @@ def test_gemm_reads_transposed_operands_through_strides(transpose_a, transpose_b
     a, b = halves(rng, m * k, 1.0).reshape(m, k), halves(rng, k * n, 1.0).reshape(k, n)
     a_stored = np.ascontiguousarray(a.T) if transpose_a else a
     b_stored = np.ascontiguousarray(b.T) if transpose_b else b
-    got = ops.matmul(a_stored, b_stored, transpose_a=transpose_a, transpose_b=transpose_b).get()
-    exact = ref.matmul(a, b, out_dtype=np.float64)
-    assert np.all(np.abs(got.astype(np.float64) - exact) <= ref.matmul_tolerance(a, b))
+    got = fp16.matmul(a_stored, b_stored, transpose_a=transpose_a, transpose_b=transpose_b).get()
+    exact = fp16.matmul_reference(a, b, out_dtype=np.float64)
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= fp16.matmul_tolerance(a, b))
 
 
 def test_gemm_float32_output_keeps_what_half_would_round_away():
     rng = np.random.default_rng(4)
     a, b = halves(rng, 30 * 50, 1.0).reshape(30, 50), halves(rng, 50 * 20, 1.0).reshape(50, 20)
-    got = ops.matmul(a, b, out_dtype=np.float32).get()
+    got = fp16.matmul(a, b, out_dtype=np.float32).get()
     assert got.dtype == np.float32
-    exact = ref.matmul(a, b, out_dtype=np.float64)
-    bound = ref.matmul_tolerance(a, b, out_dtype=np.float32)
+    exact = fp16.matmul_reference(a, b, out_dtype=np.float64)
+    bound = fp16.matmul_tolerance(a, b, out_dtype=np.float32)
     assert np.all(np.abs(got - exact) <= bound)
     # and it is much closer than any float16 result can be
     assert np.max(np.abs(got - exact)) < 0.1 * np.max(np.abs(exact.astype(np.float16) - exact))
@@ -152,40 +151,40 @@ def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms
     a = np.ones((1, k), np.float16)
     b = np.full((k, 1), 2.0 ** -11, np.float16)
     b[0, 0] = 1.0
-    half_sum = ops.matmul(a, b, version=1).get()
-    assert np.array_equal(bits(half_sum), bits(ref.matmul_half_accum(a, b)))
+    half_sum = fp16.matmul(a, b, version=1).get()
+    assert np.array_equal(bits(half_sum), bits(fp16.matmul_half_accum_reference(a, b)))
     assert half_sum[0, 0] == 1.0                                    # 511 additions of 2**-11 lost
-    float_sum = ops.matmul(a, b, version=3, out_dtype=np.float32).get()
+    float_sum = fp16.matmul(a, b, version=3, out_dtype=np.float32).get()
     assert float_sum[0, 0] == 1.0 + 511 * 2.0 ** -11
     # random data: the model matches the kernel bit for bit, and FP32 sums are more accurate
     rng = np.random.default_rng(5)
     a, b = halves(rng, 9 * 300, 1.0).reshape(9, 300), halves(rng, 300 * 11, 1.0).reshape(300, 11)
-    got = ops.matmul(a, b, version=1).get()
-    assert np.array_equal(bits(got), bits(ref.matmul_half_accum(a, b)))
-    exact = ref.matmul(a, b, out_dtype=np.float64)
+    got = fp16.matmul(a, b, version=1).get()
+    assert np.array_equal(bits(got), bits(fp16.matmul_half_accum_reference(a, b)))
+    exact = fp16.matmul_reference(a, b, out_dtype=np.float64)
     err_half = np.abs(got - exact).mean()
-    err_fp32 = np.abs(ops.matmul(a, b).get() - exact).mean()
+    err_fp32 = np.abs(fp16.matmul(a, b).get() - exact).mean()
     assert err_fp32 < err_half / 4
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda: ops.to_half(np.zeros(3, np.float64)), TypeError, "float32"),
-    (lambda: ops.to_float(np.zeros(3, np.float32)), TypeError, "float16"),
-    (lambda: ops.axpy(1.0, np.zeros(3, np.float16), np.zeros(3, np.float16)), TypeError, "in place"),
-    (lambda: ops.axpy(1.0, np.zeros(3, np.float16), ga.zeros(4, np.float16)), ValueError, "same shape"),
-    (lambda: ops.axpy(1.0, np.zeros(2, np.float16), ga.zeros(2, np.float16), version=3), ValueError,
+    (lambda: fp16.to_half(np.zeros(3, np.float64)), TypeError, "float32"),
+    (lambda: fp16.to_float(np.zeros(3, np.float32)), TypeError, "float16"),
+    (lambda: fp16.axpy(1.0, np.zeros(3, np.float16), np.zeros(3, np.float16)), TypeError, "in place"),
+    (lambda: fp16.axpy(1.0, np.zeros(3, np.float16), ga.zeros(4, np.float16)), ValueError, "same shape"),
+    (lambda: fp16.axpy(1.0, np.zeros(2, np.float16), ga.zeros(2, np.float16), version=3), ValueError,
      "version"),
-    (lambda: ops.bias_add(np.zeros((2, 3), np.float16), np.zeros(4, np.float16)), ValueError, "columns"),
-    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((4, 2), np.float16)), ValueError,
+    (lambda: fp16.bias_add(np.zeros((2, 3), np.float16), np.zeros(4, np.float16)), ValueError, "columns"),
+    (lambda: fp16.matmul(np.zeros((2, 3), np.float16), np.zeros((4, 2), np.float16)), ValueError,
      "inner dimensions"),
-    (lambda: ops.matmul(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float16)), TypeError, "float16"),
-    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version="fast"),
+    (lambda: fp16.matmul(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float16)), TypeError, "float16"),
+    (lambda: fp16.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version="fast"),
      ValueError, "unknown GEMM version"),
-    (lambda: ops.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version=2,
+    (lambda: fp16.matmul(np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float16), version=2,
                         out_dtype=np.float32), ValueError, "tiled"),
-    (lambda: ops.relu([1.0, 2.0]), TypeError, r"x has dtype float64; the kernel takes float16: pass x.astype"),
-    (lambda: ops.relu("x"), TypeError, "GPUArray or a NumPy array"),
-    (lambda: ops.relu(np.zeros(4, np.float16), out=ga.zeros(5, np.float16)), ValueError, "shape"),
+    (lambda: fp16.relu([1.0, 2.0]), TypeError, r"x has dtype float64; the kernel takes float16: pass x.astype"),
+    (lambda: fp16.relu("x"), TypeError, "GPUArray or a NumPy array"),
+    (lambda: fp16.relu(np.zeros(4, np.float16), out=ga.zeros(5, np.float16)), ValueError, "shape"),
 ])
 def test_bad_input_is_refused_with_a_message_that_says_what_to_do(call, error, message):
     with pytest.raises(error, match=message):
@@ -194,9 +193,9 @@ def test_bad_input_is_refused_with_a_message_that_says_what_to_do(call, error, m
 
 def test_gemm_versions_are_numbers_and_a_name_is_refused_with_the_ladder():
     a, b = np.ones((2, 3), np.float16), np.ones((3, 2), np.float16)
-    assert sorted(ops.GEMM_VERSIONS) == [1, 2, 3, 4, 5]
-    for version in ops.GEMM_VERSIONS:
-        np.testing.assert_array_equal(ops.matmul(a, b, version=version).get(), np.full((2, 2), 3, np.float16))
+    assert sorted(fp16.GEMM_VERSIONS) == [1, 2, 3, 4, 5]
+    for version in fp16.GEMM_VERSIONS:
+        np.testing.assert_array_equal(fp16.matmul(a, b, version=version).get(), np.full((2, 2), 3, np.float16))
     with pytest.raises(ValueError, match=r"unknown GEMM version 'tiled'; the versions are numbers: 1: FP16 running "
                                          r"sums .*3: shared-memory tiles"):
-        ops.matmul(a, b, version="tiled")
+        fp16.matmul(a, b, version="tiled")

@@ -211,9 +211,9 @@ def test_forward_returns_the_layers_buffer_reused_for_the_same_batch_size():
 
 # ---- the warp-tiled GEMMs of nn_dense.cu: every tile, every layout, split K, ragged shapes --------
 
-from gpuedu.nn import layers as _layers  # noqa: E402
+from gpuedu.ops import dense as _dense  # noqa: E402
 
-TILES = _layers.GEMM_TILES + (_layers.NARROW_TILE,)
+TILES = _dense.GEMM_TILES + (_dense.NARROW_TILE,)
 # (rows, in, out): 1s, sizes that are no multiple of any tile or of 4 (scalar loads), K < 16, and
 # multiples of 4 with partial tiles (float4 loads with guarded edges); K = 100 and 70 split unevenly.
 DENSE_SHAPES = [(1, 1, 1), (37, 50, 70), (19, 7, 10), (130, 36, 24), (66, 129, 3), (40, 100, 33)]
@@ -236,7 +236,7 @@ def _dense_step_device(layer, x, dy):
 
 def _force_plan(monkeypatch, tile, splits):
     """Every GEMM of the layers runs with this tile and (at most, K allowing) this many K splits."""
-    monkeypatch.setattr(_layers, "gemm_plan", lambda M, N, K: (tile, splits))
+    monkeypatch.setattr(_dense, "gemm_plan", lambda M, N, K: (tile, splits))
 
 
 @pytest.mark.parametrize("splits", [1, 3])
@@ -292,7 +292,7 @@ def test_bias_gradient_is_deterministic_and_sums_every_chunk():
 
 def test_gemm_plan_fills_the_gpu_and_fits_narrow_outputs():
     def plan(M, N, K):
-        tile, splits = _layers.gemm_plan(M, N, K)
+        tile, splits = _dense.gemm_plan(M, N, K)
         return tile[0], splits
     # the MLP 784-1024-1024-10 at batch 4096: forward, then dW = X^T dZ (K = batch)
     assert plan(4096, 1024, 784) == ("128x128", 1)     # 256 big blocks fill 132 SMs
@@ -304,6 +304,6 @@ def test_gemm_plan_fills_the_gpu_and_fits_narrow_outputs():
     assert plan(784, 1024, 128) == ("64x64", 1)        # 208 blocks; K = 128 is too short to split
     assert plan(1, 1, 1) == ("64x16", 1)
     for M, N, K in [(4096, 1024, 784), (128, 10, 1024), (100, 37, 1000), (7, 300, 33)]:
-        tile, splits = _layers.gemm_plan(M, N, K)
-        k_split, pieces = _layers._split_k(K, splits)
-        assert k_split % _layers.SLAB == 0 and (pieces - 1) * k_split < K <= pieces * k_split
+        tile, splits = _dense.gemm_plan(M, N, K)
+        k_split, pieces = _dense._split_k(K, splits)
+        assert k_split % _dense.SLAB == 0 and (pieces - 1) * k_split < K <= pieces * k_split

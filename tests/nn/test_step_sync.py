@@ -12,7 +12,8 @@ import pytest
 
 import gpuedu
 from gpuedu import nn
-from gpuedu.nn import amp, fp16_ops
+from gpuedu.nn import amp
+from gpuedu.ops import fp16
 from stall_helpers import count_stalls
 
 backend = gpuedu.setup(verbose=False)
@@ -112,8 +113,8 @@ def host_driven_step(model, optimizer, scaler, x, y):
     if applied:
         optimizer.step()
         for layer in model.layers:
-            fp16_ops.to_half(layer.W.value, out=layer.W16)
-            fp16_ops.to_half(layer.b.value, out=layer.b16)
+            fp16.to_half(layer.W.value, out=layer.W16)
+            fp16.to_half(layer.b.value, out=layer.b16)
     return float(np.mean(loss_rows.get(), dtype=np.float64)), applied, scale
 
 

@@ -32,11 +32,11 @@ def _check_sampled_rows(got, a, b, transpose_a, transpose_b, alpha, out_dtype, r
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_wmma_matmul_at_benchmark_size(gpu_context, version):
-    from gpuedu.nn import fp16_ops
+    from gpuedu.ops import fp16
     rng = np.random.default_rng(version)
     for m, n, k in [(4096, 4096, 4096), (1000, 1030, 517)]:
         a, b = _halves(rng, m, k), _halves(rng, k, n)
-        got = fp16_ops.wmma_matmul(a, b, version=version).get()
+        got = fp16.wmma_matmul(a, b, version=version).get()
         _check_sampled_rows(got, a, b, False, False, 1.0, np.float32, rng, f"v{version} {m}x{n}x{k}")
 
 
@@ -44,11 +44,11 @@ def test_wmma_matmul_at_benchmark_size(gpu_context, version):
 def test_the_mixed_precision_layers_gemms(gpu_context, version):
     """Width 4096, batch 512 (the mixed-precision target): Z = X W, dW = X^T dZ, dX = dZ W^T, FP16 out;
     and the 4096 -> 10 output layer, whose rows of 10 halves take the element-by-element path."""
-    from gpuedu.nn import fp16_ops
+    from gpuedu.ops import fp16
     rng = np.random.default_rng(7)
     for batch, n_in, n_out in [(512, 4096, 4096), (512, 4096, 10)]:
         x, w, dz = _halves(rng, batch, n_in), _halves(rng, n_in, n_out), _halves(rng, batch, n_out)
         for a, b, ta, tb, what in [(x, w, False, False, "Z = X W"), (x, dz, True, False, "dW = X^T dZ"),
                                    (dz, w, False, True, "dX = dZ W^T")]:
-            got = fp16_ops.matmul(a, b, transpose_a=ta, transpose_b=tb, alpha=0.5, version=version).get()
+            got = fp16.matmul(a, b, transpose_a=ta, transpose_b=tb, alpha=0.5, version=version).get()
             _check_sampled_rows(got, a, b, ta, tb, 0.5, np.float16, rng, f"{version} {what} {batch}-{n_in}-{n_out}")

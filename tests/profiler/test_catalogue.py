@@ -25,7 +25,7 @@ def test_every_ladder_version_of_the_lessons_is_listed(emulator):
     assert listed["transpose"] == ops.TRANSPOSE_VERSIONS
     assert listed["softmax rows"] == ops.SOFTMAX_VERSIONS
     assert listed["matmul"] == ops.MATMUL_VERSIONS
-    from gpuedu import conv
+    from gpuedu.ops import conv
     assert listed["conv2d"] == tuple(v for v in conv.VERSIONS if v != 3)   # version 3 is three launches
     assert listed["reduce pass"] == ops.REDUCE_VERSIONS[:-1]   # version 7 finishes with atomics in one launch
 

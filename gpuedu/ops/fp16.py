@@ -1,6 +1,6 @@
-"""Launchers for the FP16 kernels: check the arrays, allocate the output, size the grid, launch.
-
-Introduced in lessons/07_mixed_precision.ipynb.
+"""The FP16 family: launchers of the FP16 kernels (check the arrays, allocate the output, size the grid,
+launch), their ladders and their NumPy references. Introduced in lessons/07_mixed_precision.ipynb
+(``from gpuedu.ops import fp16``).
 
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
 axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: ``wmma_matmul`` version 1 the plain
@@ -8,7 +8,7 @@ WMMA kernel; versions 2 and 3 the pipelined ones, also ``matmul``'s versions 4 a
 
 Versions are numbers, as in every ladder of the course: ``matmul``'s are fp16_gemm.cu's versions 1-3 and then
 the tensor cores (4, 5: wmma_gemm.cu's ``wmma_gemm_kernel2_*`` and ``wmma_gemm_kernel3_*``).
-References: ``gpuedu.nn.fp16_reference``.
+References: ``to_half_reference``, ``axpy_reference``, ``matmul_reference``, ... at the end of this module.
 
 Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
 ``out=`` reuses a buffer.  Launches are asynchronous: ``.get()`` on the result waits for it.
@@ -18,21 +18,41 @@ stream, which a stream made by ``drv.Stream()`` (a blocking one, flags 0) waits 
 """
 import numpy as np
 
-from .. import backend
+from .. import backend, kernels
 from .. import launch as L
 
 THREADS = 256                 # threads per block of the elementwise kernels
-GEMM_TILE = 64                # C tile per block of hgemm_tiled (fp16_gemm.cu: TILE_M = TILE_N)
-GEMM_THREADS = (16, 16, 1)    # its block shape
+# hgemm_tiled's C tile per block (rows, columns) and its block shape, from fp16_gemm.cu
+GEMM_TILE = (kernels.define("fp16_gemm", "TILE_M"), kernels.define("fp16_gemm", "TILE_N"))
+GEMM_THREADS = (kernels.define("fp16_gemm", "THREADS_X"), kernels.define("fp16_gemm", "THREADS_Y"), 1)
 NAIVE_TILE = 16               # block side of the naive GEMMs (one thread per element of C)
-WMMA_BLOCK_TILE = 32          # C tile per block of wmma_gemm (2 x 2 warps of 16 x 16)
-WMMA_THREADS = (128, 1, 1)    # 4 warps
+
+
+def _wmma(macro):
+    return kernels.define("wmma_gemm", macro)
+
+
+# wmma_gemm: a (BLOCK_M, BLOCK_N) tile of C per block, 2 x 2 warps of 16 x 16
+WMMA_BLOCK_TILE = (_wmma("BLOCK_M"), _wmma("BLOCK_N"))
+WMMA_THREADS = (32 * _wmma("WARPS_M") * _wmma("WARPS_N"), 1, 1)
+
+
+def _pipelined_shared_bytes(bm, bn):
+    """wmma_gemm.cu's V2_SHARED_BYTES(bm, bn): STAGES x (A tile + B tile) halves x 2 bytes, a tile of ``wide``
+    rows of BK + PAD halves, or BK rows of ``wide`` + PAD halves, whichever is larger (V2_TILE_HALVES)."""
+    bk, pad = _wmma("V2_BK"), _wmma("V2_PAD")
+
+    def tile_halves(wide):
+        return max(wide * (bk + pad), bk * (wide + pad))
+    return _wmma("V2_STAGES") * (tile_halves(bm) + tile_halves(bn)) * 2
+
+
 # wmma_gemm.cu versions 2 and 3 (V2_*, V3_*): 8 warps, 3 stages of 32-wide K slices; version -> (C tile
 # per block (rows, columns), bytes of dynamic shared memory).  Both need more than the default 48 KB of
-# shared memory per block: the launcher raises the kernel's limit.  Bytes: 3 stages x (A tile + B tile)
-# halves x 2, a tile 128 (256) rows of 32 + 8 padding halves (or 32 rows of 128 (256) + 8).
-WMMA_PIPELINED = {2: ((128, 128), 3 * (5120 + 5120) * 2), 3: ((128, 256), 3 * (5120 + 10240) * 2)}
-WMMA_PIPELINED_THREADS = (256, 1, 1)
+# shared memory per block: the launcher raises the kernel's limit.
+WMMA_PIPELINED = {v: ((_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN")),
+                      _pipelined_shared_bytes(_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN"))) for v in (2, 3)}
+WMMA_PIPELINED_THREADS = (_wmma("V2_THREADS"), 1, 1)
 
 #: ``matmul``'s ladder: version -> what it is. 1 and 2 are one thread per element of C (1 sums in FP16, to show
 #: why not), 3 adds shared-memory tiles, 4 and 5 are the tensor cores (wmma_gemm.cu's pipelined versions 2 and 3).
@@ -45,8 +65,8 @@ _TENSOR = {4: 2, 5: 3}        # matmul version -> wmma_gemm.cu version
 
 
 #: What to do with a device array of the wrong dtype: convert it on the device.
-_HINT = {np.dtype(np.float16): "convert it with fp16_ops.to_half(x) (or x.astype(np.float16) on the host)",
-         np.dtype(np.float32): "convert it with fp16_ops.to_float(x) (or x.astype(np.float32) on the host)"}
+_HINT = {np.dtype(np.float16): "convert it with ops.fp16.to_half(x) (or x.astype(np.float16) on the host)",
+         np.dtype(np.float32): "convert it with ops.fp16.to_float(x) (or x.astype(np.float32) on the host)"}
 
 
 def _device(x, name, dtype, ndim=None):
@@ -181,11 +201,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
         return _wmma_pipelined(_TENSOR[version], a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream)
     if version == 3:
         name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
-        tile, block = GEMM_TILE, GEMM_THREADS
+        (tile_m, tile_n), block = GEMM_TILE, GEMM_THREADS
     else:
-        name, tile, block = _GEMM_KERNELS[version], NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
+        name, tile_m, tile_n, block = _GEMM_KERNELS[version], NAIVE_TILE, NAIVE_TILE, (NAIVE_TILE, NAIVE_TILE, 1)
     f = L.kernel("fp16_gemm", name, "PPPiiiiiiif")
-    grid = (max(1, L.ceil_div(n, tile)), max(1, L.ceil_div(m, tile)))
+    grid = (max(1, L.ceil_div(n, tile_n)), max(1, L.ceil_div(m, tile_m)))
     L.launch(f, grid, block, (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a_rs),
                               L.i32(a_cs), L.i32(b_rs), L.i32(b_cs), np.float32(alpha)), stream)
     return out
@@ -210,7 +230,7 @@ def wmma_matmul(a, b, out=None, version=1, stream=None):
     if version in (2, 3):
         return _wmma_pipelined(version, a, b, False, False, 1.0, out, m, n, k, stream)
     f = L.kernel("wmma_gemm", "wmma_gemm_kernel1", "PPPiii")
-    grid = (max(1, L.ceil_div(n, WMMA_BLOCK_TILE)), max(1, L.ceil_div(m, WMMA_BLOCK_TILE)))
+    grid = (max(1, L.ceil_div(n, WMMA_BLOCK_TILE[1])), max(1, L.ceil_div(m, WMMA_BLOCK_TILE[0])))
     L.launch(f, grid, WMMA_THREADS, (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k)), stream)
     return out
 
@@ -220,8 +240,9 @@ _shared_raised = set()
 
 def _wmma_pipelined_function(version, transpose_a, transpose_b):
     """wmma_gemm_kernel{version}_{n,t}{n,t}, prepared, with its dynamic shared memory limit raised once."""
-    name = f"wmma_gemm_kernel{version}_" + ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
-    f = L.kernel("wmma_gemm", name, "PPPiiiiifi")
+    layout = ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
+    name = f"wmma_gemm_kernel{version}_{layout}"
+    f = L.kernel("wmma_gemm", f"wmma_gemm_kernel{version}_{layout}", "PPPiiiiifi")
     key = (backend.active().name, name)
     if key not in _shared_raised:
         # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
@@ -247,10 +268,84 @@ def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k
     # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
     args = (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a.shape[1]), L.i32(b.shape[1]),
             np.float32(alpha), L.i32(c_half))
-    # L.launch has no shared_size: this kernel's dynamic shared memory goes through PyCUDA's own calls,
-    # prepared_async_call(grid, block, stream, *args, shared_size=...) when a stream is given.
-    if stream is None:
-        f.prepared_call(grid, WMMA_PIPELINED_THREADS, *args, shared_size=shared)
-    else:
-        f.prepared_async_call(grid, WMMA_PIPELINED_THREADS, stream, *args, shared_size=shared)
+    L.launch(f, grid, WMMA_PIPELINED_THREADS, args, stream, shared_size=shared)
     return out
+
+
+# ---- NumPy references ----------------------------------------------------------------------------
+# ``numpy.float16`` is IEEE-754 binary16 with round-to-nearest-even, the same format and rounding as
+# CUDA's ``__half``, so for the elementwise kernels the reference is bit-exact.  For the GEMMs with
+# FP32 accumulation only the order of the sums differs, so they are compared with a tolerance.
+
+#: Facts about binary16 (what ``np.finfo(np.float16)`` says, spelled out for the lesson).
+HALF_MAX = float(np.finfo(np.float16).max)                  # 65504
+HALF_EPS = float(np.finfo(np.float16).eps)                  # 2**-10, the gap after 1.0
+HALF_MIN_NORMAL = float(np.finfo(np.float16).tiny)          # 2**-14
+HALF_MIN_SUBNORMAL = float(np.float16(2.0 ** -24))          # the smallest positive half
+
+
+def to_half_reference(x):
+    """float32 -> float16, round to nearest even (what ``__float2half_rn`` does); too large -> Inf."""
+    with np.errstate(over="ignore"):   # overflowing to Inf is the defined result, not an accident
+        return np.asarray(x, dtype=np.float32).astype(np.float16)
+
+
+def to_half_bits_reference(x):
+    """The 16-bit patterns of ``to_half_reference(x)``, as uint16."""
+    return to_half_reference(x).view(np.uint16)
+
+
+def axpy_reference(a, x, y):
+    """a*x + y with a single rounding to float16, as ``__hfma`` does (``a`` is first rounded to half).
+
+    Why float64 suffices: a*x has at most 22 significant bits, and whenever the exact a*x + y needs
+    more than 53 bits, the smaller term is far below the result's half-ulp, so the double result
+    rounds to the same half.
+    """
+    a16 = np.float16(a)
+    exact = np.float64(a16) * np.asarray(x, np.float64) + np.asarray(y, np.float64)
+    return exact.astype(np.float16)
+
+
+def relu_reference(x):
+    return np.maximum(np.asarray(x, np.float16), np.float16(0))
+
+
+def relu_backward_reference(dy, z):
+    """dy where z > 0, else 0."""
+    return np.where(np.asarray(z, np.float16) > 0, np.asarray(dy, np.float16), np.float16(0))
+
+
+def bias_add_reference(x, bias):
+    """x + bias broadcast over rows, rounded to half (numpy adds halves with one rounding too)."""
+    return (np.asarray(x, np.float16) + np.asarray(bias, np.float16)).astype(np.float16)
+
+
+def matmul_reference(a, b, alpha=1.0, out_dtype=np.float16):
+    """alpha * a @ b of two float16 matrices, summed exactly (float64), then rounded to ``out_dtype``."""
+    exact = alpha * (np.asarray(a, np.float64) @ np.asarray(b, np.float64))
+    return exact.astype(np.float32).astype(out_dtype)
+
+
+def matmul_half_accum_reference(a, b, alpha=1.0):
+    """What a GEMM that keeps its running sum in float16 computes: for k = 0..K-1,
+    ``s = fma(a[:, k], b[k, :], s)`` rounded to half every step (bit-exact with ``__hfma``)."""
+    a = np.asarray(a, np.float16)
+    b = np.asarray(b, np.float16)
+    s = np.zeros((a.shape[0], b.shape[1]), np.float16)
+    for k in range(a.shape[1]):
+        exact = a[:, k, None].astype(np.float64) * b[None, k, :].astype(np.float64) + s.astype(np.float64)
+        s = exact.astype(np.float16)
+    return (np.float32(alpha) * s.astype(np.float32)).astype(np.float16)
+
+
+def matmul_tolerance(a, b, alpha=1.0, out_dtype=np.float16):
+    """An elementwise bound on |kernel - matmul_reference(a, b)|: one rounding of the output (a full ulp, as an
+    FP32 sum that differs slightly from the exact one may round the other way) plus FP32
+    accumulation error, K * 2**-24 * sum_k |a_ik b_kj|."""
+    exact = np.abs(alpha) * np.abs(np.asarray(a, np.float64) @ np.asarray(b, np.float64))
+    magnitude = np.abs(alpha) * (np.abs(np.asarray(a, np.float64)) @ np.abs(np.asarray(b, np.float64)))
+    k = np.asarray(a).shape[1]
+    unit = 2.0 ** -10 if np.dtype(out_dtype) == np.float16 else 2.0 ** -23
+    tiny = HALF_MIN_SUBNORMAL if np.dtype(out_dtype) == np.float16 else 0.0
+    return unit * exact + (k + 1) * 2.0 ** -24 * magnitude + tiny
