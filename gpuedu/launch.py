@@ -1,6 +1,6 @@
 """Running a kernel of ``gpuedu/kernels/``: the one path every launcher takes, on either backend.
 
-    f = launch.kernel("nn_loss", "softmax_xent", "PPPPPii")      # compiled once per backend, file, options
+    f = launch.kernel("nn_loss", "softmax_xent", "PPPPPPii")      # compiled once per backend, file, options
     launch.launch(f, (launch.ceil_div(rows, 256), 1), (256, 1, 1), args, stream)
 
 ``kernel`` compiles ``<file>.cu`` through the active backend (``kernels.load``) and keeps each function,

@@ -88,7 +88,7 @@ def test_read_idx_reports_damage(tmp_path, damage, message):
 def test_load_mnist_from_a_folder(tmp_path, compress):
     arrays = write_mnist(tmp_path, compress=compress)
     assert data.mnist_available(str(tmp_path))
-    ds = data.load_mnist(str(tmp_path))
+    ds = data.load_mnist(str(tmp_path), verify=False)   # a small stand-in in MNIST's format
     assert ds.x_train.shape == (12, 784) and ds.x_test.shape == (5, 784) and ds.image_shape == (28, 28)
     assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32
     np.testing.assert_allclose(ds.x_train[3], arrays["train-images-idx3-ubyte"][3].ravel() / 255.0, rtol=1e-6)
@@ -107,6 +107,14 @@ def test_load_mnist_rejects_mismatched_counts(tmp_path):
     write_mnist(tmp_path)
     (tmp_path / "train-labels-idx1-ubyte.gz").write_bytes(gzip.compress(idx_bytes(np.zeros(7, np.uint8))))
     with pytest.raises(ValueError, match="expected"):
+        data.load_mnist(str(tmp_path), verify=False)
+
+
+@pytest.mark.parametrize("compress, message", [(True, "is not MNIST's train-images-idx3-ubyte.gz: its SHA-256"),
+                                                (False, r"holds shape \(12, 28, 28\), MNIST's .* \(60000, 28, 28\)")])
+def test_load_mnist_refuses_other_files_under_mnists_names(tmp_path, compress, message):
+    write_mnist(tmp_path, compress=compress)
+    with pytest.raises(ValueError, match=message + ".*verify=False"):
         data.load_mnist(str(tmp_path))
 
 
@@ -163,7 +171,7 @@ def test_load_mnist_download_end_to_end_with_a_fake_fetch(tmp_path):
     ds_files = fake_files(blobs)
     data.download_mnist(str(target), fetch=lambda url: blobs[url.rsplit("/", 1)[1]], files=ds_files,
                         mirrors=("https://m/",))
-    assert data.load_mnist(str(target)).x_train.shape == (12, 784)
+    assert data.load_mnist(str(target), verify=False).x_train.shape == (12, 784)
 
 
 def test_known_mnist_checksums_are_well_formed():
@@ -174,8 +182,8 @@ def test_known_mnist_checksums_are_well_formed():
 def test_load_dispatches_by_name(tmp_path, monkeypatch):
     assert data.load("digits").name == "digits"
     write_mnist(tmp_path)
-    assert data.load("mnist", folder=str(tmp_path)).x_test.shape == (5, 784)
+    assert data.load("mnist", folder=str(tmp_path), verify=False).x_test.shape == (5, 784)
     monkeypatch.setenv("GPUEDU_MNIST", str(tmp_path))
-    assert "mnist" in repr(data.load("mnist"))
+    assert "mnist" in repr(data.load("mnist", verify=False))
     with pytest.raises(ValueError, match="'digits' or 'mnist'"):
         data.load("cifar10")

@@ -10,7 +10,6 @@ import sys
 import tempfile
 import warnings
 
-from ._errors import CompileError
 
 
 def cache_dir():
@@ -19,8 +18,8 @@ def cache_dir():
 
     The modules in it run as your own code, so the folder must be yours alone: it is created with
     mode 0700, and one that is a symbolic link, belongs to another user or that others may write
-    into is refused (CompileError, with the reason). One that cannot be created or written is
-    replaced, for this process, by a private temporary folder, with a warning.
+    into is refused. A refused folder, or one that cannot be created or written, is replaced for the
+    rest of the process by a private temporary folder, with a warning that says why.
     """
     return trusted_folder(cache_path())
 
@@ -65,30 +64,32 @@ def cache_problem(path):
 
 
 def trusted_folder(path):
-    """``path`` as a kernel cache (created 0700), or a private temporary folder when it cannot be written."""
+    """``path`` as a kernel cache (created 0700), or, when it cannot be trusted or written, a private temporary
+    folder for the rest of this process (with a warning that says why)."""
     if path in _trusted:
         return _trusted[path]
-    refuse = ("the kernel cache {path} is refused: {problem}. Compiled kernels run as your own code, so the "
-              "cache must be yours alone: set GPUEDU_CACHE_DIR to a folder of your own (gpuedu creates it with "
-              "mode 0700)")
     problem = cache_problem(path)
     if problem:
-        raise CompileError(refuse.format(path=path, problem=problem))
+        # Nothing is loaded from a folder others could have planted modules in; the course goes on.
+        return _fall_back(path, f"it is refused: {problem}. Compiled kernels run as your own code, so the cache "
+                                f"must be yours alone")
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
-        reason = f"it cannot be created ({exc.strerror})"
-    else:
-        problem = cache_problem(path)   # again: it may have appeared meanwhile, made by someone else
-        if problem:
-            raise CompileError(refuse.format(path=path, problem=problem))
-        if os.access(path, os.W_OK | os.X_OK):
-            _trusted[path] = path
-            return path
-        reason = "it is not writable"
+        return _fall_back(path, f"it cannot be created ({exc.strerror})")
+    problem = cache_problem(path)   # again: it may have appeared meanwhile, made by someone else
+    if problem:
+        return _fall_back(path, f"it is refused: {problem}")
+    if not os.access(path, os.W_OK | os.X_OK):
+        return _fall_back(path, "it is not writable")
+    _trusted[path] = path
+    return path
+
+
+def _fall_back(path, reason):
     fallback = tempfile.mkdtemp(prefix="gpuedu-kernels-")   # mode 0700, this user's
     warnings.warn(f"the kernel cache {path} cannot be used ({reason}); kernels compile into {fallback} for this "
-                  f"process and will compile again next time. Set GPUEDU_CACHE_DIR to a writable folder of your "
-                  f"own to keep them.", stacklevel=3)
+                  f"process and will compile again next time. Set GPUEDU_CACHE_DIR to a folder of your own "
+                  f"(gpuedu creates it with mode 0700) to keep them.", stacklevel=4)
     _trusted[path] = fallback
     return fallback

@@ -210,6 +210,37 @@ def rewrite_source(source, profile=False, tag=""):
     return "".join(out)
 
 
+# The C++ library's host-only parts: containers that allocate, strings, streams, threads, smart pointers,
+# std::function, random engines. nvcc refuses them in device code ("calling a __host__ function from a
+# __global__ function is not allowed"); the emulator's C++ compiler would take them, so they are looked for.
+HOST_LIBRARY = frozenset("""
+    vector string wstring map multimap unordered_map unordered_multimap set multiset unordered_set
+    unordered_multiset list forward_list deque queue stack priority_queue
+    cout cerr clog cin endl ostream istream iostream stringstream ostringstream istringstream ifstream ofstream
+    fstream getline to_string stoi stol stoul stoll stoull stof stod
+    thread mutex lock_guard unique_lock scoped_lock condition_variable async future promise
+    function shared_ptr unique_ptr weak_ptr make_shared make_unique
+    random_device mt19937 mt19937_64 default_random_engine
+""".split())
+_STD_NAME = re.compile(r"\bstd\s*::\s*([A-Za-z_]\w*)")
+
+
+def host_library_uses(source):
+    """``[(line, "std::vector"), ...]``: the host-only library names the source's code (not its comments or
+    strings) uses."""
+    found, last = [], 0
+    parts = []
+    for m in NOT_CODE.finditer(source):
+        parts.append((last, source[last:m.start()]))
+        last = m.end()
+    parts.append((last, source[last:]))
+    for start, code in parts:
+        for m in _STD_NAME.finditer(code):
+            if m.group(1) in HOST_LIBRARY:
+                found.append((source.count("\n", 0, start + m.start()) + 1, f"std::{m.group(1)}"))
+    return found
+
+
 _LINE_MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"(.*)$')
 _STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 _CHAR = re.compile(r"'(?:\\.|[^'\\\n])*'")

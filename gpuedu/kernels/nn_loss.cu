@@ -5,19 +5,27 @@
 //                   m = max_j z_j, so exp never overflows (the largest term is exp(0) = 1);
 //                   dL/dz_j = (softmax_j - [j == y]) / B   (the loss is the mean over the batch);
 //                 and it adds loss_b to *loss_sum and 1 to *correct when argmax_j z_j == y, so a whole
-//                 epoch's loss and accuracy stay on the device until someone asks for them.
+//                 epoch's loss and accuracy stay on the device until someone asks for them. A row whose
+//                 label is not a class (y < 0 or y >= C) is counted in status[0] and left out (a zero
+//                 gradient), a row whose logits are not finite in status[1]: the host reads both with
+//                 the metrics, and says what was wrong.
 //   argmax_rows   out[b] = argmax_j z[b, j] (the first one on ties).
 // One thread per row: C is small (10 classes), and a row's three passes stay in the thread.
 
 // Row b: loss m + log(sum_j exp(z_j - m)) - z_y (m the row maximum), the gradient (softmax - onehot) / B,
 // and the loss and the hit (argmax == label) added to the device accumulators.
-extern "C" __global__ void softmax_xent(float* dlogits, float* loss_sum, int* correct,
+extern "C" __global__ void softmax_xent(float* dlogits, float* loss_sum, int* correct, int* status,
                                         const float* logits, const int* labels, int B, int C) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;             // the last block may run past the batch
     const float* z = logits + (size_t)b * C;
     float* dz = dlogits + (size_t)b * C;
-    int y = labels[b];              // checked on the host: 0 <= y < C
+    int y = labels[b];
+    if (y < 0 || y >= C) {          // not a class: z[y] would be another row's logit
+        atomicAdd(&status[0], 1);
+        for (int j = 0; j < C; ++j) dz[j] = 0.0f;
+        return;
+    }
     float m = z[0];
     int best = 0;
     for (int j = 1; j < C; ++j)
@@ -25,7 +33,9 @@ extern "C" __global__ void softmax_xent(float* dlogits, float* loss_sum, int* co
     float s = 0.0f;
     for (int j = 0; j < C; ++j)
         s += expf(z[j] - m);
-    atomicAdd(loss_sum, m + logf(s) - z[y]);
+    float loss = m + logf(s) - z[y];
+    if (!isfinite(loss)) atomicAdd(&status[1], 1);   // a logit was NaN or inf: the loss is NaN from here on
+    atomicAdd(loss_sum, loss);
     if (best == y) atomicAdd(correct, 1);
     float inv = 1.0f / (s * (float)B);
     for (int j = 0; j < C; ++j)

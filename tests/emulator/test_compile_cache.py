@@ -1,4 +1,5 @@
 """The kernel cache, the compiler lookup, compile()/module_from_buffer, and the portable fibers."""
+import glob
 import os
 import time
 
@@ -120,12 +121,24 @@ def test_a_new_cache_folder_is_private_to_its_user(fresh_cache):
     assert os.stat(folder).st_mode & 0o777 == 0o700
 
 
+def _refused_then_private(folder, match):
+    """The folder is refused with the reason, and a private one serves the rest of the process: nothing is
+    loaded from the refused folder, and kernels still compile and run."""
+    with pytest.warns(UserWarning, match=match):
+        used = _cache.cache_dir()
+    assert used != str(folder) and os.stat(used).st_mode & 0o777 == 0o700
+    assert _cache.cache_dir() == used            # the same private folder for the rest of the process
+    fn = compiler.SourceModule(f"__global__ void k(int* x) {{ x[0] = 9; }} // {used}").get_function("k")
+    out = np.zeros(1, np.int32)
+    fn(Out(out), block=(1, 1, 1))
+    assert out[0] == 9 and os.listdir(used) and not [n for n in os.listdir(folder) if n.endswith(".so")]
+
+
 def test_a_cache_folder_that_is_a_symlink_is_refused_with_the_reason(tmp_path, monkeypatch):
     (tmp_path / "theirs").mkdir(mode=0o700)
     os.symlink(tmp_path / "theirs", tmp_path / "link")
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path / "link"))
-    with pytest.raises(CompileError, match="refused: it is a symbolic link.*GPUEDU_CACHE_DIR"):
-        _cache.cache_dir()
+    _refused_then_private(tmp_path / "link", "refused: it is a symbolic link.*GPUEDU_CACHE_DIR")
 
 
 def test_a_cache_folder_others_may_write_into_is_refused(tmp_path, monkeypatch):
@@ -133,8 +146,7 @@ def test_a_cache_folder_others_may_write_into_is_refused(tmp_path, monkeypatch):
     shared.mkdir()
     shared.chmod(0o777)
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(shared))
-    with pytest.raises(CompileError, match=r"other users may write into it \(mode 777\).*chmod 700"):
-        compiler.SourceModule("__global__ void k(int* x) { x[0] = 1; }")
+    _refused_then_private(shared, r"other users may write into it \(mode 777\).*chmod 700")
 
 
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a folder away needs root")
@@ -143,8 +155,7 @@ def test_a_cache_folder_of_another_user_is_refused(tmp_path, monkeypatch):
     theirs.mkdir(mode=0o700)
     os.chown(theirs, 65534, 65534)
     monkeypatch.setenv("GPUEDU_CACHE_DIR", str(theirs))
-    with pytest.raises(CompileError, match="belongs to another user"):
-        _cache.cache_dir()
+    _refused_then_private(theirs, "belongs to another user")
 
 
 def test_a_cache_folder_that_cannot_be_made_falls_back_to_a_private_one_with_a_warning(tmp_path, monkeypatch):
@@ -217,3 +228,18 @@ def test_a_change_to_the_scanner_or_the_link_check_rebuilds_cached_modules(monke
             assert compiler._prelude_version() != before
     monkeypatch.setattr(compiler, "_prelude_hash", None)
     assert compiler._prelude_version() == before
+
+
+def test_a_damaged_precompiled_prelude_is_built_again_instead_of_stopping_the_compile(fresh_cache):
+    compiler.SourceModule(CACHE_SRC + "// first, which builds the precompiled prelude\n", options=["-DVALUE(i)=(i)"])
+    pchs = glob.glob(os.path.join(_cache.cache_dir(), "pch-*", "*.gch"))
+    if not pchs:
+        pytest.skip("this compiler builds no precompiled header (clang)")
+    for pch in pchs:
+        with open(pch, "r+b") as f:     # cut short, as a full disk would leave it
+            f.truncate(os.path.getsize(pch) // 3)
+    fn = compiler.SourceModule(CACHE_SRC + "// second\n", options=["-DVALUE(i)=(2*(i))"]).get_function("fill")
+    out = np.zeros(4, np.int32)
+    fn(Out(out), np.int32(4), block=(4, 1, 1))
+    np.testing.assert_array_equal(out, [0, 2, 4, 6])
+    assert all(os.path.getsize(p) > 0 for p in glob.glob(os.path.join(_cache.cache_dir(), "pch-*", "*.gch")))

@@ -64,3 +64,89 @@ def test_printf_keeps_a_gpus_fifo_per_launch_and_says_what_it_dropped():
     assert "more bytes of this launch's output were dropped" in err and "PRINTF_FIFO_SIZE" in err
     second = out.split("LAUNCH DONE")[1]
     assert second.count("says hello") == 9 and f"{23 * 23:,} more bytes" in err
+
+
+def test_a_size_that_is_not_an_integer_is_refused():
+    message = refused("drv.mem_alloc(1.5)", "TypeError")
+    assert "cuMemAlloc: bytes must be an integer, got float 1.5" in message and "int(1.5)" in message
+
+
+SCALE = """
+scale = SourceModule("__global__ void scale(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] *= 2.0f; }")
+scale = scale.get_function("scale")
+"""
+
+
+@pytest.mark.parametrize("given, words", [
+    ("drv.InOut(np.ones(64))", "InOut of a float64 array"),
+    ("gpuarray.to_gpu(np.ones(64))", "a float64 GPUArray"),
+    ("gpuarray.to_gpu(np.ones(64, np.int32))", "a int32 GPUArray"),
+])
+def test_an_array_of_another_element_type_is_refused_for_a_typed_pointer(given, words):
+    message = refused(SCALE + f"scale({given}, np.int32(64), block=(64, 1, 1), grid=(1, 1))", "TypeError")
+    assert "takes a pointer to 4-byte floating-point numbers there, got " + words in message
+    assert "a.astype(np.float32)" in message
+
+
+def test_a_host_address_is_refused_before_the_kernel_can_write_there():
+    out, _ = fresh(SCALE + textwrap.dedent("""
+        host = np.ones(64, np.float32)
+        try:
+            scale(np.intp(host.ctypes.data), np.int32(64), block=(64, 1, 1), grid=(1, 1))
+        except drv.LaunchError as e:
+            print("REFUSED:", e)
+        print("HOST UNCHANGED:", bool((host == 1).all()))
+        mapped = drv.pagelocked_zeros(64, np.float32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+        mapped[:] = 3
+        scale(np.intp(mapped.base.get_device_pointer()), np.int32(64), block=(64, 1, 1), grid=(1, 1))
+        print("MAPPED:", mapped[:2])
+    """))
+    assert "which is not device memory" in out and "parameter #0 (0-based)" in out
+    assert "HOST UNCHANGED: True" in out and "MAPPED: [6. 6.]" in out
+
+
+UB = r'''
+ub = SourceModule("""
+__device__ int half_defined(int a) { if (a > 100) return 1; }
+__global__ void no_return(int* x) { x[threadIdx.x] = half_defined(x[threadIdx.x]); }
+__global__ void unreachable(int* x) { if (x[0] == 0) __builtin_unreachable(); x[1] = 1; }
+__global__ void one_past(float* x) { float a[8]; for (int i = 0; i <= 8; ++i) a[i] = x[i]; x[0] = a[3] + a[7]; }
+""")
+xi = gpuarray.zeros(64, np.int32)
+xf = gpuarray.zeros(64, np.float32)
+'''
+
+
+def test_a_function_that_ends_without_return_is_named_at_its_line():
+    message = refused(UB + "ub.get_function('no_return')(xi, block=(32, 1, 1), grid=(1, 1))")
+    assert "reached the end of a function that returns a value without a `return` (line 2 of your source)" \
+        in message and "thread (0,0,0) of block (0,0,0)" in message
+
+
+def test_reaching_builtin_unreachable_is_named_as_undefined_behaviour():
+    message = refused(UB + "ub.get_function('unreachable')(xi, block=(32, 1, 1), grid=(1, 1))")
+    assert "reached __builtin_unreachable() (line 4 of your source): undefined behaviour" in message
+
+
+def test_memcheck_names_a_local_array_written_one_past_its_end():
+    out, _ = fresh(UB + textwrap.dedent("""
+        with gpuedu.memcheck() as prof:
+            try:
+                ub.get_function('one_past')(xf, block=(32, 1, 1), grid=(1, 1))
+            except drv.LaunchError as e:
+                print("REFUSED:", e)
+    """))
+    assert "indexed the array 'float [8]' at [8] (line 5 of your source), outside it" in out
+
+
+def test_a_local_array_overrun_upwards_in_a_barrier_kernel_is_not_called_a_stack_overflow():
+    message = refused("""
+        over = SourceModule('''__global__ void over(float* x, int n) {
+            float a[8];
+            for (int i = 0; i < n; ++i) a[i] = x[i % 64];
+            __syncthreads();
+            x[0] = a[3] + a[7]; }''').get_function("over")
+        over(gpuarray.zeros(64, np.float32), np.int32(5000), block=(32, 1, 1), grid=(1, 1))
+    """)
+    assert "wrote past the end of a local array" in message and "overflowed its stack" not in message
+    assert "gpuedu.memcheck() names the line" in message

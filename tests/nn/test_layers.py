@@ -187,6 +187,28 @@ def test_bad_labels_and_optimizer_arguments():
         nn.Dense(2, 2).backward(logits)
 
 
+def test_labels_on_the_device_outside_the_classes_are_left_out_and_reported_with_the_metrics():
+    loss = nn.SoftmaxCrossEntropy()
+    logits = ga.to_gpu(np.zeros((4, 3), np.float32))
+    dlogits = loss(logits, ga.to_gpu(np.array([0, 3, 2, -1], np.int32)))   # checked on the device only
+    grad = dlogits.get()
+    assert (grad[1] == 0).all() and (grad[3] == 0).all() and grad[0, 0] < 0 and grad[2, 2] < 0
+    with pytest.raises(ValueError, match=r"2 of the 4 rows .* label outside \[0, 3\).*reset\(\) to go on"):
+        loss.result()
+    loss.reset()
+    loss(logits, ga.to_gpu(np.array([0, 1, 2, 1], np.int32)))
+    assert loss.result()[0] == pytest.approx(np.log(3), rel=1e-6)    # and the loss carries on
+
+
+def test_logits_that_are_nan_on_the_device_are_reported_with_the_metrics():
+    loss = nn.SoftmaxCrossEntropy()
+    logits = np.zeros((3, 4), np.float32)
+    logits[1, 2] = np.nan
+    loss(ga.to_gpu(logits), ga.to_gpu(np.array([0, 1, 2], np.int32)))
+    with pytest.raises(ValueError, match="logits of 1 of the 3 rows .* NaN or infinite.*lower the learning rate"):
+        loss.result()
+
+
 def test_on_a_stream_the_results_are_the_same():
     x, y = batch(rows=11, features=9, classes=5, seed=10)
     plain = nn.mlp([9, 17, 5], activation="gelu", seed=2)

@@ -243,7 +243,7 @@ static inline __half2 operator-(const __half2& a) { return __hneg2(a); }
 
 // ---- atomics on halves (compare-and-swap loops) -----------------------------------
 GPUEDU_ATOMIC_FN __half atomicAdd(__half* address, __half v) {
-  GPUEDU_PROF_ATOMIC(address);
+  GPUEDU_ATOMIC_AT(address);
   unsigned short* p = (unsigned short*)address;
   unsigned short old = __atomic_load_n(p, __ATOMIC_RELAXED);
   while (!__atomic_compare_exchange_n(p, &old, __hadd(__gpuedu_h(old), v).__x, false, __ATOMIC_RELAXED,
@@ -251,7 +251,7 @@ GPUEDU_ATOMIC_FN __half atomicAdd(__half* address, __half v) {
   return __gpuedu_h(old);
 }
 GPUEDU_ATOMIC_FN __half2 atomicAdd(__half2* address, __half2 v) {
-  GPUEDU_PROF_ATOMIC(address);
+  GPUEDU_ATOMIC_AT(address);
   unsigned* p = (unsigned*)address;
   unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED), nw;
   __half2 o, s;

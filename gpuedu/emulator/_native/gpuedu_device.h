@@ -401,14 +401,14 @@ static inline long long clock64() {
 // The overload set is CUDA's: e.g. atomicSub exists only for int and unsigned,
 // and there is no atomicAdd(long long*), so code the emulator accepts compiles with nvcc.
 #define GPUEDU_ATOMIC_OP(T, NAME, BUILTIN) \
-  GPUEDU_ATOMIC_FN T NAME(T* a, T v) { GPUEDU_PROF_ATOMIC(a); return BUILTIN(a, v, __ATOMIC_RELAXED); }
+  GPUEDU_ATOMIC_FN T NAME(T* a, T v) { GPUEDU_ATOMIC_AT(a); return BUILTIN(a, v, __ATOMIC_RELAXED); }
 #define GPUEDU_ATOMIC_MINMAX(T) \
-  GPUEDU_ATOMIC_FN T atomicMin(T* a, T v) { GPUEDU_PROF_ATOMIC(a); T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
+  GPUEDU_ATOMIC_FN T atomicMin(T* a, T v) { GPUEDU_ATOMIC_AT(a); T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
     while (v < old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; } \
-  GPUEDU_ATOMIC_FN T atomicMax(T* a, T v) { GPUEDU_PROF_ATOMIC(a); T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
+  GPUEDU_ATOMIC_FN T atomicMax(T* a, T v) { GPUEDU_ATOMIC_AT(a); T old = __atomic_load_n(a, __ATOMIC_RELAXED); \
     while (v > old && !__atomic_compare_exchange_n(a, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return old; }
 #define GPUEDU_ATOMIC_CAS(T) \
-  GPUEDU_ATOMIC_FN T atomicCAS(T* a, T cmp, T v) { GPUEDU_PROF_ATOMIC(a); \
+  GPUEDU_ATOMIC_FN T atomicCAS(T* a, T cmp, T v) { GPUEDU_ATOMIC_AT(a); \
     __atomic_compare_exchange_n(a, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED); return cmp; }
 #define GPUEDU_ATOMIC_BITS(T) \
   GPUEDU_ATOMIC_OP(T, atomicAnd, __atomic_fetch_and) GPUEDU_ATOMIC_OP(T, atomicOr, __atomic_fetch_or) \
@@ -438,20 +438,20 @@ GPUEDU_ATOMIC_BITS(unsigned long long)
 #undef GPUEDU_ATOMIC_BITS
 // atomicInc/Dec wrap as CUDA defines them: ((old >= v) ? 0 : old+1), ((old == 0 || old > v) ? v : old-1).
 GPUEDU_ATOMIC_FN unsigned atomicInc(unsigned* a, unsigned v) {
-  GPUEDU_PROF_ATOMIC(a);
+  GPUEDU_ATOMIC_AT(a);
   unsigned old = __atomic_load_n(a, __ATOMIC_RELAXED);
   while (!__atomic_compare_exchange_n(a, &old, old >= v ? 0u : old + 1u, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
   return old;
 }
 GPUEDU_ATOMIC_FN unsigned atomicDec(unsigned* a, unsigned v) {
-  GPUEDU_PROF_ATOMIC(a);
+  GPUEDU_ATOMIC_AT(a);
   unsigned old = __atomic_load_n(a, __ATOMIC_RELAXED);
   while (!__atomic_compare_exchange_n(a, &old, (old == 0u || old > v) ? v : old - 1u, false, __ATOMIC_RELAXED,
                                       __ATOMIC_RELAXED)) {}
   return old;
 }
 #define GPUEDU_ATOMIC_FP(T, U) \
-  GPUEDU_ATOMIC_FN T atomicAdd(T* a, T v) { GPUEDU_PROF_ATOMIC(a); U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
+  GPUEDU_ATOMIC_FN T atomicAdd(T* a, T v) { GPUEDU_ATOMIC_AT(a); U* p = (U*)a; U old = __atomic_load_n(p, __ATOMIC_RELAXED), nw; \
     do { T f; memcpy(&f, &old, sizeof f); f += v; memcpy(&nw, &f, sizeof nw); } \
     while (!__atomic_compare_exchange_n(p, &old, nw, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)); \
     T r; memcpy(&r, &old, sizeof r); return r; }
@@ -459,7 +459,7 @@ GPUEDU_ATOMIC_FP(float, unsigned int)
 GPUEDU_ATOMIC_FP(double, unsigned long long)
 #undef GPUEDU_ATOMIC_FP
 GPUEDU_ATOMIC_FN float atomicExch(float* a, float v) {
-  GPUEDU_PROF_ATOMIC(a);
+  GPUEDU_ATOMIC_AT(a);
   unsigned nw, old;
   memcpy(&nw, &v, 4);
   old = __atomic_exchange_n((unsigned*)a, nw, __ATOMIC_RELAXED);

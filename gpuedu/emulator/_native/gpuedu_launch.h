@@ -14,7 +14,8 @@ constexpr size_t SMASH_WINDOW = 1 << 20;
 
 static const char* const LOCAL_ARRAY_OVERRUN =
     "wrote past the end of a local array (its stack frame was overwritten): an index beyond the size of a local "
-    "array such as `float tmp[8]`, in the kernel or a function it calls; check each index against the array's size";
+    "array such as `float tmp[8]`, in the kernel or a function it calls; check each index against the array's size "
+    "(gpuedu.memcheck() names the line, and finds an index one past the end too)";
 
 // ---- faults, Ctrl-C and timeouts during a launch ----------------------------------
 // The host side's signal handlers (gpuedu_host.cpp) ask these where the launch
@@ -27,9 +28,15 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
   // A fault in a guard page between the fibers' stacks (or just under the first) is an
   // overflow; the compiler probes large frames page by page (-fstack-clash-protection),
   // so an overflow cannot jump over a guard page.
+  bool upward = false;
   if (code == FAULT && R.fiber_mode && R.stacks && a >= R.stacks - 65536 && a < R.stacks + R.stacks_bytes) {
     size_t offset = a >= R.stacks ? (size_t)(a - R.stacks) % R.stack_stride : 0;
     if (offset < R.stack_stride - STACK_BYTES) code = STACK_OVERFLOW;
+    // The guard page above this thread's stack (the next fiber's) is reached by writing upwards, past the end
+    // of a local array, not by a stack growing down: that is an overrun, not an overflow.
+    size_t me = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+    upward = code == STACK_OVERFLOW && a >= R.stacks && (size_t)(a - R.stacks) / R.stack_stride == me + 1;
+    if (upward) code = STACK_SMASHED;
   }
   // ... or in the guard page under the launch's own stack.
   char* launch = R.pool ? R.pool->launch_base : nullptr;
@@ -50,7 +57,7 @@ int on_fault(bool divide_by_zero, void* address, int is_write) {
   E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
   E.message[0] = 0;
-  if (smashed) snprintf(E.message, sizeof E.message, "%s", LOCAL_ARRAY_OVERRUN);
+  if (smashed || upward) snprintf(E.message, sizeof E.message, "%s", LOCAL_ARRAY_OVERRUN);
   if (in_heap) {
     const char* verb = is_write == 1 ? "wrote" : is_write == 0 ? "read" : "accessed";
     if (a >= block)

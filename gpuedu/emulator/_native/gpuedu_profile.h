@@ -38,14 +38,21 @@ GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
 // An atomic read-modify-write of `size` bytes at `p`; the caller's address names the instruction.
 extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_atomic(const void* p, unsigned size);
 #define GPUEDU_PROF(call) ::__gpuedu::prof::call
-#define GPUEDU_PROF_ATOMIC(p) __gpuedu_prof_atomic((const void*)(p), (unsigned)sizeof(*(p)))
+// Every atomic starts here: counted (and checked by memcheck) in a profiled build, checked for alignment in a
+// plain one, where a misaligned atomic stops the launch as it does on a GPU ("misaligned address").
+#define GPUEDU_ATOMIC_AT(p) __gpuedu_prof_atomic((const void*)(p), (unsigned)sizeof(*(p)))
 // Runtime code that must not count as the kernel's own loads, stores and branches.
 #define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize_coverage, no_sanitize_thread))
 // Atomics are inlined where they are called, so that each call is an instruction of its own.
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
 #else
 #define GPUEDU_PROF(call) ((void)0)
-#define GPUEDU_PROF_ATOMIC(p) ((void)0)
+namespace __gpuedu {
+[[noreturn]] void misaligned_atomic(const void* p, unsigned size);
+}
+#define GPUEDU_ATOMIC_AT(p) \
+  ((__builtin_expect(((unsigned long)(const void*)(p) & (sizeof(*(p)) - 1)) != 0, 0)) \
+       ? ::__gpuedu::misaligned_atomic((const void*)(p), (unsigned)sizeof(*(p))) : (void)0)
 #define GPUEDU_PROF_QUIET
 #define GPUEDU_ATOMIC_FN static inline
 #endif

@@ -128,6 +128,7 @@ struct Runtime {
   unsigned n_ready, n_block, n_warp, n_done;
   int barrier_count, barrier_result;
   int barrier_line;           // source line of the __syncthreads the waiting threads reached (0: none yet)
+  int barrier_site;           // which __syncthreads of the source that is (two may share a line)
   unsigned barrier_first;     // the first thread that reached it
   Warp warps[MAX_THREADS / 32];
   // shared memory: the block's static __shared__ variables and the dynamic buffer's size
@@ -474,21 +475,24 @@ inline void fiber_entry() {
 }
 
 // Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
-inline int block_barrier(int op, int predicate, int line = 0) {
+inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
   if (!R.fiber_mode) fail_loop_mode("__syncthreads");
   if (line) {
     // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
     // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
     if (R.n_block == 0) {
       R.barrier_line = line;
+      R.barrier_site = site;
       R.barrier_first = R.cur;
-    } else if (R.barrier_line && line != R.barrier_line) {
+    } else if (R.barrier_line && (line != R.barrier_line || site != R.barrier_site)) {
       const uint3 a = R.fibers[R.barrier_first].tid;
       fail(BARRIER_PARTIAL,
-           "threads of the block wait at different __syncthreads(): thread (%u,%u,%u) at line %d, thread "
-           "(%u,%u,%u) at line %d - each __syncthreads is a barrier of its own, which every thread must reach; "
-           "move the barrier out of the if/else so that all threads take the same one",
-           a.x, a.y, a.z, R.barrier_line, threadIdx.x, threadIdx.y, threadIdx.z, line);
+           "threads of the block wait at different __syncthreads(): thread (%u,%u,%u) at %s %d, thread "
+           "(%u,%u,%u) at %s %d - each __syncthreads is a barrier of its own, which every thread must reach "
+           "(undefined on a GPU: compute-sanitizer's synccheck reports it); move the barrier out of the if/else "
+           "so that all threads take the same one",
+           a.x, a.y, a.z, line == R.barrier_line ? "one on line" : "line", R.barrier_line,
+           threadIdx.x, threadIdx.y, threadIdx.z, line == R.barrier_line ? "another on line" : "line", line);
     }
   }
   GPUEDU_PROF(leave());
@@ -848,11 +852,12 @@ template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibe
 }  // namespace __gpuedu
 
 // ---- the CUDA intrinsics that need the runtime --------------------------------------
-// Macros, so that each barrier knows its source line (two different ones reached at once are an error).
-#define __syncthreads() __gpuedu::block_barrier(0, 1, __LINE__)
-#define __syncthreads_count(p) __gpuedu::block_barrier(1, (p), __LINE__)
-#define __syncthreads_and(p) __gpuedu::block_barrier(2, (p), __LINE__)
-#define __syncthreads_or(p) __gpuedu::block_barrier(3, (p), __LINE__)
+// Macros, so that each barrier knows its source line and which one it is (__COUNTER__: two on one line are
+// two barriers too); two different ones reached at once are an error.
+#define __syncthreads() __gpuedu::block_barrier(0, 1, __LINE__, __COUNTER__ + 1)
+#define __syncthreads_count(p) __gpuedu::block_barrier(1, (p), __LINE__, __COUNTER__ + 1)
+#define __syncthreads_and(p) __gpuedu::block_barrier(2, (p), __LINE__, __COUNTER__ + 1)
+#define __syncthreads_or(p) __gpuedu::block_barrier(3, (p), __LINE__, __COUNTER__ + 1)
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { __gpuedu::warp_collective(__gpuedu::W_SYNC, mask, 0, 0, 32); }
 static inline unsigned __activemask() { return __gpuedu::active_mask(); }
 static inline unsigned __ballot_sync(unsigned mask, int p) {
@@ -922,6 +927,11 @@ namespace __gpuedu {
 }  // namespace __gpuedu
 #include "assert.h"
 namespace __gpuedu {
+[[noreturn]] inline void misaligned_atomic(const void* p, unsigned size) {
+  fail(DEVICE_MISUSE, "made a %u-byte atomic operation at address %p, which is not a multiple of %u: a GPU "
+       "stops the kernel there (misaligned address); an atomic's address must be aligned to its size",
+       size, p, size);
+}
 [[noreturn]] inline void printf_bad_string(int index, unsigned long long value) {
   fail(DEVICE_MISUSE, "called printf with %%s for argument %d, whose value is %#llx: a number, not a pointer to a "
        "string (print numbers with %%d or %%f, strings with %%s)", index, value);
