@@ -4,7 +4,7 @@ A device pointer is a plain host address, so the kernel (compiled C++) can
 dereference it.  Device memory is carved out of one region of address space
 reserved when the first buffer is allocated (64 GiB, inaccessible until used):
 each allocation gets whole pages, placed so that its end touches the next
-inaccessible gap, and 256 KiB of gap separate neighbours. A kernel that writes or
+inaccessible gap, and 4 MiB of gap separate neighbours. A kernel that writes or
 reads past the end of a buffer (the classic missing bounds guard), or a few pages
 past it, faults at once, in memory no other buffer and nothing of the host's
 uses, and the launcher turns the fault into a ``LaunchError`` that names the
@@ -62,7 +62,9 @@ _kept_bytes = 0
 
 # The reserved region: slots of [gap][pages], handed out from the bottom up and reused by size.
 REGION_BYTES = 64 << 30
-GAP = max(256 << 10, PAGE)
+# 4 MiB: an index a million floats before a buffer's start still faults in its gap instead of landing in
+# the buffer below (16,000 small buffers fit the region; past that, each gets a mapping of its own).
+GAP = max(4 << 20, PAGE)
 _MAP_PRIVATE, _MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
 _MADV_DONTNEED = 4

@@ -150,3 +150,16 @@ def test_a_local_array_overrun_upwards_in_a_barrier_kernel_is_not_called_a_stack
     """)
     assert "wrote past the end of a local array" in message and "overflowed its stack" not in message
     assert "gpuedu.memcheck() names the line" in message
+
+
+def test_a_write_far_before_a_buffer_faults_instead_of_landing_in_the_buffer_below():
+    message = refused("""
+        below = gpuarray.zeros(1 << 20, np.float32)
+        x = gpuarray.zeros(1024, np.float32)
+        back = SourceModule("__global__ void back(float* x, int k) { x[(int)threadIdx.x - k] = 1.0f; }")
+        try:
+            back.get_function("back")(x, np.int32(900000), block=(32, 1, 1), grid=(1, 1))
+        finally:
+            print("BELOW UNTOUCHED:", float(below.get().max()) == 0.0)
+    """)
+    assert "bytes before the start of a 4096-byte allocation" in message
