@@ -26,6 +26,17 @@ def _ops():
     return ops
 
 
+def _ladder(run, versions, first, what, params, baselines):
+    """``(ops, the ladder's versions)``; where the launchers are missing, ``(None, ())`` with the first rung
+    recorded as skipped and why."""
+    try:
+        ops = _ops()
+        return ops, getattr(ops, versions)
+    except (Skipped, AttributeError) as exc:
+        run.skip(first, "bandwidth", "GB/s", f"the {what} launchers are missing: {exc}", params, baselines)
+        return None, ()
+
+
 def _require_driver(run):
     if run.drv is None:
         raise Skipped(f"pycuda.driver is not available on this backend ({run.third_party.get('driver')})")
@@ -66,12 +77,7 @@ def measure_elementwise(run):
     """Every version of the ReLU kernel (elementwise.cu) in GB/s, against the copy roof (and NumPy)."""
     n = run.sizes["elementwise_n"]
     baselines = ["copy_dtod"] if run.on_gpu else ["numpy_relu", "copy_dtod"]
-    try:
-        ops = _ops()
-        versions = ops.ACTIVATION_VERSIONS
-    except (Skipped, AttributeError) as exc:
-        run.skip("relu_v1", "bandwidth", "GB/s", f"the elementwise launchers are missing: {exc}", {"n": n}, baselines)
-        versions = ()
+    ops, versions = _ladder(run, "ACTIVATION_VERSIONS", "relu_v1", "elementwise", {"n": n}, baselines)
     prepared = None
     for version in versions:
         with run.figure(f"relu_v{version}", "bandwidth", "GB/s", {"n": n}, baselines,
@@ -100,13 +106,7 @@ def measure_reduction(run):
     """Every version of the sum reduction (reduction.cu) in GB/s read, against the copy roof (and NumPy)."""
     n = run.sizes["reduce_n"]
     baselines = ["copy_dtod"] if run.on_gpu else ["numpy_sum", "copy_dtod"]
-    try:
-        ops = _ops()
-        versions = ops.REDUCE_VERSIONS
-    except (Skipped, AttributeError) as exc:
-        run.skip("reduce_sum_v1", "bandwidth", "GB/s", f"the reduction launchers are missing: {exc}",
-                 {"n": n}, baselines)
-        versions = ()
+    ops, versions = _ladder(run, "REDUCE_VERSIONS", "reduce_sum_v1", "reduction", {"n": n}, baselines)
     prepared = None
     for version in versions:
         with run.figure(f"reduce_sum_v{version}", "bandwidth", "GB/s", {"n": n}, baselines,

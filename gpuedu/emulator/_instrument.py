@@ -239,22 +239,25 @@ def _thread_of(number, dims):
             (t % block[0], t // block[0] % block[1], t // (block[0] * block[1])))
 
 
+def _read(table, ctype, per_entry=1):
+    """``(count, array)`` of one of the counters' tables: ``table(None, 0)`` says how many entries it holds,
+    ``table(array, count)`` copies them (``per_entry`` values of ``ctype`` each)."""
+    n = table(None, 0)
+    array = (ctype * max(per_entry * n, 1))()
+    if n:
+        table(array, n)
+    return n, array
+
+
 def _site_line(twin, site):
-    n_sites = twin.module._lib.gpuedu_prof_sites(None, 0)
-    sites = (ctypes.c_uint64 * max(n_sites, 1))()
-    twin.module._lib.gpuedu_prof_sites(sites, n_sites)
+    n_sites, sites = _read(twin.module._lib.gpuedu_prof_sites, ctypes.c_uint64)
     return twin.source_line(int(sites[site])) if site < n_sites else None
 
 
 def _errors(twin, dims):
-    lib = twin.module._lib
-    n = lib.gpuedu_prof_errors(None, 0)
-    if not n:
-        return []
-    found = (_MemError * n)()
-    lib.gpuedu_prof_errors(found, n)
+    n, found = _read(twin.module._lib.gpuedu_prof_errors, _MemError)
     result = []
-    for e in found:
+    for e in found[:n]:
         block, thread = _thread_of(e.thread, dims)
         result.append({"kind": ("out of bounds", "misaligned")[e.kind], "space": SPACES[e.space],
                        "access": ("read", "write", "atomic")[e.op], "size": int(e.size), "count": int(e.count),
@@ -266,17 +269,11 @@ def _errors(twin, dims):
 
 def _hazards(twin, pairs, dims):
     lib = twin.module._lib
-    n = lib.gpuedu_prof_hazards(None, 0)
+    n, found = _read(lib.gpuedu_prof_hazards, _Hazard)
     if not n:
         return []
-    found = (_Hazard * n)()
-    lib.gpuedu_prof_hazards(found, n)
-    n_sites = lib.gpuedu_prof_sites(None, 0)
-    sites = (ctypes.c_uint64 * max(n_sites, 1))()
-    lib.gpuedu_prof_sites(sites, n_sites)
-    n_shared = lib.gpuedu_prof_shared_ranges(None, 0)
-    shared = (ctypes.c_uint64 * max(2 * n_shared, 1))()
-    lib.gpuedu_prof_shared_ranges(shared, n_shared)
+    n_sites, sites = _read(lib.gpuedu_prof_sites, ctypes.c_uint64)
+    n_shared, shared = _read(lib.gpuedu_prof_shared_ranges, ctypes.c_uint64, per_entry=2)
     shape = struct.unpack("8I", dims)
     grid, block = shape[0:3], shape[3:6]
     nthreads = block[0] * block[1] * block[2]

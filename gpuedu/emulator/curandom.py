@@ -78,22 +78,16 @@ GPUEDU_GENERATOR(log_normal_float, float, curand_log_normal(&local, mean, stddev
 GPUEDU_GENERATOR(log_normal_double, double, curand_log_normal_double(&local, mean, stddev), double mean, double stddev)
 GPUEDU_GENERATOR(poisson_int, unsigned, curand_poisson(&local, lambda), double lambda)
 
-__global__ void skip_ahead(state_t* s, const int n, const unsigned long long skip) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx < n) skipahead(skip, &s[idx]);
+// Each thread moves its state ahead by one count (PARAM a number) or by its own (PARAM an array, SKIP(idx)).
+#define GPUEDU_SKIP(NAME, HOW, PARAM, SKIP) \
+__global__ void NAME(state_t* s, const int n, PARAM) { \
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x; \
+  if (idx < n) HOW(SKIP, &s[idx]); \
 }
-__global__ void skip_ahead_array(state_t* s, const int n, const unsigned long long* skip) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx < n) skipahead(skip[idx], &s[idx]);
-}
-__global__ void skip_ahead_sequence(state_t* s, const int n, const unsigned long long skip) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx < n) skipahead_sequence(skip, &s[idx]);
-}
-__global__ void skip_ahead_sequence_array(state_t* s, const int n, const unsigned long long* skip) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx < n) skipahead_sequence(skip[idx], &s[idx]);
-}
+GPUEDU_SKIP(skip_ahead, skipahead, const unsigned long long skip, skip)
+GPUEDU_SKIP(skip_ahead_array, skipahead, const unsigned long long* skip, skip[idx])
+GPUEDU_SKIP(skip_ahead_sequence, skipahead_sequence, const unsigned long long skip, skip)
+GPUEDU_SKIP(skip_ahead_sequence_array, skipahead_sequence, const unsigned long long* skip, skip[idx])
 }
 """
 

@@ -24,6 +24,15 @@ __all__ = ["ElementwiseKernel", "VectorArg", "ScalarArg", "parse_c_arg", "get_el
            "get_elwise_range_module", "get_elwise_kernel", "get_elwise_kernel_and_types"]
 
 
+def check_call(name, arguments, args, kwargs, keywords):
+    """A generated kernel's call: no keyword but its own (``keywords`` says which), one value per argument."""
+    if kwargs:
+        raise TypeError(f"unknown keyword argument(s) {', '.join(kwargs)}; {keywords}")
+    if len(args) != len(arguments):
+        declared = ", ".join(a.declarator() for a in arguments)
+        raise TypeError(f"{name} takes {len(arguments)} arguments ({declared}), got {len(args)}")
+
+
 def parse_arguments(arguments):
     """A declaration string (comma-separated) or a list of Vector/ScalarArgs -> list of args."""
     if isinstance(arguments, str):
@@ -145,13 +154,7 @@ class ElementwiseKernel:
     def __call__(self, *args, range=None, slice=None, stream=None, **kwargs):  # noqa: A002
         from .gpuarray import GPUArray
 
-        if kwargs:
-            raise TypeError(f"unknown keyword argument(s) {', '.join(kwargs)}; "
-                            "ElementwiseKernel takes range=, slice= and stream=")
-        if len(args) != len(self.arguments):
-            declared = ", ".join(a.declarator() for a in self.arguments)
-            raise TypeError(f"{self.name} takes {len(self.arguments)} arguments ({declared}), "
-                            f"got {len(args)}")
+        check_call(self.name, self.arguments, args, kwargs, "ElementwiseKernel takes range=, slice= and stream=")
         if range is not None and slice is not None:
             raise TypeError("give range= or slice=, not both")
 

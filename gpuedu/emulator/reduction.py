@@ -17,7 +17,7 @@ shows the generated code.
 """
 import numpy as np
 
-from .elementwise import ScalarArg, VectorArg, parse_arguments
+from .elementwise import ScalarArg, VectorArg, check_call, parse_arguments
 from .tools import context_dependent_memoize, dtype_to_ctype
 
 __all__ = ["ReductionKernel", "VectorArg", "ScalarArg", "get_sum_kernel", "get_dot_kernel"]
@@ -109,13 +109,7 @@ class ReductionKernel:
     def __call__(self, *args, stream=None, allocator=None, out=None, **kwargs):
         from .gpuarray import GPUArray
 
-        if kwargs:
-            raise TypeError(f"unknown keyword argument(s) {', '.join(kwargs)}; "
-                            "ReductionKernel takes stream=, allocator= and out=")
-        if len(args) != len(self.arguments):
-            declared = ", ".join(a.declarator() for a in self.arguments)
-            raise TypeError(f"{self.name} takes {len(self.arguments)} arguments ({declared}), "
-                            f"got {len(args)}")
+        check_call(self.name, self.arguments, args, kwargs, "ReductionKernel takes stream=, allocator= and out=")
         invocation, sizes = [], []
         for value, decl in zip(args, self.arguments):
             if isinstance(decl, VectorArg):

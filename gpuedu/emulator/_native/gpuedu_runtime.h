@@ -128,7 +128,6 @@ struct Runtime {
   unsigned n_ready, n_block, n_warp, n_done;
   int barrier_count, barrier_result;
   int barrier_line;           // source line of the __syncthreads the waiting threads reached (0: none yet)
-  int barrier_site;           // which __syncthreads of the source that is (two may share a line)
   unsigned barrier_first;     // the first thread that reached it
   Warp warps[MAX_THREADS / 32];
   // shared memory: the block's static __shared__ variables and the dynamic buffer's size
@@ -146,6 +145,7 @@ struct Runtime {
   // printf
   char* out;
   size_t out_cap;
+  int barrier_site;           // which __syncthreads the waiting threads reached (two may share a line)
 };
 
 GPUEDU_HIDDEN Runtime R;
@@ -484,7 +484,7 @@ inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
       R.barrier_line = line;
       R.barrier_site = site;
       R.barrier_first = R.cur;
-    } else if (R.barrier_line && (line != R.barrier_line || site != R.barrier_site)) {
+    } else if (R.barrier_line && site != R.barrier_site) {   // (each __syncthreads has a site of its own)
       const uint3 a = R.fibers[R.barrier_first].tid;
       fail(BARRIER_PARTIAL,
            "threads of the block wait at different __syncthreads(): thread (%u,%u,%u) at %s %d, thread "
