@@ -185,6 +185,7 @@ class Module:
         lib.gpuedu_kernel_table.restype = ctypes.c_void_p
         lib.gpuedu_request_stop.argtypes = [ctypes.c_int]
         lib.gpuedu_heap_holds.argtypes = [ctypes.c_void_p]
+        lib.gpuedu_running_kernel.restype = ctypes.c_char_p
         lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
@@ -588,7 +589,7 @@ class Function:
         if module._printf_len.value or module._printf_dropped.value:
             module._take_output()
         if code:
-            self._raise(code, dims, timeout, module._error)
+            self._raise(code, dims, timeout, module._error, module)
         for offset in self._pointer_offsets:
             written = _memory.watched_writes(_POINTER.unpack_from(argbuf, offset)[0])
             if written is not None and watch:
@@ -606,10 +607,14 @@ class Function:
                           f"parameter #{number} (0-based), whose spare bytes the emulator watches; a GPU "
                           f"reports it under compute-sanitizer. gpuedu.memcheck() names the thread and the line")
 
-    def _raise(self, code, dims, timeout, e):
+    def _raise(self, code, dims, timeout, e, module=None):
+        kernel = f"kernel '{self.name}'"
+        running = (module._lib.gpuedu_running_kernel() or b"").decode() if module is not None else ""
+        if running and running != self.name and running not in self.name:   # a grid it launched from device code
+            kernel = f"kernel '{running}' (a grid that kernel '{self.name}' launched from device code)"
         block = "({},{},{})".format(*e.block)
         thread = "({},{},{})".format(*e.thread)
-        where = f"kernel '{self.name}' thread {thread} of block {block}"
+        where = f"{kernel} thread {thread} of block {block}"
         message = e.message.decode("utf-8", "replace")
         if code == FAULT or (code in (STACK_OVERFLOW, STACK_SMASHED) and _memory.find(e.fault_address)):
             # (a fault near the launch's stack that lies in a device allocation is that allocation's)
@@ -625,9 +630,9 @@ class Function:
         if code in (STACK_SMASHED, DEVICE_MISUSE):
             raise LaunchError(f"{where} {message}")
         if code == INTERRUPT:
-            raise KeyboardInterrupt(f"kernel '{self.name}' interrupted in block {block}")
+            raise KeyboardInterrupt(f"{kernel} interrupted in block {block}")
         if code == TIMEOUT:
-            raise LaunchError(f"kernel '{self.name}' ran longer than the kernel timeout ({timeout:g} s, "
+            raise LaunchError(f"{kernel} ran longer than the kernel timeout ({timeout:g} s, "
                               f"GPUEDU_KERNEL_TIMEOUT or set_kernel_timeout) and was "
                               f"stopped in block {block} (an endless loop? check the loop conditions)")
         if code == ASSERT:
@@ -635,11 +640,11 @@ class Function:
         if code == SIGNALLED:
             raise LaunchError(f"{where} {message}")
         if code == TOO_MUCH_SHARED:
-            raise LaunchError(f"cuLaunchKernel failed: kernel '{self.name}': {message}")
+            raise LaunchError(f"cuLaunchKernel failed: {kernel}: {message}")
         if code in (BARRIER_PARTIAL, WARP_EXITED, WARP_MISMATCH, DEADLOCK):
-            raise LaunchError(f"kernel '{self.name}' block {block}: {message}")
+            raise LaunchError(f"{kernel} block {block}: {message}")
         if code in (DYNAMIC_SHARED_OVERRUN, STATIC_SHARED_OVERRUN):
-            raise LaunchError(f"kernel '{self.name}' block {block} {message}")
+            raise LaunchError(f"{kernel} block {block} {message}")
         if code == LOOP_BARRIER:
             raise LaunchError(f"{where} {message}")
         raise LaunchError(f"{where}: launch failed with code {code}: {message}")

@@ -163,7 +163,28 @@ def _guarded_array(declaration, names):
     return names[0], type_id, align
 
 
-def rewrite_source(source, profile=False, tag=""):
+# `kernel<<<grid, block[, shared[, stream]]>>>(args)` in device code (a kernel template's arguments included):
+# with relocatable device code it becomes __gpuedu::device_launch(kernel, grid, block, ...)(args).
+_DEVICE_LAUNCH = re.compile(r"(?P<kernel>[A-Za-z_][\w:]*(?:\s*<[^<>;(){}]*>)?)\s*<<<(?P<config>.*?)>>>", re.S)
+
+
+def code_parts(source):
+    """``[(offset, text)]``: the stretches of ``source`` that are code, not comments or string literals."""
+    parts, last = [], 0
+    for m in NOT_CODE.finditer(source):
+        parts.append((last, source[last:m.start()]))
+        last = m.end()
+    parts.append((last, source[last:]))
+    return parts
+
+
+def device_launch_lines(source):
+    """The lines of ``source`` that launch a kernel with ``<<<...>>>``."""
+    return sorted({source.count("\n", 0, start + m.start()) + 1
+                   for start, code in code_parts(source) for m in _DEVICE_LAUNCH.finditer(code)})
+
+
+def rewrite_source(source, profile=False, tag="", device_launches=False):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
     ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
@@ -196,6 +217,8 @@ def rewrite_source(source, profile=False, tag=""):
         return m.group(0) + " ".join(regs)
 
     def rewrite_code(code):
+        if device_launches:
+            code = _DEVICE_LAUNCH.sub(r"__gpuedu::device_launch(\g<kernel>, \g<config>)", code)
         code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)
         code = _DYNAMIC_SHARED.sub(_dynamic_shared, code)
         code = _device_heap(code)
@@ -228,13 +251,8 @@ _STD_NAME = re.compile(r"\bstd\s*::\s*([A-Za-z_]\w*)")
 def host_library_uses(source):
     """``[(line, "std::vector"), ...]``: the host-only library names the source's code (not its comments or
     strings) uses."""
-    found, last = [], 0
-    parts = []
-    for m in NOT_CODE.finditer(source):
-        parts.append((last, source[last:m.start()]))
-        last = m.end()
-    parts.append((last, source[last:]))
-    for start, code in parts:
+    found = []
+    for start, code in code_parts(source):
         for m in _STD_NAME.finditer(code):
             if m.group(1) in HOST_LIBRARY:
                 found.append((source.count("\n", 0, start + m.start()) + 1, f"std::{m.group(1)}"))
@@ -458,6 +476,10 @@ def entry_points(analysis):
                      f'{int(analysis.needs_fibers[plain])}),')
     lines.append("  {nullptr, nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr},")
     lines.append("};")
+    lines.append('extern "C" GPUEDU_HIDDEN const __gpuedu::KernelInfo* __gpuedu_kernel_for(const void* address) {')
+    lines.append("  for (const auto& k : __gpuedu_kernels) if (k.address && k.address == address) return &k;")
+    lines.append("  return nullptr;")
+    lines.append("}")
     lines.append('extern "C" __attribute__((visibility("default"))) int gpuedu_kernel_count() '
                  f"{{ return {len(analysis.kernels)}; }}")
     lines.append('extern "C" __attribute__((visibility("default"))) const __gpuedu::KernelInfo* '

@@ -49,7 +49,7 @@ import tempfile
 from . import _linkcheck, _scanner
 from . import _module
 from ._cache import cache_dir, trusted_folder
-from ._errors import CompileError
+from ._errors import CompileError, LogicError
 from ._module import Module
 
 NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
@@ -192,6 +192,49 @@ def get_kernel_timeout():
 
 
 # ---- options -------------------------------------------------------------------------
+
+def _option_list(options):
+    return [str(o) for o in (options.split() if isinstance(options, str) else list(options or []))]
+
+
+def _relocatable(options):
+    """Whether nvcc would compile relocatable device code (-rdc=true, -dc): what launches from device code need."""
+    return any(o in ("-rdc=true", "-rdc", "--relocatable-device-code=true", "-dc", "--device-c")
+               for o in _option_list(options))
+
+
+def _check_source(source, relocatable):
+    """What nvcc refuses in device code and the C++ compiler would take: the C++ library's host-only parts, a
+    launch from device code without relocatable device code, device-side cudaDeviceSynchronize()."""
+    host_only = _scanner.host_library_uses(source)
+    if host_only:
+        raise CompileError("\n".join(
+            f"kernel.cu({line}): error: {name} is host code, which a kernel cannot use (nvcc: calling a __host__ "
+            f"function from a __global__ function is not allowed): use a fixed-size local array, shared memory, "
+            f"or device memory the host allocates (gpuarray, mem_alloc) instead" for line, name in host_only))
+    _check_device_launches(source, relocatable)
+
+
+def _check_device_launches(source, relocatable):
+    """Refuse, as nvcc does, a launch from device code without relocatable device code, and the device-side
+    cudaDeviceSynchronize() that CUDA 12 removed."""
+    if not relocatable:
+        lines = _scanner.device_launch_lines(source)
+        if lines:
+            raise CompileError("\n".join(
+                f"kernel.cu({line}): error: kernel launch from __device__ or __global__ functions requires "
+                f"separate compilation mode: compile with relocatable device code, as "
+                f"pycuda.compiler.DynamicSourceModule(source) does (options -rdc=true and the device runtime, "
+                f"cudadevrt)" for line in lines))
+    waits = [start + m.start() for start, code in _scanner.code_parts(source)
+             for m in re.finditer(r"\bcudaDeviceSynchronize\s*\(", code)]
+    if waits:
+        raise CompileError("\n".join(
+            f"kernel.cu({source.count(chr(10), 0, at) + 1}): error: cudaDeviceSynchronize() in device code was "
+            f"removed in CUDA 12: a kernel cannot wait for the grids it launched. Their results are there when the "
+            f"launching grid has finished: read them in a kernel launched afterwards (from the host, or as the "
+            f"last grid this one launches)" for at in waits))
+
 
 def _translate_options(options, include_dirs):
     """nvcc options -> C++ compiler flags: defines and include paths honoured, the rest ignored."""
@@ -435,13 +478,9 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
                            f"'ucontext' (the portable fiber switch) or 'native'. Unset it or give it a valid value.")
     if fiber_impl == "ucontext":
         flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
-    host_only = _scanner.host_library_uses(source)
-    if host_only:
-        raise CompileError("\n".join(
-            f"kernel.cu({line}): error: {name} is host code, which a kernel cannot use (nvcc: calling a __host__ "
-            f"function from a __global__ function is not allowed): use a fixed-size local array, shared memory, "
-            f"or device memory the host allocates (gpuarray, mem_alloc) instead" for line, name in host_only))
-    rewritten = _scanner.rewrite_source(source, profile)
+    relocatable = _relocatable(options)
+    _check_source(source, relocatable)
+    rewritten = _scanner.rewrite_source(source, profile, device_launches=relocatable)
     if profile:  # the instrumentation's flags are part of what the cached module is
         flags = flags + profile_flags(find_cxx()[1])
     folder = trusted_folder(os.path.abspath(cache_dir_)) if cache_dir_ else cache_dir()
@@ -578,6 +617,103 @@ class SourceModule(Module):
         # What building it again, instrumented, takes (gpuedu.profile() does so when it first runs it).
         self._build_args = (source, options, no_extern_c, tuple(include_dirs or ()),
                             cache_dir if isinstance(cache_dir, str) else None)
+
+
+# nvcc flags every PyCUDA compile adds ($PYCUDA_DEFAULT_NVCC_FLAGS), as pycuda.compiler has them.
+DEFAULT_NVCC_FLAGS = [flag.strip() for flag in os.environ.get("PYCUDA_DEFAULT_NVCC_FLAGS", "").split() if flag.strip()]
+
+
+class DynamicModule:
+    """``pycuda.compiler.DynamicModule``: several CUDA C sources linked into one module with the device runtime
+    (``cudadevrt``), so that kernels launch kernels (``child<<<grid, block>>>(...)`` in device code) and call
+    each other across sources. ``add_source`` each source (with ``-rdc=true`` among its options for launches
+    from device code), ``add_stdlib("cudadevrt")``, ``link()``, then ``get_function`` as for a SourceModule.
+
+    The emulator links the sources themselves (CUDA C, each wrapped in ``extern "C"`` unless ``no_extern_c``):
+    PTX, cubins and libraries other than the device runtime are a GPU's, so ``add_data``/``add_file`` of those
+    raise with the reason. A grid launched from device code runs when the grid that launched it has finished."""
+
+    def __init__(self, nvcc="nvcc", link_options=None, keep=False, no_extern_c=False, arch=None, code=None,
+                 cache_dir=None, include_dirs=None, message_handler=None, log_verbose=False, cuda_libdir=None):
+        self.no_extern_c = no_extern_c
+        self.cache_dir = cache_dir if isinstance(cache_dir, str) else None
+        self.include_dirs = list(include_dirs or [])
+        self._sources = []            # (source, options, name)
+        self.module = None
+
+    def add_source(self, source, nvcc_options=None, name="kernel.ptx"):
+        if self.module is not None:
+            raise LogicError("this DynamicModule is linked already: add sources before link()")
+        if not isinstance(source, str):
+            raise TypeError(f"add_source needs CUDA C source as a str, got {type(source).__name__}")
+        self._sources.append((source, _option_list(nvcc_options), name))
+        return self
+
+    def add_data(self, data, input_type, name="unknown"):
+        raise LogicError(f"add_data({name!r}): the emulator links CUDA C sources (add_source), not PTX, cubins or "
+                         f"object code, which are a GPU's machine code; give it the CUDA C they were built from")
+
+    def add_file(self, filename, input_type):
+        raise LogicError(f"add_file({filename!r}): the emulator links CUDA C sources (add_source), not PTX, cubins "
+                         f"or libraries built for a GPU; read the CUDA C and add_source it")
+
+    def add_stdlib(self, libname):
+        if libname != "cudadevrt":
+            raise LogicError(f"add_stdlib({libname!r}): the emulator has the device runtime (cudadevrt) only; "
+                             f"{libname} is host or GPU code it cannot link")
+        return self
+
+    def link(self):
+        if not self._sources:
+            raise LogicError("link(): this DynamicModule has no source; add_source(cuda_c) first")
+        options = []
+        for _, opts, _ in self._sources:
+            options += [o for o in opts if o not in options]
+        for text, opts, _ in self._sources:     # each source's own line numbers in what is refused
+            _check_source(text, _relocatable(opts))
+        # One translation unit; #line 1 before each source keeps its own line numbers in the compiler's messages.
+        wrap = (lambda text: f"#line 1\n{text}\n") if self.no_extern_c else \
+            (lambda text: f'extern "C" {{\n#line 1\n{text}\n}}\n')
+        source = "".join(wrap(text) for text, _, _ in self._sources)
+        path = build(source, options, True, self.include_dirs, self.cache_dir)
+        self.module = Module(path)
+        self.module.source = source
+        self.module._build_args = (source, options, True, tuple(self.include_dirs), self.cache_dir)
+        return self
+
+    def _linked(self):
+        if self.module is None:
+            raise LogicError("call link() before using the module")
+        return self.module
+
+    def get_function(self, name):
+        return self._linked().get_function(name)
+
+    def get_global(self, name):
+        return self._linked().get_global(name)
+
+    def get_texref(self, name):
+        return self._linked().get_texref(name)
+
+    def get_surfref(self, name):
+        return self._linked().get_surfref(name)
+
+
+class DynamicSourceModule(DynamicModule):
+    """``pycuda.compiler.DynamicSourceModule``: one source compiled with relocatable device code (``-rdc=true``)
+    and linked with the device runtime, so its kernels may launch kernels."""
+
+    def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,
+                 cache_dir=None, include_dirs=None, cuda_libdir=None):
+        super().__init__(nvcc=nvcc, keep=keep, no_extern_c=no_extern_c, arch=arch, code=code, cache_dir=cache_dir,
+                         include_dirs=include_dirs, cuda_libdir=cuda_libdir)
+        options = list(DEFAULT_NVCC_FLAGS if options is None else _option_list(options))
+        for flag in ("-rdc=true", "-lcudadevrt"):
+            if flag not in options:
+                options.append(flag)
+        self.add_source(source, nvcc_options=options)
+        self.add_stdlib("cudadevrt")
+        self.link()
 
 
 # ---- the toolchain's own check ------------------------------------------------------------

@@ -273,3 +273,40 @@ bool heap_find(const void* address, const char** start, size_t* bytes) {
 
 }  // namespace host
 }  // namespace __gpuedu
+
+// ---- grids launched from device code ------------------------------------------------------------------
+#include <deque>
+#include <vector>
+
+namespace __gpuedu {
+namespace host {
+namespace {
+struct Child {
+  const void* kernel;
+  unsigned dims[8];
+  std::vector<char> args;
+};
+std::deque<Child> pending;
+Child running;   // the child taken last: its arguments live here while it runs
+}  // namespace
+
+bool queue_child(const void* kernel, const unsigned* dims, const void* args, size_t bytes) {
+  if (pending.size() >= PENDING_LIMIT) return false;
+  pending.push_back(Child{kernel, {}, std::vector<char>((const char*)args, (const char*)args + bytes)});
+  memcpy(pending.back().dims, dims, sizeof pending.back().dims);
+  return true;
+}
+
+bool take_child(const void** kernel, unsigned* dims, const void** args) {
+  if (pending.empty()) return false;
+  running = std::move(pending.front());
+  pending.pop_front();
+  *kernel = running.kernel;
+  memcpy(dims, running.dims, sizeof running.dims);
+  *args = running.args.data();
+  return true;
+}
+
+void clear_children() { pending.clear(); }
+}  // namespace host
+}  // namespace __gpuedu

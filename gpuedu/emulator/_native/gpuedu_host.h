@@ -55,6 +55,16 @@ GPUEDU_HIDDEN bool heap_free(void* p);
 // The block whose pages (guards included) hold `address`: its start and size; false if none.
 GPUEDU_HIDDEN bool heap_find(const void* address, const char** start, size_t* bytes);
 
+// Grids launched from device code (`kernel<<<grid, block>>>(...)` in a kernel, built with -rdc=true): queued
+// while the launching grid runs, run after it, in launch order. CUDA 12 gives a parent no way to wait for its
+// children inside the kernel, so no kernel can tell. `kernel` is the child's KernelInfo, `dims` as a launch's,
+// `args` its parameters packed as PyCUDA packs them; false when PENDING_LIMIT launches wait already.
+constexpr size_t PENDING_LIMIT = 2048;   // cudaLimitDevRuntimePendingLaunchCount's default
+GPUEDU_HIDDEN bool queue_child(const void* kernel, const unsigned* dims, const void* args, size_t bytes);
+// The next queued child (its arguments stay valid until the next call); false when none is left.
+GPUEDU_HIDDEN bool take_child(const void** kernel, unsigned* dims, const void** args);
+GPUEDU_HIDDEN void clear_children();
+
 // Defined by the module (gpuedu_launch.h), called from the signal handlers
 // during a launch: record where it stopped and return the launch's error code.
 // is_write: 1 a write, 0 a read, -1 unknown, NO_ADDRESS when the CPU refused the access without saying where.

@@ -238,16 +238,27 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int r
   __gpuedu::host::interrupt_launch();
 }
 
-int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
-                    unsigned long long seed, int force_fibers, const void* args) {
-  using namespace __gpuedu;
-  // dims: grid x, y, z, block x, y, z, the dynamic shared memory size and the shared memory limit (bytes)
+namespace __gpuedu {
+// dims: grid x, y, z, block x, y, z, the dynamic shared memory size and the shared memory limit (bytes)
+inline void begin_grid(const KernelInfo* k, const unsigned* dims) {
   gridDim = dim3(dims[0], dims[1], dims[2]);
   blockDim = dim3(dims[3], dims[4], dims[5]);
   R.nthreads = dims[3] * dims[4] * dims[5];
   R.dynamic_shared_bytes = dims[6];
   R.shared_limit = dims[7];
   R.kernel = k;
+}
+}  // namespace __gpuedu
+
+// The kernel whose grid was running last (a failed launch's: the one launched, or a grid it launched).
+extern "C" __attribute__((visibility("default"))) const char* gpuedu_running_kernel() {
+  return __gpuedu::R.kernel ? ((const __gpuedu::KernelInfo*)__gpuedu::R.kernel)->name : "";
+}
+
+int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
+                    unsigned long long seed, int force_fibers, const void* args) {
+  using namespace __gpuedu;
+  begin_grid(k, dims);
   // Declarations registered by earlier launches count now, before any block runs.
   size_t known_static = __gpuedu::static_shared_of(k);
   R.schedule = schedule;
@@ -257,6 +268,19 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   E.message[0] = 0;
   GPUEDU_PROF(launch_begin(dims, dims + 3, dynamic_shared, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
   LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
-  return host::run_guarded(run_on_launch_stack, &body);
+  int code = host::run_guarded(run_on_launch_stack, &body);
+  // The grids its threads launched from device code, in launch order (each may launch more): part of this launch,
+  // as on a GPU, where a grid is complete only when its children are.
+  const void* child;
+  const void* child_args;
+  unsigned child_dims[8];
+  while (code == 0 && host::take_child(&child, child_dims, &child_args)) {
+    const KernelInfo* ck = (const KernelInfo*)child;
+    begin_grid(ck, child_dims);
+    LaunchBody grid{ck, child_args, force_fibers || ck->needs_fibers, __gpuedu::static_shared_of(ck)};
+    code = host::run_guarded(run_on_launch_stack, &grid);
+  }
+  host::clear_children();
+  return code;
 }
 #endif  // GPUEDU_SCAN

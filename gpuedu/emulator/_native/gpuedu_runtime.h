@@ -748,6 +748,22 @@ template <typename... A> struct Params {
     (void)off;
     return t;
   }
+  // The other way, for a launch from device code: the values packed as PyCUDA packs a launch's arguments.
+  static constexpr size_t bytes() {
+    size_t off = 0;
+    ((off = (off + alignof(std::decay_t<A>) - 1) / alignof(std::decay_t<A>) * alignof(std::decay_t<A>) +
+            sizeof(std::decay_t<A>)), ...);
+    return off ? off : 1;
+  }
+  template <size_t... I> static void pack(char* buf, const Tuple& t, std::index_sequence<I...>) {
+    size_t off = 0;
+    ((off = (off + alignof(std::decay_t<A>) - 1) / alignof(std::decay_t<A>) * alignof(std::decay_t<A>),
+      memcpy(buf + off, (const void*)&std::get<I>(t), sizeof(std::decay_t<A>)), off += sizeof(std::decay_t<A>)),
+     ...);
+    (void)buf;
+    (void)t;
+    (void)off;
+  }
   template <typename T> static constexpr int kind() {
     return std::is_pointer_v<T> ? 1 : std::is_floating_point_v<T> ? 3 : std::is_integral_v<T> || std::is_enum_v<T> ? 2 : 4;
   }
@@ -838,6 +854,38 @@ struct KernelInfo {
   const int* kinds;
   const int* pointees;
 };
+
+// ---- a launch from device code (`child<<<grid, block, shared, stream>>>(args)`, with -rdc=true) ----------
+// The compiler (_scanner) rewrites it to __gpuedu::device_launch(child, grid, block, ...)(args): the child grid
+// is queued and runs when the launching grid has finished (host::queue_child).
+}  // namespace __gpuedu
+extern "C" GPUEDU_HIDDEN const __gpuedu::KernelInfo* __gpuedu_kernel_for(const void* address);  // the kernel table's
+namespace __gpuedu {
+template <typename... P> struct DeviceLaunch {
+  void (*kernel)(P...);
+  unsigned dims[8];
+  template <typename... A> void operator()(A&&... a) const {
+    static_assert(sizeof...(A) == sizeof...(P), "a kernel launched from device code takes one argument per parameter");
+    using Ps = Params<P...>;
+    typename Ps::Tuple values(static_cast<std::decay_t<P>>(a)...);
+    char buf[Ps::bytes()];
+    Ps::pack(buf, values, std::make_index_sequence<sizeof...(P)>{});
+    const KernelInfo* k = __gpuedu_kernel_for((const void*)kernel);
+    if (!k) fail(DEVICE_MISUSE, "launched, from device code, a function that is not a __global__ kernel of this module");
+    if (dims[3] * dims[4] * dims[5] > 1024u || !dims[3] || !dims[4] || !dims[5] || !dims[0] || !dims[1] || !dims[2])
+      fail(DEVICE_MISUSE, "launched a grid from device code with grid (%u,%u,%u) and block (%u,%u,%u): a block holds 1 to "
+           "1024 threads, a grid at least one block", dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]);
+    if (!host::queue_child(k, dims, buf, sizeof buf))
+      fail(DEVICE_MISUSE, "launched more than %zu grids from device code that have not run yet (CUDA's limit on pending "
+           "launches, cudaLimitDevRuntimePendingLaunchCount); launch fewer, e.g. one grid from one thread",
+           host::PENDING_LIMIT);
+  }
+};
+template <typename... P, typename G, typename B, typename S = int>
+inline DeviceLaunch<P...> device_launch(void (*kernel)(P...), G grid, B block, size_t shared = 0, S = S()) {
+  dim3 g = dim3(grid), b = dim3(block);
+  return DeviceLaunch<P...>{kernel, {g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)shared, (unsigned)R.shared_limit}};
+}
 
 // The kernel among functions of its name: a C++-linkage kernel may share its name
 // with a C library function (time, sleep), and only the kernel returns void.
