@@ -482,25 +482,23 @@ class Function:
         return bytes(buf), handlers
 
     def _check_pointee(self, i, dtype, given):
-        """Refuse an array whose elements are not what pointer parameter ``i`` points to (a float64 array for a
-        ``float*``): the kernel would read its bytes as another type. ``void*``, ``char*`` and structs take anything."""
+        """Refuse an array whose elements are not the size of what pointer parameter ``i`` points to (a float64
+        array for a ``float*``): the kernel would read each element's bytes as halves of two. Elements of the right
+        size but another kind (float32 for an ``int*``) pass, as reading a float's bits as an int is done on
+        purpose; ``void*``, ``char*`` and structs take anything."""
         code = self._pointees[i]
         if not code or dtype.kind not in "fciub":
             return
         size = code & 0xFF
-        if size == 1:
+        element = dtype.itemsize // 2 if dtype.kind == "c" and code >> 8 == 1 else dtype.itemsize
+        if size == 1 or element == size:
             return
-        if code >> 8 == 1:
-            ok = (dtype.kind == "f" and dtype.itemsize == size) or (dtype.kind == "c" and dtype.itemsize == 2 * size)
-            wanted = {2: "float16", 4: "float32", 8: "float64"}.get(size, f"{size}-byte float")
-        else:
-            ok = dtype.kind in "iu" and dtype.itemsize == size
-            wanted = f"int{8 * size}"
-        if not ok:
-            raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' takes a pointer to "
-                            f"{size}-byte {'floating-point numbers' if code >> 8 == 1 else 'integers'} there, got "
-                            f"{given}, whose elements the kernel would read as something else; convert the array "
-                            f"first, e.g. a.astype(np.{wanted})")
+        floating = code >> 8 == 1
+        wanted = {2: "float16", 4: "float32", 8: "float64"}.get(size) if floating else f"int{8 * size}"
+        raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' takes a pointer to "
+                        f"{size}-byte {'floating-point numbers' if floating else 'integers'} there, got {given}, "
+                        f"whose elements are {dtype.itemsize} bytes: the kernel would read them as something else; "
+                        f"convert the array first" + (f", e.g. a.astype(np.{wanted})" if wanted else ""))
 
     def _check_device_pointers(self, module, argbuf):
         """Every pointer argument must point at device memory (or be NULL): a host address (a NumPy array's

@@ -78,14 +78,24 @@ scale = scale.get_function("scale")
 
 
 @pytest.mark.parametrize("given, words", [
-    ("drv.InOut(np.ones(64))", "InOut of a float64 array"),
-    ("gpuarray.to_gpu(np.ones(64))", "a float64 GPUArray"),
-    ("gpuarray.to_gpu(np.ones(64, np.int32))", "a int32 GPUArray"),
+    ("drv.InOut(np.ones(64))", "InOut of a float64 array, whose elements are 8 bytes"),
+    ("gpuarray.to_gpu(np.ones(64))", "a float64 GPUArray, whose elements are 8 bytes"),
+    ("gpuarray.to_gpu(np.ones(64, np.int16))", "a int16 GPUArray, whose elements are 2 bytes"),
 ])
-def test_an_array_of_another_element_type_is_refused_for_a_typed_pointer(given, words):
+def test_an_array_of_another_element_size_is_refused_for_a_typed_pointer(given, words):
     message = refused(SCALE + f"scale({given}, np.int32(64), block=(64, 1, 1), grid=(1, 1))", "TypeError")
     assert "takes a pointer to 4-byte floating-point numbers there, got " + words in message
     assert "a.astype(np.float32)" in message
+
+
+def test_elements_of_the_right_size_but_another_kind_pass_as_bits():
+    out, _ = fresh(SCALE + textwrap.dedent("""
+        bits = SourceModule("__global__ void bits(int* x) { x[threadIdx.x] = threadIdx.x; }").get_function("bits")
+        x = gpuarray.zeros(4, np.float32)          # PyCUDA's own test_large_smem does this
+        bits(x, block=(4, 1, 1), grid=(1, 1))
+        print("BITS:", x.get().view(np.int32).tolist())
+    """))
+    assert "BITS: [0, 1, 2, 3]" in out
 
 
 def test_a_host_address_is_refused_before_the_kernel_can_write_there():
@@ -163,3 +173,47 @@ def test_a_write_far_before_a_buffer_faults_instead_of_landing_in_the_buffer_bel
             print("BELOW UNTOUCHED:", float(below.get().max()) == 0.0)
     """)
     assert "bytes before the start of a 4096-byte allocation" in message
+
+
+def test_an_interrupt_from_outside_stops_an_endless_kernel_within_a_second_and_the_process_goes_on():
+    """What Jupyter's interrupt does: another process sends SIGINT while a kernel with barriers spins."""
+    import signal
+    import time
+    from test_backend import child_pythonpath
+    code = PRELUDE + textwrap.dedent("""
+        import sys, time
+        spin = SourceModule('''__global__ void spin(int* flag) {
+            while (flag[0] == 0) { __syncthreads(); } }''').get_function("spin")
+        flag = gpuarray.zeros(1, np.int32)
+        for attempt in range(2):
+            print("LAUNCHING", flush=True)
+            start = time.perf_counter()
+            try:
+                spin(flag, block=(64, 1, 1), grid=(1, 1))
+            except KeyboardInterrupt as e:
+                print(f"INTERRUPTED after {time.perf_counter() - start:.2f} s: {e}", flush=True)
+    """) + AFTERWARDS
+    env = dict(os.environ, PYTHONPATH=child_pythonpath(ROOT))
+    env.pop("GPUEDU_BACKEND", None)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    lines = []
+    try:
+        for _ in range(2):
+            while True:
+                line = proc.stdout.readline()
+                assert line, "".join(lines) + proc.stderr.read()
+                lines.append(line)
+                if line.startswith("LAUNCHING"):
+                    break
+            time.sleep(1.0)
+            sent = time.perf_counter()
+            proc.send_signal(signal.SIGINT)
+            line = proc.stdout.readline()
+            lines.append(line)
+            assert line.startswith("INTERRUPTED") and "kernel 'spin' interrupted" in line, "".join(lines)
+            assert time.perf_counter() - sent < 1.0
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "A CORRECT KERNEL RAN AFTERWARDS" in out, "".join(lines) + out + err

@@ -155,7 +155,7 @@ inline void run_on_launch_stack(void* p) {
 // -fstack-protector's check failed: a kernel wrote past the end of a local array.
 extern "C" [[noreturn]] GPUEDU_HIDDEN void __stack_chk_fail() { fail(STACK_SMASHED, "%s", LOCAL_ARRAY_OVERRUN); }
 
-// ---- undefined behaviour the compiler checks for (-fsanitize=bounds,return,unreachable) -----------------
+// ---- undefined behaviour the compiler checks for (-fsanitize=return,unreachable; bounds in profiled builds) ---
 // The compiler calls these (the layout is the sanitizer runtime's, in GCC and clang alike); the emulator
 // defines them itself, so no sanitizer library is linked, and each stops the launch naming the line.
 struct UbLocation { const char* file; unsigned line; unsigned column; };
