@@ -203,37 +203,30 @@ def _relocatable(options):
                for o in _option_list(options))
 
 
+def _refuse(found, message):
+    """A CompileError with one nvcc-style line per ``(line, name)`` found (``message`` formatted with ``name``)."""
+    if found:
+        raise CompileError("\n".join(f"kernel.cu({line}): error: {message.format(name=name)}" for line, name in found))
+
+
 def _check_source(source, relocatable):
     """What nvcc refuses in device code and the C++ compiler would take: the C++ library's host-only parts, a
-    launch from device code without relocatable device code, device-side cudaDeviceSynchronize()."""
-    host_only = _scanner.host_library_uses(source)
-    if host_only:
-        raise CompileError("\n".join(
-            f"kernel.cu({line}): error: {name} is host code, which a kernel cannot use (nvcc: calling a __host__ "
-            f"function from a __global__ function is not allowed): use a fixed-size local array, shared memory, "
-            f"or device memory the host allocates (gpuarray, mem_alloc) instead" for line, name in host_only))
-    _check_device_launches(source, relocatable)
-
-
-def _check_device_launches(source, relocatable):
-    """Refuse, as nvcc does, a launch from device code without relocatable device code, and the device-side
-    cudaDeviceSynchronize() that CUDA 12 removed."""
+    launch from device code without relocatable device code, device-side cudaDeviceSynchronize() (which CUDA 12
+    removed)."""
+    _refuse(_scanner.host_library_uses(source),
+            "{name} is host code, which a kernel cannot use (nvcc: calling a __host__ function from a __global__ "
+            "function is not allowed): use a fixed-size local array, shared memory, or device memory the host "
+            "allocates (gpuarray, mem_alloc) instead")
     if not relocatable:
-        lines = _scanner.device_launch_lines(source)
-        if lines:
-            raise CompileError("\n".join(
-                f"kernel.cu({line}): error: kernel launch from __device__ or __global__ functions requires "
-                f"separate compilation mode: compile with relocatable device code, as "
-                f"pycuda.compiler.DynamicSourceModule(source) does (options -rdc=true and the device runtime, "
-                f"cudadevrt)" for line in lines))
-    waits = [start + m.start() for start, code in _scanner.code_parts(source)
-             for m in re.finditer(r"\bcudaDeviceSynchronize\s*\(", code)]
-    if waits:
-        raise CompileError("\n".join(
-            f"kernel.cu({source.count(chr(10), 0, at) + 1}): error: cudaDeviceSynchronize() in device code was "
-            f"removed in CUDA 12: a kernel cannot wait for the grids it launched. Their results are there when the "
-            f"launching grid has finished: read them in a kernel launched afterwards (from the host, or as the "
-            f"last grid this one launches)" for at in waits))
+        _refuse([(line, None) for line in _scanner.device_launch_lines(source)],
+                "kernel launch from __device__ or __global__ functions requires separate compilation mode: compile "
+                "with relocatable device code, as pycuda.compiler.DynamicSourceModule(source) does (options "
+                "-rdc=true and the device runtime, cudadevrt)")
+    _refuse([(source.count("\n", 0, start + m.start()) + 1, None) for start, code in _scanner.code_parts(source)
+             for m in re.finditer(r"\bcudaDeviceSynchronize\s*\(", code)],
+            "cudaDeviceSynchronize() in device code was removed in CUDA 12: a kernel cannot wait for the grids it "
+            "launched. Their results are there when the launching grid has finished: read them in a kernel launched "
+            "afterwards (from the host, or as the last grid this one launches)")
 
 
 def _translate_options(options, include_dirs):

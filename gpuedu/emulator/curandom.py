@@ -176,6 +176,15 @@ class _RandomNumberGeneratorBase:
     _UNIFORM = {np.dtype(np.float32): "uniform_float", np.dtype(np.float64): "uniform_double",
                 np.dtype(np.int32): "uniform_int", np.dtype(np.uint32): "uniform_int"}
 
+    def _gen(self, what, fill, allowed, shape, dtype, stream, *args):
+        """A new array of ``shape`` and ``dtype`` (one of ``allowed``) filled by ``fill(array, *args, stream)``."""
+        dtype = np.dtype(dtype)
+        if dtype not in allowed:
+            raise _dtype_error(what, dtype, allowed)
+        result = array.empty(shape, dtype)
+        fill(result, *args, stream)
+        return result
+
     def fill_uniform(self, data, stream=None):
         """Uniform numbers in (0, 1] (float32, float64; cuRAND's range), or 32 random bits (int32, uint32)."""
         if data.dtype not in self._UNIFORM:
@@ -183,12 +192,7 @@ class _RandomNumberGeneratorBase:
         self._fill(self._UNIFORM[data.dtype], data, data.size, stream)
 
     def gen_uniform(self, shape, dtype, stream=None):
-        dtype = np.dtype(dtype)
-        if dtype not in self._UNIFORM:
-            raise _dtype_error("gen_uniform", dtype, self._UNIFORM)
-        result = array.empty(shape, dtype)
-        self.fill_uniform(result, stream)
-        return result
+        return self._gen("gen_uniform", self.fill_uniform, self._UNIFORM, shape, dtype, stream)
 
     # ---- normal and log-normal ------------------------------------------------------------------
     _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -205,12 +209,7 @@ class _RandomNumberGeneratorBase:
         self._fill(name, data, count, stream)
 
     def gen_normal(self, shape, dtype, stream=None):
-        dtype = np.dtype(dtype)
-        if dtype not in self._FLOATS:
-            raise _dtype_error("gen_normal", dtype, self._FLOATS)
-        result = array.empty(shape, dtype)
-        self.fill_normal(result, stream)
-        return result
+        return self._gen("gen_normal", self.fill_normal, self._FLOATS, shape, dtype, stream)
 
     def fill_log_normal(self, data, mean, stddev, stream=None):
         """exp(mean + stddev * a standard normal) (float32, float64)."""
@@ -222,12 +221,7 @@ class _RandomNumberGeneratorBase:
             self._fill("log_normal_double", data, data.size, stream, np.float64(mean), np.float64(stddev))
 
     def gen_log_normal(self, shape, dtype, mean, stddev, stream=None):
-        dtype = np.dtype(dtype)
-        if dtype not in self._FLOATS:
-            raise _dtype_error("gen_log_normal", dtype, self._FLOATS)
-        result = array.empty(shape, dtype)
-        self.fill_log_normal(result, mean, stddev, stream)
-        return result
+        return self._gen("gen_log_normal", self.fill_log_normal, self._FLOATS, shape, dtype, stream, mean, stddev)
 
     # ---- Poisson ------------------------------------------------------------------------------
     _INTS = (np.dtype(np.uint32),)
@@ -241,12 +235,7 @@ class _RandomNumberGeneratorBase:
         self._fill("poisson_int", data, data.size, stream, np.float64(lambda_value))
 
     def gen_poisson(self, shape, dtype, lambda_value, stream=None):
-        dtype = np.dtype(dtype)
-        if dtype not in self._INTS:
-            raise _dtype_error("gen_poisson", dtype, self._INTS)
-        result = array.empty(shape, dtype)
-        self.fill_poisson(result, lambda_value, stream)
-        return result
+        return self._gen("gen_poisson", self.fill_poisson, self._INTS, shape, dtype, stream, lambda_value)
 
     # ---- skipping ahead -----------------------------------------------------------------------
     def _skip(self, name, i, stream):

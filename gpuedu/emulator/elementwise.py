@@ -33,6 +33,16 @@ def check_call(name, arguments, args, kwargs, keywords):
         raise TypeError(f"{name} takes {len(arguments)} arguments ({declared}), got {len(args)}")
 
 
+def check_array_argument(name, kind, value, decl):
+    """A GPUArray given for a generated kernel's pointer argument: of its declared dtype, and contiguous."""
+    if value.dtype != decl.dtype:
+        raise TypeError(f"{name}: argument {decl.name} is declared {dtype_to_ctype(decl.dtype)}* ({decl.dtype}) but "
+                        f"got an array of {value.dtype}; convert it with .astype(np.{decl.dtype.name})")
+    if not value.flags.forc:
+        raise RuntimeError(f"{name}: {kind} kernels cannot deal with non-contiguous arrays (argument {decl.name}); "
+                           f"pass a contiguous copy")
+
+
 def parse_arguments(arguments):
     """A declaration string (comma-separated) or a list of Vector/ScalarArgs -> list of args."""
     if isinstance(arguments, str):
@@ -202,13 +212,7 @@ class ElementwiseKernel:
 
     def _pointer(self, value, decl, gpuarray_type):
         if isinstance(value, gpuarray_type):
-            if value.dtype != decl.dtype:
-                raise TypeError(f"{self.name}: argument {decl.name} is declared "
-                                f"{dtype_to_ctype(decl.dtype)}* ({decl.dtype}) but got an array of "
-                                f"{value.dtype}; convert it with .astype(np.{decl.dtype.name})")
-            if not value.flags.forc:
-                raise RuntimeError(f"{self.name}: elementwise kernel cannot deal with non-contiguous "
-                                   f"arrays (argument {decl.name}); pass a contiguous copy")
+            check_array_argument(self.name, "elementwise", value, decl)
             # a view's gpudata is a plain address: pass every pointer as a NumPy uintp
             return np.uintp(0 if value.gpudata is None else int(value.gpudata))
         if isinstance(value, np.ndarray):

@@ -17,7 +17,7 @@ shows the generated code.
 """
 import numpy as np
 
-from .elementwise import ScalarArg, VectorArg, check_call, parse_arguments
+from .elementwise import ScalarArg, VectorArg, check_array_argument, check_call, parse_arguments
 from .tools import context_dependent_memoize, dtype_to_ctype
 
 __all__ = ["ReductionKernel", "VectorArg", "ScalarArg", "get_sum_kernel", "get_dot_kernel"]
@@ -116,13 +116,7 @@ class ReductionKernel:
                 if not isinstance(value, GPUArray):
                     raise TypeError(f"{self.name}: argument {decl.name} is a pointer; pass a GPUArray "
                                     f"(gpuarray.to_gpu(a)), got {type(value).__name__}")
-                if value.dtype != decl.dtype:
-                    raise TypeError(f"{self.name}: argument {decl.name} is declared "
-                                    f"{dtype_to_ctype(decl.dtype)}* ({decl.dtype}) but got an array of "
-                                    f"{value.dtype}; convert it with .astype(np.{decl.dtype.name})")
-                if not value.flags.forc:
-                    raise RuntimeError(f"{self.name}: reduction kernels cannot deal with "
-                                       f"non-contiguous arrays (argument {decl.name})")
+                check_array_argument(self.name, "reduction", value, decl)
                 sizes.append((decl.name, value.size))
                 # a view's gpudata is a plain address: pass every pointer as a NumPy uintp
                 invocation.append(np.uintp(0 if value.gpudata is None else int(value.gpudata)))
