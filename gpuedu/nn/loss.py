@@ -7,6 +7,13 @@ from ..checks import check_device_features, to_device_labels
 from ..ops import loss as _loss
 
 
+class _Slot:
+    """A place in the metrics buffer, given to the loss kernel as a pointer (``launch.ptr`` reads ``gpudata``)."""
+
+    def __init__(self, address):
+        self.gpudata = address
+
+
 class SoftmaxCrossEntropy:
     """Mean cross-entropy of softmax(logits) against integer labels.
 
@@ -17,9 +24,9 @@ class SoftmaxCrossEntropy:
 
     def __init__(self):
         ga = L.gpuarray()
-        self._loss_sum = ga.zeros(1, np.float32)
-        self._correct = ga.zeros(1, np.int32)
-        self._status = ga.zeros(2, np.int32)    # rows with a label outside [0, classes); rows with NaN/inf logits
+        # One device buffer, so that reading the metrics is one copy back: the summed loss (a float32's bits),
+        # the correct predictions, the rows whose label is outside [0, classes), the rows with NaN/inf logits.
+        self._metrics = ga.zeros(4, np.int32)
         self._classes = None
         self._rows = 0
         self._grad = {}
@@ -32,23 +39,27 @@ class SoftmaxCrossEntropy:
         dlogits = self._grad.get((rows, classes))
         if dlogits is None:
             dlogits = self._grad[(rows, classes)] = L.gpuarray().empty((rows, classes), np.float32)
-        _loss.softmax_xent(dlogits, self._loss_sum, self._correct, self._status, logits, labels, self.stream)
+        _loss.softmax_xent(dlogits, *self._slots(), logits, labels, self.stream)
         self._classes = classes
         self._rows += rows
         return dlogits
 
     def reset(self):
         """Zero the accumulated loss and correct count (a kernel on the loss's stream: no copy, no wait)."""
-        self._loss_sum.fill(0, stream=self.stream)
-        self._correct.fill(0, stream=self.stream)
-        self._status.fill(0, stream=self.stream)
+        self._metrics.fill(0, stream=self.stream)
         self._rows = 0
+
+    def _slots(self):
+        """The device addresses of the loss sum, the correct count and the two status counts, in the buffer."""
+        base = int(self._metrics.gpudata)
+        return tuple(_Slot(base + 4 * k) for k in range(3))
 
     def result(self):
         """(mean loss, accuracy) over every row since the last ``reset()``: the one copy back."""
         if self._rows == 0:
             raise RuntimeError("no batch since the last reset(): call the loss on a batch first")
-        bad_labels, not_finite = (int(v) for v in self._status.get())
+        metrics = self._metrics.get()
+        bad_labels, not_finite = int(metrics[2]), int(metrics[3])
         if bad_labels:
             raise ValueError(f"{bad_labels} of the {self._rows} rows since the last reset() had a label outside "
                              f"[0, {self._classes}): labels are class indices 0 to {self._classes - 1}. Those rows were "
@@ -58,7 +69,8 @@ class SoftmaxCrossEntropy:
             raise ValueError(f"the logits of {not_finite} of the {self._rows} rows since the last reset() were NaN or "
                              f"infinite, so the loss is NaN: training diverged (lower the learning rate) or the inputs "
                              f"hold NaN or inf. reset() to go on")
-        return float(self._loss_sum.get()[0]) / self._rows, int(self._correct.get()[0]) / self._rows
+        loss_sum = float(metrics[0:1].view(np.float32)[0])
+        return loss_sum / self._rows, int(metrics[1]) / self._rows
 
     @property
     def rows(self):

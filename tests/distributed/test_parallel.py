@@ -5,10 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from gpuedu.distributed import GradientBuckets, launch
+from gpuedu.distributed import GradientBuckets, mpi
 
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
-MPI_OK, MPI_REASON = launch.mpi_status()
+MPI_OK, MPI_REASON = mpi.mpi_status()
 needs_mpi = pytest.mark.skipif(not MPI_OK, reason=MPI_REASON)
 
 
@@ -21,7 +21,7 @@ def result(done):
 @needs_mpi
 @pytest.mark.parametrize("ranks, bucket_bytes", [(1, 1 << 20), (2, 1 << 20), (3, 512)])
 def test_data_parallel_matches_single_process_training(ranks, bucket_bytes):
-    r = result(launch.run(os.path.join(PROGRAMS, "data_parallel.py"), ranks, [bucket_bytes], timeout=300))
+    r = result(mpi.run(os.path.join(PROGRAMS, "data_parallel.py"), ranks, [bucket_bytes], timeout=300))
     assert r["identical"], "the ranks' parameters drifted apart"
     if ranks == 1:
         # one rank is exactly gpuedu.train.fit on the same batches
@@ -37,7 +37,7 @@ def test_data_parallel_matches_single_process_training(ranks, bucket_bytes):
 @needs_mpi
 @pytest.mark.parametrize("stages", [2, 3])
 def test_pipeline_matches_the_unsplit_model(stages):
-    r = result(launch.run(os.path.join(PROGRAMS, "pipeline.py"), stages, timeout=300))
+    r = result(mpi.run(os.path.join(PROGRAMS, "pipeline.py"), stages, timeout=300))
     assert r["params"] == r["ref_params"]
     assert r["logits_diff"] < 1e-5
     assert r["param_diff"] < 1e-5

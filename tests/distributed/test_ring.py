@@ -5,10 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from gpuedu.distributed import chunk_bounds, launch, ring_allreduce
+from gpuedu.distributed import chunk_bounds, mpi, ring_allreduce
 
 PROGRAMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "programs")
-MPI_OK, MPI_REASON = launch.mpi_status()
+MPI_OK, MPI_REASON = mpi.mpi_status()
 needs_mpi = pytest.mark.skipif(not MPI_OK, reason=MPI_REASON)
 
 
@@ -41,7 +41,7 @@ def test_chunk_bounds_cover_the_buffer_evenly(n, parts):
 @needs_mpi
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_ring_allreduce_equals_mpi_allreduce(ranks):
-    done = launch.run(os.path.join(PROGRAMS, "ring_cases.py"), ranks, timeout=300)
+    done = mpi.run(os.path.join(PROGRAMS, "ring_cases.py"), ranks, timeout=300)
     lines = rank_lines(done.stdout)
     assert sorted(l["rank"] for l in lines) == list(range(ranks))
     for line in lines:
@@ -58,7 +58,7 @@ def test_ring_allreduce_equals_mpi_allreduce(ranks):
 
 @needs_mpi
 def test_mismatched_buffers_are_named_on_every_rank():
-    done = launch.run(os.path.join(PROGRAMS, "faults.py"), 3, ["mismatch"], timeout=120)
+    done = mpi.run(os.path.join(PROGRAMS, "faults.py"), 3, ["mismatch"], timeout=120)
     refused = [l for l in done.stdout.splitlines() if "refused" in l]
     assert len(refused) == 3
     assert all("rank 1: 12 x float32" in l and "rank 0: 10 x float32" in l for l in refused)
@@ -67,7 +67,7 @@ def test_mismatched_buffers_are_named_on_every_rank():
 @needs_mpi
 @pytest.mark.parametrize("case", ["raise", "die"])
 def test_a_failing_rank_ends_the_run_with_an_error(case):
-    done = launch.run(os.path.join(PROGRAMS, "faults.py"), 3, [case], timeout=120, check=False)
+    done = mpi.run(os.path.join(PROGRAMS, "faults.py"), 3, [case], timeout=120, check=False)
     assert done.returncode != 0
     if case == "raise":
         assert "rank 1 fails on purpose" in done.stderr
@@ -75,7 +75,7 @@ def test_a_failing_rank_ends_the_run_with_an_error(case):
 
 @needs_mpi
 def test_a_silent_rank_gives_the_others_a_timeout_naming_it():
-    done = launch.run(os.path.join(PROGRAMS, "faults.py"), 2, ["silent"], timeout=120)
+    done = mpi.run(os.path.join(PROGRAMS, "faults.py"), 2, ["silent"], timeout=120)
     assert "rank 0 timed out" in done.stdout
     assert "waiting for rank 1" in done.stdout
 
@@ -109,7 +109,7 @@ def test_ring_allreduce_of_device_arrays_on_a_real_gpu():
     env_backend = os.environ.get("GPUEDU_BACKEND")
     os.environ["GPUEDU_BACKEND"] = "cuda"
     try:
-        done = launch.run(os.path.join(PROGRAMS, "ring_gpu.py"), 2, timeout=300)
+        done = mpi.run(os.path.join(PROGRAMS, "ring_gpu.py"), 2, timeout=300)
     finally:
         if env_backend is None:
             os.environ.pop("GPUEDU_BACKEND")

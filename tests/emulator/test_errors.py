@@ -219,7 +219,7 @@ def test_python_handlers_restored_after_launch(mod):
     still_works(mod)
     assert signal.getsignal(signal.SIGINT) is before
     with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)   # Python's own handler is back in charge
+        signal.raise_signal(signal.SIGINT)    # Python's own handler is back in charge (raised on this thread)
 
 
 @pytest.mark.parametrize("block,grid,shared,match", [
