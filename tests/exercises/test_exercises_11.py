@@ -70,3 +70,62 @@ def test_show_prints_the_program_stub(capsys):
     exercises.show(EX)
     out = capsys.readouterr().out
     assert "def my_ring_allreduce(comm, buf):" in out and "mpiexec" in out
+
+
+def test_a_collective_is_not_a_ring_and_the_check_names_it():
+    collective = '''from mpi4py import MPI
+
+
+def my_ring_allreduce(comm, buf):
+    comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    return buf
+'''
+    result = exercises.check(EX, collective, verbose=False)
+    assert not result and result.kind == "not_a_ring"
+    assert "called comm.Allreduce, an MPI collective" in result.failure.message and "Sendrecv" in result.failure.hint
+
+
+def test_a_gather_to_one_rank_and_back_is_not_a_ring():
+    gather = '''import numpy as np
+
+
+def my_ring_allreduce(comm, buf):
+    size, rank = comm.Get_size(), comm.Get_rank()
+    if rank == 0:
+        other = np.empty_like(buf)
+        for r in range(1, size):
+            comm.Recv(other, source=r)
+            buf += other
+        for r in range(1, size):
+            comm.Send(buf, dest=r)
+    else:
+        comm.Send(buf, dest=0)
+        comm.Recv(buf, source=0)
+    return buf
+'''
+    result = exercises.check(EX, gather, verbose=False)
+    assert not result and result.kind == "not_a_ring"
+    # on 2 ranks the root is both neighbours: the steps give it away ("a gather to one rank and back sends fewer")
+    assert "a gather to one rank and back sends fewer" in result.failure.message
+
+
+def test_the_ring_rules_by_hand():
+    from gpuedu.exercises.lesson11 import judge_ring
+
+    class Seen:     # what RingWatch writes down: (peer, bytes) sent and received, collectives called
+        def __init__(self, sent, received, collectives=()):
+            self.sent, self.received, self.collectives = sent, received, list(collectives)
+
+    nbytes, size, rank = 4000, 4, 1                     # right 2, left 0; a chunk is 1000 bytes
+    ring = Seen([(2, 1000)] * 6, [(0, 1000)] * 6)
+    assert judge_ring(ring, rank, size, nbytes) is None
+    assert judge_ring(Seen([], [], ["Allreduce"]), rank, size, nbytes)["message"].endswith(
+        "called comm.Allreduce, an MPI collective that does the reduction itself: that is not your ring")
+    assert "sent to rank 3, which is not its neighbour" in judge_ring(
+        Seen([(3, 1000)] * 6, [(0, 1000)] * 6), rank, size, nbytes)["message"]
+    assert "received from rank 2" in judge_ring(Seen([(2, 1000)] * 6, [(2, 1000)] * 6), rank, size, nbytes)["message"]
+    assert "sent 4 messages where a ring of 4 ranks sends 2(N - 1) = 6" in judge_ring(
+        Seen([(2, 1000)] * 4, [(0, 1000)] * 4), rank, size, nbytes)["message"]
+    whole = judge_ring(Seen([(2, 4000)] * 6, [(0, 4000)] * 6), rank, size, nbytes)["message"]
+    assert "sent 24,000 bytes where a ring sends about 2(N - 1)/N of the buffer, 6,000 bytes" in whole
+    assert judge_ring(Seen([], []), 0, 1, nbytes) is None           # one rank: nothing to send
