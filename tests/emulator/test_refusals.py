@@ -215,7 +215,9 @@ def test_an_interrupt_from_outside_stops_an_endless_kernel_within_a_second_and_t
             lines.append(line)
             assert line.startswith("INTERRUPTED") and "kernel 'spin' interrupted" in line, "".join(lines)
             assert time.perf_counter() - sent < 1.0
-        out, err = proc.communicate(timeout=120)
+        # (read through the same buffered files as above: communicate() would skip what readline() buffered)
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=120)
     finally:
         proc.kill()
     assert proc.returncode == 0 and "A CORRECT KERNEL RAN AFTERWARDS" in out, "".join(lines) + out + err
