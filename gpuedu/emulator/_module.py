@@ -354,6 +354,7 @@ class Function:
         self.module = module
         self.name = name
         self._info_address = info_address
+        self._plain_name = info.name.decode()
         self._nparams = info.nparams
         self._sizes = [info.sizes[i] for i in range(info.nparams)]
         self._aligns = [info.aligns[i] for i in range(info.nparams)]
@@ -608,7 +609,7 @@ class Function:
     def _raise(self, code, dims, timeout, e, module=None):
         kernel = f"kernel '{self.name}'"
         running = (module._lib.gpuedu_running_kernel() or b"").decode() if module is not None else ""
-        if running and running != self.name and running not in self.name:   # a grid it launched from device code
+        if running and running != self._plain_name:   # a grid it launched from device code failed
             kernel = f"kernel '{running}' (a grid that kernel '{self.name}' launched from device code)"
         block = "({},{},{})".format(*e.block)
         thread = "({},{},{})".format(*e.thread)
@@ -713,6 +714,8 @@ class Function:
         for i in pointer_slots:
             a = args[i]
             if not isinstance(a, int):
+                if isinstance(getattr(a, "dtype", None), np.dtype):   # a GPUArray: the same check as a plain call's
+                    self._check_pointee(i, a.dtype, f"a {a.dtype} {type(a).__name__}")
                 pointer = device_pointer(a)
                 args[i] = int(a) if pointer is None else pointer
         try:

@@ -28,18 +28,6 @@ DIR = os.path.dirname(os.path.abspath(__file__))
 _loaded = {}
 
 
-def _activation_codes():
-    """{name: code} from the #defines of activations.cuh, the kernels' one table ("none": 0, "relu": 1, ...)."""
-    with open(os.path.join(DIR, "activations.cuh"), encoding="utf-8") as f:
-        codes = {m.group(1).lower(): int(m.group(2)) for m in re.finditer(r"^#define ACT_([A-Z_]+) +(\d+)", f.read(), re.M)}
-    if len(set(codes.values())) != len(codes):
-        raise RuntimeError(f"activations.cuh gives two activations the same code: {codes}")
-    return codes
-
-
-#: The activation codes every kernel shares, read from activations.cuh.
-ACTIVATIONS = _activation_codes()
-
 _defines = {}   # file name -> {macro: its text}, each file read once
 
 
@@ -206,3 +194,17 @@ def function_source(name, function):
         if seen_brace and depth == 0:
             return "\n".join(lines[start:end + 1])
     raise ValueError(f"{os.path.basename(path(name))}: the body of {function!r} is not closed")
+
+
+def _activation_codes():
+    """{name: code} from the ``ACT_*`` #defines of activations.cuh, the kernels' one table ("none": 0, "relu": 1, ...),
+    read as every constant Python takes from the kernels is (``define``)."""
+    _, found = _file_defines("activations.cuh")
+    codes = {macro[4:].lower(): define("activations.cuh", macro) for macro in found if macro.startswith("ACT_")}
+    if len(set(codes.values())) != len(codes):
+        raise RuntimeError(f"activations.cuh gives two activations the same code: {codes}")
+    return codes
+
+
+#: The activation codes every kernel shares, read from activations.cuh.
+ACTIVATIONS = _activation_codes()

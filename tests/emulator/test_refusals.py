@@ -89,6 +89,12 @@ def test_an_array_of_another_element_size_is_refused_for_a_typed_pointer(given, 
     assert "a.astype(np.float32)" in message
 
 
+def test_a_prepared_call_refuses_the_same_arrays_as_a_plain_call():
+    message = refused(SCALE + "scale.prepare('Pi').prepared_call((1, 1), (64, 1, 1), gpuarray.to_gpu(np.ones(64)), "
+                              "np.int32(64))", "TypeError")
+    assert "got a float64 GPUArray, whose elements are 8 bytes" in message
+
+
 def test_elements_of_the_right_size_but_another_kind_pass_as_bits():
     out, _ = fresh(SCALE + textwrap.dedent("""
         bits = SourceModule("__global__ void bits(int* x) { x[threadIdx.x] = threadIdx.x; }").get_function("bits")
