@@ -714,7 +714,8 @@ class Function:
         for i in pointer_slots:
             a = args[i]
             if not isinstance(a, int):
-                if isinstance(getattr(a, "dtype", None), np.dtype):   # a GPUArray: the same check as a plain call's
+                if not isinstance(a, np.generic) and isinstance(getattr(a, "dtype", None), np.dtype):
+                    # a GPUArray (not an address such as np.uintp): the same check as a plain call's
                     self._check_pointee(i, a.dtype, f"a {a.dtype} {type(a).__name__}")
                 pointer = device_pointer(a)
                 args[i] = int(a) if pointer is None else pointer
