@@ -18,7 +18,9 @@ pytest runs in a child process with pytest-xdist's workers (``--workers``, 2 by 
 worker (a crash) is reported by xdist and a fresh worker goes on with the rest. A test that runs longer than
 ``--timeout`` seconds is a hang: the watchdog writes its name down and ends the worker, so the run goes on too.
 Each worker may use an equal share of nine tenths of the memory available when the run starts (``--memory-limit``
-sets it): a test that needs more fails with a MemoryError instead of waking the kernel's OOM killer.
+sets it): a test that needs more fails with a MemoryError instead of waking the kernel's OOM killer. Such a test
+runs again afterwards, alone, with nine tenths of the memory available then; that second outcome is its outcome
+(the record lists these tests under ``run_alone_for_memory``).
 
 Every test ends as one of passed, failed, error (in its setup or teardown), skipped, xfailed (PyCUDA's own
 ``pytest.xfail``), crashed or hung; the record gives the counts per file and in total, the pass rate
@@ -209,9 +211,11 @@ def default_memory_limit(workers):
 
 
 def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, total_timeout=3600,
-              memory_limit=None, select=None):
-    """Run pytest on ``files`` in ``folder`` in a child process; returns (per-test results, pytest's output)."""
-    reports, hangs = os.path.join(folder, "reports.jsonl"), os.path.join(folder, "hangs.txt")
+              memory_limit=None, select=None, tests=None, round_name="run"):
+    """Run pytest on ``files`` in ``folder`` in a child process; returns (per-test results, pytest's output).
+    ``tests``: only these node ids (of ``files``); ``round_name`` keeps each round's reports apart."""
+    reports = os.path.join(folder, f"reports-{round_name}.jsonl")
+    hangs = os.path.join(folder, f"hangs-{round_name}.txt")
     with open(os.path.join(folder, "conftest.py"), "w") as f:
         f.write(CONFTEST)
     with open(os.path.join(folder, "pytest.ini"), "w") as f:   # keep the repository's pytest settings out
@@ -227,7 +231,14 @@ def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, to
     outputs = []
     for name in files:
         command = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rN", "--rootdir", folder, "-c",
-                   os.path.join(folder, "pytest.ini"), "-n", str(workers), "--max-worker-restart", "1000000", name]
+                   os.path.join(folder, "pytest.ini"), "-n", str(workers), "--max-worker-restart", "1000000"]
+        if tests is not None:
+            mine = [t for t in tests if t.split("::")[0] == name]
+            if not mine:
+                continue
+            command += mine
+        else:
+            command.append(name)
         if select:
             command += ["-k", select]
         try:
@@ -245,6 +256,16 @@ def run_tests(folder, files, workers=2, timeout=120.0, python=sys.executable, to
         with open(hangs) as f:
             hung = {line.strip() for line in f if line.strip()}
     return classify(entries, hung), "\n".join(outputs)
+
+
+# What a test that ran out of its worker's share of memory fails with: NumPy's and the emulator's MemoryError.
+MEMORY_FAILURES = ("MemoryError", "Unable to allocate", "cannot allocate")
+
+
+def out_of_memory(results):
+    """The tests that failed for want of memory (their reason says so), in order."""
+    return [nodeid for nodeid, r in sorted(results.items())
+            if r["outcome"] in ("failed", "error") and any(m in r["reason"] for m in MEMORY_FAILURES)]
 
 
 def classify(entries, hung=()):
@@ -360,6 +381,13 @@ def main(argv=None):
             results, output = run_tests(folder, args.files, args.workers, args.timeout,
                                         total_timeout=args.total_timeout, memory_limit=memory_limit,
                                         select=args.select)
+            # A test that needs more than a worker's share of memory runs again, alone, with nine tenths of
+            # what is available then; its second outcome is its outcome.
+            alone = out_of_memory(results) if args.workers > 1 else []
+            if alone:
+                again, _ = run_tests(folder, args.files, 1, args.timeout, total_timeout=args.total_timeout,
+                                     memory_limit=default_memory_limit(1), tests=alone, round_name="alone")
+                results.update({k: v for k, v in again.items() if k in alone})
         finally:
             if args.keep:
                 print(f"tests and pytest's files kept in {folder}")
@@ -370,6 +398,7 @@ def main(argv=None):
         return 2
     record = build_record(results, args.files, SDIST_SHA256, args.timeout, args.workers, memory_limit, commit)
     record["select"] = args.select
+    record["run_alone_for_memory"] = alone
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1, sort_keys=False)

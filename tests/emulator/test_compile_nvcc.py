@@ -27,6 +27,11 @@ SOURCES = [
     ("test_cooperative_groups", "CG_SRC", True, []),
     ("test_curand", "CURAND_SRC", True, []),
     ("test_curandom", "CURANDOM_SRC", True, []),
+    ("test_curandom", "CURANDOM_MRG_SRC", True, []),
+    ("test_curandom", "CURANDOM_SOBOL32_SRC", True, []),
+    ("test_curandom", "CURANDOM_SCRAMBLED_SOBOL32_SRC", True, []),
+    ("test_curandom", "CURANDOM_SOBOL64_SRC", True, []),
+    ("test_curandom", "CURANDOM_SCRAMBLED_SOBOL64_SRC", True, []),
     ("test_complex", "COMPLEX_SRC", False, []),
 ]
 

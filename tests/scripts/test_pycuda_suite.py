@@ -42,6 +42,20 @@ def test_each_test_gets_one_outcome_from_its_reports(suite):
     assert counts["pass_rate"] == round(1 / 9, 4)
 
 
+def test_tests_that_ran_out_of_their_workers_memory_are_picked_to_run_alone(suite):
+    results = {
+        "g.py::big": {"outcome": "failed", "reason": "numpy._core._exceptions._ArrayMemoryError: Unable to allocate "
+                                                     "8.00 GiB for an array"},
+        "g.py::device": {"outcome": "failed", "reason": "gpuedu.emulator._errors.MemoryError: cannot allocate "
+                                                        "4294967308 bytes of emulated device memory"},
+        "g.py::setup": {"outcome": "error", "reason": "in setup: MemoryError"},
+        "g.py::wrong": {"outcome": "failed", "reason": "AssertionError: 1 != 2"},
+        "g.py::slow": {"outcome": "hung", "reason": "ran past the per-test timeout"},
+        "g.py::ok": {"outcome": "passed", "reason": ""},
+    }
+    assert suite.out_of_memory(results) == ["g.py::big", "g.py::device", "g.py::setup"]
+
+
 def test_an_sdist_with_the_wrong_checksum_is_refused(suite, tmp_path):
     fake = tmp_path / f"pycuda-{suite.PYCUDA_VERSION}.tar.gz"
     fake.write_bytes(b"not the sdist")

@@ -48,6 +48,40 @@ struct curandStatePhilox4_32_10 {
 };
 typedef struct curandStatePhilox4_32_10 curandStatePhilox4_32_10_t;
 
+struct curandStateMRG32k3a {
+  unsigned int s1[3];
+  unsigned int s2[3];
+  int boxmuller_flag;
+  int boxmuller_flag_double;
+  float boxmuller_extra;
+  double boxmuller_extra_double;
+};
+typedef struct curandStateMRG32k3a curandStateMRG32k3a_t;
+
+// Sobol's quasi-random sequences: one dimension per state, given by its direction vectors.
+typedef unsigned int curandDirectionVectors32_t[32];
+typedef unsigned long long curandDirectionVectors64_t[64];
+struct curandStateSobol32 {
+  unsigned int i, x, c;
+  unsigned int direction_vectors[32];
+};
+typedef struct curandStateSobol32 curandStateSobol32_t;
+struct curandStateScrambledSobol32 {
+  unsigned int i, x, c;
+  unsigned int direction_vectors[32];
+};
+typedef struct curandStateScrambledSobol32 curandStateScrambledSobol32_t;
+struct curandStateSobol64 {
+  unsigned long long i, x, c;
+  unsigned long long direction_vectors[64];
+};
+typedef struct curandStateSobol64 curandStateSobol64_t;
+struct curandStateScrambledSobol64 {
+  unsigned long long i, x, c;
+  unsigned long long direction_vectors[64];
+};
+typedef struct curandStateScrambledSobol64 curandStateScrambledSobol64_t;
+
 #define CURAND_2POW32_INV (2.3283064e-10f)
 #define CURAND_2POW32_INV_DOUBLE (2.3283064365386963e-10)
 #define CURAND_2POW53_INV_DOUBLE (1.1102230246251565e-16)
@@ -127,7 +161,133 @@ inline void counter_add(uint4& c, unsigned long long n) {
   if (carry && ++c.z == 0) ++c.w;
 }
 
+// ---- MRG32k3a ------------------------------------------------------------------------------
+// L'Ecuyer's combined multiple recursive generator: two recurrences of order three,
+//   x(n) = (1403580 x(n-2) - 810728 x(n-3)) mod m1,  m1 = 2^32 - 209,
+//   y(n) = (527612 y(n-1) - 1370589 y(n-3)) mod m2,  m2 = 2^32 - 22853,
+// each draw (x(n) - y(n)) mod m1, taken in 1 .. m1. Integer arithmetic throughout, so the draws are
+// exact. Jumps multiply each triple by a power of its 3 x 3 transition matrix modulo m; the powers
+// A^(2^i), i = 0 .. 190, are computed by squaring once per loaded module, on first use.
+constexpr unsigned long long MRG_M1 = 4294967087ull, MRG_M2 = 4294944443ull;
+struct Mat3 { unsigned long long a[3][3]; };  // entries below m < 2^32, so products fit 64 bits
+
+GPUEDU_PROF_QUIET inline Mat3 mat3_mul(const Mat3& x, const Mat3& y, unsigned long long m) {
+  Mat3 r;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      unsigned long long sum = 0;
+      for (int k = 0; k < 3; ++k) sum = (sum + x.a[i][k] * y.a[k][j] % m) % m;
+      r.a[i][j] = sum;
+    }
+  return r;
+}
+GPUEDU_PROF_QUIET inline void mat3_apply(const Mat3& x, unsigned int* v, unsigned long long m) {
+  unsigned long long r[3];
+  for (int i = 0; i < 3; ++i) {
+    unsigned long long sum = 0;
+    for (int k = 0; k < 3; ++k) sum = (sum + x.a[i][k] * v[k] % m) % m;
+    r[i] = sum;
+  }
+  for (int i = 0; i < 3; ++i) v[i] = (unsigned int)r[i];
+}
+
+// Offsets use A^(2^i) for i < 64; subsequences (2^76 draws each) i = 76 .. 126; sequences (2^127) i = 127 .. 190.
+constexpr int MRG_POWERS = 191, MRG_SUBSEQUENCE = 76, MRG_SEQUENCE = 127;
+struct MrgPowers { Mat3 p1[MRG_POWERS], p2[MRG_POWERS]; };
+GPUEDU_PROF_QUIET inline const MrgPowers* mrg_powers() {
+  static MrgPowers* table = nullptr;
+  if (table) return table;
+  MrgPowers* t = (MrgPowers*)malloc(sizeof(MrgPowers));
+  t->p1[0] = Mat3{{{0, 1, 0}, {0, 0, 1}, {MRG_M1 - 810728u, 1403580u, 0}}};
+  t->p2[0] = Mat3{{{0, 1, 0}, {0, 0, 1}, {MRG_M2 - 1370589u, 0, 527612u}}};
+  for (int i = 1; i < MRG_POWERS; ++i) {
+    t->p1[i] = mat3_mul(t->p1[i - 1], t->p1[i - 1], MRG_M1);
+    t->p2[i] = mat3_mul(t->p2[i - 1], t->p2[i - 1], MRG_M2);
+  }
+  table = t;
+  return table;
+}
+GPUEDU_PROF_QUIET inline void mrg_jump(curandStateMRG32k3a_t* s, unsigned long long n, int first_power) {
+  const MrgPowers* t = mrg_powers();
+  for (int i = 0; n && first_power + i < MRG_POWERS; ++i, n >>= 1)
+    if (n & 1u) {
+      mat3_apply(t->p1[first_power + i], s->s1, MRG_M1);
+      mat3_apply(t->p2[first_power + i], s->s2, MRG_M2);
+    }
+}
+inline double mrg_draw(curandStateMRG32k3a_t* s) {
+  long long p1 = (1403580ll * s->s1[1] - 810728ll * s->s1[0]) % (long long)MRG_M1;
+  if (p1 < 0) p1 += (long long)MRG_M1;
+  s->s1[0] = s->s1[1];
+  s->s1[1] = s->s1[2];
+  s->s1[2] = (unsigned int)p1;
+  long long p2 = (527612ll * s->s2[2] - 1370589ll * s->s2[0]) % (long long)MRG_M2;
+  if (p2 < 0) p2 += (long long)MRG_M2;
+  s->s2[0] = s->s2[1];
+  s->s2[1] = s->s2[2];
+  s->s2[2] = (unsigned int)p2;
+  return (double)(p1 <= p2 ? p1 - p2 + (long long)MRG_M1 : p1 - p2);
+}
+constexpr double MRG_NORM = 2.3283065498378288e-10;  // about 1 / (m1 + 1): draws / m1 in (0, 1]
+constexpr double MRG_BITS_NORM = 1.000000048662;       // draws scaled to 32 bits
+
+// ---- Sobol -------------------------------------------------------------------------------------
+// Point i of a dimension is the XOR of the direction vectors at the set bits of i's Gray code
+// i ^ (i >> 1); the next point flips one bit of the Gray code, the lowest zero bit of i. A scrambled
+// sequence starts from its scramble constant c instead of 0.
+template <typename S> inline void sobol_jump(S* s, decltype(S::i) n) {
+  s->i += n;
+  decltype(S::i) gray = s->i ^ (s->i >> 1);
+  s->x = s->c;
+  for (unsigned k = 0; k < 8 * sizeof(gray); ++k)
+    if ((gray >> k) & 1u) s->x ^= s->direction_vectors[k];
+}
+template <typename S> inline decltype(S::i) sobol_next(S* s) {
+  decltype(S::i) point = s->x;
+  unsigned k = 0;  // the lowest zero bit of i (the last direction vector when i is all ones)
+  while (k + 1 < 8 * sizeof(point) && ((s->i >> k) & 1u)) ++k;
+  s->x ^= s->direction_vectors[k];
+  s->i++;
+  return point;
+}
+
+// Quasi-random draws become other distributions by inversion, one draw per number.
+inline float uniform(unsigned long long x);
+inline double uniform_double_bits(unsigned long long x) {  // 53 bits in (0, 1)
+  return (x >> 11) * CURAND_2POW53_INV_DOUBLE + (CURAND_2POW53_INV_DOUBLE / 2.0);
+}
+inline float normal_icdf(unsigned int x) {  // mirrored about 1/2 to keep the tail's precision
+  float sign = 1.4142135f;
+  if (x > 0x80000000u) {
+    x = 0xffffffffu - x;
+    sign = -sign;
+  }
+  float p = x * CURAND_2POW32_INV + (CURAND_2POW32_INV / 2.0f);
+  return sign * erfcinvf(2.0f * p);
+}
+inline float normal_icdf(unsigned long long x) { return normal_icdf((unsigned int)(x >> 32)); }
+inline double normal_icdf_double(unsigned int x) {
+  double sign = 1.4142135623730951;
+  if (x > 0x80000000u) {
+    x = 0xffffffffu - x;
+    sign = -sign;
+  }
+  double p = x * CURAND_2POW32_INV_DOUBLE + (CURAND_2POW32_INV_DOUBLE / 2.0);
+  return sign * erfcinv(2.0 * p);
+}
+inline double normal_icdf_double(unsigned long long x) {
+  double sign = 1.4142135623730951;
+  x >>= 11;
+  if (x > 0x10000000000000ull) {
+    x = 0x1fffffffffffffull - x;
+    sign = -sign;
+  }
+  double p = x * CURAND_2POW53_INV_DOUBLE + (CURAND_2POW53_INV_DOUBLE / 2.0);
+  return sign * erfcinv(2.0 * p);
+}
+
 inline float uniform(unsigned int x) { return fmaf((float)x, CURAND_2POW32_INV, CURAND_2POW32_INV / 2.0f); }
+inline float uniform(unsigned long long x) { return uniform((unsigned int)(x >> 32)); }
 inline double uniform_double(unsigned int x) { return x * CURAND_2POW32_INV_DOUBLE + CURAND_2POW32_INV_DOUBLE; }
 // 53 random bits from two draws
 inline double uniform_double(unsigned int x, unsigned int y) {
@@ -207,6 +367,70 @@ static inline void curand_init(unsigned long long seed, unsigned long long subse
   skipahead(offset, state);
 }
 
+static inline void skipahead(unsigned long long n, curandStateMRG32k3a_t* state) {
+  __gpuedu_curand::mrg_jump(state, n, 0);
+}
+// n subsequences of 2^76 draws (n is taken modulo 2^51, as cuRAND takes it) and n sequences of 2^127
+static inline void skipahead_subsequence(unsigned long long n, curandStateMRG32k3a_t* state) {
+  __gpuedu_curand::mrg_jump(state, n & ((1ull << 51) - 1), __gpuedu_curand::MRG_SUBSEQUENCE);
+}
+static inline void skipahead_sequence(unsigned long long n, curandStateMRG32k3a_t* state) {
+  __gpuedu_curand::mrg_jump(state, n, __gpuedu_curand::MRG_SEQUENCE);
+}
+static inline void curand_init(unsigned long long seed, unsigned long long subsequence, unsigned long long offset,
+                               curandStateMRG32k3a_t* state) {
+  for (int i = 0; i < 3; ++i) state->s1[i] = state->s2[i] = 12345u;
+  if (seed != 0ull) {  // cuRAND's seeding: each word of the state times a half of the seed, modulo m
+    unsigned long long x1 = (unsigned int)seed ^ 0x55555555u, x2 = (unsigned int)(seed >> 32) ^ 0xAAAAAAAAu;
+    state->s1[0] = (unsigned int)(x1 * 12345u % __gpuedu_curand::MRG_M1);
+    state->s1[1] = (unsigned int)(x2 * 12345u % __gpuedu_curand::MRG_M1);
+    state->s1[2] = (unsigned int)(x1 * 12345u % __gpuedu_curand::MRG_M1);
+    state->s2[0] = (unsigned int)(x2 * 12345u % __gpuedu_curand::MRG_M2);
+    state->s2[1] = (unsigned int)(x1 * 12345u % __gpuedu_curand::MRG_M2);
+    state->s2[2] = (unsigned int)(x2 * 12345u % __gpuedu_curand::MRG_M2);
+  }
+  skipahead_subsequence(subsequence, state);
+  skipahead(offset, state);
+  state->boxmuller_flag = 0;
+  state->boxmuller_flag_double = 0;
+  state->boxmuller_extra = 0.0f;
+  state->boxmuller_extra_double = 0.0;
+}
+
+// Sobol: the offset skips points of the state's dimension; there are no subsequences.
+static inline void skipahead(unsigned int n, curandStateSobol32_t* state) { __gpuedu_curand::sobol_jump(state, n); }
+static inline void skipahead(unsigned int n, curandStateScrambledSobol32_t* state) {
+  __gpuedu_curand::sobol_jump(state, n);
+}
+static inline void skipahead(unsigned long long n, curandStateSobol64_t* state) {
+  __gpuedu_curand::sobol_jump(state, n);
+}
+static inline void skipahead(unsigned long long n, curandStateScrambledSobol64_t* state) {
+  __gpuedu_curand::sobol_jump(state, n);
+}
+template <typename S, typename V, typename C>
+static inline void __gpuedu_sobol_init(S* state, const V* direction_vectors, C scramble, decltype(S::i) offset) {
+  state->i = 0;
+  state->c = scramble;
+  for (unsigned k = 0; k < 8 * sizeof(V); ++k) state->direction_vectors[k] = direction_vectors[k];
+  __gpuedu_curand::sobol_jump(state, offset);
+}
+static inline void curand_init(const unsigned int* direction_vectors, unsigned int offset, curandStateSobol32_t* state) {
+  __gpuedu_sobol_init(state, direction_vectors, 0u, offset);
+}
+static inline void curand_init(const unsigned int* direction_vectors, unsigned int scramble_c, unsigned int offset,
+                               curandStateScrambledSobol32_t* state) {
+  __gpuedu_sobol_init(state, direction_vectors, scramble_c, offset);
+}
+static inline void curand_init(const unsigned long long* direction_vectors, unsigned long long offset,
+                               curandStateSobol64_t* state) {
+  __gpuedu_sobol_init(state, direction_vectors, 0ull, offset);
+}
+static inline void curand_init(const unsigned long long* direction_vectors, unsigned long long scramble_c,
+                               unsigned long long offset, curandStateScrambledSobol64_t* state) {
+  __gpuedu_sobol_init(state, direction_vectors, scramble_c, offset);
+}
+
 // ---- 32 random bits ------------------------------------------------------------------------------
 static inline unsigned int curand(curandStateXORWOW_t* state) {
   __gpuedu_curand::xorwow_step(state->v);
@@ -232,6 +456,17 @@ static inline uint4 curand4(curandStatePhilox4_32_10_t* state) {
   const unsigned int both[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
   unsigned int k = state->STATE & 3u;
   return make_uint4(both[k], both[k + 1], both[k + 2], both[k + 3]);
+}
+
+// MRG32k3a's draw in 1 .. m1, scaled to 32 bits; Sobol's next point (64 bits for the 64-bit sequences).
+static inline unsigned int curand(curandStateMRG32k3a_t* state) {
+  return (unsigned int)(__gpuedu_curand::mrg_draw(state) * __gpuedu_curand::MRG_BITS_NORM);
+}
+static inline unsigned int curand(curandStateSobol32_t* state) { return __gpuedu_curand::sobol_next(state); }
+static inline unsigned int curand(curandStateScrambledSobol32_t* state) { return __gpuedu_curand::sobol_next(state); }
+static inline unsigned long long curand(curandStateSobol64_t* state) { return __gpuedu_curand::sobol_next(state); }
+static inline unsigned long long curand(curandStateScrambledSobol64_t* state) {
+  return __gpuedu_curand::sobol_next(state);
 }
 
 // ---- distributions -------------------------------------------------------------------------------
@@ -260,12 +495,31 @@ static inline double2 curand_uniform2_double(curandStatePhilox4_32_10_t* state) 
   return make_double2(__gpuedu_curand::uniform_double(x.x, x.y), __gpuedu_curand::uniform_double(x.z, x.w));
 }
 
+// MRG32k3a's uniforms are its draws over m1 (cuRAND's), not 32-bit integers.
+static inline float curand_uniform(curandStateMRG32k3a_t* state) {
+  return (float)(__gpuedu_curand::mrg_draw(state) * __gpuedu_curand::MRG_NORM);
+}
+static inline double curand_uniform_double(curandStateMRG32k3a_t* state) {
+  return __gpuedu_curand::mrg_draw(state) * __gpuedu_curand::MRG_NORM;
+}
+
+// Box-Muller pairs: from two 32-bit draws (XORWOW, Philox), or from two of MRG32k3a's uniforms.
+template <typename S> static inline float2 __gpuedu_curand_bm(S* state) {
+  unsigned int x = curand(state);
+  unsigned int y = curand(state);
+  return __gpuedu_curand::box_muller(x, y);
+}
+static inline float2 __gpuedu_curand_bm(curandStateMRG32k3a_t* state) {
+  float u = curand_uniform(state);
+  float v = curand_uniform(state) * 6.2831855f;
+  float s = sqrtf(-2.0f * logf(u));
+  return make_float2(sinf(v) * s, cosf(v) * s);
+}
+
 // Normals: Box-Muller makes two; curand_normal returns the first and keeps the second for its next call.
 template <typename S> static inline float __gpuedu_curand_normal(S* state) {
   if (state->boxmuller_flag != __gpuedu_curand::NORMAL) {
-    unsigned int x = curand(state);
-    unsigned int y = curand(state);
-    float2 v = __gpuedu_curand::box_muller(x, y);
+    float2 v = __gpuedu_curand_bm(state);
     state->boxmuller_extra = v.y;
     state->boxmuller_flag = __gpuedu_curand::NORMAL;
     return v.x;
@@ -275,11 +529,7 @@ template <typename S> static inline float __gpuedu_curand_normal(S* state) {
 }
 static inline float curand_normal(curandStateXORWOW_t* state) { return __gpuedu_curand_normal(state); }
 static inline float curand_normal(curandStatePhilox4_32_10_t* state) { return __gpuedu_curand_normal(state); }
-template <typename S> static inline float2 __gpuedu_curand_normal2(S* state) {
-  unsigned int x = curand(state);
-  unsigned int y = curand(state);
-  return __gpuedu_curand::box_muller(x, y);
-}
+template <typename S> static inline float2 __gpuedu_curand_normal2(S* state) { return __gpuedu_curand_bm(state); }
 static inline float2 curand_normal2(curandStateXORWOW_t* state) { return __gpuedu_curand_normal2(state); }
 static inline float2 curand_normal2(curandStatePhilox4_32_10_t* state) { return __gpuedu_curand_normal2(state); }
 static inline float4 curand_normal4(curandStatePhilox4_32_10_t* state) {
@@ -298,6 +548,12 @@ static inline double2 __gpuedu_curand_bm_double(curandStateXORWOW_t* state) {
 static inline double2 __gpuedu_curand_bm_double(curandStatePhilox4_32_10_t* state) {
   uint4 x = curand4(state);
   return __gpuedu_curand::box_muller_double(x.x, x.y, x.z, x.w);
+}
+static inline double2 __gpuedu_curand_bm_double(curandStateMRG32k3a_t* state) {
+  double u = curand_uniform_double(state);
+  double v = curand_uniform_double(state) * 2.0;
+  double s = sqrt(-2.0 * log(u));
+  return make_double2(sinpi(v) * s, cospi(v) * s);
 }
 template <typename S> static inline double __gpuedu_curand_normal_double(S* state) {
   if (state->boxmuller_flag_double != __gpuedu_curand::NORMAL) {
@@ -331,9 +587,7 @@ static inline double4 curand_uniform4_double(curandStatePhilox4_32_10_t* state) 
 // Log-normals: exp(mean + stddev * normal), with the normal's Box-Muller pair kept as curand_normal keeps it.
 template <typename S> static inline float __gpuedu_curand_log_normal(S* state, float mean, float stddev) {
   if (state->boxmuller_flag != __gpuedu_curand::LOG_NORMAL) {
-    unsigned int x = curand(state);
-    unsigned int y = curand(state);
-    float2 v = __gpuedu_curand::box_muller(x, y);
+    float2 v = __gpuedu_curand_bm(state);
     state->boxmuller_extra = expf(mean + stddev * v.y);
     state->boxmuller_flag = __gpuedu_curand::LOG_NORMAL;
     return expf(mean + stddev * v.x);
@@ -399,6 +653,9 @@ static inline double curand_log_normal_double(curandStatePhilox4_32_10_t* state,
 // method whose every step rests on the GPU's approximate hardware exp, log and rsqrt, which a CPU
 // cannot reproduce; this draws exactly Poisson-distributed numbers by inversion from one uniform
 // double instead, so these draws, and those that follow them from the same state, are not cuRAND's.
+namespace __gpuedu_curand {
+inline unsigned int poisson_inverse(double u, double lambda);
+}
 template <typename S> static inline unsigned int __gpuedu_curand_poisson(S* state, double lambda) {
   if (lambda < 64) {
     unsigned int k = 0;
@@ -410,8 +667,12 @@ template <typename S> static inline unsigned int __gpuedu_curand_poisson(S* stat
     return k - 1;
   }
   if (lambda > 4000) return (unsigned int)((sqrt(lambda) * curand_normal_double(state)) + lambda + 0.5);
-  // inversion from the mode: walk the cumulative distribution from k = floor(lambda) out
-  double u = curand_uniform_double(state);
+  return __gpuedu_curand::poisson_inverse(curand_uniform_double(state), lambda);
+}
+namespace __gpuedu_curand {
+// The Poisson count whose cumulative distribution first reaches u: the walk starts at the mode, k = floor(lambda).
+inline unsigned int poisson_inverse(double u, double lambda) {
+  if (!(lambda > 0.0)) return 0;  // a mean of 0 gives 0 (and so, here, does a negative or NaN one)
   unsigned int m = (unsigned int)lambda;
   double pm = exp(-lambda + m * log(lambda) - lgamma(m + 1.0));
   double below = 0.0, p = pm;  // P(X < m) is summed downwards
@@ -440,10 +701,71 @@ template <typename S> static inline unsigned int __gpuedu_curand_poisson(S* stat
   }
   return k;
 }
+}  // namespace __gpuedu_curand
 static inline unsigned int curand_poisson(curandStateXORWOW_t* state, double lambda) {
   return __gpuedu_curand_poisson(state, lambda);
 }
 static inline unsigned int curand_poisson(curandStatePhilox4_32_10_t* state, double lambda) {
   return __gpuedu_curand_poisson(state, lambda);
 }
+
+static inline unsigned int curand_poisson(curandStateMRG32k3a_t* state, double lambda) {
+  return __gpuedu_curand_poisson(state, lambda);
+}
+
+// MRG32k3a's normals and log-normals, on its own Box-Muller pairs.
+static inline float curand_normal(curandStateMRG32k3a_t* state) { return __gpuedu_curand_normal(state); }
+static inline float2 curand_normal2(curandStateMRG32k3a_t* state) { return __gpuedu_curand_bm(state); }
+static inline double curand_normal_double(curandStateMRG32k3a_t* state) { return __gpuedu_curand_normal_double(state); }
+static inline double2 curand_normal2_double(curandStateMRG32k3a_t* state) { return __gpuedu_curand_bm_double(state); }
+static inline float curand_log_normal(curandStateMRG32k3a_t* state, float mean, float stddev) {
+  return __gpuedu_curand_log_normal(state, mean, stddev);
+}
+static inline float2 curand_log_normal2(curandStateMRG32k3a_t* state, float mean, float stddev) {
+  return __gpuedu_curand_log_normal2(state, mean, stddev);
+}
+static inline double curand_log_normal_double(curandStateMRG32k3a_t* state, double mean, double stddev) {
+  return __gpuedu_curand_log_normal_double(state, mean, stddev);
+}
+static inline double2 curand_log_normal2_double(curandStateMRG32k3a_t* state, double mean, double stddev) {
+  return __gpuedu_curand_log_normal2_double(state, mean, stddev);
+}
+
+// Sobol: every distribution from one point by inversion (no Box-Muller, which would pair up two dimensions' worth).
+namespace __gpuedu_curand {
+inline double uniform_double_point(unsigned int x) { return uniform_double(x); }
+inline double uniform_double_point(unsigned long long x) { return uniform_double_bits(x); }
+// in (0, 1), never 1, for the Poisson inversion
+inline double uniform_below_one(unsigned int x) { return x * CURAND_2POW32_INV_DOUBLE + CURAND_2POW32_INV_DOUBLE / 2.0; }
+inline double uniform_below_one(unsigned long long x) {
+  return (x >> 11) * CURAND_2POW53_INV_DOUBLE + CURAND_2POW53_INV_DOUBLE / 4.0;
+}
+template <typename T> inline unsigned int poisson_point(T x, double lambda) {
+  if (lambda < 1000) return poisson_inverse(uniform_below_one(x), lambda);
+  return (unsigned int)((sqrt(lambda) * normal_icdf_double(x)) + lambda + 0.5);
+}
+}  // namespace __gpuedu_curand
+#define GPUEDU_SOBOL_DISTRIBUTIONS(S)                                                                     \
+  static inline float curand_uniform(S* state) { return __gpuedu_curand::uniform(curand(state)); }       \
+  static inline double curand_uniform_double(S* state) {                                                \
+    return __gpuedu_curand::uniform_double_point(curand(state));                                         \
+  }                                                                                                      \
+  static inline float curand_normal(S* state) { return __gpuedu_curand::normal_icdf(curand(state)); }   \
+  static inline double curand_normal_double(S* state) {                                                 \
+    return __gpuedu_curand::normal_icdf_double(curand(state));                                           \
+  }                                                                                                      \
+  static inline float curand_log_normal(S* state, float mean, float stddev) {                          \
+    return expf(mean + stddev * __gpuedu_curand::normal_icdf(curand(state)));                            \
+  }                                                                                                      \
+  static inline double curand_log_normal_double(S* state, double mean, double stddev) {                \
+    return exp(mean + stddev * __gpuedu_curand::normal_icdf_double(curand(state)));                      \
+  }                                                                                                      \
+  static inline unsigned int curand_poisson(S* state, double lambda) {                                  \
+    return __gpuedu_curand::poisson_point(curand(state), lambda);                                        \
+  }
+GPUEDU_SOBOL_DISTRIBUTIONS(curandStateSobol32_t)
+GPUEDU_SOBOL_DISTRIBUTIONS(curandStateScrambledSobol32_t)
+GPUEDU_SOBOL_DISTRIBUTIONS(curandStateSobol64_t)
+GPUEDU_SOBOL_DISTRIBUTIONS(curandStateScrambledSobol64_t)
+#undef GPUEDU_SOBOL_DISTRIBUTIONS
 #endif  // GPUEDU_SCAN
