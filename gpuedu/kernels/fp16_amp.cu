@@ -30,9 +30,12 @@
 
 // One thread per row: with ~10 classes a row is too short to be worth a block.
 // The loss scale is grad_scale, or *scale when scale is not NULL (the trainer's S, kept on
-// the device so that the host need not know it).
+// the device so that the host need not know it). A row whose label is not a class (y < 0 or
+// y >= classes) is left out (loss 0, a zero gradient) and counted in *bad_labels when that is
+// not NULL: the trainer reads the count with the epoch's loss and says what was wrong.
 extern "C" __global__ void softmax_xent_half(__half* __restrict__ dlogits,
                                              float* __restrict__ loss_rows,
+                                             int* __restrict__ bad_labels,
                                              const __half* __restrict__ logits,
                                              const int* __restrict__ labels,
                                              const float* __restrict__ scale,
@@ -41,6 +44,12 @@ extern "C" __global__ void softmax_xent_half(__half* __restrict__ dlogits,
     int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= batch) return;
     const __half* z = logits + r * classes;
+    if (labels[r] < 0 || labels[r] >= classes) {   // z[y] would be another row's logit, or past the buffer
+        if (bad_labels) atomicAdd(bad_labels, 1);
+        loss_rows[r] = 0.0f;
+        for (int c = 0; c < classes; ++c) dlogits[r * classes + c] = __float2half_rn(0.0f);
+        return;
+    }
     // Softmax in FP32: exp of FP16 logits overflows FP16 for z > 11.
     float z_max = __half2float(z[0]);
     for (int c = 1; c < classes; ++c) z_max = fmaxf(z_max, __half2float(z[c]));

@@ -393,8 +393,12 @@ class MixedPrecisionTrainer:
                              "build it with optimizer = SGD(model.parameters(), ...)")
         ga = L.gpuarray()
         self._step_loss = ga.zeros(1, np.float32)      # the last step's mean loss
-        self._loss_total = ga.zeros(1, np.float64)     # summed row losses since reset_loss()
+        # One device buffer, so that reading the epoch's metrics is one copy back: the summed row losses since
+        # reset_loss() (a float64's 8 bytes) and the rows whose label is not a class.
+        self._metrics = ga.zeros(4, np.int32)
+        self._loss_total, self._bad_labels = self._metrics[0:2], self._metrics[2:3]
         self._rows = 0                                 # rows since reset_loss() (the host knows them)
+        self._classes = None
         self._buffers = {}                             # (rows, classes) -> (loss_rows, dlogits)
         self.steps = 0
         self._stream = None
@@ -428,7 +432,8 @@ class MixedPrecisionTrainer:
         scaler = self.scaler
         logits = self.model.forward(x)
         loss_rows, dlogits = softmax_xent(logits, labels, scaler.scale_on_device,
-                                          *self._loss_buffers(*logits.shape), stream=self._stream)
+                                          *self._loss_buffers(*logits.shape), stream=self._stream,
+                                          bad_labels=self._bad_labels)
         sum_loss_rows(loss_rows, self._step_loss, self._loss_total, stream=self._stream)
         self.model.backward(dlogits)
         scaler.unscale_on_device(self.model.half_grads())
@@ -436,6 +441,7 @@ class MixedPrecisionTrainer:
         self.optimizer.step(skip=scaler.skip_flag)      # on the FP32 masters, unless skipped
         self.model.refresh_half(scaler.skip_flag, round_masters=not self.master_weights)
         self._rows += logits.shape[0]
+        self._classes = logits.shape[1]
         self.steps += 1
         return StepResult(self, self.steps)
 
@@ -445,11 +451,22 @@ class MixedPrecisionTrainer:
         if self._rows == 0:
             raise RuntimeError("no step since the last reset_loss(): call trainer.step(x, labels) first")
         _synchronize(self._stream)
-        return float(self._loss_total.get()[0]) / self._rows
+        metrics = self._metrics.get()
+        total, bad = float(metrics[0:2].view(np.float64)[0]), int(metrics[2])
+        if bad:
+            raise ValueError(f"{bad} of the {self._rows} rows since the last reset_loss() had a label outside "
+                             f"[0, {self._classes}): labels are class indices 0 to {self._classes - 1}. Those rows were "
+                             f"left out of the loss and the gradient; check the labels (e.g. labels.get().min() and "
+                             f".max()) and the model's number of outputs. reset_loss() to go on")
+        if not np.isfinite(total):
+            raise ValueError(f"the loss since the last reset_loss() is {total}: the forward pass gave NaN or infinite "
+                             f"logits (an FP16 activation past 65504, NaN or inf in the inputs, or training diverged: "
+                             f"lower the learning rate). reset_loss() to go on")
+        return total / self._rows
 
     def reset_loss(self):
         """Start a new mean (e.g. at each epoch); launched on the device, no copy."""
-        self._loss_total.fill(0, stream=self._stream)
+        self._metrics.fill(0, stream=self._stream)
         self._rows = 0
 
     def epoch_result(self):

@@ -41,12 +41,14 @@ def update_loss_scale(scale, state, scales, history, dynamic, growth_factor, bac
               L.f32(backoff_factor), L.i32(growth_interval), L.f32(min_scale), L.f32(max_scale)), stream)
 
 
-def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None, stream=None):
+def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None, stream=None, bad_labels=None):
     """Cross-entropy of FP16 logits (softmax in FP32).  Returns (loss_rows float32 [B],
     dlogits float16 [B, C] = grad_scale * (softmax - onehot) / B), both on the device.
 
     ``grad_scale``: a number, or a 1-element float32 GPUArray holding it on the device (a scaler's
-    ``scale_on_device``: the host need not know S).  ``loss_rows``/``dlogits``: buffers to reuse."""
+    ``scale_on_device``: the host need not know S).  ``loss_rows``/``dlogits``: buffers to reuse.
+    Labels on the device are not read by the host: a row whose label is not in [0, C) gets loss 0 and a
+    zero gradient, and is counted in ``bad_labels`` (a 1-element int32 GPUArray) when one is given."""
     if logits16.dtype != np.float16 or len(logits16.shape) != 2:
         raise TypeError(f"logits must be a 2-D float16 GPUArray, got {logits16.dtype} {tuple(logits16.shape)}")
     rows, classes = logits16.shape
@@ -61,9 +63,13 @@ def softmax_xent(logits16, labels, grad_scale=1.0, loss_rows=None, dlogits=None,
     ga = L.gpuarray()
     loss_rows = ga.empty(rows, np.float32) if loss_rows is None else loss_rows
     dlogits = ga.empty((rows, classes), np.float16) if dlogits is None else dlogits
-    f = L.kernel("fp16_amp", "softmax_xent_half", "PPPPPiif")
+    if bad_labels is not None and not (L.is_device_array(bad_labels) and bad_labels.dtype == np.int32
+                                       and bad_labels.size == 1):
+        raise TypeError("bad_labels must be a 1-element int32 GPUArray (the count of rows whose label is not a class)")
+    f = L.kernel("fp16_amp", "softmax_xent_half", "PPPPPPiif")
     L.launch(f, (L.ceil_div(rows, 128), 1), (128, 1, 1),
-             (L.ptr(dlogits), L.ptr(loss_rows), L.ptr(logits16), L.ptr(labels), device_scale,
+             (L.ptr(dlogits), L.ptr(loss_rows), np.uintp(0) if bad_labels is None else L.ptr(bad_labels),
+              L.ptr(logits16), L.ptr(labels), device_scale,
               L.i32(rows), L.i32(classes), host_scale), stream)
     return loss_rows, dlogits
 

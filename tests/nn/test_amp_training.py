@@ -213,6 +213,48 @@ def test_softmax_xent_loss_rows_and_bad_labels():
         amp.softmax_xent(ga.to_gpu(logits.astype(np.float32)), labels)
 
 
+def test_device_labels_outside_the_classes_are_left_out_counted_and_reported():
+    rng = np.random.default_rng(4)
+    logits = (3 * rng.standard_normal((6, 10))).astype(np.float16)
+    labels = np.array([1, 10, 3, -1, 9, 12], np.int32)          # rows 1, 3 and 5 are not classes
+    count = ga.zeros(1, np.int32)
+    loss_rows, dlogits = amp.softmax_xent(ga.to_gpu(logits), ga.to_gpu(labels), grad_scale=4.0, bad_labels=count)
+    assert count.get()[0] == 3
+    bad = [1, 3, 5]
+    assert (loss_rows.get()[bad] == 0).all() and (dlogits.get()[bad] == 0).all()
+    good = [0, 2, 4]
+    ref_rows, ref_grad = amp_ops.softmax_xent_reference(logits[good], labels[good], grad_scale=4.0 * 3 / 6)
+    assert np.allclose(loss_rows.get()[good], ref_rows, rtol=1e-5, atol=1e-5)
+    with pytest.raises(TypeError, match="bad_labels must be a 1-element int32 GPUArray"):
+        amp.softmax_xent(ga.to_gpu(logits), ga.to_gpu(labels), bad_labels=ga.zeros(2, np.int32))
+    # the trainer reads the count with the loss, says what was wrong, and goes on after reset_loss()
+    d, x, y = small_batch()
+    model = amp.MixedPrecisionMLP(nn.mlp([64, 32, 10], seed=0))
+    trainer = amp.MixedPrecisionTrainer(model, nn.SGD(model.parameters(), lr=0.1))
+    wrong = y.copy()
+    wrong[:5] = 10
+    trainer.step(x, ga.to_gpu(wrong))
+    with pytest.raises(ValueError, match=r"5 of the 64 rows since the last reset_loss\(\) had a label outside \[0, 10\)"):
+        trainer.mean_loss()
+    trainer.reset_loss()
+    trainer.step(x, y)
+    assert np.isfinite(trainer.mean_loss())
+
+
+def test_a_diverged_forward_pass_is_reported_by_the_mean_loss():
+    # lr 1e5 with a fixed scale: the first step's update throws the FP32 masters far past FP16's 65504, so the
+    # next forward pass computes inf - inf = NaN logits (NaN inputs alone would not do: ReLU's fmaxf drops NaN)
+    d, x, y = small_batch()
+    model = amp.MixedPrecisionMLP(nn.mlp([64, 32, 10], seed=0))
+    trainer = amp.MixedPrecisionTrainer(model, nn.SGD(model.parameters(), lr=1e5), amp.LossScaler(1.0, dynamic=False))
+    trainer.step(x, y)
+    assert np.isfinite(trainer.mean_loss())
+    trainer.reset_loss()
+    trainer.step(x, y)
+    with pytest.raises(ValueError, match=r"the loss since the last reset_loss\(\) is nan: the forward pass gave NaN"):
+        trainer.mean_loss()
+
+
 def test_without_master_weights_small_updates_are_lost():
     # The ablation: weights re-rounded to FP16 after every step.  With a tiny learning rate most
     # updates fall below half an FP16 gap: without the FP32 masters they are lost, with them they
