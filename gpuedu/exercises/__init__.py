@@ -61,6 +61,8 @@ imported on first use)::
         diagnoses=(),                    # callables (case, expected, got) -> hint str or None, tried
                                          # in order when an output of 8+ elements is wrong; the first
                                          # hint replaces the generic one (expected, got: dicts of arrays)
+        diagnose_small_outputs=False,    # True: diagnoses also run on outputs of fewer than 8 elements
+                                         # (a count or a sum whose cases give each mistake its own value)
         run=None,                        # optional (function, args, case) -> None: custom launches
         options=(),                      # extra compiler flags
         no_extern_c=False,               # True: the source declares `extern "C" __global__` itself

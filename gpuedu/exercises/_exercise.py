@@ -90,6 +90,7 @@ class Exercise:
     options: tuple = ()
     no_extern_c: bool = False
     requirements: tuple = ()
+    diagnose_small_outputs: bool = False
     spec_text: str = field(default="", repr=False)
 
     def __post_init__(self):

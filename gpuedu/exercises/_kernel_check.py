@@ -130,7 +130,8 @@ def _run_and_judge(ex, function, case, expected, block_threads, order):
                                     ex.rtol, ex.atol, block_threads, initial=case.inputs.get(name))
         if finding is None:
             continue
-        for diagnosis in ex.diagnoses if finding.n_total >= _DIAGNOSIS_MIN_ELEMENTS else ():
+        diagnosable = finding.n_total >= _DIAGNOSIS_MIN_ELEMENTS or ex.diagnose_small_outputs
+        for diagnosis in ex.diagnoses if diagnosable else ():
             hint = diagnosis(case, expected, outcome.outputs)  # the exercise knows its mistakes best
             if hint:
                 finding.hint = hint
@@ -190,7 +191,8 @@ def _launch_error_hint(message):
             "arithmetic; pass sizes as np.int32(n) and arrays as device pointers.")
 
 
-# Below this many elements a wrong pattern matches by chance (with n = 1, "min(x, 0)" is 0 half the time).
+# Below this many elements a wrong pattern matches by chance (with n = 1, "min(x, 0)" is 0 half the time),
+# unless the exercise says its small outputs are counts or sums whose cases make each mistake's value distinct.
 _DIAGNOSIS_MIN_ELEMENTS = 8
 
 

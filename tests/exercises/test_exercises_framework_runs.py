@@ -223,3 +223,32 @@ def test_what_else_was_checked_is_said_once_the_values_are_right(shift_exercise,
     assert "reverse order" not in exercises.check(shift_exercise.id, wrong, verbose=False).report()
     assert ("(each case also passed with the threads of every block in reverse order)"
             in exercises.check(shift_exercise.id, SHIFT_SOLUTION, verbose=False).report())
+
+
+def _add_count_exercise(small):
+    def spec(count, n):
+        return count + n
+
+    def cases(rng):
+        yield Case("n = 5", {"count": np.array([7], np.int32), "n": np.int32(5)}, block=(32, 1, 1), grid=(1, 1))
+
+    def overwritten(case, expected, got):
+        return "the count was overwritten" if int(got["count"][0]) == int(case.inputs["n"]) else None
+
+    return Exercise(id="98.add_count", title="add to a count", text="t", kernel="add_count", params=("count", "n"),
+                    outputs=("count",), reference=spec, cases=cases,
+                    stub="__global__ void add_count(int* count, int n) {\n    // FILL ME IN (roughly 1 line)\n}\n",
+                    solution="", launch="one block", diagnoses=(overwritten,), diagnose_small_outputs=small)
+
+
+@pytest.mark.parametrize("small", [False, True])
+def test_a_one_element_output_is_diagnosed_only_when_the_exercise_says_so(small):
+    # By default a mistake's hint needs 8 elements (fewer match a wrong pattern by chance); a count opts in.
+    ex = exercises.register(_add_count_exercise(small))
+    try:
+        source = "__global__ void add_count(int* count, int n) {\n    if (threadIdx.x == 0) *count = n;\n}\n"
+        result = check_quietly(ex.id, source)
+        assert not result and result.kind == "wrong_values", result.report()
+        assert ("the count was overwritten" == result.failure.hint) == small, result.report()
+    finally:
+        exercises._registry.pop(ex.id)
