@@ -359,7 +359,8 @@ class Function:
         self._sizes = [info.sizes[i] for i in range(info.nparams)]
         self._aligns = [info.aligns[i] for i in range(info.nparams)]
         self._kinds = [info.kinds[i] for i in range(info.nparams)]
-        self._pointees = [info.pointees[i] for i in range(info.nparams)]
+        codes = [info.pointees[i] for i in range(info.nparams)]
+        self._pointees = [code & 0xFFFF for code in codes]
         self.needs_fibers = bool(info.needs_fibers)
         offsets, off = [], 0
         for size, align in zip(self._sizes, self._aligns):
@@ -370,6 +371,9 @@ class Function:
         self._arg_bytes = off
         self._pointer_offsets = [o for o, kind in zip(offsets, self._kinds) if kind == KIND_POINTER]
         self._pointer_numbers = {o: i for i, o in enumerate(offsets) if self._kinds[i] == KIND_POINTER}
+        # the alignment each pointer argument's address must keep (a float4* 16 bytes), where it is more than 1
+        self._pointer_aligns = [(o, codes[i] >> 16) for i, o in enumerate(offsets)
+                                if self._kinds[i] == KIND_POINTER and codes[i] >> 16 > 1]
         self._max_dynamic_shared = _device.MAX_SHARED_MEMORY_PER_BLOCK
         self._prepared = None
         self._shapes = {}
@@ -503,7 +507,18 @@ class Function:
 
     def _check_device_pointers(self, module, argbuf):
         """Every pointer argument must point at device memory (or be NULL): a host address (a NumPy array's
-        ``ctypes.data``) is an illegal address on a GPU, and here it would let the kernel change host memory."""
+        ``ctypes.data``) is an illegal address on a GPU, and here it would let the kernel change host memory.
+        And it must keep the alignment of the type it points to: a float4* at an address that is not a multiple
+        of 16 faults on a GPU with a misaligned address, at the first access through it."""
+        for offset, align in self._pointer_aligns:
+            address = _POINTER.unpack_from(argbuf, offset)[0]
+            if address % align:
+                raise LaunchError(
+                    f"kernel '{self.name}': parameter #{self._pointer_numbers[offset]} (0-based) is 0x{address:x}, "
+                    f"which is not a multiple of {align}, the alignment of the type it points to: on a GPU the kernel "
+                    f"would fault with a misaligned address. Device allocations are aligned; an offset added on the "
+                    f"host (int(a.gpudata) + k) must be a multiple of {align} bytes too. Misaligned accesses the "
+                    f"kernel makes itself (a cast to float4* of p + 1) show under gpuedu.memcheck()")
         for offset in self._pointer_offsets:
             address = _POINTER.unpack_from(argbuf, offset)[0]
             if address and not _memory.holds(address) and not module._lib.gpuedu_heap_holds(ctypes.c_void_p(address)):

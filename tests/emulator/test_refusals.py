@@ -122,6 +122,29 @@ def test_a_host_address_is_refused_before_the_kernel_can_write_there():
     assert "HOST UNCHANGED: True" in out and "MAPPED: [6. 6.]" in out
 
 
+LOAD = '''
+load = SourceModule("""__global__ void load(float4* out, const float4* in) { out[threadIdx.x] = in[threadIdx.x]; }""")
+load = load.get_function("load")
+'''
+
+
+def test_a_pointer_argument_that_breaks_its_types_alignment_is_refused():
+    message = refused(LOAD + """
+src, dst = gpuarray.zeros(64, np.float32), gpuarray.zeros(64, np.float32)
+load(dst, np.intp(int(src.gpudata) + 4), block=(4, 1, 1), grid=(1, 1))
+""")
+    assert "parameter #1 (0-based)" in message and "not a multiple of 16" in message
+    assert "misaligned address" in message and "gpuedu.memcheck()" in message
+    # an offset that keeps the alignment is fine, and so is any offset of 4 bytes for a float*
+    out, _ = fresh(SCALE + LOAD + textwrap.dedent("""
+        x = gpuarray.zeros(64, np.float32)
+        scale(np.intp(int(x.gpudata) + 4), np.int32(8), block=(8, 1, 1), grid=(1, 1))
+        load(x, np.intp(int(x.gpudata) + 16), block=(4, 1, 1), grid=(1, 1))
+        print("ALIGNED RAN")
+    """))
+    assert "ALIGNED RAN" in out
+
+
 UB = r'''
 ub = SourceModule("""
 __device__ int half_defined(int a) { if (a > 100) return 1; }

@@ -770,14 +770,19 @@ template <typename... A> struct Params {
   static constexpr int sizes[sizeof...(A) + 1] = {(int)sizeof(std::decay_t<A>)..., 0};
   static constexpr int aligns[sizeof...(A) + 1] = {(int)alignof(std::decay_t<A>)..., 0};
   static constexpr int kinds[sizeof...(A) + 1] = {kind<std::decay_t<A>>()..., 0};
-  // What a pointer parameter points to, for Python's check of the array given for it: 0x100 + size for a
-  // floating-point type, 0x200 + size for an integer, 0 for anything else (void, a struct, not a pointer).
+  // What a pointer parameter points to, for Python's checks of the argument given for it: in the low 16 bits
+  // 0x100 + size for a floating-point type, 0x200 + size for an integer, 0 for anything else (void, a struct);
+  // above them the alignment the type needs (float4: 16), which the address must keep. 0 if not a pointer.
   template <typename T> static constexpr int pointee() {
     if constexpr (std::is_pointer_v<T>) {
       using U = std::remove_cv_t<std::remove_pointer_t<T>>;
-      if constexpr (std::is_floating_point_v<U>) return 0x100 + (int)sizeof(U);
-      else if constexpr (std::is_integral_v<U>) return 0x200 + (int)sizeof(U);
-      else return 0;
+      constexpr int align = [] {
+        if constexpr (std::is_void_v<U> || std::is_function_v<U>) return 1;
+        else return (int)alignof(U);
+      }();
+      if constexpr (std::is_floating_point_v<U>) return align << 16 | (0x100 + (int)sizeof(U));
+      else if constexpr (std::is_integral_v<U>) return align << 16 | (0x200 + (int)sizeof(U));
+      else return align << 16;
     } else {
       return 0;
     }
