@@ -1,54 +1,64 @@
-"""Exercises of lessons/09_data_pipeline.ipynb: gathering a shuffled mini-batch."""
+"""Exercises of lessons/09_batching_and_throughput.ipynb: momentum, the optimizer large batches lean on."""
 import numpy as np
 
-from . import Case, Exercise, ceil_div, register
+from . import Case, Exercise, ceil_div, register, sizes_1d
 
-TILE = 16
-
-
-def gather_rows_spec(x, index, rows, features):
-    return x[index].astype(np.float32)
+BLOCK = 256
 
 
-def gather_rows_cases(rng):
-    for label, n, rows, features in [("1 row of 1", 5, 1, 1), ("32 rows of 64 (a digits batch)", 200, 32, 64),
-                                     (f"{TILE + 1} rows of {TILE + 1}", 40, TILE + 1, TILE + 1),
-                                     ("100 rows of 784 (an MNIST batch)", 300, 100, 784)]:
-        x = rng.standard_normal((n, features)).astype(np.float32)
-        index = rng.permutation(n)[:rows].astype(np.int32)
-        yield Case(label, {"x": x, "index": index, "rows": np.int32(rows), "features": np.int32(features)},
-                   block=(TILE, TILE, 1), grid=(ceil_div(features, TILE), ceil_div(rows, TILE)))
+def momentum_spec(w, v, g, n, lr, mu):
+    v_new = (mu * v + g).astype(np.float32)
+    return {"w": (w - lr * v_new).astype(np.float32), "v": v_new}
 
 
-def _gather_ignored_index(case, expected, got):
-    rows = int(case.inputs["rows"])
-    if np.array_equal(got["out"], case.inputs["x"][:rows]):
-        return "out holds the first rows of x in order: read row index[r] of x, not row r."
+def momentum_cases(rng):
+    for label, n in sizes_1d(rng, BLOCK):
+        yield Case(label, {"w": rng.standard_normal(n).astype(np.float32),
+                           "v": rng.standard_normal(n).astype(np.float32),
+                           "g": rng.standard_normal(n).astype(np.float32),
+                           "lr": np.float32(0.05), "mu": np.float32(0.9), "n": np.int32(n)},
+                   block=(BLOCK, 1, 1), grid=(ceil_div(n, BLOCK), 1))
+
+
+def _momentum_not_stored(case, expected, got):
+    # Only when w did move: an untouched kernel leaves both unchanged, which the generic hint explains.
+    if (np.array_equal(got["v"], case.inputs["v"]) and not np.array_equal(got["w"], case.inputs["w"])
+            and not np.array_equal(expected["v"], case.inputs["v"])):
+        return "v is unchanged: store the new velocity, or the next step starts from the old one."
+    return None
+
+
+def _momentum_old_velocity(case, expected, got):
+    w, v, lr = case.inputs["w"], case.inputs["v"], case.inputs["lr"]
+    if np.allclose(got["w"], w - lr * v, rtol=1e-5, atol=1e-6):
+        return "w moved with the old velocity: update v first, then step w with the new v."
     return None
 
 
 register(Exercise(
-    id="09.gather_rows",
-    title="Gather a shuffled mini-batch: out[r] = x[index[r]]",
-    text="A data loader that keeps the whole data set on the device builds each shuffled batch by "
-         "gathering rows: out[r, f] = x[index[r], f]. Use a 2-D grid: x over features (adjacent threads "
-         "read adjacent floats of one row, so the loads are coalesced), y over the batch's rows.",
-    kernel="gather_rows", params=("out", "x", "index", "rows", "features"), outputs=("out",),
-    reference=gather_rows_spec, cases=gather_rows_cases,
+    id="09.sgd_momentum",
+    title="SGD with momentum: v = mu v + g, w = w - lr v",
+    text="Momentum keeps a running velocity per weight, an exponentially weighted sum of past gradients, "
+         "and steps along it. It smooths the noise of small batches and lets large batches take larger "
+         "effective steps. Update v and w in place, one thread per weight.",
+    kernel="sgd_momentum", params=("w", "v", "g", "n", "lr", "mu"), outputs=("w", "v"),
+    reference=momentum_spec, cases=momentum_cases,
     stub=r"""
-// out[r * features + f] = x[index[r] * features + f] for r < rows, f < features.
-__global__ void gather_rows(float* out, const float* x, const int* index, int rows, int features) {
-    // FILL ME IN (roughly 4 lines)
+// v[i] = mu * v[i] + g[i];  w[i] = w[i] - lr * v[i]   (the new v), for every i < n, in place.
+__global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr, float mu) {
+    // FILL ME IN (roughly 6 lines)
 }
 """,
     solution=r"""
-__global__ void gather_rows(float* out, const float* x, const int* index, int rows, int features) {
-    int f = blockIdx.x * blockDim.x + threadIdx.x;   // feature: adjacent threads, adjacent addresses
-    int r = blockIdx.y * blockDim.y + threadIdx.y;   // row of the batch
-    if (r < rows && f < features)                     // edge blocks hang over both dimensions
-        out[r * features + f] = x[index[r] * features + f];
+__global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr, float mu) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;                 // the last block runs past n
+    float vel = mu * v[i] + g[i];
+    v[i] = vel;
+    w[i] -= lr * vel;
 }
 """,
-    launch=f"block = ({TILE}, {TILE}, 1), grid = (ceil_div(features, {TILE}), ceil_div(rows, {TILE}))",
-    diagnoses=(_gather_ignored_index,),
+    launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(n, {BLOCK}), 1); lr, mu are np.float32",
+    rtol=1e-5, atol=1e-6,
+    diagnoses=(_momentum_not_stored, _momentum_old_velocity),
 ))
