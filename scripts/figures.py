@@ -184,12 +184,12 @@ def warps():
     return str(s)
 
 
-#: The example kernel of the occupancy figure and of lesson 12's section on it.
+#: The example kernel of the occupancy figure and of lesson 13's section on it.
 OCCUPANCY_EXAMPLE = dict(threads_per_block=256, registers_per_thread=64, shared_per_block=32 * 1024)
 
 
 def occupancy():
-    """Lesson 12: how many blocks of one kernel an SM holds, limit by limit, and which limit binds."""
+    """Lesson 13: how many blocks of one kernel an SM holds, limit by limit, and which limit binds."""
     gpu = get_gpu("H100")
     occ = theoretical_occupancy(gpu, **OCCUPANCY_EXAMPLE)
     ex = OCCUPANCY_EXAMPLE
@@ -231,7 +231,7 @@ def occupancy():
 
 
 def overlap():
-    """Lesson 09: copies and kernels in one stream, and in two streams with double buffering."""
+    """Lesson 10: copies and kernels in one stream, and in two streams with double buffering."""
     s = Svg(900, 250, "Overlapping copies and compute with two streams and two device buffers")
     s.text(20, 28, "Three batches, copy time c, compute time k: one stream against two", 15, weight="bold")
     unit, x0 = 86, 150

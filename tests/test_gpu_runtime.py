@@ -3,7 +3,7 @@
 - PyCUDA works in the device's primary context, so memory and kernels mix with PyTorch and CuPy
   (the bench's cuBLAS yardsticks) in one process;
 - CUDA events time work on the device; two streams with pinned host memory overlap a copy with a
-  kernel (lesson 09's claim); the bench's event timers give sane numbers;
+  kernel (lesson 10's claim); the bench's event timers give sane numbers;
 - a kernel may use more than 48 KB of dynamic shared memory once its attribute is raised.
 
 gpuedu's own kernels against the NumPy references are not repeated here: test_ops, test_kernels,

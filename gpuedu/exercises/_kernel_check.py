@@ -184,6 +184,10 @@ def _launch_error_hint(message):
     if "longer than" in text:
         return ("the kernel never finished: a loop whose condition never becomes false (check the "
                 "increment, e.g. `i += step` rather than `i + step`).")
+    if "every lane named in the mask" in text or "deadlock: warp" in text:
+        return ("lanes of a warp missed a warp-wide call (__shfl_sync, wmma's load_matrix_sync, mma_sync, "
+                "store_matrix_sync, ...): every lane the call names must reach it, so do not put it inside a "
+                "branch some lanes of the warp skip, or after a return some of them take.")
     if "barrier" in text or "deadlock" in text or "exited" in text:
         return ("threads wait at a barrier that others never reach: every thread of the block must "
                 "reach each __syncthreads(), so do not put it inside a branch or a guard some skip.")

@@ -1,4 +1,4 @@
-"""Exercises whose answer is a Python program run on several MPI processes (lesson 11's ring all-reduce).
+"""Exercises whose answer is a Python program run on several MPI processes (lesson 12's ring all-reduce).
 
 The learner writes a function in a file (``%%writefile my_ring.py`` in a notebook) or a string; ``check``
 runs ``_program_harness.py`` under ``mpiexec`` once per rank count.  On every rank the harness imports the

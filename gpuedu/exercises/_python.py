@@ -11,7 +11,7 @@ class PythonExercise:
     def __post_init__(self):
         from ._exercise import _ID
         if not _ID.match(self.id):
-            raise ValueError(f"exercise id {self.id!r} must look like '11.ring_allreduce' (two-digit lesson, dot, "
+            raise ValueError(f"exercise id {self.id!r} must look like '12.ring_allreduce' (two-digit lesson, dot, "
                              f"lower-case name)")
         if "FILL ME IN" not in self.stub:
             raise ValueError(f"{self.id}: the stub must mark where the learner writes with '# FILL ME IN'")

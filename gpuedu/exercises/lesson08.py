@@ -1,285 +1,268 @@
-"""Exercises of lessons/08_batching_and_throughput.ipynb: momentum and Adam, the optimizers large batches lean on
-(Adam's traffic counted), and choosing the batch size from the step-time model."""
+"""Exercises of lessons/08_tensor_cores_bf16_tf32.ipynb: a tensor-core GEMM with WMMA, and rounding to BF16."""
 import numpy as np
 
-from . import Case, Exercise, FunctionExercise, Requirement, ceil_div, register, sizes_1d
+from . import Case, Exercise, ceil_div, never_written, register
 
-BLOCK = 256
-
-
-def momentum_spec(w, v, g, n, lr, mu):
-    v_new = (mu * v + g).astype(np.float32)
-    return {"w": (w - lr * v_new).astype(np.float32), "v": v_new}
-
-
-def momentum_cases(rng):
-    for label, n in sizes_1d(rng, BLOCK):
-        yield Case(label, {"w": rng.standard_normal(n).astype(np.float32),
-                           "v": rng.standard_normal(n).astype(np.float32),
-                           "g": rng.standard_normal(n).astype(np.float32),
-                           "lr": np.float32(0.05), "mu": np.float32(0.9), "n": np.int32(n)},
-                   block=(BLOCK, 1, 1), grid=(ceil_div(n, BLOCK), 1))
-
-
-def _momentum_not_stored(case, expected, got):
-    # Only when w did move: an untouched kernel leaves both unchanged, which the generic hint explains.
-    if (np.array_equal(got["v"], case.inputs["v"]) and not np.array_equal(got["w"], case.inputs["w"])
-            and not np.array_equal(expected["v"], case.inputs["v"])):
-        return "v is unchanged: store the new velocity, or the next step starts from the old one."
-    return None
-
-
-def _momentum_old_velocity(case, expected, got):
-    w, v, lr = case.inputs["w"], case.inputs["v"], case.inputs["lr"]
-    if np.allclose(got["w"], w - lr * v, rtol=1e-5, atol=1e-6):
-        return "w moved with the old velocity: update v first, then step w with the new v."
-    return None
-
-
-register(Exercise(
-    id="08.sgd_momentum",
-    title="SGD with momentum: v = mu v + g, w = w - lr v",
-    text="Momentum keeps a running velocity per weight, an exponentially weighted sum of past gradients, "
-         "and steps along it. It smooths the noise of small batches and lets large batches take larger "
-         "effective steps. Update v and w in place, one thread per weight.",
-    kernel="sgd_momentum", params=("w", "v", "g", "n", "lr", "mu"), outputs=("w", "v"),
-    reference=momentum_spec, cases=momentum_cases,
-    stub=r"""
-// v[i] = mu * v[i] + g[i];  w[i] = w[i] - lr * v[i]   (the new v), for every i < n, in place.
-__global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr, float mu) {
-    // FILL ME IN (roughly 6 lines)
-}
-""",
-    solution=r"""
-__global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr, float mu) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;                 // the last block runs past n
-    float vel = mu * v[i] + g[i];
-    v[i] = vel;
-    w[i] -= lr * vel;
-}
-""",
-    launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(n, {BLOCK}), 1); lr, mu are np.float32",
-    rtol=1e-5, atol=1e-6,
-    diagnoses=(_momentum_not_stored, _momentum_old_velocity),
-))
+# mma.h is a C++ header (templates in namespace nvcuda::wmma), so the WMMA source includes it and
+# declares its kernel `extern "C"` itself (no_extern_c=True), as gpuedu/kernels/wmma_gemm.cu does.
+TILE = 16          # WMMA's 16x16x16 shape: one warp computes one 16x16 tile of C
+WARP = 32
 
 # ---------------------------------------------------------------------------------------------
-# 08.adam: Adam's update, fused: each weight's 28 bytes cross memory once
-
-LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
-STORE_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
+# 08.wmma_tile: one warp per 16x16 tile of C, stepping along K
 
 
-def adam_spec(w, m, v, g, n, lr, beta1, beta2, eps, c1, c2):
-    g64 = g.astype(np.float64)
-    m_new = beta1 * m.astype(np.float64) + (1 - beta1) * g64
-    v_new = beta2 * v.astype(np.float64) + (1 - beta2) * g64 * g64
-    w_new = w - lr * (m_new * c1) / (np.sqrt(v_new * c2) + eps)
-    return {"w": w_new.astype(np.float32), "m": m_new.astype(np.float32), "v": v_new.astype(np.float32)}
+def wmma_tile_spec(A, B, M, N, K):
+    # A (M x K) and B (K x N) are float16; a product of two halves is exact in float32 and a tensor
+    # core sums in float32. Here: float64 sums, rounded once (the tolerance allows float32 sums).
+    return (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
 
 
-def adam_cases(rng):
-    for (label, n), (t, eps) in zip(sizes_1d(rng, BLOCK), [(1, 1e-8), (2, 1e-8), (10, 1e-8), (100, 0.1), (1000, 1e-8)]):
-        beta1, beta2 = 0.9, 0.999
-        yield Case(f"{label}, step t = {t}" + (f", eps = {eps:g}" if eps != 1e-8 else ""),
-                   {"w": rng.standard_normal(n).astype(np.float32),
-                    "m": (0.1 * rng.standard_normal(n)).astype(np.float32),
-                    "v": rng.uniform(0.01, 1.0, n).astype(np.float32),
-                    "g": rng.standard_normal(n).astype(np.float32), "n": np.int32(n),
-                    "lr": np.float32(0.01), "beta1": np.float32(beta1), "beta2": np.float32(beta2),
-                    "eps": np.float32(eps), "c1": np.float32(1 / (1 - beta1 ** t)),
-                    "c2": np.float32(1 / (1 - beta2 ** t))},
-                   block=(BLOCK, 1, 1), grid=(ceil_div(n, BLOCK), 1))
-
-
-def _adam_step(case, m_new, v_new, c1=None, c2=None, eps_inside=False):
-    i = {k: np.float64(v) if np.ndim(v) == 0 else v.astype(np.float64) for k, v in case.inputs.items()}
-    c1 = i["c1"] if c1 is None else c1
-    c2 = i["c2"] if c2 is None else c2
-    if eps_inside:
-        return i["w"] - i["lr"] * (m_new * c1) / np.sqrt(v_new * c2 + i["eps"])
-    return i["w"] - i["lr"] * (m_new * c1) / (np.sqrt(v_new * c2) + i["eps"])
+def wmma_tile_cases(rng):
+    # Every size is a multiple of 16 (no edge tiles); M, N and K differ so that a swapped index shows.
+    for label, M, N, K in (("M = N = K = 16 (one tile, one step along K)", 16, 16, 16),
+                           ("M = 32, N = 48, K = 16 (6 tiles, one step along K)", 32, 48, 16),
+                           ("M = N = 16, K = 64 (one tile, four steps along K)", 16, 16, 64),
+                           ("M = 48, N = 32, K = 80 (6 tiles, five steps along K)", 48, 32, 80)):
+        A = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+        B = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+        yield Case(label, {"A": A, "B": B, "M": np.int32(M), "N": np.int32(N), "K": np.int32(K)},
+                   block=(WARP, 1, 1), grid=(N // TILE, M // TILE))
 
 
 def _close(got, want):
-    return np.allclose(got, want, rtol=1e-4, atol=1e-6)
+    return np.allclose(got, want, rtol=0, atol=1e-3)
 
 
-def _adam_mixups(case, expected, got):
-    i = case.inputs
-    m_old, v_old = i["m"].astype(np.float64), i["v"].astype(np.float64)
-    m_new, v_new = expected["m"].astype(np.float64), expected["v"].astype(np.float64)
-    if _close(got["m"], m_new) and not _close(got["v"], v_new) and _close(
-            got["v"], i["beta2"] * v_old + (1 - i["beta2"]) * i["g"]):
-        return "v averages the gradient, not its square: v = beta2 v + (1 - beta2) g * g."
-    if not _close(got["w"], expected["w"]):
-        if _close(got["w"], _adam_step(case, m_new, v_new, 1.0, 1.0)):
-            return ("the bias corrections are missing: m and v start at 0, so their averages are too small by a "
-                    "factor (1 - beta^t) early on; multiply m by c1 and v by c2 before the step.")
-        if _close(got["w"], _adam_step(case, m_new, v_new, 1 / i["c1"], 1 / i["c2"])):
-            return "c1 and c2 are already 1 / (1 - beta^t): multiply m and v by them, do not divide."
-        if _close(got["w"], _adam_step(case, m_old, v_old)):
-            return "w stepped with the old m and v: update them first, then step w with the new ones."
-        if _close(got["w"], _adam_step(case, m_new, v_new, eps_inside=True)):
-            return "eps goes outside the square root: w -= lr * (m c1) / (sqrt(v c2) + eps)."
-    moved = not np.array_equal(got["w"], i["w"])     # an untouched kernel: the generic hint says it
-    for name in ("m", "v") if moved else ():
-        if np.array_equal(got[name], i[name]) and not np.array_equal(expected[name], i[name]):
-            return f"{name} is unchanged: store the new {name}, or the next step starts from the old one."
+def _tiles(matrix):
+    """The 16x16 tiles of a matrix whose sides are multiples of 16: {(first row, first column): tile}."""
+    rows, cols = matrix.shape
+    return {(i, j): matrix[i:i + TILE, j:j + TILE] for i in range(0, rows, TILE) for j in range(0, cols, TILE)}
+
+
+def _one_step_along_k(case, expected, got):
+    A, B = case.inputs["A"].astype(np.float64), case.inputs["B"].astype(np.float64)
+    K = int(case.inputs["K"])
+    if K <= TILE:
+        return None
+    if _close(got["C"], A[:, :TILE] @ B[:TILE]):
+        return (f"C holds only the first 16 terms of each dot product, K = {K} has {K // TILE} steps: loop "
+                f"k0 = 0, 16, ... < K, load the A and B tiles at k0 each time and mma_sync them into the same "
+                f"accumulator.")
+    if _close(got["C"], A[:, K - TILE:] @ B[K - TILE:]):
+        return ("C holds only the last 16 terms of each dot product: the accumulator was reset at every step. "
+                "Fill it with 0 once, before the loop; mma_sync(acc, a, b, acc) then adds each step into it.")
     return None
 
 
-def _warps(case):
-    return ceil_div(int(case.inputs["n"]), 32)   # warps with at least one thread below n
+def _tiles_transposed(case, expected, got):
+    want, have = _tiles(expected["C"]), _tiles(got["C"])
+    if all(_close(have[key], want[key].T) for key in want) and not _close(got["C"], expected["C"]):
+        return ("every 16x16 tile of C is transposed: store the accumulator with wmma::mem_row_major "
+                "(C is row-major) and a leading dimension of N.")
+    return None
 
 
-def _loads_hint(case, got, limit, metrics):
-    warps = _warps(case)
-    return (f"your kernel issued {got / warps:.1f} global load instructions per warp; Adam needs 4, one each of w, g, "
-            f"m and v. A load after a store is a load again: after m[i] = ... the compiler must assume that g or "
-            f"v may be the same memory, and reads them anew. Read each array once into a register (float gi = "
-            f"g[i]; ...), compute, then store m, v and w (or mark the pointers __restrict__). An optimizer does "
-            f"almost no arithmetic: its time is its memory traffic, 28 bytes a weight when each is moved once.")
+def _fragment_read_as_col_major(case, expected, got):
+    # A row_major tile read through a col_major fragment (or the reverse) is the tile transposed.
+    A, B = case.inputs["A"].astype(np.float64), case.inputs["B"].astype(np.float64)
+    M, N, K = (int(case.inputs[k]) for k in "MNK")
+    for name in ("A", "B"):
+        C = np.zeros((M, N))
+        for i in range(0, M, TILE):
+            for j in range(0, N, TILE):
+                for k in range(0, K, TILE):
+                    a, b = A[i:i + TILE, k:k + TILE], B[k:k + TILE, j:j + TILE]
+                    C[i:i + TILE, j:j + TILE] += (a.T @ b) if name == "A" else (a @ b.T)
+        if _close(got["C"], C):
+            return (f"every tile of {name} was multiplied transposed: {name} is row-major, so its fragment is "
+                    f"declared with wmma::row_major and loaded with the length of a row of {name} "
+                    f"({'K' if name == 'A' else 'N'}) as the leading dimension.")
+    return None
 
 
-def _stores_hint(case, got, limit, metrics):
-    return (f"your kernel issued {got / _warps(case):.1f} global store instructions per warp; Adam needs 3, one "
-            f"each of w, m and v. Keep intermediate values in registers and store each array once, at the end.")
+def _only_the_first_tile(case, expected, got):
+    have, want = _tiles(got["C"]), _tiles(expected["C"])
+    unwritten = _tiles(never_written(got["C"]))
+    if len(have) > 1 and _close(have[0, 0], want[0, 0]) and all(unwritten[key].all() for key in have if key != (0, 0)):
+        return ("only the top-left tile of C was written: every warp computed that one. Each warp starts its loads "
+                "and its store at its own tile, row 16 * blockIdx.y and column 16 * blockIdx.x.")
+    return None
 
+
+def _pointers_or_leading_dimensions(case, expected, got):
+    # Tried last, when no pattern matched and every element was written (the generic hints cover the rest):
+    # the values are wrong, and a WMMA kernel has few places to go wrong.
+    if never_written(got["C"]).any():
+        return None
+    return ("check where each tile starts and how its rows are spaced: the tile of A at step k0 starts at "
+            "A + row0 * K + k0 with leading dimension K, the tile of B at B + k0 * N + col0 with leading "
+            "dimension N, and the tile of C at C + row0 * N + col0 with leading dimension N.")
+
+
+WMMA_TILE_STUB = r"""
+#include <mma.h>
+using namespace nvcuda;
+
+// C = A B: A is M x K, B is K x N (half, row-major), C is M x N (float, row-major); M, N, K are multiples
+// of 16. One warp (the block's 32 threads) computes the 16x16 tile of C at row 16 * blockIdx.y, column
+// 16 * blockIdx.x, stepping along K 16 at a time with fragments of A and B and one FP32 accumulator.
+extern "C" __global__ void wmma_tile(float* C, const __half* A, const __half* B, int M, int N, int K) {
+    // FILL ME IN (roughly 10 lines)
+}
+"""
+
+WMMA_TILE_SOLUTION = r"""
+#include <mma.h>
+using namespace nvcuda;
+
+extern "C" __global__ void wmma_tile(float* C, const __half* A, const __half* B, int M, int N, int K) {
+    const int row0 = 16 * blockIdx.y, col0 = 16 * blockIdx.x;      // this warp's tile of C
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        wmma::load_matrix_sync(a, A + row0 * K + k0, K);        // leading dimension: a row of A is K long
+        wmma::load_matrix_sync(b, B + k0 * N + col0, N);        // a row of B is N long
+        wmma::mma_sync(acc, a, b, acc);                         // acc += a b, FP32 sums
+    }
+    wmma::store_matrix_sync(C + row0 * N + col0, acc, N, wmma::mem_row_major);
+}
+"""
 
 register(Exercise(
-    id="08.adam",
-    title="Adam, fused: read w, g, m, v once, write w, m, v once",
-    text="Adam (Kingma and Ba, 2015), the optimizer lesson 06 trained with, keeps two running averages per weight, "
-         "of the gradient (m) and of its square (v), and steps each weight by m / sqrt(v): about lr whatever the "
-         "gradient's scale. Both averages start at 0, so at step t they are corrected by c1 = 1 / (1 - beta1^t) and "
-         "c2 = 1 / (1 - beta2^t), computed once per step on the host. The update does almost no arithmetic "
-         "per weight, so its cost is the bytes it moves: the check also counts your global load and store "
-         "instructions, one per array and warp.",
-    kernel="adam", params=("w", "m", "v", "g", "n", "lr", "beta1", "beta2", "eps", "c1", "c2"),
-    outputs=("w", "m", "v"),
-    reference=adam_spec, cases=adam_cases,
-    stub=r"""
-// m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2;  w -= lr * (m c1) / (sqrt(v c2) + eps)
-// (the new m and v), for every i < n, in place; c1 = 1 / (1 - beta1^t), c2 = 1 / (1 - beta2^t).
-__global__ void adam(float* w, float* m, float* v, const float* g, int n,
-                     float lr, float beta1, float beta2, float eps, float c1, float c2) {
-    // FILL ME IN (roughly 9 lines)
-}
-""",
-    solution=r"""
-__global__ void adam(float* w, float* m, float* v, const float* g, int n,
-                     float lr, float beta1, float beta2, float eps, float c1, float c2) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;                           // the last block runs past n
-    float gi = g[i];                              // each array read once, into a register
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] -= lr * (mi * c1) / (sqrtf(vi * c2) + eps);
-}
-""",
-    launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(n, {BLOCK}), 1); the scalars are np.float32",
-    rtol=1e-5, atol=1e-6,
-    diagnoses=(_adam_mixups,),
-    requirements=(Requirement(LOAD_REQUESTS, at_most=lambda case: 4 * _warps(case), hint=_loads_hint),
-                  Requirement(STORE_REQUESTS, at_most=lambda case: 3 * _warps(case), hint=_stores_hint)),
+    id="08.wmma_tile",
+    title="A tensor-core GEMM with WMMA: one warp per 16x16 tile",
+    text="C = A B with A and B in half precision and C in float, on tensor cores through nvcuda::wmma. Each "
+         "block is one warp and computes one 16x16 tile of C: declare fragments of A (matrix_a) and B "
+         "(matrix_b), both row_major, and an accumulator of float; fill the accumulator with 0; for each "
+         "16-wide step along K load the two tiles (load_matrix_sync takes a pointer to the tile's first "
+         "element and the matrix's leading dimension, the length of one of its rows) and mma_sync them into "
+         "the accumulator; then store it into C (store_matrix_sync, wmma::mem_row_major). Every lane of the "
+         "warp makes every call. The sizes are multiples of 16, so no tile needs padding.",
+    kernel="wmma_tile", params=("C", "A", "B", "M", "N", "K"), outputs=("C",),
+    reference=wmma_tile_spec, cases=wmma_tile_cases, stub=WMMA_TILE_STUB, solution=WMMA_TILE_SOLUTION,
+    launch=f"block = ({WARP}, 1, 1), grid = (N / {TILE}, M / {TILE}); M, N, K are np.int32",
+    rtol=0, atol=1e-3,   # float32 sums in any order; a missing or repeated step is off by far more
+    diagnoses=(_one_step_along_k, _tiles_transposed, _fragment_read_as_col_major, _only_the_first_tile,
+               _pointers_or_leading_dimensions),
+    no_extern_c=True,
 ))
 
 # ---------------------------------------------------------------------------------------------
-# 08.smallest_efficient_batch: choosing the batch size from the step-time model t(B) = t0 + B t1
+# 08.float_to_bf16: round a float to bfloat16 with integer operations
+
+BLOCK = 256
+CANONICAL_NAN = 0x7FFF     # the NaN NVIDIA's cuda_bf16.h returns for any NaN input
 
 
-def smallest_efficient_batch_reference(t0, t1, fraction, batch_sizes):
-    for batch in sorted(batch_sizes):
-        if batch / (t0 + batch * t1) >= fraction / t1:
-            return batch
+def float_to_bf16_spec(x, n):
+    bits = x.view(np.uint32).astype(np.uint64)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    # bfloat16 is the upper half of a float32: add 0x7fff plus the lowest bit kept (ties to even), shift
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return np.where(nan, 0x7FFF, rounded & 0xFFFF).astype(np.uint16)     # every NaN: 0x7fff
+
+
+def _special_values():
+    """Ties (halfway between two bfloat16s) with even and odd last kept bits, their neighbours, NaNs
+    (one whose bits would carry into the sign), infinities, the largest float (it rounds to Inf),
+    zeros and subnormals."""
+    ties = 0x3F808000 + 0x10000 * np.arange(16, dtype=np.uint32)        # 1 + (2j + 1) * 2**-8
+    bits = np.concatenate([ties, ties | 0x80000000, ties + 1, ties - 1, np.array([
+        0x00000000, 0x80000000, 0x7F800000, 0xFF800000,                  # zeros and infinities
+        0x7FC00000, 0xFFC00000, 0x7FFFFFFF, 0x7FC0FFFF,                  # NaNs: 0x7fffffff + 0x8000 carries
+        0x7F7FFFFF, 0x7F7F7FFF, 0x7F7F8000,                              # the largest float rounds to Inf
+        0x00000001, 0x00008000, 0x00018000, 0x807F8000,                  # subnormals, ties among them
+    ], dtype=np.uint32)])
+    return bits.view(np.float32)
+
+
+def float_to_bf16_cases(rng):
+    special = _special_values()
+    random_bits = rng.integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32)
+    nan = (random_bits & 0x7FFFFFFF) > 0x7F800000
+    random_bits[nan] |= 0x00400000           # quiet NaNs only: a signalling NaN may be quietened in transit
+    for label, x in (("n = 1", np.array([1 / 3], np.float32)),
+                     (f"n = {special.size} (ties, NaNs, infinities, the largest float, subnormals)", special),
+                     (f"n = {BLOCK + 1}", (rng.standard_normal(BLOCK + 1) * 100).astype(np.float32)),
+                     ("n = 5000 (random bit patterns)", random_bits.view(np.float32))):
+        n = x.size
+        yield Case(label, {"x": x, "n": np.int32(n)}, block=(BLOCK, 1, 1), grid=(ceil_div(n, BLOCK), 1))
+
+
+def _bits_and_masks(case, got, expected):
+    """The inputs' bits (as uint64: room for a carry), the mask of wrong outputs and the mask of NaN inputs."""
+    bits = case.inputs["x"].view(np.uint32)
+    wrong = got["out"] != expected["out"]
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return bits.astype(np.uint64), wrong, nan
+
+
+def _nan_mishandled(case, expected, got):
+    bits, wrong, nan = _bits_and_masks(case, got, expected)
+    if wrong.any() and np.all(nan[wrong]):
+        first = int(np.flatnonzero(wrong)[0])
+        return (f"only NaNs are wrong (input 0x{int(bits[first]):08x} gave 0x{int(got['out'][first]):04x}): "
+                f"adding the rounding increment to a NaN's bits can carry into the exponent and the sign "
+                f"(0x7fffffff becomes -0.0). Test for NaN first, (bits & 0x7fffffff) > 0x7f800000, and "
+                f"write 0x{CANONICAL_NAN:04x}.")
     return None
 
 
-def _threshold(t0, t1, fraction):
-    return fraction * t0 / ((1 - fraction) * t1)
-
-
-# One training step of a 784-1024-1024-10 MLP at two batch sizes, measured on an H200 (gpuedu bench, 2026-11-26,
-# benchmarks/results/nvidia-h200.json: mlp_step_b128 and mlp_step_b4096, in images/s), and the line through them.
-H200_STEP_SECONDS = {128: 128 / 310_836.6, 4096: 4096 / 3_249_349.4}
-H200_T1 = (H200_STEP_SECONDS[4096] - H200_STEP_SECONDS[128]) / (4096 - 128)
-H200_T0 = H200_STEP_SECONDS[128] - 128 * H200_T1
-
-
-def smallest_efficient_batch_cases(rng):
-    powers = [2 ** k for k in range(13)]
-    yield ("an emulator fit from an earlier run of this lesson (t0 = 544 us, t1 = 13.56 us), 90% of the ceiling",
-           dict(t0=544e-6, t1=13.56e-6, fraction=0.9, batch_sizes=powers))
-    yield ("the same fit, half of the ceiling (the knee B* = t0 / t1)",
-           dict(t0=544e-6, t1=13.56e-6, fraction=0.5, batch_sizes=powers))
-    yield ("the H200 of this lesson's napkin math (t0 = 68 us, t1 = 0.85 ns, modelled), 50%: out of reach",
-           dict(t0=11 * 6.2e-6, t1=57e3 / 67e12, fraction=0.5, batch_sizes=powers))
-    yield (f"the line through two steps measured on an H200 (t0 = {H200_T0 * 1e6:.0f} us, t1 = {H200_T1 * 1e6:.2f} us), "
-           f"50%", dict(t0=H200_T0, t1=H200_T1, fraction=0.5, batch_sizes=powers))
-    yield ("sizes not in order, 75%", dict(t0=200e-6, t1=1e-6, fraction=0.75, batch_sizes=[4096, 64, 1024, 256, 16]))
-    found = 0
-    while found < 3:      # random models, none with a batch size within 1% of the threshold
-        t0, t1 = float(10 ** rng.uniform(-5, -3)), float(10 ** rng.uniform(-8, -5))
-        fraction = float(rng.choice([0.5, 0.8, 0.9, 0.95]))
-        need = _threshold(t0, t1, fraction)
-        if 1 <= need <= 4096 and min(abs(b / need - 1) for b in powers) > 0.01:
-            found += 1
-            yield (f"t0 = {t0 * 1e6:.1f} us, t1 = {t1 * 1e6:.3f} us, {fraction:.0%} (random)",
-                   dict(t0=t0, t1=t1, fraction=fraction, batch_sizes=powers))
-
-
-def _batch_mixups(kwargs, expected, got):
-    t0, t1, fraction, sizes = kwargs["t0"], kwargs["t1"], kwargs["fraction"], kwargs["batch_sizes"]
-    if got is not None and got not in sizes:
-        return ("return one of batch_sizes, the smallest that is enough: the bound f t0 / ((1 - f) t1) itself is "
-                "rarely a batch size the loader can use.")
-    knee = next((b for b in sorted(sizes) if b >= t0 / t1), None)
-    if fraction != 0.5 and knee is not None and got == knee:
-        return ("B* = t0 / t1 is where throughput reaches half of its ceiling 1 / t1; for a fraction f solve "
-                "B / (t0 + B t1) >= f / t1, which gives B >= f t0 / ((1 - f) t1).")
-    largest = max(sizes)
-    best = largest / (t0 + largest * t1)
-    if got == next((b for b in sorted(sizes) if b / (t0 + b * t1) >= fraction * best), None):
-        return ("the ceiling is 1 / t1, the throughput of an endless batch, not the throughput of the largest "
-                "batch in the list.")
-    if expected is None:
-        return ("no batch size in the list reaches the fraction here (the bound f t0 / ((1 - f) t1) lies beyond "
-                "the largest): return None.")
-    if sizes != sorted(sizes) and got == next((b for b in sizes if b / (t0 + b * t1) >= fraction / t1), None):
-        return "batch_sizes need not be in order: return the smallest size that reaches the fraction."
-    if got == largest:
-        return "the largest batch is never slower, but the question is the smallest batch that is fast enough."
+def _truncated(case, expected, got):
+    bits, wrong, nan = _bits_and_masks(case, got, expected)
+    finite_wrong = wrong & ~nan
+    if finite_wrong.any() and np.all(got["out"][finite_wrong] == (bits[finite_wrong] >> 16)):
+        return ("the wrong results are the upper 16 bits as they are: that rounds toward zero. Round to "
+                "nearest first: add 0x7fff plus the lowest bit you keep (bit 16), then shift right by 16.")
     return None
 
 
-register(FunctionExercise(
-    id="08.smallest_efficient_batch",
-    title="Choose the batch size from the step-time model",
-    text="This lesson models a training step as t(B) = t0 + B t1: a fixed cost t0 (the launches) and t1 per "
-         "image. Throughput B / (t0 + B t1) climbs towards a ceiling of 1 / t1 that no batch reaches. A larger "
-         "batch than needed only costs accuracy per epoch (fewer updates), so pick the smallest batch that is "
-         "fast enough: return the smallest of batch_sizes whose modelled throughput is at least `fraction` of "
-         "the ceiling, or None if none is. t0 and t1 are in seconds.",
-    function="smallest_efficient_batch",
-    cases=smallest_efficient_batch_cases,
-    reference=smallest_efficient_batch_reference,
-    stub='''def smallest_efficient_batch(t0, t1, fraction, batch_sizes):
-    """The smallest of batch_sizes whose modelled throughput B / (t0 + B t1) reaches fraction / t1, or None."""
-    # FILL ME IN (roughly 4 lines)
-''',
-    solution='''def smallest_efficient_batch(t0, t1, fraction, batch_sizes):
-    """The smallest of batch_sizes whose modelled throughput B / (t0 + B t1) reaches fraction / t1, or None."""
-    for batch in sorted(batch_sizes):                       # the smallest first
-        if batch / (t0 + batch * t1) >= fraction / t1:      # images/s against the ceiling 1 / t1
-            return batch
-    return None                                             # even the largest is too slow
-''',
-    launch="smallest_efficient_batch(t0, t1, fraction, batch_sizes) is called for 8 models (an emulator fit, "
-           "the napkin math's H200, a line through two steps measured on an H200, 5 others) and compared with the "
-           "reference's choice",
-    diagnoses=(_batch_mixups,),
+def _ties_up(case, expected, got):
+    bits, wrong, nan = _bits_and_masks(case, got, expected)
+    finite_wrong = wrong & ~nan
+    if finite_wrong.any() and np.all(got["out"][finite_wrong] == ((bits[finite_wrong] + 0x8000) >> 16) & 0xFFFF):
+        return ("values exactly halfway between two bfloat16s are rounded away from zero: ties go to the "
+                "neighbour whose last bit is 0, so add 0x7fff + ((bits >> 16) & 1), not 0x8000.")
+    return None
+
+
+FLOAT_TO_BF16_STUB = r"""
+// out[i] = the bit pattern of the bfloat16 nearest to x[i] (ties to even); every NaN gives 0x7fff.
+__global__ void float_to_bf16(unsigned short* out, const float* x, int n) {
+    // FILL ME IN (roughly 8 lines)
+}
+"""
+
+FLOAT_TO_BF16_SOLUTION = r"""
+__global__ void float_to_bf16(unsigned short* out, const float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int bits = __float_as_uint(x[i]);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {      // NaN: rounding its bits could carry into the sign
+        out[i] = 0x7fff;
+        return;
+    }
+    bits += 0x7fffu + ((bits >> 16) & 1u);          // round to nearest, ties to even (a carry bumps the exponent)
+    out[i] = (unsigned short)(bits >> 16);
+}
+"""
+
+register(Exercise(
+    id="08.float_to_bf16",
+    title="Round float to bfloat16 with integer operations",
+    text="bfloat16 is the upper 16 bits of a float32 (sign, the same 8 exponent bits, 7 fraction bits), so "
+         "converting drops the lower 16 bits, rounding to nearest with ties to even: add 0x7fff plus the "
+         "lowest bit kept (bit 16) to the bits and shift right by 16. A carry out of the fraction bumps the "
+         "exponent, which also turns the largest floats into Inf, as rounding should. NaNs need a test of "
+         "their own, before the addition: every NaN gives the canonical pattern 0x7fff. The emulator has no "
+         "bfloat16 type, so the output is the bit pattern (unsigned short); __float_as_uint(x) gives a "
+         "float's bits.",
+    kernel="float_to_bf16", params=("out", "x", "n"), outputs=("out",),
+    reference=float_to_bf16_spec, cases=float_to_bf16_cases, stub=FLOAT_TO_BF16_STUB,
+    solution=FLOAT_TO_BF16_SOLUTION,
+    launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(n, {BLOCK}), 1); n is np.int32",
+    diagnoses=(_nan_mishandled, _truncated, _ties_up),
 ))

@@ -1,260 +1,195 @@
-"""Exercises of lessons/11_beyond_one_gpu.ipynb: the learner's own ring all-reduce, on real MPI processes."""
+"""Exercises of lessons/11_convolution.ipynb: a direct convolution with a zero-padded halo, and im2col.
+
+The images and filters hold small integers stored as float32, so every sum is exact whatever the order of
+the additions: a correct kernel matches NumPy bit for bit.  The shapes have odd sizes, several channels,
+stride 1 and 2 and padding 0 to 2, so every guard of the halo is exercised.
+"""
 import numpy as np
 
-from . import register
-from ._program import ProgramExercise
+from . import Case, Exercise, ceil_div, register
 
-SIZES = (1, 3, 4, 10, 1001, 1 << 18)     # shorter than the ranks, odd, and large enough for MPI's rendezvous
-
-
-def _chunks(n, size):
-    return [(n * i // size, n * (i + 1) // size) for i in range(size)]
+THREADS = 128
 
 
-# What a ring may not use: MPI's own collectives do the whole job (or gather it on one rank) in one call.
-COLLECTIVES = frozenset("""
-    Allreduce allreduce Reduce reduce Bcast bcast Gather gather Gatherv Allgather allgather Allgatherv Scatter
-    scatter Scatterv Reduce_scatter Reduce_scatter_block Alltoall alltoall Alltoallv Scan scan Exscan exscan
-    Iallreduce Ireduce Ibcast Igather Iallgather Ireduce_scatter Ialltoall
-""".split())
+def _small_ints(rng, shape):
+    return rng.integers(-3, 4, shape).astype(np.float32)
 
 
-def _nbytes(buf):
-    """Bytes in an MPI buffer argument: an array, or [array, type] / [array, count, type]."""
-    if isinstance(buf, (list, tuple)) and buf:
-        buf = buf[0]
-    return int(getattr(buf, "nbytes", 0))
+def _out(size, k, stride, pad):
+    return (size + 2 * pad - k) // stride + 1
 
 
-class RingWatch:
-    """The communicator the learner's function gets: every call goes to the real one, and what a ring is made
-    of is written down: the ranks each message went to and came from, its bytes, and any collective called."""
-
-    def __init__(self, comm):
-        self._comm = comm
-        self.sent, self.received, self.collectives = [], [], []    # (peer, bytes); names
-
-    def __getattr__(self, name):
-        attr = getattr(self._comm, name)
-        if name in COLLECTIVES:
-            def collective(*args, **kwargs):
-                self.collectives.append(name)
-                return attr(*args, **kwargs)
-            return collective
-        return attr
-
-    def _send(self, buf, dest):
-        self.sent.append((dest, _nbytes(buf)))
-
-    def Send(self, buf, dest, tag=0):
-        self._send(buf, dest)
-        return self._comm.Send(buf, dest, tag)
-
-    def Isend(self, buf, dest, tag=0):
-        self._send(buf, dest)
-        return self._comm.Isend(buf, dest, tag)
-
-    def Ssend(self, buf, dest, tag=0):
-        self._send(buf, dest)
-        return self._comm.Ssend(buf, dest, tag)
-
-    def Recv(self, buf, source=None, tag=None, status=None):
-        source, tag = _any(source, tag)
-        self.received.append((source, _nbytes(buf)))
-        return self._comm.Recv(buf, source, tag, status)
-
-    def Irecv(self, buf, source=None, tag=None):
-        source, tag = _any(source, tag)
-        self.received.append((source, _nbytes(buf)))
-        return self._comm.Irecv(buf, source, tag)
-
-    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=None, recvtag=None, status=None):
-        source, recvtag = _any(source, recvtag)
-        self._send(sendbuf, dest)
-        self.received.append((source, _nbytes(recvbuf)))
-        return self._comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
-
-    def Sendrecv_replace(self, buf, dest, sendtag=0, source=None, recvtag=None, status=None):
-        source, recvtag = _any(source, recvtag)
-        self._send(buf, dest)
-        self.received.append((source, _nbytes(buf)))
-        return self._comm.Sendrecv_replace(buf, dest, sendtag, source, recvtag, status)
-
-    def send(self, obj, dest, tag=0):
-        self._send(obj, dest)
-        return self._comm.send(obj, dest, tag)
-
-    def isend(self, obj, dest, tag=0):
-        self._send(obj, dest)
-        return self._comm.isend(obj, dest, tag)
-
-    def recv(self, buf=None, source=None, tag=None, status=None):
-        source, tag = _any(source, tag)
-        self.received.append((source, 0))
-        return self._comm.recv(buf, source, tag, status)
-
-    def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=None, recvtag=None, status=None):
-        source, recvtag = _any(source, recvtag)
-        self._send(sendobj, dest)
-        self.received.append((source, 0))
-        return self._comm.sendrecv(sendobj, dest, sendtag, recvbuf, source, recvtag, status)
+def _shapes(rng):
+    """(label, C, H, W, K, R, S, stride, pad)."""
+    h, w = (int(v) for v in rng.integers(9, 20, 2))
+    return [("1 channel, 5 x 5, 3 x 3 filter, no padding", 1, 5, 5, 1, 3, 3, 1, 0),
+            ("1 channel, 4 x 4, 3 x 3 filter, padding 1 (same size out)", 1, 4, 4, 1, 3, 3, 1, 1),
+            ("3 channels, 7 x 9, 2 filters of 3 x 3, padding 1", 3, 7, 9, 2, 3, 3, 1, 1),
+            ("2 channels, 9 x 8, 3 filters of 3 x 2, stride 2, padding 1", 2, 9, 8, 3, 3, 2, 2, 1),
+            ("1 channel, 3 x 3, 5 x 5 filter, padding 2 (the filter larger than the image)", 1, 3, 3, 2, 5, 5, 1, 2),
+            (f"2 channels, {h} x {w}, 4 filters of 5 x 5, stride 2, padding 2 (random)", 2, h, w, 4, 5, 5, 2, 2)]
 
 
-def _any(source, tag):
-    """mpi4py's defaults for a receive's source and tag (MPI.ANY_SOURCE, MPI.ANY_TAG), whatever MPI's numbers."""
-    from mpi4py import MPI
-    return (MPI.ANY_SOURCE if source is None else source), (MPI.ANY_TAG if tag is None else tag)
+def _ints(**values):
+    return {k: np.int32(v) for k, v in values.items()}
 
 
-def judge_ring(watch, rank, size, nbytes):
-    """None when ``watch`` saw a ring all-reduce of ``nbytes`` on this rank, else what is missing (a dict)."""
-    if size == 1:
-        return None
-    right, left = (rank + 1) % size, (rank - 1) % size
-    hint = ("a ring sends only to the right neighbour (rank + 1) mod N and receives only from the left one, "
-            "2(N - 1) times, each time one chunk of about 1/N of the buffer: comm.Sendrecv(chunk, dest=right, "
-            "recvbuf=incoming, source=left)")
-    if watch.collectives:
-        return {"kind": "not_a_ring", "hint": hint,
-                "message": f"the values are right, but rank {rank} called comm.{watch.collectives[0]}, an MPI "
-                           f"collective that does the reduction itself: that is not your ring"}
-    stranger = next((peer for peer, _ in watch.sent if peer != right), None)
-    if stranger is None:
-        from mpi4py import MPI
-        stranger = next((peer for peer, _ in watch.received if peer not in (left, MPI.ANY_SOURCE)), None)
-        direction = "received from"
-    else:
-        direction = "sent to"
-    if stranger is not None:
-        return {"kind": "not_a_ring", "hint": hint,
-                "message": f"the values are right, but rank {rank} {direction} rank {stranger}, which is not its "
-                           f"neighbour in the ring (right {right}, left {left}): gathering to one rank and sending "
-                           f"back is not a ring, and its one rank moves N times the data"}
-    steps = len(watch.sent)
-    if steps != 2 * (size - 1):
-        return {"kind": "not_a_ring", "hint": hint,
-                "message": f"the values are right, but rank {rank} sent {steps} message{'s' if steps != 1 else ''} "
-                           f"where a ring of {size} ranks sends 2(N - 1) = {2 * (size - 1)}, one per reduce-scatter "
-                           f"and all-gather step (a gather to one rank and back sends fewer)"}
-    sent = sum(b for _, b in watch.sent)
-    ideal = 2 * (size - 1) * nbytes / size
-    slack = 2 * (size - 1) * (nbytes / size + 16)      # chunks differ from 1/N by at most an element
-    if abs(sent - ideal) > slack:
-        return {"kind": "not_a_ring", "hint": hint,
-                "message": f"the values are right, but rank {rank} sent {sent:,} bytes where a ring sends about "
-                           f"2(N - 1)/N of the buffer, {ideal:,.0f} bytes: each step should move one chunk"}
+# ---------------------------------------------------------------------------------------------- direct
+def conv_spec(x, w, C, H, W, K, R, S, stride, pad):
+    from .. import reference
+    return reference.conv2d(x.reshape(1, C, H, W), w, stride=int(stride), padding=int(pad))[0].astype(np.float32)
+
+
+def conv_cases(rng):
+    for label, C, H, W, K, R, S, stride, pad in _shapes(rng):
+        P, Q = _out(H, R, stride, pad), _out(W, S, stride, pad)
+        yield Case(label, {"x": _small_ints(rng, (C, H, W)), "w": _small_ints(rng, (K, C, R, S)),
+                           **_ints(C=C, H=H, W=W, K=K, R=R, S=S, stride=stride, pad=pad)},
+                   block=(THREADS, 1, 1), grid=(ceil_div(K * P * Q, THREADS), 1))
+
+
+def _padding_ignored(case, expected, got):
+    """The padding read as if it were the image's own border: outputs shifted by ``pad``."""
+    if int(case.inputs["pad"]) > 0 and not np.isnan(got["y"]).any():
+        inner = expected["y"]
+        if got["y"].shape == inner.shape and np.array_equal(got["y"][..., 1:-1, 1:-1], inner[..., 1:-1, 1:-1]) \
+                and not np.array_equal(got["y"], inner):
+            return ("the inside of the output is right but its border is wrong: the border outputs read the "
+                    "halo, the padding. An input position h = p * stride - pad + r outside [0, H) must add 0 "
+                    "(skip it), not be clamped or wrapped.")
     return None
 
 
-def ring_cases(function, comm, seed):
-    """Every rank: run the learner's function on each case, compare with MPI.Allreduce and check that it is a
-    ring (neighbours only, 2(N - 1) steps, about 2(N - 1)/N of the buffer sent); say what is wrong."""
-    from mpi4py import MPI
-    rank, size = comm.Get_rank(), comm.Get_size()
-    results = []
-    for n in SIZES:
-        for dtype in (np.float32, np.float64):
-            label = f"n = {n}, {np.dtype(dtype).name}"
-            data = np.random.default_rng([seed, rank, n]).standard_normal(n).astype(dtype)
-            expect = np.empty_like(data)
-            comm.Allreduce(data, expect, op=MPI.SUM)
-            buf = data.copy()
-            watch = RingWatch(comm)
-            function(watch, buf)
-            tol = (1e-5 if dtype == np.float32 else 1e-12) * max(1.0, float(np.abs(expect).max()))
-            wrong = np.abs(buf - expect) > tol
-            digests = comm.allgather(buf.tobytes())
-            entry = {"case": label, "ok": not wrong.any() and len(set(digests)) == 1}
-            values_right = comm.allgather(not wrong.any())      # (the real communicator: not the learner's)
-            if wrong.any():
-                entry.update(_diagnose(buf, data, expect, wrong, rank, size, n))
-            elif all(values_right) and (verdict := judge_ring(watch, rank, size, data.nbytes)) is not None:
-                entry.update(verdict, ok=False)
-            elif not entry["ok"]:
-                entry.update(kind="ranks_differ", message=f"every rank holds the sum to within rounding, "
-                             f"but not bit for bit the same one (rank {rank} differs from another)",
-                             hint="each complete chunk should be summed on one rank and then copied to the others "
-                                  "(the all-gather copies, it does not add): then all ranks agree exactly, and "
-                                  "data-parallel training keeps identical weights")
-            results.append(entry)
-    return results
-
-
-def _diagnose(buf, data, expect, wrong, rank, size, n):
-    first = int(np.argmax(wrong))
-    message = (f"on rank {rank}, {int(wrong.sum())} of {n} elements are wrong; the first at index {first}: "
-               f"expected {expect[first]:.6g}, got {buf[first]:.6g}")
-    if np.array_equal(buf, data):
-        return {"kind": "unchanged", "message": message,
-                "hint": "buf still holds this rank's own values: sum in place, into buf itself (buf[a:b] += "
-                        "what arrived), do not rebind the name to a new array, and let the all-gather bring "
-                        "every complete chunk to every rank (N - 1 steps)"}
-    bad_chunks = [i for i, (a, b) in enumerate(_chunks(n, size)) if wrong[a:b].any()]
-    if size > 1 and n < size:
-        hint = (f"n = {n} is smaller than the {size} ranks, so some chunks are empty: send and receive them "
-                f"anyway (zero elements), so every rank makes the same 2(N-1) steps")
-    elif len(bad_chunks) < size:
-        hint = (f"chunks {bad_chunks} of {size} are wrong, the others right: in reduce-scatter step s rank r sends "
-                f"chunk (r - s) mod N and adds into chunk (r - s - 1) mod N; in all-gather it sends chunk "
-                f"(r + 1 - s) mod N and copies into chunk (r - s) mod N")
+def _stride_ignored(case, expected, got):
+    """The output computed as if the stride were 1 (its first P x Q outputs)."""
+    from .. import reference
+    i = case.inputs
+    stride = int(i["stride"])
+    if stride == 1:
+        return None
+    C, H, W, R, S, pad = (int(i[k]) for k in ("C", "H", "W", "R", "S", "pad"))
+    x = i["x"].reshape(1, C, H, W)
+    name = next(iter(expected))
+    if name == "y":
+        K, P, Q = expected["y"].shape
+        unit = reference.conv2d(x, i["w"], padding=pad)[0][:, :P, :Q]
     else:
-        hint = ("every chunk is wrong: check that reduce-scatter adds what arrives and the all-gather copies it "
-                "(adding there counts values twice), each for N - 1 steps")
-    return {"kind": "wrong_values", "message": message, "hint": hint}
+        P, Q = _out(H, R, stride, pad), _out(W, S, stride, pad)
+        unit = reference.im2col(x, R, S, 1, pad).reshape(C * R * S, _out(H, R, 1, pad), -1)[:, :P, :Q]
+    if np.array_equal(got[name].reshape(unit.shape), unit.astype(np.float32)):
+        return (f"the stride is missing: output p reads input rows p * stride - pad + r (here stride = {stride}), "
+                f"not p - pad + r.")
+    return None
 
 
-register(ProgramExercise(
-    id="11.ring_allreduce",
-    title="Your own ring all-reduce on MPI processes",
-    text="Sum a 1-D NumPy array over every rank of an mpi4py communicator, in place, with the ring: cut the "
-         "buffer into N chunks (N ranks); N - 1 reduce-scatter steps, in each of which every rank sends one "
-         "chunk to its right neighbour and adds the chunk arriving from its left one into its own copy; then "
-         "N - 1 all-gather steps that pass the complete chunks round the ring, copying them. Every rank must "
-         "end with the same sum as MPI.Allreduce, for any length (even one shorter than N). Use "
-         "comm.Sendrecv (or Isend and Recv): if every rank first makes a blocking Send of a large chunk, "
-         "they all wait for a receive no one has posted.",
-    function="my_ring_allreduce",
-    rank_cases=ring_cases,
-    stub='''import numpy as np
+CONV_STUB = r"""
+// y[k][p][q] = sum over c, r, s of w[k][c][r][s] * x[c][p*stride - pad + r][q*stride - pad + s],
+// where reads outside the H x W image are the zero padding (the halo). One image: x is C x H x W,
+// w is K x C x R x S, y is K x P x Q with P = (H + 2*pad - R)/stride + 1, Q = (W + 2*pad - S)/stride + 1.
+// One thread per output element; the grid covers K * P * Q threads (rounded up to whole blocks).
+__global__ void conv_direct(float* y, const float* x, const float* w, int C, int H, int W,
+                            int K, int R, int S, int stride, int pad) {
+    int P = (H + 2 * pad - R) / stride + 1, Q = (W + 2 * pad - S) / stride + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    // FILL ME IN (roughly 14 lines): guard idx, split it into (k, p, q), loop over c, r, s,
+    // skip the taps that fall in the padding, write y[idx].
+}
+"""
+
+CONV_SOLUTION = r"""
+__global__ void conv_direct(float* y, const float* x, const float* w, int C, int H, int W,
+                            int K, int R, int S, int stride, int pad) {
+    int P = (H + 2 * pad - R) / stride + 1, Q = (W + 2 * pad - S) / stride + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= K * P * Q) return;                // the last block sticks out past y
+    int q = idx % Q, p = (idx / Q) % P, k = idx / (P * Q);
+    float acc = 0.0f;
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) {
+            int h = p * stride - pad + r;
+            if (h < 0 || h >= H) continue;       // a row of the halo: adds 0
+            for (int s = 0; s < S; s++) {
+                int col = q * stride - pad + s;
+                if (col < 0 || col >= W) continue;
+                acc += x[(c * H + h) * W + col] * w[((k * C + c) * R + r) * S + s];
+            }
+        }
+    y[idx] = acc;
+}
+"""
+
+register(Exercise(
+    id="11.conv_direct",
+    title="A direct convolution with a zero-padded halo",
+    text="One thread computes one output y[k][p][q]: the dot product of filter k with the R x S x C window "
+         "of the image whose top-left corner is (p * stride - pad, q * stride - pad). Near the edges part of "
+         "the window lies in the halo, the zero padding around the image: those taps add nothing, so skip "
+         "them (never read x there: that is out of bounds). Index y flat, idx = (k * P + p) * Q + q, and "
+         "guard idx against the rounded-up grid.",
+    kernel="conv_direct", params=("y", "x", "w", "C", "H", "W", "K", "R", "S", "stride", "pad"),
+    outputs=("y",), reference=conv_spec, cases=conv_cases, stub=CONV_STUB, solution=CONV_SOLUTION,
+    launch=f"block = ({THREADS}, 1, 1), grid = (ceil_div(K * P * Q, {THREADS}), 1)",
+    diagnoses=(_padding_ignored, _stride_ignored),
+))
 
 
-def my_ring_allreduce(comm, buf):
-    """Sum buf (a 1-D NumPy array) over every rank of comm, in place, with a ring."""
-    size, rank = comm.Get_size(), comm.Get_rank()
-    right, left = (rank + 1) % size, (rank - 1) % size
-    bounds = [(len(buf) * i // size, len(buf) * (i + 1) // size) for i in range(size)]   # chunk i: buf[a:b]
-    # FILL ME IN (roughly 10 lines: N - 1 reduce-scatter steps, then N - 1 all-gather steps)
-''',
-    solution='''import numpy as np
+# ---------------------------------------------------------------------------------------------- im2col
+def im2col_spec(x, C, H, W, R, S, stride, pad):
+    from .. import reference
+    return reference.im2col(x.reshape(1, C, H, W), int(R), int(S), int(stride), int(pad)).astype(np.float32)
 
 
-def my_ring_allreduce(comm, buf):
-    """Sum buf (a 1-D NumPy array) over every rank of comm, in place, with a ring."""
-    size, rank = comm.Get_size(), comm.Get_rank()
-    right, left = (rank + 1) % size, (rank - 1) % size
-    bounds = [(len(buf) * i // size, len(buf) * (i + 1) // size) for i in range(size)]   # chunk i: buf[a:b]
+def im2col_cases(rng):
+    for label, C, H, W, _K, R, S, stride, pad in _shapes(rng):
+        P, Q = _out(H, R, stride, pad), _out(W, S, stride, pad)
+        yield Case(label, {"x": _small_ints(rng, (C, H, W)),
+                           **_ints(C=C, H=H, W=W, R=R, S=S, stride=stride, pad=pad)},
+                   block=(THREADS, 1, 1), grid=(ceil_div(C * R * S * P * Q, THREADS), 1))
 
-    def chunk(i):
-        a, b = bounds[i % size]
-        return buf[a:b]
 
-    for step in range(size - 1):                       # reduce-scatter: add what arrives
-        incoming = chunk(rank - step - 1)
-        scratch = np.empty_like(incoming)
-        comm.Sendrecv(chunk(rank - step), dest=right, recvbuf=scratch, source=left)
-        incoming += scratch
-    for step in range(size - 1):                       # all-gather: copy the complete chunks
-        comm.Sendrecv(chunk(rank + 1 - step), dest=right, recvbuf=chunk(rank - step), source=left)
-    return buf
-''',
-    launch="your file runs under mpiexec on 1, 2, 3 and 4 ranks; on each, my_ring_allreduce(comm, buf) is called "
-           "for lengths 1, 3, 4, 10, 1001 and 262144 in float32 and float64 and compared with MPI.Allreduce "
-           "(and every rank must end bit-identical); the check also watches the messages: each rank talks to its "
-           "neighbours only, 2(N - 1) times, sending about 2(N - 1)/N of the buffer (an MPI collective, or a gather "
-           "to one rank and back, is not a ring)",
-    time_limit=30.0,
-    deadlock_hint="the ranks wait for each other: if each first makes a blocking comm.Send of a large chunk, MPI "
-                  "holds it until the neighbour posts the matching receive, which it never does because it "
-                  "is sending too. Use comm.Sendrecv(send, dest=right, recvbuf=incoming, source=left), or "
-                  "comm.Isend, then comm.Recv, then wait on the send's request.",
+def _transposed_cols(case, expected, got):
+    e, g = expected["cols"], got["cols"]
+    if g.size == e.size and np.array_equal(g.reshape(e.shape[1], e.shape[0]).T, e):
+        return ("every value is there but transposed: cols has C * R * S rows (one per filter tap) and P * Q "
+                "columns (one per output pixel), so element (row, col) sits at cols[row * (P * Q) + col].")
+    return None
+
+
+IM2COL_STUB = r"""
+// The lowered matrix of one image: cols has C*R*S rows and P*Q columns, and
+// cols[(c*R + r)*S + s][p*Q + q] = x[c][p*stride - pad + r][q*stride - pad + s]  (0 in the padding),
+// so that the convolution is the GEMM  y [K x P*Q] = w [K x C*R*S] @ cols.
+// One thread per element of cols; the grid covers C*R*S * P*Q threads (rounded up).
+__global__ void im2col(float* cols, const float* x, int C, int H, int W, int R, int S, int stride, int pad) {
+    int P = (H + 2 * pad - R) / stride + 1, Q = (W + 2 * pad - S) / stride + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    // FILL ME IN (roughly 8 lines): guard idx, split it into (row, col), then row into (c, r, s) and
+    // col into (p, q); write the input value there, or 0 in the padding.
+}
+"""
+
+IM2COL_SOLUTION = r"""
+__global__ void im2col(float* cols, const float* x, int C, int H, int W, int R, int S, int stride, int pad) {
+    int P = (H + 2 * pad - R) / stride + 1, Q = (W + 2 * pad - S) / stride + 1;
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= C * R * S * P * Q) return;
+    int col = idx % (P * Q), row = idx / (P * Q);
+    int q = col % Q, p = col / Q;
+    int s = row % S, r = (row / S) % R, c = row / (R * S);
+    int h = p * stride - pad + r, w = q * stride - pad + s;
+    cols[idx] = (h >= 0 && h < H && w >= 0 && w < W) ? x[(c * H + h) * W + w] : 0.0f;
+}
+"""
+
+register(Exercise(
+    id="11.im2col",
+    title="im2col: lower an image to a matrix so that convolution becomes a GEMM",
+    text="Each column of cols is one output pixel's receptive field, unrolled: its C * R * S input values in "
+         "the order of the filter's weights (c, then r, then s). Each row is one filter tap (c, r, s) slid over "
+         "every output pixel. An input value appears in up to R * S columns: that duplication is im2col's "
+         "memory cost. Taps that fall in the padding are 0.",
+    kernel="im2col", params=("cols", "x", "C", "H", "W", "R", "S", "stride", "pad"), outputs=("cols",),
+    reference=im2col_spec, cases=im2col_cases, stub=IM2COL_STUB, solution=IM2COL_SOLUTION,
+    launch=f"block = ({THREADS}, 1, 1), grid = (ceil_div(C * R * S * P * Q, {THREADS}), 1)",
+    diagnoses=(_transposed_cols, _stride_ignored),
 ))

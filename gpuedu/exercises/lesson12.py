@@ -1,156 +1,260 @@
-"""Exercises of lessons/12_libraries_and_profiling.ipynb: a fused epilogue whose loads the profiler judges."""
-import math
-
+"""Exercises of lessons/12_beyond_one_gpu.ipynb: the learner's own ring all-reduce, on real MPI processes."""
 import numpy as np
 
-from . import Case, Exercise, FunctionExercise, Requirement, ceil_div, register
+from . import register
+from ._program import ProgramExercise
 
-BX, BY = 32, 8
-LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
-SECTORS_PER_WARP = 10     # x's 128 bytes span at most 5 sectors when unaligned, b's another 5
-
-
-def bias_relu_spec(x, b, rows, cols):
-    return np.maximum(x + b[None, :], 0).astype(np.float32)
+SIZES = (1, 3, 4, 10, 1001, 1 << 18)     # shorter than the ranks, odd, and large enough for MPI's rendezvous
 
 
-def bias_relu_cases(rng):
-    for label, rows, cols in [("1 x 1", 1, 1), (f"{BY} x {BX} (one block)", BY, BX),
-                              ("9 x 33 (edges on both sides)", 9, 33), ("128 x 784 (an MNIST layer)", 128, 784),
-                              ("300 x 1000", 300, 1000)]:
-        x = rng.standard_normal((rows, cols)).astype(np.float32)
-        b = rng.standard_normal(cols).astype(np.float32)
-        yield Case(label, {"x": x, "b": b, "rows": np.int32(rows), "cols": np.int32(cols)},
-                   block=(BX, BY, 1), grid=(ceil_div(cols, BX), ceil_div(rows, BY)))
+def _chunks(n, size):
+    return [(n * i // size, n * (i + 1) // size) for i in range(size)]
 
 
-def coalesced_sectors(case):
-    return SECTORS_PER_WARP * math.prod(case.grid) * math.prod(case.block) // 32
+# What a ring may not use: MPI's own collectives do the whole job (or gather it on one rank) in one call.
+COLLECTIVES = frozenset("""
+    Allreduce allreduce Reduce reduce Bcast bcast Gather gather Gatherv Allgather allgather Allgatherv Scatter
+    scatter Scatterv Reduce_scatter Reduce_scatter_block Alltoall alltoall Alltoallv Scan scan Exscan exscan
+    Iallreduce Ireduce Ibcast Igather Iallgather Ireduce_scatter Ialltoall
+""".split())
 
 
-def _loads_hint(case, got, limit, metrics):
-    warps = math.prod(case.grid) * math.prod(case.block) // 32
-    return (f"your loads touched {got / warps:.1f} sectors of 32 bytes per warp; coalesced, a warp reads 32 "
-            f"neighbouring floats of x (4 sectors) and of b (4 more). Map threadIdx.x to the column, so the 32 "
-            f"threads of a warp read one row's neighbouring elements, and threadIdx.y to the row.")
+def _nbytes(buf):
+    """Bytes in an MPI buffer argument: an array, or [array, type] / [array, count, type]."""
+    if isinstance(buf, (list, tuple)) and buf:
+        buf = buf[0]
+    return int(getattr(buf, "nbytes", 0))
 
 
-def _bias_mixups(case, expected, got):
-    rows, cols = int(case.inputs["rows"]), int(case.inputs["cols"])
-    x, b, out = case.inputs["x"], case.inputs["b"], got["out"]
-    if np.allclose(out, np.maximum(x, 0)):
-        return "out is max(x, 0): the bias was never added (out = max(x + b[c], 0))"
-    if 1 < rows <= cols and np.allclose(out, np.maximum(x + b[:rows, None], 0)):
-        return "b is added per row (b[r]): the bias has one value per column, b[c]"
+class RingWatch:
+    """The communicator the learner's function gets: every call goes to the real one, and what a ring is made
+    of is written down: the ranks each message went to and came from, its bytes, and any collective called."""
+
+    def __init__(self, comm):
+        self._comm = comm
+        self.sent, self.received, self.collectives = [], [], []    # (peer, bytes); names
+
+    def __getattr__(self, name):
+        attr = getattr(self._comm, name)
+        if name in COLLECTIVES:
+            def collective(*args, **kwargs):
+                self.collectives.append(name)
+                return attr(*args, **kwargs)
+            return collective
+        return attr
+
+    def _send(self, buf, dest):
+        self.sent.append((dest, _nbytes(buf)))
+
+    def Send(self, buf, dest, tag=0):
+        self._send(buf, dest)
+        return self._comm.Send(buf, dest, tag)
+
+    def Isend(self, buf, dest, tag=0):
+        self._send(buf, dest)
+        return self._comm.Isend(buf, dest, tag)
+
+    def Ssend(self, buf, dest, tag=0):
+        self._send(buf, dest)
+        return self._comm.Ssend(buf, dest, tag)
+
+    def Recv(self, buf, source=None, tag=None, status=None):
+        source, tag = _any(source, tag)
+        self.received.append((source, _nbytes(buf)))
+        return self._comm.Recv(buf, source, tag, status)
+
+    def Irecv(self, buf, source=None, tag=None):
+        source, tag = _any(source, tag)
+        self.received.append((source, _nbytes(buf)))
+        return self._comm.Irecv(buf, source, tag)
+
+    def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=None, recvtag=None, status=None):
+        source, recvtag = _any(source, recvtag)
+        self._send(sendbuf, dest)
+        self.received.append((source, _nbytes(recvbuf)))
+        return self._comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
+
+    def Sendrecv_replace(self, buf, dest, sendtag=0, source=None, recvtag=None, status=None):
+        source, recvtag = _any(source, recvtag)
+        self._send(buf, dest)
+        self.received.append((source, _nbytes(buf)))
+        return self._comm.Sendrecv_replace(buf, dest, sendtag, source, recvtag, status)
+
+    def send(self, obj, dest, tag=0):
+        self._send(obj, dest)
+        return self._comm.send(obj, dest, tag)
+
+    def isend(self, obj, dest, tag=0):
+        self._send(obj, dest)
+        return self._comm.isend(obj, dest, tag)
+
+    def recv(self, buf=None, source=None, tag=None, status=None):
+        source, tag = _any(source, tag)
+        self.received.append((source, 0))
+        return self._comm.recv(buf, source, tag, status)
+
+    def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=None, recvtag=None, status=None):
+        source, recvtag = _any(source, recvtag)
+        self._send(sendobj, dest)
+        self.received.append((source, 0))
+        return self._comm.sendrecv(sendobj, dest, sendtag, recvbuf, source, recvtag, status)
+
+
+def _any(source, tag):
+    """mpi4py's defaults for a receive's source and tag (MPI.ANY_SOURCE, MPI.ANY_TAG), whatever MPI's numbers."""
+    from mpi4py import MPI
+    return (MPI.ANY_SOURCE if source is None else source), (MPI.ANY_TAG if tag is None else tag)
+
+
+def judge_ring(watch, rank, size, nbytes):
+    """None when ``watch`` saw a ring all-reduce of ``nbytes`` on this rank, else what is missing (a dict)."""
+    if size == 1:
+        return None
+    right, left = (rank + 1) % size, (rank - 1) % size
+    hint = ("a ring sends only to the right neighbour (rank + 1) mod N and receives only from the left one, "
+            "2(N - 1) times, each time one chunk of about 1/N of the buffer: comm.Sendrecv(chunk, dest=right, "
+            "recvbuf=incoming, source=left)")
+    if watch.collectives:
+        return {"kind": "not_a_ring", "hint": hint,
+                "message": f"the values are right, but rank {rank} called comm.{watch.collectives[0]}, an MPI "
+                           f"collective that does the reduction itself: that is not your ring"}
+    stranger = next((peer for peer, _ in watch.sent if peer != right), None)
+    if stranger is None:
+        from mpi4py import MPI
+        stranger = next((peer for peer, _ in watch.received if peer not in (left, MPI.ANY_SOURCE)), None)
+        direction = "received from"
+    else:
+        direction = "sent to"
+    if stranger is not None:
+        return {"kind": "not_a_ring", "hint": hint,
+                "message": f"the values are right, but rank {rank} {direction} rank {stranger}, which is not its "
+                           f"neighbour in the ring (right {right}, left {left}): gathering to one rank and sending "
+                           f"back is not a ring, and its one rank moves N times the data"}
+    steps = len(watch.sent)
+    if steps != 2 * (size - 1):
+        return {"kind": "not_a_ring", "hint": hint,
+                "message": f"the values are right, but rank {rank} sent {steps} message{'s' if steps != 1 else ''} "
+                           f"where a ring of {size} ranks sends 2(N - 1) = {2 * (size - 1)}, one per reduce-scatter "
+                           f"and all-gather step (a gather to one rank and back sends fewer)"}
+    sent = sum(b for _, b in watch.sent)
+    ideal = 2 * (size - 1) * nbytes / size
+    slack = 2 * (size - 1) * (nbytes / size + 16)      # chunks differ from 1/N by at most an element
+    if abs(sent - ideal) > slack:
+        return {"kind": "not_a_ring", "hint": hint,
+                "message": f"the values are right, but rank {rank} sent {sent:,} bytes where a ring sends about "
+                           f"2(N - 1)/N of the buffer, {ideal:,.0f} bytes: each step should move one chunk"}
     return None
 
 
-register(Exercise(
-    id="12.bias_relu",
-    title="A fused epilogue: out = max(x + b, 0) in one pass",
-    text="Frameworks fuse the bias and the activation into the GEMM (cuBLASLt's epilogues) or into one "
-         "elementwise kernel, so the matrix crosses memory once instead of twice. Write the fused kernel for a "
-         "row-major [rows, cols] matrix x and a bias b of cols floats. The check also counts your loads: "
-         "neighbouring threads must read neighbouring addresses.",
-    kernel="bias_relu", params=("out", "x", "b", "rows", "cols"), outputs=("out",),
-    reference=bias_relu_spec, cases=bias_relu_cases,
-    stub=r"""
-// out[r * cols + c] = max(x[r * cols + c] + b[c], 0) for r < rows, c < cols.
-__global__ void bias_relu(float* out, const float* x, const float* b, int rows, int cols) {
-    // FILL ME IN (roughly 4 lines)
-}
-""",
-    solution=r"""
-__global__ void bias_relu(float* out, const float* x, const float* b, int rows, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;   // column: a warp reads 32 neighbouring floats
-    int r = blockIdx.y * blockDim.y + threadIdx.y;   // row
-    if (r < rows && c < cols)
-        out[r * cols + c] = fmaxf(x[r * cols + c] + b[c], 0.0f);
-}
-""",
-    launch=f"block = ({BX}, {BY}, 1), grid = (ceil_div(cols, {BX}), ceil_div(rows, {BY}))",
-    atol=0, rtol=0,
-    diagnoses=(_bias_mixups,),
-    requirements=(Requirement(LOAD_SECTORS, at_most=coalesced_sectors, hint=_loads_hint),),
-))
+def ring_cases(function, comm, seed):
+    """Every rank: run the learner's function on each case, compare with MPI.Allreduce and check that it is a
+    ring (neighbours only, 2(N - 1) steps, about 2(N - 1)/N of the buffer sent); say what is wrong."""
+    from mpi4py import MPI
+    rank, size = comm.Get_rank(), comm.Get_size()
+    results = []
+    for n in SIZES:
+        for dtype in (np.float32, np.float64):
+            label = f"n = {n}, {np.dtype(dtype).name}"
+            data = np.random.default_rng([seed, rank, n]).standard_normal(n).astype(dtype)
+            expect = np.empty_like(data)
+            comm.Allreduce(data, expect, op=MPI.SUM)
+            buf = data.copy()
+            watch = RingWatch(comm)
+            function(watch, buf)
+            tol = (1e-5 if dtype == np.float32 else 1e-12) * max(1.0, float(np.abs(expect).max()))
+            wrong = np.abs(buf - expect) > tol
+            digests = comm.allgather(buf.tobytes())
+            entry = {"case": label, "ok": not wrong.any() and len(set(digests)) == 1}
+            values_right = comm.allgather(not wrong.any())      # (the real communicator: not the learner's)
+            if wrong.any():
+                entry.update(_diagnose(buf, data, expect, wrong, rank, size, n))
+            elif all(values_right) and (verdict := judge_ring(watch, rank, size, data.nbytes)) is not None:
+                entry.update(verdict, ok=False)
+            elif not entry["ok"]:
+                entry.update(kind="ranks_differ", message=f"every rank holds the sum to within rounding, "
+                             f"but not bit for bit the same one (rank {rank} differs from another)",
+                             hint="each complete chunk should be summed on one rank and then copied to the others "
+                                  "(the all-gather copies, it does not add): then all ranks agree exactly, and "
+                                  "data-parallel training keeps identical weights")
+            results.append(entry)
+    return results
 
 
-# ---- occupancy: how many blocks of a kernel an H100 SM holds ---------------------------------------------
-
-def resident_blocks_reference(threads, registers, shared):
-    from ..profiler.occupancy import theoretical_occupancy
-    return theoretical_occupancy("H100", threads, registers, shared).blocks_per_sm
-
-
-def resident_blocks_cases(rng):
-    yield "256 threads, 32 registers, no shared memory", dict(threads=256, registers=32, shared=0)
-    yield "256 threads, 128 registers (the register file decides)", dict(threads=256, registers=128, shared=0)
-    yield "96 threads, 33 registers (1,056 a warp, allocated as 1,280)", dict(threads=96, registers=33, shared=0)
-    yield "96 threads, 40 registers (whole warps per quarter of the file)", dict(threads=96, registers=40, shared=0)
-    yield "256 threads, 32 registers, 48 KB shared (a 96 x 128 tile)", dict(threads=256, registers=32, shared=49152)
-    yield "96 threads, 36 registers, 32 KB shared (the reserved 1 KB)", dict(threads=96, registers=36, shared=32768)
-    yield "32 threads, 8 registers (the block slots)", dict(threads=32, registers=8, shared=0)
-    yield "1024 threads, 64 registers", dict(threads=1024, registers=64, shared=0)
-    for _ in range(6):
-        threads = int(rng.choice([64, 128, 192, 256, 384, 512]))
-        registers = int(rng.choice([24, 32, 48, 56, 64, 72, 96]))
-        shared = int(rng.choice([0, 2048, 8192, 20000, 40000]))
-        yield f"{threads} threads, {registers} registers, {shared} bytes shared", \
-            dict(threads=threads, registers=registers, shared=shared)
-
-
-def _occupancy_mixups(kwargs, expected, got):
-    threads, registers, shared = kwargs["threads"], kwargs["registers"], kwargs["shared"]
-    warps = -(-threads // 32)
-    per_warp_unrounded = registers * 32
-    per_warp = -(-per_warp_unrounded // 256) * 256
-    if registers and got == min(64 // warps, 32, 65536 // (per_warp * warps)):
-        return ("registers are allocated per quarter of the SM (16,384 each): a warp lives in one quarter, so count "
-                "the whole warps a quarter holds, times 4, then divide by the block's warps")
-    if registers and got == min(64 // warps, 32, 4 * (16384 // per_warp_unrounded) // warps,
-                                233472 // (-(-(shared + 1024) // 256) * 256)):
-        return "a warp's registers are rounded up to a multiple of 256 before they are counted"
-    if shared and got in (233472 // (-(-shared // 256) * 256), 233472 // shared):
-        return "every block also takes 1 KB of shared memory the system reserves, and shared memory is allocated in 256-byte units"
-    if got == 64 // warps:
-        return "the warp slots are only one of four limits: also blocks (32), registers and shared memory"
-    return None
+def _diagnose(buf, data, expect, wrong, rank, size, n):
+    first = int(np.argmax(wrong))
+    message = (f"on rank {rank}, {int(wrong.sum())} of {n} elements are wrong; the first at index {first}: "
+               f"expected {expect[first]:.6g}, got {buf[first]:.6g}")
+    if np.array_equal(buf, data):
+        return {"kind": "unchanged", "message": message,
+                "hint": "buf still holds this rank's own values: sum in place, into buf itself (buf[a:b] += "
+                        "what arrived), do not rebind the name to a new array, and let the all-gather bring "
+                        "every complete chunk to every rank (N - 1 steps)"}
+    bad_chunks = [i for i, (a, b) in enumerate(_chunks(n, size)) if wrong[a:b].any()]
+    if size > 1 and n < size:
+        hint = (f"n = {n} is smaller than the {size} ranks, so some chunks are empty: send and receive them "
+                f"anyway (zero elements), so every rank makes the same 2(N-1) steps")
+    elif len(bad_chunks) < size:
+        hint = (f"chunks {bad_chunks} of {size} are wrong, the others right: in reduce-scatter step s rank r sends "
+                f"chunk (r - s) mod N and adds into chunk (r - s - 1) mod N; in all-gather it sends chunk "
+                f"(r + 1 - s) mod N and copies into chunk (r - s) mod N")
+    else:
+        hint = ("every chunk is wrong: check that reduce-scatter adds what arrives and the all-gather copies it "
+                "(adding there counts values twice), each for N - 1 steps")
+    return {"kind": "wrong_values", "message": message, "hint": hint}
 
 
-register(FunctionExercise(
-    id="12.resident_blocks",
-    title="Occupancy: how many blocks of a kernel fit on an H100 SM",
-    text="An SM hides memory latency by switching among its resident warps, so how many it can hold matters. Four "
-         "resources cap the blocks of one kernel on an H100 SM, and the smallest cap wins: (1) warp slots, 64 "
-         "warps (a block of t threads takes ceil(t / 32)); (2) block slots, 32 blocks; (3) registers, 65,536 in "
-         "4 quarters of 16,384: a warp needs registers x 32 registers rounded up to a multiple of 256, lives in "
-         "one quarter, and only whole warps fit in a quarter; (4) shared memory, 233,472 bytes: a block takes "
-         "its shared memory plus 1,024 reserved bytes, rounded up to a multiple of 256. Return the number of "
-         "blocks of (threads, registers per thread, shared bytes per block) that an SM holds at once; "
-         "gpuedu.profiler.occupancy and the CUDA occupancy calculator work it out the same way.",
-    function="resident_blocks",
-    cases=resident_blocks_cases,
-    reference=resident_blocks_reference,
-    stub='''def resident_blocks(threads, registers, shared):
-    """Blocks of this kernel one H100 SM holds at once (threads per block, registers per thread, shared bytes per block)."""
-    MAX_WARPS, MAX_BLOCKS, REGISTERS, QUARTERS, SHARED, RESERVED = 64, 32, 65536, 4, 233472, 1024
-    warps = -(-threads // 32)                     # a partial warp takes a whole warp slot
-    # FILL ME IN (roughly 6 lines: the four limits, then the smallest)
+register(ProgramExercise(
+    id="12.ring_allreduce",
+    title="Your own ring all-reduce on MPI processes",
+    text="Sum a 1-D NumPy array over every rank of an mpi4py communicator, in place, with the ring: cut the "
+         "buffer into N chunks (N ranks); N - 1 reduce-scatter steps, in each of which every rank sends one "
+         "chunk to its right neighbour and adds the chunk arriving from its left one into its own copy; then "
+         "N - 1 all-gather steps that pass the complete chunks round the ring, copying them. Every rank must "
+         "end with the same sum as MPI.Allreduce, for any length (even one shorter than N). Use "
+         "comm.Sendrecv (or Isend and Recv): if every rank first makes a blocking Send of a large chunk, "
+         "they all wait for a receive no one has posted.",
+    function="my_ring_allreduce",
+    rank_cases=ring_cases,
+    stub='''import numpy as np
+
+
+def my_ring_allreduce(comm, buf):
+    """Sum buf (a 1-D NumPy array) over every rank of comm, in place, with a ring."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    bounds = [(len(buf) * i // size, len(buf) * (i + 1) // size) for i in range(size)]   # chunk i: buf[a:b]
+    # FILL ME IN (roughly 10 lines: N - 1 reduce-scatter steps, then N - 1 all-gather steps)
 ''',
-    solution='''def resident_blocks(threads, registers, shared):
-    """Blocks of this kernel one H100 SM holds at once (threads per block, registers per thread, shared bytes per block)."""
-    MAX_WARPS, MAX_BLOCKS, REGISTERS, QUARTERS, SHARED, RESERVED = 64, 32, 65536, 4, 233472, 1024
-    warps = -(-threads // 32)                     # a partial warp takes a whole warp slot
-    limits = [MAX_WARPS // warps, MAX_BLOCKS]
-    if registers:
-        per_warp = -(-registers * 32 // 256) * 256              # rounded up to the allocation unit
-        whole_warps = QUARTERS * (REGISTERS // QUARTERS // per_warp)
-        limits.append(whole_warps // warps)
-    per_block = -(-(shared + RESERVED) // 256) * 256
-    limits.append(SHARED // per_block)
-    return min(limits)
+    solution='''import numpy as np
+
+
+def my_ring_allreduce(comm, buf):
+    """Sum buf (a 1-D NumPy array) over every rank of comm, in place, with a ring."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    right, left = (rank + 1) % size, (rank - 1) % size
+    bounds = [(len(buf) * i // size, len(buf) * (i + 1) // size) for i in range(size)]   # chunk i: buf[a:b]
+
+    def chunk(i):
+        a, b = bounds[i % size]
+        return buf[a:b]
+
+    for step in range(size - 1):                       # reduce-scatter: add what arrives
+        incoming = chunk(rank - step - 1)
+        scratch = np.empty_like(incoming)
+        comm.Sendrecv(chunk(rank - step), dest=right, recvbuf=scratch, source=left)
+        incoming += scratch
+    for step in range(size - 1):                       # all-gather: copy the complete chunks
+        comm.Sendrecv(chunk(rank + 1 - step), dest=right, recvbuf=chunk(rank - step), source=left)
+    return buf
 ''',
-    launch="resident_blocks(threads, registers, shared) is called for 14 kernels' resources and compared with the "
-           "occupancy calculator's answer (gpuedu.profiler.occupancy.theoretical_occupancy on an H100)",
-    diagnoses=(_occupancy_mixups,),
+    launch="your file runs under mpiexec on 1, 2, 3 and 4 ranks; on each, my_ring_allreduce(comm, buf) is called "
+           "for lengths 1, 3, 4, 10, 1001 and 262144 in float32 and float64 and compared with MPI.Allreduce "
+           "(and every rank must end bit-identical); the check also watches the messages: each rank talks to its "
+           "neighbours only, 2(N - 1) times, sending about 2(N - 1)/N of the buffer (an MPI collective, or a gather "
+           "to one rank and back, is not a ring)",
+    time_limit=30.0,
+    deadlock_hint="the ranks wait for each other: if each first makes a blocking comm.Send of a large chunk, MPI "
+                  "holds it until the neighbour posts the matching receive, which it never does because it "
+                  "is sending too. Use comm.Sendrecv(send, dest=right, recvbuf=incoming, source=left), or "
+                  "comm.Isend, then comm.Recv, then wait on the send's request.",
 ))

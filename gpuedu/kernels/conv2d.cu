@@ -1,5 +1,5 @@
 // conv2d.cu: 2-D convolution (cross-correlation, as deep-learning frameworks define it) in float32, NCHW.
-// Introduced in lessons/10_convolution.ipynb.
+// Introduced in lessons/11_convolution.ipynb.
 //
 //   x [N, C, H, W]  *  w [K, C, R, S]  (+ b [K])  ->  y [N, K, P, Q]
 //   P = (H + 2 * pad - R) / stride + 1,   Q = (W + 2 * pad - S) / stride + 1

@@ -1,5 +1,5 @@
 """Layers for images [batch, channels, height, width]: Conv2D, MaxPool2D and Flatten (kernels: conv2d.cu).
-Introduced in lessons/10_convolution.ipynb.
+Introduced in lessons/11_convolution.ipynb.
 
 Conv2D:    forward   Y = relu?(W * X + b)          one launch (implicit GEMM, bias and ReLU in the epilogue)
            backward  dZ = dY masked by Y > 0       one launch (only with the fused ReLU)

@@ -1,5 +1,5 @@
 """The convolution family, ``gpuedu/kernels/conv2d.cu``: its ladder, gradients, max pooling, and their NumPy
-references (NCHW). Introduced in lessons/10_convolution.ipynb (``from gpuedu.ops import conv``).
+references (NCHW). Introduced in lessons/11_convolution.ipynb (``from gpuedu.ops import conv``).
 
     conv.conv2d(x, w, b=None, stride=1, padding=0, relu=False, version=4)   the ladder's versions 1-4
     conv.im2col(x, R, S, stride=1, padding=0)                               the lowered matrix of version 3

@@ -1,6 +1,6 @@
 """The FP16 family: launchers of the FP16 kernels (check the arrays, allocate the output, size the grid,
 launch), their ladders and their NumPy references. Introduced in lessons/07_mixed_precision.ipynb
-(``from gpuedu.ops import fp16``).
+(``from gpuedu.ops import fp16``); the tensor-core GEMMs in lessons/08_tensor_cores_bf16_tf32.ipynb.
 
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
 axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: ``wmma_matmul`` version 1 the plain

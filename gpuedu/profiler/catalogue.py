@@ -1,6 +1,6 @@
 """The course's kernel ladders in one place, counted at two sizes and carried to a GPU-sized problem.
 
-Lesson 12 puts every kernel ladder of lessons 01-04 and 10 on one roofline from this list.  For each family
+Lesson 13 puts every kernel ladder of lessons 01-04 and 11 on one roofline from this list.  For each family
 (activations, transposes, the reduction ladder, row softmax, convolution, the matmul ladder) a ``Family`` knows how to
 make inputs of a size, launch one version through ``gpuedu.ops``, and count its floating-point work (a
 napkin count, stated with the family).  ``count(family)`` profiles every version at the family's two sizes
@@ -35,7 +35,7 @@ class Family:
 
 
 def course_families():
-    """The ladders of lessons 01-04 and 10, with sizes the emulator counts in seconds."""
+    """The ladders of lessons 01-04 and 11, with sizes the emulator counts in seconds."""
     from .. import backend, ops
     from ..ops import conv
     ga = backend.active().gpuarray

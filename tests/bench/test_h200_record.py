@@ -83,19 +83,21 @@ def test_readme_quotes_the_record(median):
 def test_lessons_quote_the_record_as_measured(median):
     sgemm, hgemm = median("cublas_sgemm"), median("cublas_hgemm")
     lesson = {n: _text(os.path.join(REPO, "lessons", f"{n}.ipynb"))
-              for n in ("04_matmul", "07_mixed_precision", "12_libraries_and_profiling")}
+              for n in ("04_matmul", "07_mixed_precision", "08_tensor_cores_bf16_tf32", "13_libraries_and_profiling")}
     quotes = {
         "04_matmul": [
             _list([_tflops(median(f"matmul_v{v}")) for v in range(1, 8)], " and ") + " TFLOP/s",
             _list([_pct(median(f"matmul_v{v}"), sgemm) for v in range(1, 8)], " and ") + " % of cuBLAS",
             f"{_tflops(sgemm)} TFLOP/s in the same run"],
         "07_mixed_precision": [
+            f"ran {median('amp_step') / median('fp32_step'):.2f}× as fast as gpuedu's FP32 step"],
+        "08_tensor_cores_bf16_tf32": [
             f"plain WMMA kernel ran at {_tflops(median('wmma_gemm'))} TFLOP/s",
             f"({_tflops(median('matmul_v7'))} TFLOP/s on the same GPU)",
             f"{_pct(median('wmma_gemm'), hgemm)} % of cuBLAS FP16 ({_tflops(hgemm)} TFLOP/s",
             f"version 2 ran at {_tflops(median('wmma_gemm_v2'))} TFLOP/s ({_pct(median('wmma_gemm_v2'), hgemm)} %)",
             f"version 3 at {_tflops(median('wmma_gemm_v3'))} ({_pct(median('wmma_gemm_v3'), hgemm)} %)"],
-        "12_libraries_and_profiling": [
+        "13_libraries_and_profiling": [
             _list([f"{median(f'reduce_sum_v{v}'):,.0f}" for v in range(1, 8)], " and ") + " GB/s",
             f"takes {median('launch_prepared_call'):.1f} µs, a plain call {median('launch_call'):.1f} µs",
             f"ran at {_tflops(median('matmul_v7'))} TFLOP/s, {_pct(median('matmul_v7'), sgemm)} % of cuBLAS's FP32 "

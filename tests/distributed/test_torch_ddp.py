@@ -1,4 +1,4 @@
-"""Lesson 11's PyTorch DDP program (taken from the notebook) gives gpuedu's whole-batch gradients.
+"""Lesson 12's PyTorch DDP program (taken from the notebook) gives gpuedu's whole-batch gradients.
 
 Runs where PyTorch is installed (its CPU wheel is enough: gloo); skipped elsewhere, with the reason.
 """
@@ -11,7 +11,7 @@ import nbformat
 import numpy as np
 import pytest
 
-LESSON = os.path.join(os.path.dirname(__file__), "..", "..", "lessons", "11_beyond_one_gpu.ipynb")
+LESSON = os.path.join(os.path.dirname(__file__), "..", "..", "lessons", "12_beyond_one_gpu.ipynb")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None or not os.path.exists(TORCHRUN),
                                 reason="PyTorch is not installed (pip install torch, the CPU wheel is enough)")

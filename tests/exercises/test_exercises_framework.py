@@ -278,3 +278,17 @@ def test_wrong_only_at_block_edges_points_at_neighbours_and_barriers():
     assert f.kind == "block_edges" and "__syncthreads()" in f.hint and f.n_wrong == 4
     got[300] = -1                           # one wrong element inside a block: no longer that pattern
     assert _diagnose.compare("out", exp, got, None, 0, 0, 256).kind == "wrong_values"
+
+
+def test_a_launch_error_at_a_warp_wide_call_gets_the_warps_hint_not_the_barriers():
+    from gpuedu.exercises import _kernel_check
+    # The emulator's words when lanes of a warp miss a warp intrinsic, and when threads miss a barrier.
+    warp = _kernel_check._launch_error_hint(
+        "LaunchError: kernel 'k' block (0,0,0): warp 0: 16 threads at wmma::mma_sync(mask=0xffffffff), 16 exited "
+        "- every lane named in the mask must reach the intrinsic")
+    stuck = _kernel_check._launch_error_hint(
+        "deadlock: warp 0 has 16 threads at __shfl_sync(mask=0xffffffff) waiting for 16 lanes that are at "
+        "__syncthreads or another intrinsic")
+    barrier = _kernel_check._launch_error_hint("deadlock: 64 threads at __syncthreads, 0 at warp intrinsics, 64 exited")
+    assert "warp-wide call" in warp and "warp-wide call" in stuck
+    assert "__syncthreads()" in barrier and "warp-wide" not in barrier

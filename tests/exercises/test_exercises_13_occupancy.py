@@ -1,9 +1,9 @@
-"""Lesson 12's occupancy exercise: a Python function checked against the occupancy calculator, case by case."""
+"""Lesson 13's occupancy exercise: a Python function checked against the occupancy calculator, case by case."""
 import pytest
 
 from gpuedu import exercises
 
-EX = "12.resident_blocks"
+EX = "13.resident_blocks"
 
 
 def solution():

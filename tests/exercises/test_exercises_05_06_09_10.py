@@ -1,4 +1,4 @@
-"""The exercises of lessons 05, 06, 08 and 09: typical mistakes get their hint (solutions passing and stubs
+"""The exercises of lessons 05, 06, 09 and 10: typical mistakes get their hint (solutions passing and stubs
 failing: test_exercises_framework_runs.py)."""
 import pytest
 
@@ -7,7 +7,7 @@ from gpuedu import exercises
 
 gpuedu.setup(verbose=False)
 
-IDS = ["05.relu_backward", "05.bias_grad", "05.sgd_step", "06.xent_grad", "08.sgd_momentum", "09.gather_rows"]
+IDS = ["05.relu_backward", "05.bias_grad", "05.sgd_step", "06.xent_grad", "09.sgd_momentum", "10.gather_rows"]
 
 # A plausible wrong answer for each exercise and the words its hint must contain.
 MISTAKES = {
@@ -23,9 +23,9 @@ MISTAKES = {
                      "for (int j = 0; j < classes; ++j) dlogits[b*classes+j] = (expf(logits[b*classes+j]) / s"
                      " - (j == labels[b] ? 1.0f : 0.0f)) / rows;",
                      "Subtract the row's maximum"),
-    "08.sgd_momentum": ("int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) w[i] -= lr * (mu * v[i] + g[i]);",
+    "09.sgd_momentum": ("int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) w[i] -= lr * (mu * v[i] + g[i]);",
                         "store the new velocity"),
-    "09.gather_rows": ("int f = blockIdx.x * blockDim.x + threadIdx.x; int r = blockIdx.y * blockDim.y + threadIdx.y;"
+    "10.gather_rows": ("int f = blockIdx.x * blockDim.x + threadIdx.x; int r = blockIdx.y * blockDim.y + threadIdx.y;"
                        "if (r < rows && f < features) out[r * features + f] = x[r * features + f];",
                        "read row index[r]"),
 }

@@ -1,4 +1,4 @@
-"""Lesson 08's exercises beyond momentum (test_exercises_05_06_08_09.py): Adam, judged on its values and on its
+"""Lesson 09's exercises beyond momentum (test_exercises_05_06_09_10.py): Adam, judged on its values and on its
 counted loads and stores, and the batch size chosen from the step-time model. (Solutions passing and stubs failing
 for every exercise: test_exercises_framework_runs.py.)"""
 import pytest
@@ -10,8 +10,8 @@ from gpuedu.exercises import lesson08
 
 gpuedu.setup(verbose=False)
 
-ADAM = "08.adam"
-BATCH = "08.smallest_efficient_batch"
+ADAM = "09.adam"
+BATCH = "09.smallest_efficient_batch"
 
 # Adam written the way the formula reads: every array read where it appears, after the stores
 ADAM_AS_WRITTEN = r"""
@@ -89,7 +89,7 @@ def test_each_typical_adam_mistake_gets_its_hint(old, new, words):
     assert not result and words in result.failure.hint, result.report()
 
 
-# ---- 08.smallest_efficient_batch -----------------------------------------------------------------------------
+# ---- 09.smallest_efficient_batch -----------------------------------------------------------------------------
 
 def batch_solution():
     return exercises.get(BATCH).solution
