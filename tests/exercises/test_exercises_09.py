@@ -6,7 +6,7 @@ import pytest
 import gpuedu
 from exercise_helpers import check_quietly, mutate
 from gpuedu import exercises
-from gpuedu.exercises import lesson08
+from gpuedu.exercises import lesson09
 
 gpuedu.setup(verbose=False)
 
@@ -38,7 +38,7 @@ def test_the_adam_solution_passes_with_its_traffic_counted():
     result = check_quietly(ADAM, adam_solution())
     assert result, result.report()
     if on_emulator():
-        assert any(lesson08.LOAD_REQUESTS in note and lesson08.STORE_REQUESTS in note for note in result.notes)
+        assert any(lesson09.LOAD_REQUESTS in note and lesson09.STORE_REQUESTS in note for note in result.notes)
 
 
 def test_the_stub_is_told_it_wrote_nothing():
@@ -51,7 +51,7 @@ def test_reloading_after_a_store_gives_right_values_and_fails_the_load_count():
         pytest.skip("the counters exist on the emulator only")
     result = check_quietly(ADAM, ADAM_AS_WRITTEN)
     assert not result and result.kind == "requirement", result.report()
-    assert lesson08.LOAD_REQUESTS in result.failure.message and "__restrict__" in result.failure.hint
+    assert lesson09.LOAD_REQUESTS in result.failure.message and "__restrict__" in result.failure.hint
 
 
 def test_restrict_pointers_let_the_compiler_keep_the_values():
@@ -70,7 +70,7 @@ def test_storing_twice_fails_the_store_count():
                    "w[i] -= lr", "w[i] = wi - lr")
     result = check_quietly(ADAM, twice)
     assert not result and result.kind == "requirement", result.report()
-    assert lesson08.STORE_REQUESTS in result.failure.message and "store each array once" in result.failure.hint
+    assert lesson09.STORE_REQUESTS in result.failure.message and "store each array once" in result.failure.hint
 
 
 @pytest.mark.parametrize("old, new, words", [
@@ -103,18 +103,18 @@ def test_the_batch_solution_passes_every_case():
 def test_the_reference_solves_the_model():
     # 90% of the ceiling needs B >= 0.9 t0 / (0.1 t1) = 361 for the emulator's fit: 512 among the powers of two
     powers = [2 ** k for k in range(13)]
-    assert lesson08.smallest_efficient_batch_reference(544e-6, 13.56e-6, 0.9, powers) == 512
-    assert lesson08.smallest_efficient_batch_reference(544e-6, 13.56e-6, 0.5, powers) == 64
-    assert lesson08.smallest_efficient_batch_reference(11 * 6.2e-6, 57e3 / 67e12, 0.5, powers) is None
+    assert lesson09.smallest_efficient_batch_reference(544e-6, 13.56e-6, 0.9, powers) == 512
+    assert lesson09.smallest_efficient_batch_reference(544e-6, 13.56e-6, 0.5, powers) == 64
+    assert lesson09.smallest_efficient_batch_reference(11 * 6.2e-6, 57e3 / 67e12, 0.5, powers) is None
     # the H200's two measured steps: t0 = 384 us, t1 = 0.214 us, so B* = 1,797 and half the ceiling needs 2048
-    assert round(lesson08.H200_T0 * 1e6) == 384 and round(lesson08.H200_T1 * 1e9) == 214
-    assert lesson08.smallest_efficient_batch_reference(lesson08.H200_T0, lesson08.H200_T1, 0.5, powers) == 2048
+    assert round(lesson09.H200_T0 * 1e6) == 384 and round(lesson09.H200_T1 * 1e9) == 214
+    assert lesson09.smallest_efficient_batch_reference(lesson09.H200_T0, lesson09.H200_T1, 0.5, powers) == 2048
 
 
 def test_no_random_case_sits_on_the_threshold():
     import numpy as np
     for label, kwargs in exercises.get(BATCH).cases(np.random.default_rng(0)):
-        need = lesson08._threshold(kwargs["t0"], kwargs["t1"], kwargs["fraction"])
+        need = lesson09._threshold(kwargs["t0"], kwargs["t1"], kwargs["fraction"])
         assert all(abs(b / need - 1) > 0.01 for b in kwargs["batch_sizes"]), label
 
 
