@@ -18,6 +18,8 @@ def pin_rank_to_gpu(rank, gpus):
     NCCL takes one rank per GPU (two ranks on one GPU are refused), and PyCUDA and CuPy both work on device 0:
     call this with the node-local rank before anything starts CUDA in the process (before ``gpuedu.setup()``).
     It narrows ``CUDA_VISIBLE_DEVICES`` (keeping the GPUs an outer setting already chose) and returns its value.
+    An MPI built with CUDA support may start CUDA in ``MPI_Init`` already; with one, set ``CUDA_VISIBLE_DEVICES``
+    per rank where the ranks are started instead (a wrapper script around the program, or the scheduler).
     """
     for name, value in (("rank", rank), ("gpus", gpus)):
         if isinstance(value, bool) or not isinstance(value, int):

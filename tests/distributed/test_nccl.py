@@ -154,3 +154,16 @@ def test_more_ranks_than_gpus_is_refused_with_how_many_to_start(monkeypatch):
         nccl_module.pin_rank_to_gpu(1, 2)
     with pytest.raises(TypeError, match="gpus must be an int"):
         nccl_module.pin_rank_to_gpu(0, 1.0)
+
+
+def test_pinning_can_come_first_importing_it_starts_no_cuda():
+    # pin_rank_to_gpu must run before CUDA starts: importing gpuedu.distributed may not import PyCUDA or CuPy
+    import os
+    import subprocess
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import sys; from gpuedu.distributed import pin_rank_to_gpu; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pycuda', 'cupy')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=repo))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
