@@ -34,6 +34,9 @@ class History:
     samples_per_second: list = field(default_factory=list)
     energy_joules: list = field(default_factory=list)
     energy_note: str = ""
+    #: Data-parallel training only (``distributed.fit_data_parallel``): the seconds of each epoch this process
+    #: spent computing (forward, backward, optimizer), the rest being the all-reduce and the loop around it.
+    busy_seconds: list = field(default_factory=list)
 
     def summary(self):
         last = len(self.loss) - 1

@@ -8,7 +8,8 @@ Collectives
         then all-gather, 2(N-1) send/receive steps, any length; lengths and dtypes are compared across ranks
         first, and a silent neighbour raises ``PeerTimeout`` instead of hanging.
     ``chunk_bounds(n, parts)``  how a buffer (or a batch) is cut among ranks.
-    ``nccl_allreduce(comm, gpuarray)``  the same sum with NCCL through CuPy, on a real GPU (``nccl_available()``).
+    ``nccl_allreduce(comm, gpuarray)``  the same sum with NCCL through CuPy, on a real GPU (``nccl_available()``),
+        one GPU per rank (``pin_rank_to_gpu(rank, gpus)`` before CUDA starts).
 Data parallel
     ``DataParallel(model, comm)`` / ``fit_data_parallel(model, comm, x, y, epochs, batch_size, optimizer)``:
         shards of each global batch, gradients bucketed (``GradientBuckets``) and all-reduced, identical
@@ -19,7 +20,7 @@ The napkin math (``gpuedu.distributed.cost``)
     ``ring_seconds``, ``ring_bytes_sent``, ``bus_bandwidth``, ``fit_alpha_beta``, ``pipeline_bubble``.
 """
 from . import cost
-from .nccl import nccl_allreduce, nccl_available
+from .nccl import nccl_allreduce, nccl_available, pin_rank_to_gpu
 from .mpi import MPIUnavailable, find_mpiexec, mpi_status, mpiexec_command, run
 from .parallel import (DataParallel, GradientBuckets, PipelineStage, broadcast_parameters, fit_data_parallel,
                        parameters_digest, parameters_identical)

@@ -2,12 +2,38 @@
 
 NCCL is what PyTorch and most GPU trainers use underneath: it runs rings and trees over NVLink, PCIe and
 InfiniBand, on the GPU's own streams.  Needs a real GPU, CuPy built with NCCL (``pip install cupy-cuda12x``)
-and one process per GPU.  gpuedu's PyCUDA works in the device's primary context, the one CuPy uses, so a
+and one process per GPU (``pin_rank_to_gpu`` gives each rank its own, before CUDA starts).  gpuedu's PyCUDA works in the device's primary context, the one CuPy uses, so a
 GPUArray's pointer can be handed to NCCL as it is.
 """
+import os
+
 NCCL_HINT = "install CuPy with NCCL for your CUDA (e.g. pip install cupy-cuda12x), one process per GPU"
 
 _communicators = {}
+
+
+def pin_rank_to_gpu(rank, gpus):
+    """Let this process see only GPU number ``rank`` of the ``gpus`` it could see, as its device 0.
+
+    NCCL takes one rank per GPU (two ranks on one GPU are refused), and PyCUDA and CuPy both work on device 0:
+    call this with the node-local rank before anything starts CUDA in the process (before ``gpuedu.setup()``).
+    It narrows ``CUDA_VISIBLE_DEVICES`` (keeping the GPUs an outer setting already chose) and returns its value.
+    An MPI built with CUDA support may start CUDA in ``MPI_Init`` already; with one, set ``CUDA_VISIBLE_DEVICES``
+    per rank where the ranks are started instead (a wrapper script around the program, or the scheduler).
+    """
+    for name, value in (("rank", rank), ("gpus", gpus)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if gpus < 1 or not 0 <= rank < gpus:
+        raise ValueError(f"rank {rank} has no GPU of its own among {gpus}: NCCL needs one GPU per rank, so start "
+                         f"at most {gpus} rank(s) (mpiexec -n {max(gpus, 1)})")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    choices = [v.strip() for v in visible.split(",") if v.strip()] if visible else [str(i) for i in range(gpus)]
+    if len(choices) < gpus:
+        raise ValueError(f"CUDA_VISIBLE_DEVICES={visible!r} lists {len(choices)} GPU(s), fewer than the {gpus} "
+                         f"given: pass the number of GPUs this process can see")
+    os.environ["CUDA_VISIBLE_DEVICES"] = choices[rank]
+    return choices[rank]
 
 
 def nccl_available():

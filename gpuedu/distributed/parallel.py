@@ -115,6 +115,14 @@ class DataParallel:
         self.transport = transport
         broadcast_parameters(model, comm)
         self.buckets = GradientBuckets(model.parameters(), bucket_bytes)
+        # Seconds spent computing (forward, backward, optimizer) and in the gradients' all-reduce, over every
+        # step so far: how much of its time a rank works, which is what data parallelism spends on communication.
+        self.stats = {"busy_seconds": 0.0, "allreduce_seconds": 0.0, "steps": 0}
+
+    def _finished(self):
+        """The clock once the device has finished what was queued (so GPU work is counted where it ran)."""
+        _backend().driver.Context.synchronize()
+        return time.perf_counter()
 
     def shard(self, rows):
         """(start, stop) of this rank's rows in a global batch of ``rows``."""
@@ -127,13 +135,20 @@ class DataParallel:
     def step(self, xb, yb, loss, optimizer):
         """One step on the global batch (xb, yb), host arrays: this rank computes its shard only."""
         start, stop = self.shard(len(xb))
+        t0 = time.perf_counter()
         logits = self.model.forward(xb[start:stop])
         dlogits = loss(logits, yb[start:stop])
         self.model.backward(dlogits)
+        t1 = self._finished()
         # Each shard's loss is its own mean: weight it by its share, and the sum is the batch's mean.
         self.buckets.allreduce(self.comm, scale=(stop - start) / len(xb), timeout=self.timeout,
                                transport=self.transport)
+        t2 = time.perf_counter()
         optimizer.step()
+        t3 = self._finished()
+        self.stats["busy_seconds"] += (t1 - t0) + (t3 - t2)
+        self.stats["allreduce_seconds"] += t2 - t1
+        self.stats["steps"] += 1
 
 
 def fit_data_parallel(model, comm, x, y, epochs, batch_size, optimizer, loss=None, seed=0, shuffle=True,
@@ -142,7 +157,9 @@ def fit_data_parallel(model, comm, x, y, epochs, batch_size, optimizer, loss=Non
 
     Every rank passes the same (x, y) and seed: each draws the same batches as ``DataLoader(x, y,
     batch_size, seed=seed)`` and computes its shard of each.  The loss and accuracy in the history are over
-    the whole data set (summed over ranks); the epoch lines print on rank 0 only.
+    the whole data set (summed over ranks); the epoch lines print on rank 0 only.  ``history.busy_seconds``
+    holds, per epoch, this rank's seconds of computing (forward, backward, optimizer): the rest of
+    ``epoch_seconds`` went to the all-reduce and the loop around it.
     """
     from ..train import History
     check_host_features(x, "x", model.in_features)
@@ -158,9 +175,11 @@ def fit_data_parallel(model, comm, x, y, epochs, batch_size, optimizer, loss=Non
     rank = comm.Get_rank()
     for epoch in range(epochs):
         loss.reset()
+        busy = trainer.stats["busy_seconds"]
         start = time.perf_counter()
         for rows in epoch_batches(rng, len(x), int(batch_size), shuffle):
             trainer.step(x[rows], y[rows], loss, optimizer)
+        history.busy_seconds.append(trainer.stats["busy_seconds"] - busy)
         mean, acc = loss.result()
         local = np.array([mean * loss.rows, acc * loss.rows, loss.rows], np.float64)
         total = np.empty_like(local)

@@ -110,11 +110,22 @@ class Scratch:
         return buf
 
 
-def dense_forward(y, z, x, w, bias, act, scratch, stream=None):
-    """Z = X W + b and Y = act(Z) for X [rows, K], W [K, N]: one launch (two when K is split)."""
+def dense_forward(y, z, x, w, bias, act, scratch, stream=None, tile=None):
+    """Z = X W + b and Y = act(Z) for X [rows, K], W [K, N]: one launch (two when K is split).
+
+    ``tile``: the name of one of GEMM_TILES ("128x128", "64x64", "32x32") to run instead of gemm_plan's
+    choice, with K not split: how the profiler counts, at sizes the emulator affords, the kernel that
+    gemm_plan picks for a large layer."""
     rows, n_in = x.shape
     n_out = w.shape[1]
-    (name, bm, bn, threads), splits = gemm_plan(rows, n_out, n_in)
+    if tile is None:
+        (name, bm, bn, threads), splits = gemm_plan(rows, n_out, n_in)
+    else:
+        by_name = {t[0]: t for t in GEMM_TILES}
+        if tile not in by_name:
+            raise ValueError(f"tile must be one of {', '.join(repr(t) for t in by_name)} (nn_dense.cu's GEMM tiles), "
+                             f"got {tile!r}; or leave it None to let gemm_plan choose")
+        (name, bm, bn, threads), splits = by_name[tile], 1
     k_split, splits = _split_k(n_in, splits)
     partial = scratch.split(splits, rows * n_out)
     f = L.kernel("nn_dense", f"dense_forward_{name}", "PPPPPPiiiii")

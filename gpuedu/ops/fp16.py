@@ -62,6 +62,8 @@ GEMM_VERSIONS = {1: "FP16 running sums (hgemm_naive_half_accum)", 2: "FP32 sums 
                  5: "tensor cores, 128x256 tiles (wmma_gemm_kernel3)"}
 _GEMM_KERNELS = {1: "hgemm_naive_half_accum", 2: "hgemm_naive"}
 _TENSOR = {4: 2, 5: 3}        # matmul version -> wmma_gemm.cu version
+#: ``matmul``'s versions that run on the tensor cores.
+TENSOR_VERSIONS = tuple(_TENSOR)
 
 
 #: What to do with a device array of the wrong dtype: convert it on the device.

@@ -123,10 +123,11 @@ class KernelRecord:
         return None if a is None else a + b
 
     # -- the model
-    def predict(self, gpu="H100", flops=None):
+    def predict(self, gpu="H100", flops=None, pipe="fp32"):
         """Modelled time of this launch on a named GPU (a model, not a measurement), with its limiter.
 
-        ``flops`` is the learner's napkin count of the kernel's floating-point operations.
+        ``flops`` is the learner's napkin count of the kernel's floating-point operations; ``pipe`` where they
+        run: "fp32" (the CUDA cores) or "tensor" (the FP16 tensor cores).
         """
         if self._counts is None:
             raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
@@ -145,7 +146,7 @@ class KernelRecord:
             except ValueError:
                 occ = None
         launch = {"grid": self.grid, "block": self.block, "shared_dynamic": self.shared_dynamic}
-        return predict(m, launch, g, flops=flops, occupancy=occ)
+        return predict(m, launch, g, flops=flops, occupancy=occ, pipe=pipe)
 
     def __repr__(self):
         return f"<KernelRecord {self.name} grid={self.grid} block={self.block}>"

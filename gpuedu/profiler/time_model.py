@@ -8,7 +8,8 @@ share of the work, if it ran at its own top speed:
 - DRAM: bytes that must come from or go to memory, over the achievable bandwidth;
 - L2: every 32-byte sector the SMs ask for, over the L2 bandwidth;
 - L1/shared: every wavefront (one pass of the L1/shared data path), at one per clock per SM;
-- compute: your count of floating-point operations, over the FP32 peak (only when you give one);
+- compute: your count of floating-point operations, over the FP32 peak (only when you give one), or
+  over the dense FP16 tensor-core peak for kernels that run on the tensor cores (``pipe="tensor"``);
 - latency/occupancy: Little's law. A warp waiting for DRAM keeps only so many bytes in flight, so
   too few resident warps cannot use the bandwidth however fast it is.
 
@@ -28,7 +29,13 @@ from dataclasses import dataclass, field
 from .gpus import get_gpu
 from .occupancy import Occupancy, theoretical_occupancy
 
-LAUNCH_OVERHEAD_S = 3e-6       # an empty kernel's launch-to-finish time is 2-5 µs on recent GPUs
+LAUNCH_OVERHEAD_S = 3e-6       # the GPU's side of a launch: an assumption of the model (see LAUNCH_NOTE)
+#: What the launch term is, and what it is not: the host's cost of issuing the launch is not modelled.
+LAUNCH_NOTE = ("µs per kernel before any work: the GPU's side of a launch, an assumption of the model; the host's "
+               "side is not modelled (measured on an H200, 2026-11-26: one prepared launch from Python took 6.2 µs "
+               "of host time, benchmarks/results/nvidia-h200.json)")
+#: The compute pipes a kernel's FLOPs can run on: the FP32 CUDA cores, or the FP16 tensor cores (dense).
+PIPES = ("fp32", "tensor")
 DRAM_EFFICIENCY = 0.85         # a device-to-device copy reaches 80-90% of the datasheet bandwidth
 DRAM_LATENCY_S = 700e-9        # a DRAM load's round trip under load (600-800 ns on A100/H100)
 LOADS_IN_FLIGHT_PER_WARP = 1   # a warp waits on one load at a time (no unrolling assumed)
@@ -133,7 +140,7 @@ def _l1_wavefronts(metrics):
     return total
 
 
-def predict(metrics, launch, gpu, flops=None, occupancy=None):
+def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     """Model how long a kernel launch would take on `gpu`, from the emulator's counters.
 
     metrics: {Nsight Compute metric name: count}; a missing name counts as 0, a None as unknown
@@ -141,7 +148,10 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None):
     "block": (x, y, z), "shared_dynamic": bytes}. gpu: a `GPU` or a name. flops: your own count
     of the floating-point operations (an FMA is 2), for the compute roof. occupancy: from
     `theoretical_occupancy` with the compiler's registers; without it registers are not counted.
+    pipe: where those FLOPs run, "fp32" (the CUDA cores, the default) or "tensor" (the FP16 tensor cores,
+    at the GPU's dense FP16 tensor-core peak).
     """
+    compute_peak(gpu, pipe)            # a wrong pipe is refused before any work
     gpu = get_gpu(gpu)
     blocks, threads = _shape(launch, "grid"), _shape(launch, "block")
     notes = [f"modelled, not measured: launch + the slowest of the roofs below, which overlap ({gpu.name})"]
@@ -156,7 +166,7 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None):
         notes.append(f"the grid's {blocks} blocks fill {blocks} of the {gpu.sms} SMs: the rest stay idle")
 
     terms, unknown = {"launch": LAUNCH_OVERHEAD_S}, []
-    notes.append(f"launch: {LAUNCH_OVERHEAD_S * 1e6:g} µs per kernel before any work (empty kernels take 2-5 µs)")
+    notes.append(f"launch: {LAUNCH_OVERHEAD_S * 1e6:g} {LAUNCH_NOTE}")
 
     read, written = _count(metrics, DRAM_READ), _count(metrics, DRAM_WRITE)
     if None in (read, written):
@@ -187,8 +197,10 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None):
     if flops is None:
         notes.append("compute: not modelled (pass flops= your count of the kernel's floating-point operations)")
     else:
-        terms["compute"] = flops * busiest_share / (gpu.fp32_flops / gpu.sms)
-        notes.append(f"compute: your count of {flops:.4g} FLOPs at the FP32 peak of {gpu.fp32_flops / 1e12:.3g} "
+        peak = compute_peak(gpu, pipe)
+        where = "the FP32 peak" if pipe == "fp32" else "the dense FP16 tensor-core peak"
+        terms["compute"] = flops * busiest_share / (peak / gpu.sms)
+        notes.append(f"compute: your count of {flops:.4g} FLOPs at {where} of {peak / 1e12:.3g} "
                      f"TFLOP/s (a napkin count: address arithmetic and other instructions are not counted)")
 
     loads, load_sectors = _count(metrics, _requests("ld")), _count(metrics, _sectors("ld"))
@@ -222,13 +234,22 @@ def arithmetic_intensity(metrics, flops):
     return math.inf if moved == 0 else flops / moved
 
 
-def roofline(metrics, flops, gpu):
-    """Where a kernel sits on `gpu`'s roofline: its intensity, the ridge point, the attainable FLOP/s,
-    and whether the memory or the compute roof is the lower one there."""
+def compute_peak(gpu, pipe="fp32"):
+    """The FLOP/s roof of ``pipe`` on ``gpu``: the FP32 CUDA cores' peak, or the dense FP16 tensor-core peak."""
+    if pipe not in PIPES:
+        raise ValueError(f"pipe must be one of {PIPES} (the FP32 CUDA cores or the FP16 tensor cores), got {pipe!r}")
     gpu = get_gpu(gpu)
+    return gpu.fp32_flops if pipe == "fp32" else gpu.fp16_tensor_flops
+
+
+def roofline(metrics, flops, gpu, pipe="fp32"):
+    """Where a kernel sits on `gpu`'s roofline: its intensity, the ridge point, the attainable FLOP/s,
+    and whether the memory or the compute roof is the lower one there (the compute roof of ``pipe``)."""
+    gpu = get_gpu(gpu)
+    peak = compute_peak(gpu, pipe)
     intensity = arithmetic_intensity(metrics, flops)
     bandwidth = gpu.dram_bytes_per_s * DRAM_EFFICIENCY
-    ridge = gpu.fp32_flops / bandwidth
+    ridge = peak / bandwidth
     return {"intensity": intensity, "ridge": ridge,
-            "attainable_flops": min(gpu.fp32_flops, intensity * bandwidth),
+            "attainable_flops": min(peak, intensity * bandwidth),
             "bound": "memory" if intensity < ridge else "compute"}

@@ -32,6 +32,11 @@ def test_data_parallel_matches_single_process_training(ranks, bucket_bytes):
         np.testing.assert_allclose(r["accuracy"], r["ref_accuracy"], atol=1 / 250 + 1e-9)
     if bucket_bytes == 512:
         assert r["buckets"] > 2          # several buckets were packed, reduced and unpacked
+    # every rank says how much of each epoch it spent computing: some of it, never more than all of it
+    assert len(r["busy"]) == ranks
+    for busy, epochs in r["busy"]:
+        assert len(busy) == len(epochs) == 2
+        assert all(0 < b < e for b, e in zip(busy, epochs))
 
 
 @needs_mpi

@@ -329,3 +329,28 @@ def test_gemm_plan_fills_the_gpu_and_fits_narrow_outputs():
         tile, splits = _dense.gemm_plan(M, N, K)
         k_split, pieces = _dense._split_k(K, splits)
         assert k_split % _dense.SLAB == 0 and (pieces - 1) * k_split < K <= pieces * k_split
+
+
+def test_dense_forward_runs_a_named_tile_unsplit_with_the_plans_bits():
+    """tile= runs one of the GEMM tiles whatever gemm_plan would pick (the profiler counts the kernel a large
+    layer uses at a size the emulator affords): unsplit, each output is the same ascending sum, so the same bits."""
+    rng = np.random.default_rng(14)
+    x = ga.to_gpu(rng.standard_normal((40, 70)).astype(np.float32))
+    w = ga.to_gpu(rng.standard_normal((70, 33)).astype(np.float32))
+    b = ga.to_gpu(rng.standard_normal(33).astype(np.float32))
+    relu = _dense.activation_code("relu")
+    outputs = {}
+    for tile in [None] + [t[0] for t in _dense.GEMM_TILES]:
+        y, z = ga.empty((40, 33), np.float32), ga.empty((40, 33), np.float32)
+        with gpuedu.profile() as prof:
+            _dense.dense_forward(y, z, x, w, b, relu, _dense.Scratch(), tile=tile)
+        if tile is not None:
+            (launch,) = prof.kernels                              # one launch: K is not split
+            assert launch.name == f"dense_forward_{tile}"
+        outputs[tile] = y.get()
+    want = np.maximum(x.get().astype(np.float64) @ w.get() + b.get(), 0)
+    np.testing.assert_allclose(outputs[None], want, rtol=1e-4, atol=1e-4)
+    for tile, got in outputs.items():
+        np.testing.assert_array_equal(got, outputs[None], err_msg=str(tile))
+    with pytest.raises(ValueError, match="tile must be one of '128x128', '64x64', '32x32'"):
+        _dense.dense_forward(y, z, x, w, b, relu, _dense.Scratch(), tile="16x16")

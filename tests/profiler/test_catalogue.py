@@ -25,9 +25,53 @@ def test_every_ladder_version_of_the_lessons_is_listed(emulator):
     assert listed["transpose"] == ops.TRANSPOSE_VERSIONS
     assert listed["softmax rows"] == ops.SOFTMAX_VERSIONS
     assert listed["matmul"] == ops.MATMUL_VERSIONS
-    from gpuedu.ops import conv
-    assert listed["conv2d"] == tuple(v for v in conv.VERSIONS if v != 3)   # version 3 is three launches
+    from gpuedu.ops import conv, fp16
+    assert listed["conv2d"] == conv.VERSIONS                   # version 3's three launches summed
     assert listed["reduce pass"] == ops.REDUCE_VERSIONS[:-1]   # version 7 finishes with atomics in one launch
+    assert listed["dense layer"] == (1,)                       # lesson 05's fused forward GEMM
+    # lessons 07 and 08: FP16 storage on the CUDA cores, then the tensor cores; 5's 128 x 256 tile needs 512^3
+    assert listed["fp16 matmul"] == tuple(v for v in fp16.GEMM_VERSIONS if v != 5)
+    assert listed["wmma_matmul"] == (1,)
+    lessons = {f.name: f.lesson for f in catalogue.course_families()}
+    assert lessons == {"relu": "01", "transpose": "02", "reduce pass": "03", "softmax rows": "03", "conv2d": "11",
+                       "matmul": "04", "dense layer": "05", "fp16 matmul": "07", "wmma_matmul": "08"}
+
+
+def test_the_tensor_core_versions_are_modelled_on_the_tensor_cores(emulator):
+    from gpuedu.ops import fp16
+    fam = family("fp16 matmul")
+    assert [fam.pipe(v) for v in fam.versions] == ["tensor" if v in fp16.TENSOR_VERSIONS else "fp32"
+                                                   for v in fam.versions]
+    assert fam.pipe(4) == "tensor" and fam.pipe(3) == "fp32"
+    assert family("wmma_matmul").pipe(1) == "tensor"
+    assert family("matmul").pipe(7) == "fp32"
+
+
+def test_summed_metrics_add_counts_and_keep_unknowns_unknown():
+    a = {"dram__bytes_read.sum": 10, "x.sum": None, "launch__registers_per_thread": 32}
+    b = {"dram__bytes_read.sum": 5, "x.sum": 3, "launch__registers_per_thread": 64}
+    assert catalogue._summed([a]) == a
+    assert catalogue._summed([a, b]) == {"dram__bytes_read.sum": 15, "x.sum": None}
+
+
+@pytest.mark.slow
+def test_a_version_of_three_launches_is_the_sum_of_its_launches(emulator):
+    conv2d = family("conv2d")
+    three = catalogue.Family("conv2d", (3,), conv2d.sizes, conv2d.target, conv2d.make, conv2d.run, conv2d.flops,
+                             conv2d.size_label, conv2d.flops_note, conv2d.lesson, flops_kernel=conv2d.flops_kernel)
+    (row,) = catalogue.rows("H100", [three])
+    assert row["launches"] == 3
+    assert row["kernel"] == "conv_im2col + matmul_kernel5 + conv_bias_act_nkpq"
+    small, large, _ = catalogue.count(three)[3]
+    bigs = catalogue.at_size(three, small, large)
+    flops = three.flops(three.target)
+    preds = [b.predict("H100", flops=flops if b.name == "matmul_kernel5" else None) for b in bigs]
+    assert row["modelled_seconds"] == pytest.approx(sum(p.seconds for p in preds))
+    assert row["limiter"] == " + ".join(p.limiter for p in preds)
+    assert row["dram_bytes"] == sum(b.metrics["dram__bytes_read.sum"] + b.metrics["dram__bytes_write.sum"] for b in bigs)
+    # im2col writes the lowered matrix (9x the input for a 3x3 filter) and the GEMM reads it back
+    lowered = 4 * 8 * 9 * three.target * 28 * 28
+    assert row["dram_bytes"] > 2 * lowered
 
 
 @pytest.mark.slow
@@ -37,7 +81,7 @@ def test_two_counted_sizes_predict_a_third_exactly_grids_included(emulator):
     third = 1 << 22
     x = gpuedu.setup(verbose=False).gpuarray.to_gpu(np.ones(third, np.float32))
     for v, (small, large, plain) in counted.items():
-        predicted = catalogue.at_size(relu, small, large, third)
+        (predicted,) = catalogue.at_size(relu, small, large, third)
         with profile() as prof:
             ops.relu(x, version=v)
         (direct,) = prof.kernels

@@ -5,7 +5,7 @@ import pytest
 
 from gpuedu.profiler.gpus import get_gpu
 from gpuedu.profiler.time_model import (DRAM_EFFICIENCY, DRAM_LATENCY_S, LAUNCH_OVERHEAD_S, ROOFS, arithmetic_intensity,
-                                   format_seconds, predict, roofline)
+                                   compute_peak, format_seconds, predict, roofline)
 from gpuedu.profiler.occupancy import theoretical_occupancy
 
 H100 = get_gpu("H100")
@@ -68,6 +68,24 @@ def test_huge_flop_count_is_compute_bound():
     assert p.limiter == "compute"
     busiest = math.ceil(250_000 / 132) / 250_000 * 132
     assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + flops / 67e12 * busiest)
+
+
+def test_tensor_core_flops_run_at_the_dense_fp16_tensor_peak():
+    flops = 1e15
+    busiest = math.ceil(250_000 / 132) / 250_000 * 132
+    p = predict(COPY, COPY_LAUNCH, "H100", flops=flops, pipe="tensor")
+    assert p.limiter == "compute"
+    assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + flops / 989e12 * busiest)
+    assert any("dense FP16 tensor-core peak of 989 TFLOP/s" in note for note in p.assumptions)
+    assert compute_peak("H100", "tensor") == 989e12 and compute_peak("H100") == 67e12
+    with pytest.raises(ValueError, match="pipe must be one of"):
+        predict(COPY, COPY_LAUNCH, "H100", flops=flops, pipe="fp16")
+
+
+def test_the_launch_term_says_it_is_the_gpus_side_and_names_the_measured_host_cost():
+    text = "\n".join(predict(COPY, COPY_LAUNCH, "H100").assumptions)
+    assert "3 µs per kernel before any work: the GPU's side of a launch, an assumption of the model" in text
+    assert "measured on an H200, 2026-11-26" in text and "6.2 µs" in text
 
 
 def test_tiny_launch_is_launch_bound():
@@ -184,6 +202,9 @@ def test_roofline_places_a_kernel_against_the_ridge():
     gemm = roofline(counters(dram=(2 * 4096**2 * 4, 4096**2 * 4)), flops=2 * 4096**3, gpu="H100")
     assert gemm["intensity"] == pytest.approx(2 * 4096 / 12)
     assert (gemm["bound"], gemm["attainable_flops"]) == ("compute", 67e12)
+    tensor = roofline(counters(dram=(2 * 4096**2 * 2, 4096**2 * 2)), flops=2 * 4096**3, gpu="H100", pipe="tensor")
+    assert tensor["ridge"] == pytest.approx(989e12 / (3.35e12 * DRAM_EFFICIENCY))
+    assert (tensor["bound"], tensor["attainable_flops"]) == ("compute", 989e12)
     assert arithmetic_intensity({}, 1.0) == math.inf
 
 

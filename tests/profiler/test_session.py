@@ -207,3 +207,17 @@ def test_on_a_gpu_each_launch_is_timed_with_events_and_the_counters_point_to_ncu
     assert rec.metrics["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"] is None
     assert "ncu --metrics" in rec.reasons["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]
     np.testing.assert_array_equal(x.get(), np.full(1 << 20, 2, np.float32))
+
+
+def test_a_record_is_modelled_on_the_compute_pipe_it_is_given(emu):
+    mod, gpuarray = emu
+    x = gpuarray.to_gpu(np.ones(300, np.float32))
+    with gpuedu.profile() as prof:
+        mod.get_function("scale")(x, np.float32(2), np.int32(300), block=(128, 1, 1), grid=(3, 1))
+    (rec,) = prof.kernels
+    fp32, tensor = (rec.predict("H100", flops=1e12, pipe=pipe) for pipe in ("fp32", "tensor"))
+    assert fp32.terms["compute"] / tensor.terms["compute"] == pytest.approx(989 / 67)
+    assert any("FP32 peak of 67 TFLOP/s" in note for note in fp32.assumptions)
+    assert any("tensor-core peak of 989 TFLOP/s" in note for note in tensor.assumptions)
+    with pytest.raises(ValueError, match="pipe must be one of"):
+        rec.predict("H100", flops=1e12, pipe="fp64")

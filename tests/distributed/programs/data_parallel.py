@@ -1,7 +1,8 @@
 """Rank program: data-parallel training against single-process training with the same global batches.
 
 Argument: bucket size in bytes.  Rank 0 prints one JSON line: the histories, whether all ranks ended
-bit-identical, and the largest parameter difference from ``gpuedu.train.fit`` run alone on rank 0.
+bit-identical, the largest parameter difference from ``gpuedu.train.fit`` run alone on rank 0, and each
+rank's (busy seconds, epoch seconds) per epoch.
 """
 import json
 import sys
@@ -30,6 +31,7 @@ def model_and_optimizer():
 model, opt = model_and_optimizer()
 hist = fit_data_parallel(model, comm, x, y, EPOCHS, BATCH, opt, seed=5, bucket_bytes=bucket_bytes, quiet=True)
 same = parameters_identical(model, comm)
+busy = comm.gather((hist.busy_seconds, hist.epoch_seconds), root=0)
 buckets = len(GradientBuckets(model.parameters(), bucket_bytes))
 if rank == 0:
     solo, solo_opt = model_and_optimizer()
@@ -38,4 +40,4 @@ if rank == 0:
                for p, q in zip(model.parameters(), solo.parameters()))
     print(json.dumps({"ranks": size, "identical": same, "buckets": buckets, "max_param_diff": diff,
                       "loss": hist.loss, "ref_loss": ref.loss, "accuracy": hist.train_accuracy,
-                      "ref_accuracy": ref.train_accuracy}), flush=True)
+                      "ref_accuracy": ref.train_accuracy, "busy": busy}), flush=True)
