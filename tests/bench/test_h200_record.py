@@ -99,7 +99,8 @@ def test_lessons_quote_the_record_as_measured(median):
             f"version 3 at {_tflops(median('wmma_gemm_v3'))} ({_pct(median('wmma_gemm_v3'), hgemm)} %)"],
         "13_libraries_and_profiling": [
             _list([f"{median(f'reduce_sum_v{v}'):,.0f}" for v in range(1, 8)], " and ") + " GB/s",
-            f"takes {median('launch_prepared_call'):.1f} µs, a plain call {median('launch_call'):.1f} µs",
+            f"took {median('launch_prepared_call'):.1f} µs of host time",
+            f"and {median('launch_call'):.1f} µs with a plain call",
             f"ran at {_tflops(median('matmul_v7'))} TFLOP/s, {_pct(median('matmul_v7'), sgemm)} % of cuBLAS's FP32 "
             f"SGEMM at {_tflops(sgemm)} TFLOP/s",
             f"at {_tflops(hgemm)} TFLOP/s, which no CUDA-core kernel"],
