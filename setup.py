@@ -19,7 +19,10 @@ class BuildWithLessons(build_py):
         if not lessons:
             return          # building from a tree without lessons: nothing to ship
         target = os.path.join(self.build_lib, "gpuedu", "lesson_notebooks")
-        os.makedirs(target, exist_ok=True)
+        # a build folder kept from an earlier build holds the lessons as they were named then: start it afresh,
+        # or a renamed or removed lesson would ship beside its successor
+        shutil.rmtree(target, ignore_errors=True)
+        os.makedirs(target)
         for path in lessons:
             shutil.copy2(path, target)
 
