@@ -32,6 +32,13 @@ padding=0, seed=0, activation=None)`` (a filter bank ``W`` [out, in, kh, kw], He
 same data loader as an MLP).  They carry ``in_channels`` / ``out_channels`` (``None``: unchanged) instead of
 features.
 
+Sequence layers (``gpuedu.nn.transformer``, kernels in ``attention.cu``, ``nn_layernorm.cu`` and ``nn_dense.cu``) follow
+the protocol on float32 ``[batch, seq, d_model]`` GPUArrays: ``SelfAttention(d_model, n_heads, causal=True, seed=0)``
+(``parameters() == [Wq, Wk, Wv, Wo]``, each [d_model, d_model], no biases; the heads split along the last axis;
+the tiled attention kernel inside, its backward recomputing the probabilities) and ``LayerNorm(features,
+eps=1e-5)`` (over the last axis of any array, ``parameters() == [gamma, beta]``).  Both are shape-preserving
+(``in_features`` / ``out_features`` are ``None``).
+
 ``Sequential(*layers)`` / ``mlp([64, 128, 10], activation="relu", seed=0)``
     Checks that the layers' shapes chain when it is built (features between Dense layers, channels between
     image layers, no image layer after a Dense one); a model whose first layer is an image layer takes
@@ -69,6 +76,8 @@ from .layers import ACTIVATIONS, GELU, Activation, Dense, Parameter, ReLU, Sigmo
 from .loss import SoftmaxCrossEntropy
 from .model import Sequential, mlp
 from .optim import SGD, Adam, Optimizer
+from .transformer import LayerNorm, SelfAttention
 
-__all__ = ["ACTIVATIONS", "GELU", "SGD", "Activation", "Adam", "Conv2D", "Dense", "Flatten", "MaxPool2D",
-           "Optimizer", "Parameter", "ReLU", "Reshape", "Sequential", "Sigmoid", "SoftmaxCrossEntropy", "Tanh", "init", "mlp"]
+__all__ = ["ACTIVATIONS", "GELU", "SGD", "Activation", "Adam", "Conv2D", "Dense", "Flatten", "LayerNorm", "MaxPool2D",
+           "Optimizer", "Parameter", "ReLU", "Reshape", "Sequential", "Sigmoid", "SelfAttention", "SoftmaxCrossEntropy", "Tanh", "init",
+           "mlp"]

@@ -9,6 +9,11 @@ from math import erf, pi, sqrt
 
 import numpy as np
 
+from ..ops.attention import attention_backward_reference as attention_backward
+from ..ops.attention import attention_reference as attention
+from ..ops.layernorm import layernorm_backward_reference as layernorm_backward
+from ..ops.layernorm import layernorm_reference as layernorm
+
 _erf = np.vectorize(erf, otypes=[np.float64])
 
 
@@ -151,6 +156,64 @@ class Reshape:
 
     def grads(self):
         return []
+
+
+class SelfAttention:
+    """gpuedu.nn.SelfAttention in float64: Y = attention(X Wq, X Wk, X Wv) Wo on [batch, seq, d_model]."""
+
+    def __init__(self, Wq, Wk, Wv, Wo, n_heads, causal=True):
+        self.Wq, self.Wk, self.Wv, self.Wo = (np.array(w, dtype=np.float64) for w in (Wq, Wk, Wv, Wo))
+        self.n_heads, self.causal = n_heads, causal
+
+    @classmethod
+    def from_layer(cls, layer):
+        return cls(*(p.numpy() for p in layer.parameters()), layer.n_heads, layer.causal)
+
+    def forward(self, x):
+        self.x = x
+        self.q, self.k, self.v = x @ self.Wq, x @ self.Wk, x @ self.Wv
+        self.a = attention(self.q, self.k, self.v, heads=self.n_heads, causal=self.causal)
+        return self.a @ self.Wo
+
+    def backward(self, dy):
+        sum_rows = lambda a, b: np.einsum("bsi,bsj->ij", a, b)    # noqa: E731  (A^T B over batch and seq)
+        self.dWo = sum_rows(self.a, dy)
+        da = dy @ self.Wo.T
+        dq, dk, dv = attention_backward(da, self.q, self.k, self.v, heads=self.n_heads, causal=self.causal)
+        self.dWq, self.dWk, self.dWv = sum_rows(self.x, dq), sum_rows(self.x, dk), sum_rows(self.x, dv)
+        return dq @ self.Wq.T + dk @ self.Wk.T + dv @ self.Wv.T
+
+    def parameters(self):
+        return [self.Wq, self.Wk, self.Wv, self.Wo]
+
+    def grads(self):
+        return [self.dWq, self.dWk, self.dWv, self.dWo]
+
+
+class LayerNorm:
+    """gpuedu.nn.LayerNorm in float64, over the last axis."""
+
+    def __init__(self, gamma, beta, eps=1e-5):
+        self.gamma, self.beta = np.array(gamma, dtype=np.float64), np.array(beta, dtype=np.float64)
+        self.eps = eps
+
+    @classmethod
+    def from_layer(cls, layer):
+        return cls(layer.gamma.numpy(), layer.beta.numpy(), layer.eps)
+
+    def forward(self, x):
+        self.x = x
+        return layernorm(x, self.gamma, self.beta, self.eps)[0]
+
+    def backward(self, dy):
+        dx, self.dgamma, self.dbeta = layernorm_backward(dy, self.x, self.gamma, self.eps)
+        return dx
+
+    def parameters(self):
+        return [self.gamma, self.beta]
+
+    def grads(self):
+        return [self.dgamma, self.dbeta]
 
 
 def softmax_cross_entropy(logits, labels):
