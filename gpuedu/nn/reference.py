@@ -216,6 +216,37 @@ class LayerNorm:
         return [self.dgamma, self.dbeta]
 
 
+class TransformerBlock:
+    """gpuedu.nn.TransformerBlock in float64: h = x + attention(norm1(x)), y = h + fc2(fc1(norm2(h)))."""
+
+    def __init__(self, norm1, attention, norm2, fc1, fc2):
+        self.norm1, self.attention, self.norm2, self.fc1, self.fc2 = norm1, attention, norm2, fc1, fc2
+        self.layers = [norm1, attention, norm2, fc1, fc2]
+
+    @classmethod
+    def from_layer(cls, block):
+        dense = lambda layer: Dense(layer.W.numpy(), layer.b.numpy(), layer.activation)   # noqa: E731
+        return cls(LayerNorm.from_layer(block.norm1), SelfAttention.from_layer(block.attention),
+                   LayerNorm.from_layer(block.norm2), dense(block.fc1), dense(block.fc2))
+
+    def forward(self, x):
+        self.shape = x.shape
+        h = x + self.attention.forward(self.norm1.forward(x))
+        m = self.norm2.forward(h).reshape(-1, x.shape[-1])
+        return h + self.fc2.forward(self.fc1.forward(m)).reshape(x.shape)
+
+    def backward(self, dy):
+        d = self.fc1.backward(self.fc2.backward(dy.reshape(-1, self.shape[-1])))
+        dh = dy + self.norm2.backward(d.reshape(self.shape))
+        return dh + self.norm1.backward(self.attention.backward(dh))
+
+    def parameters(self):
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def grads(self):
+        return [g for layer in self.layers for g in layer.grads()]
+
+
 def softmax_cross_entropy(logits, labels):
     """(mean loss, dL/dlogits) with the max subtracted before exp, as the kernel does."""
     rows = logits.shape[0]

@@ -219,3 +219,150 @@ class LayerNorm:
 
     def __repr__(self):
         return f"LayerNorm({self.features}, eps={self.eps})"
+
+
+class TransformerBlock:
+    """A pre-norm transformer block on [batch, seq, d_model]:
+
+        h = x + SelfAttention(LayerNorm(x))
+        y = h + Dense(d_hidden, d_model)(GELU(Dense(d_model, d_hidden)(LayerNorm(h))))
+
+    The MLP's two dense layers act on each position alone ([batch * seq, d_model] rows). Backward: each skip
+    connection passes its gradient both ways, straight through and through the branch, and the two add."""
+
+    in_features = out_features = None     # shape-preserving
+
+    def __init__(self, d_model, n_heads, d_hidden=None, causal=True, seed=0, name="block"):
+        from .layers import Dense
+        d_model = _positive_int("d_model", d_model)
+        d_hidden = 4 * d_model if d_hidden is None else _positive_int("d_hidden", d_hidden)
+        self.d_model, self.d_hidden = d_model, d_hidden
+        self.norm1 = LayerNorm(d_model, name=f"{name}.norm1")
+        self.attention = SelfAttention(d_model, n_heads, causal=causal, seed=seed, name=f"{name}.attention")
+        self.norm2 = LayerNorm(d_model, name=f"{name}.norm2")
+        self.fc1 = Dense(d_model, d_hidden, activation="gelu", seed=seed * 4 + 1, name=f"{name}.fc1")
+        self.fc2 = Dense(d_hidden, d_model, init="xavier", seed=seed * 4 + 2, name=f"{name}.fc2")
+        self._layers = (self.norm1, self.attention, self.norm2, self.fc1, self.fc2)
+        self._stream = None
+        self._buffers = _Cache()
+        self._x = None
+
+    @property
+    def stream(self):
+        return self._stream
+
+    @stream.setter
+    def stream(self, stream):
+        self._stream = stream
+        for layer in self._layers:
+            layer.stream = stream
+
+    def parameters(self):
+        return [p for layer in self._layers for p in layer.parameters()]
+
+    def forward(self, x):
+        x = check_sequences(x, "the transformer block's input", self.d_model)
+        shape = tuple(x.shape)
+        rows = shape[0] * shape[1]
+        bufs = self._buffers.get(shape, H=(shape, np.float32), Y=(shape, np.float32), dH=(shape, np.float32),
+                                 dX=(shape, np.float32))
+        a = self.attention.forward(self.norm1.forward(x))
+        _dense.residual_add(bufs["H"], x, a, self._stream)                       # h = x + attention
+        m = self.norm2.forward(bufs["H"]).reshape(rows, self.d_model)
+        m = self.fc2.forward(self.fc1.forward(m))
+        _dense.residual_add(bufs["Y"], bufs["H"], m.reshape(shape), self._stream)  # y = h + MLP
+        self._x, self._bufs = x, bufs
+        return bufs["Y"]
+
+    __call__ = forward
+
+    def backward(self, dy, need_input_grad=True):
+        if self._x is None:
+            raise RuntimeError("backward() before forward(): run a forward pass first")
+        bufs, shape = self._bufs, tuple(self._x.shape)
+        _check_gradient(dy, shape)
+        rows = shape[0] * shape[1]
+        d = self.fc2.backward(dy.reshape(rows, self.d_model))
+        d = self.fc1.backward(d)
+        d = self.norm2.backward(d.reshape(shape))
+        _dense.residual_add(bufs["dH"], dy, d, self._stream)                     # dh = dy + d(MLP branch)
+        d = self.norm1.backward(self.attention.backward(bufs["dH"]), need_input_grad=need_input_grad)
+        if not need_input_grad:
+            return None
+        _dense.residual_add(bufs["dX"], bufs["dH"], d, self._stream)             # dx = dh + d(attention branch)
+        return bufs["dX"]
+
+    def __repr__(self):
+        return f"TransformerBlock({self.d_model}, {self.attention.n_heads}, d_hidden={self.d_hidden})"
+
+
+class CharTransformer:
+    """A small causal language model over characters: tokens [batch, seq] -> logits [batch * seq, vocab_size],
+    row b * seq + t predicting the token after position t of sequence b.
+
+        embed:   one Dense layer on [one-hot(token) | one-hot(position)]: a token embedding plus a learned
+                 position embedding (and a bias), as one GEMM
+        blocks:  n_blocks TransformerBlocks (causal)
+        head:    LayerNorm, then Dense(d_model, vocab_size) to the logits
+
+    ``backward(dlogits)`` takes nn.SoftmaxCrossEntropy's gradient; ``parameters()`` every trainable tensor."""
+
+    def __init__(self, vocab_size, seq_len, d_model=32, n_heads=2, n_blocks=1, d_hidden=None, seed=0):
+        from .layers import Dense
+        self.vocab_size = _positive_int("vocab_size", vocab_size)
+        self.seq_len = _positive_int("seq_len", seq_len)
+        self.d_model = _positive_int("d_model", d_model)
+        n_blocks = _positive_int("n_blocks", n_blocks)
+        self.embed = Dense(self.vocab_size + self.seq_len, self.d_model, init="xavier", seed=seed, name="embed")
+        self.blocks = [TransformerBlock(self.d_model, n_heads, d_hidden, causal=True, seed=seed + 1 + i,
+                                        name=f"block{i}") for i in range(n_blocks)]
+        self.norm = LayerNorm(self.d_model, name="norm")
+        self.head = Dense(self.d_model, self.vocab_size, init="xavier", seed=seed + 1 + n_blocks, name="head")
+        self._layers = [self.embed, *self.blocks, self.norm, self.head]
+        self._shape = None
+
+    def parameters(self):
+        return [p for layer in self._layers for p in layer.parameters()]
+
+    def one_hot(self, tokens):
+        """The embedding layer's input for int tokens [batch, seq]: [batch * seq, vocab_size + seq_len]."""
+        if not isinstance(tokens, np.ndarray) or tokens.dtype.kind not in "iu":
+            raise TypeError(f"tokens must be a NumPy integer array [batch, seq], got "
+                            f"{type(tokens).__name__} {getattr(tokens, 'dtype', '')}")
+        if tokens.ndim != 2 or tokens.shape[0] == 0 or not 0 < tokens.shape[1] <= self.seq_len:
+            raise ValueError(f"tokens must be [batch, seq] with 1 <= seq <= seq_len={self.seq_len}, "
+                             f"got shape {tokens.shape}")
+        if tokens.min() < 0 or tokens.max() >= self.vocab_size:
+            raise ValueError(f"tokens must be in [0, {self.vocab_size}), got values from {tokens.min()} to {tokens.max()}")
+        batch, seq = tokens.shape
+        x = np.zeros((batch, seq, self.vocab_size + self.seq_len), np.float32)
+        b, t = np.indices((batch, seq))
+        x[b, t, tokens] = 1.0
+        x[b, t, self.vocab_size + t] = 1.0
+        return x.reshape(batch * seq, -1)
+
+    def forward(self, tokens):
+        batch, seq = np.shape(tokens)[:2] if np.ndim(tokens) == 2 else (None, None)
+        h = self.embed.forward(L.gpuarray().to_gpu(self.one_hot(tokens)))
+        h = h.reshape(batch, seq, self.d_model)
+        for block in self.blocks:
+            h = block.forward(h)
+        h = self.norm.forward(h)
+        self._shape = (batch, seq)
+        return self.head.forward(h.reshape(batch * seq, self.d_model))
+
+    __call__ = forward
+
+    def backward(self, dlogits):
+        if self._shape is None:
+            raise RuntimeError("backward() before forward(): run a forward pass first")
+        batch, seq = self._shape
+        d = self.head.backward(dlogits)
+        d = self.norm.backward(d.reshape(batch, seq, self.d_model))
+        for block in reversed(self.blocks):
+            d = block.backward(d)
+        self.embed.backward(d.reshape(batch * seq, self.d_model), need_input_grad=False)
+
+    def __repr__(self):
+        return (f"CharTransformer(vocab_size={self.vocab_size}, seq_len={self.seq_len}, d_model={self.d_model}, "
+                f"n_blocks={len(self.blocks)})")

@@ -9,6 +9,7 @@ nn_dense.cu:        dense_forward     Z = X W + b, Y = act(Z)                 on
                     weight_grad, input_grad, sum_parts: the same GEMMs and sum for layers without a bias
                                       (gpuedu.nn.SelfAttention's projections)
 nn_activations.cu:  activation_forward Y = act(X);  activation_backward dX = dY * act'(X)   one launch each
+                    residual_add Y = A + B (skip connections)                            one launch
 
 The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh); ``gemm_plan`` picks
 each one's block tile from its shape, and splits K among blocks (one more, elementwise launch) when the
@@ -205,6 +206,13 @@ def activation_forward(y, x, act, stream=None):
     n = int(x.size)
     f = L.kernel("nn_activations", "activation_forward", "PPii")
     L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1), (L.ptr(y), L.ptr(x), L.i32(n), L.i32(act)), stream)
+
+
+def residual_add(y, a, b, stream=None):
+    """y = a + b elementwise (nn_activations.cu): a skip connection, forward and backward."""
+    n = int(y.size)
+    f = L.kernel("nn_activations", "residual_add", "PPPi")
+    L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1), (L.ptr(y), L.ptr(a), L.ptr(b), L.i32(n)), stream)
 
 
 def activation_backward(dx, dy, x, y, act, stream=None):

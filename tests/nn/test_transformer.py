@@ -169,3 +169,65 @@ def test_layer_norm_bad_input_gets_a_clear_error():
     layer.forward(randn(3, 4))
     with pytest.raises(ValueError, match="last forward produced"):
         layer.backward(ga.to_gpu(randn(2, 4)))
+
+
+# ---- the transformer block and a small character model ---------------------------------------------------
+
+def test_transformer_block_reference_gradients_are_finite_differences():
+    block = nn.TransformerBlock(6, 2, d_hidden=10, seed=24)
+    net = ref.TransformerBlock.from_layer(block)
+    check_reference_against_finite_differences(net, randn(2, 4, 6, seed=25), randn(2, 4, 6, seed=26))
+
+
+@pytest.mark.parametrize("shape", [(2, 7, 12, 3), (1, 66, 8, 2)])
+def test_transformer_block_matches_the_reference(shape):
+    batch, seq, d_model, heads = shape
+    block = nn.TransformerBlock(d_model, heads, seed=27)
+    assert len(block.parameters()) == 2 + 4 + 2 + 2 + 2
+    set_affine(block.norm1, 28)
+    set_affine(block.norm2, 30)
+    net = ref.TransformerBlock.from_layer(block)
+    device_against_reference(block, net, randn(batch, seq, d_model, seed=32), randn(batch, seq, d_model, seed=33))
+
+
+def test_char_transformer_one_hot_and_bad_tokens():
+    model = nn.CharTransformer(vocab_size=5, seq_len=4, d_model=8, n_heads=2)
+    x = model.one_hot(np.array([[1, 4, 0]], np.int32))
+    assert x.shape == (3, 5 + 4)
+    np.testing.assert_array_equal(x.argmax(axis=1), [1, 4, 0])                 # the token
+    np.testing.assert_array_equal(x[:, 5:].argmax(axis=1), [0, 1, 2])          # its position
+    assert (x.sum(axis=1) == 2).all()
+    with pytest.raises(ValueError, match=r"tokens must be in \[0, 5\)"):
+        model.forward(np.array([[1, 5]], np.int32))
+    with pytest.raises(ValueError, match="seq_len=4"):
+        model.forward(np.zeros((1, 5), np.int32))
+    with pytest.raises(TypeError, match="integer array"):
+        model.forward(np.zeros((1, 3), np.float32))
+    with pytest.raises(RuntimeError, match="before forward"):
+        nn.CharTransformer(5, 4, d_model=8).backward(None)
+
+
+def test_char_transformer_learns_the_words_well_below_the_unigram_baseline():
+    from gpuedu import data
+    task = data.char_task(seq_len=32, train=512, test=128, seed=0)
+    baseline = data.unigram_loss(task.y_train, task.y_test, task.vocab_size)
+    model = nn.CharTransformer(task.vocab_size, 32, d_model=32, n_heads=2, n_blocks=1, seed=0)
+    optimizer = nn.Adam(model.parameters(), lr=3e-3)
+    loss = nn.SoftmaxCrossEntropy()
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        rows = rng.integers(0, len(task.x_train), 16)
+        model.backward(loss(model.forward(task.x_train[rows]), task.y_train[rows].reshape(-1)))
+        optimizer.step()
+    test = nn.SoftmaxCrossEntropy()
+    for i in range(0, len(task.x_test), 32):
+        test(model.forward(task.x_test[i:i + 32]), task.y_test[i:i + 32].reshape(-1))
+    test_loss, _ = test.result()
+    # The best model that sees only the previous character (add-one smoothed bigram counts): beating it
+    # means the model reads further back, which only attention lets it do.
+    counts = np.ones((task.vocab_size, task.vocab_size))
+    np.add.at(counts, (task.x_train.reshape(-1), task.y_train.reshape(-1)), 1.0)
+    bigram = -np.log((counts / counts.sum(axis=1, keepdims=True))[task.x_test.reshape(-1), task.y_test.reshape(-1)])
+    assert 2.0 < baseline < 3.0 and bigram.mean() < baseline
+    assert test_loss < 0.5 * baseline, (test_loss, baseline)
+    assert test_loss < 0.9 * bigram.mean(), (test_loss, bigram.mean())
