@@ -11,6 +11,8 @@ from gpuedu.ops import attention as A
 
 backend = gpuedu.setup(verbose=False)
 
+STORE_BYTES = "dram__bytes_write.sum"
+
 # (batch, seq, heads, head_dim): seq below, between and above the tiles (16, 32, 64 rows), head sizes that
 # are not powers of two, one head and several.
 SHAPES = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 37, 2, 8), (1, 70, 1, 16), (1, 65, 2, 5), (1, 130, 1, 32)]
@@ -99,10 +101,39 @@ def test_the_backward_is_the_same_bits_every_run():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp16_inputs_with_float32_arithmetic_match_within_fp16_tolerance(causal):
+    for shape in [(2, 37, 2, 8), (1, 70, 1, 16)]:
+        batch, seq, heads, head_dim = shape
+        q, k, v = (x.astype(np.float16) for x in make(*shape, seed=12))
+        out, lse = A.attention(q, k, v, heads=heads, causal=causal, return_lse=True)
+        assert out.dtype == np.float16 and lse.dtype == np.float32
+        want, want_lse = ref.attention(q, k, v, heads=heads, causal=causal, return_lse=True)
+        # the inputs are exact in float64; the only roundings that matter are the float32 sums and O's
+        # final rounding to half (a relative 2**-11)
+        np.testing.assert_allclose(out.get().astype(np.float64), want, rtol=2**-10, atol=2**-12)
+        np.testing.assert_allclose(lse.get(), want_lse, rtol=1e-5, atol=1e-5)
+        # and it is the float32 kernel's result, rounded once
+        single = A.attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32), heads=heads,
+                             causal=causal).get()
+        assert np.abs(out.get().astype(np.float32) - single).max() <= np.abs(single).max() * 2**-11
+
+
+def test_fp16_moves_half_the_bytes_of_float32():
+    if backend.name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    batch, seq, heads, head_dim = 1, 64, 2, 16
+    single = [backend.gpuarray.to_gpu(x) for x in make(batch, seq, heads, head_dim, seed=13)]
+    half = [backend.gpuarray.to_gpu(x.get().astype(np.float16)) for x in single]
+    with gpuedu.profile() as prof:
+        A.attention(*single, heads=heads)
+        A.attention(*half, heads=heads)
+    f32, f16 = (kern.metrics for kern in prof.kernels)
+    assert f16[STORE_BYTES] * 2 == f32[STORE_BYTES] == batch * seq * heads * head_dim * 4
+    assert f16["dram__bytes_read.sum"] * 2 == f32["dram__bytes_read.sum"]
+
+
 # ---- what each version writes to global memory (counted) ----------------------------------------------
-
-STORE_BYTES = "dram__bytes_write.sum"
-
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_only_the_tiled_kernel_writes_no_n_by_n_matrix(causal):
@@ -180,7 +211,14 @@ def test_bad_input_gets_a_clear_error():
         A.attention(q, k, v, heads=2, version=1, return_lse=True)
     with pytest.raises(ValueError, match="positive integer"):
         A.attention(q, k, v, heads=0)
+    with pytest.raises(TypeError, match="version 3's"):
+        A.attention(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16), heads=2, version=2)
+    with pytest.raises(TypeError, match="k has dtype float32"):
+        A.attention(q.astype(np.float16), k, v, heads=2)
     out, lse = A.attention(q, k, v, heads=2, return_lse=True)
+    half = [x.astype(np.float16) for x in (q, k, v)]
+    with pytest.raises(TypeError, match="forward only"):
+        A.attention_backward(half[0], *half, out.get().astype(np.float16), lse, heads=2)
     with pytest.raises(ValueError, match=r"lse has shape"):
         A.attention_backward(q, q, k, v, out, lse.get().reshape(1, 8, 2), heads=2)
 

@@ -26,6 +26,9 @@
 //     to the output row too), and adds p_j V_j. At the end O = o / l, and it saves L = m + log(l), the
 //     row's log-sum-exp, for the backward pass. Global traffic: Q, O once, K and V once per query tile:
 //     O(N * HEAD_DIM * N / FLASH_ROWS) instead of O(N * N).
+//     attention_flash_forward_half is the same kernel on __half Q, K, V and O (half the bytes moved): each
+//     element is widened to float as it enters shared memory, every product, maximum and sum is float, and
+//     O is rounded to half once, at the end; the log-sum-exp stays float.
 //
 // Backward of version 3, by recomputation. With S = scale Q K^T, P = softmax(S) row by row, O = P V and
 // dO = dL/dO given:
@@ -45,6 +48,8 @@
 //                                streams K, V in tiles of BWD_TILE key rows: dQ_i += dS_ij k_j
 // Splitting dK, dV from dQ recomputes P twice, but each output has one writer and its sums run in a
 // fixed order: no atomics, the same bits every run.
+#include <cuda_fp16.h>
+
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -70,20 +75,26 @@ __device__ inline size_t row_offset(int bh, int i, int N, int heads) {
 
 // Copy rows first .. first+ROWS-1 of one head (HEAD_DIM floats each) into a shared tile, all the block's
 // threads together, consecutive threads on consecutive floats (coalesced); rows past N are zero.
-template <int ROWS, int PITCH>
-__device__ inline void load_rows(float (*tile)[PITCH], const float* src, int bh, int first, int N, int heads) {
+// Elements of global memory as float and back: float as it is, __half widened exactly / rounded to nearest.
+__device__ inline float to_float(float v) { return v; }
+__device__ inline float to_float(__half v) { return __half2float(v); }
+__device__ inline void from_float(float& out, float v) { out = v; }
+__device__ inline void from_float(__half& out, float v) { out = __float2half_rn(v); }
+
+template <int ROWS, int PITCH, class T>
+__device__ inline void load_rows(float (*tile)[PITCH], const T* src, int bh, int first, int N, int heads) {
     for (int e = threadIdx.x; e < ROWS * HEAD_DIM; e += blockDim.x) {
         int r = e / HEAD_DIM, c = e % HEAD_DIM;
-        tile[r][c] = first + r < N ? src[row_offset(bh, first + r, N, heads) + c] : 0.0f;
+        tile[r][c] = first + r < N ? to_float(src[row_offset(bh, first + r, N, heads) + c]) : 0.0f;
     }
 }
 
 // The reverse: a shared tile to rows first .. of one head, rows past N skipped.
-template <int ROWS, int PITCH>
-__device__ inline void store_rows(float* dst, float (*tile)[PITCH], int bh, int first, int N, int heads) {
+template <int ROWS, int PITCH, class T>
+__device__ inline void store_rows(T* dst, float (*tile)[PITCH], int bh, int first, int N, int heads) {
     for (int e = threadIdx.x; e < ROWS * HEAD_DIM; e += blockDim.x) {
         int r = e / HEAD_DIM, c = e % HEAD_DIM;
-        if (first + r < N) dst[row_offset(bh, first + r, N, heads) + c] = tile[r][c];
+        if (first + r < N) from_float(dst[row_offset(bh, first + r, N, heads) + c], tile[r][c]);
     }
 }
 
@@ -177,12 +188,15 @@ extern "C" __global__ void attention_scores_softmax(float* P, const float* Q, co
 // ---- version 3: the tiled forward ---------------------------------------------------------------------
 // O = softmax(mask(scale Q K^T)) V and L[bh][i] = the log-sum-exp of row i's scores (skipped when L is NULL).
 // Block FLASH_ROWS threads, one query row each; grid (ceil(N / FLASH_ROWS), batch * heads).
-extern "C" __global__ void attention_flash_forward(float* O, float* L, const float* Q, const float* K,
-                                                   const float* V, int N, int heads, float scale, int causal) {
-    __shared__ float Qs[FLASH_ROWS][HEAD_DIM + 1];   // the Q tile, later the O tile; +1: a thread's own row,
-                                                     // read down a column by the warp, lands on 32 banks
-    __shared__ float Ks[FLASH_KEYS][HEAD_DIM];       // every thread reads the same K, V element at once:
-    __shared__ float Vs[FLASH_KEYS][HEAD_DIM];       // a broadcast, no padding needed
+// T is the element type of Q, K, V and O in global memory (float or __half); the arithmetic is float.
+// The shared tiles, declared by the two kernels below:
+//   Qs [FLASH_ROWS][HEAD_DIM + 1]  the Q tile, later the O tile; +1: a thread's own row, read down a column by
+//                                  the warp, lands on 32 banks
+//   Ks, Vs [FLASH_KEYS][HEAD_DIM]  every thread reads the same K, V element at once: a broadcast, no padding
+template <class T>
+__device__ inline void flash_forward(float (*Qs)[HEAD_DIM + 1], float (*Ks)[HEAD_DIM], float (*Vs)[HEAD_DIM],
+                                     T* O, float* L, const T* Q, const T* K, const T* V, int N, int heads,
+                                     float scale, int causal) {
     int bh = blockIdx.y, q0 = blockIdx.x * FLASH_ROWS, t = threadIdx.x;
     int i = q0 + t;                                  // this thread's query row (past N: computes, never writes)
     load_rows<FLASH_ROWS>(Qs, Q, bh, q0, N, heads);
@@ -226,6 +240,21 @@ extern "C" __global__ void attention_flash_forward(float* O, float* L, const flo
     if (L != NULL && i < N) L[(size_t)bh * N + i] = m + logf(l);
     __syncthreads();
     store_rows<FLASH_ROWS>(O, Qs, bh, q0, N, heads);
+}
+
+extern "C" __global__ void attention_flash_forward(float* O, float* L, const float* Q, const float* K,
+                                                   const float* V, int N, int heads, float scale, int causal) {
+    __shared__ float Qs[FLASH_ROWS][HEAD_DIM + 1];
+    __shared__ float Ks[FLASH_KEYS][HEAD_DIM], Vs[FLASH_KEYS][HEAD_DIM];
+    flash_forward(Qs, Ks, Vs, O, L, Q, K, V, N, heads, scale, causal);
+}
+
+extern "C" __global__ void attention_flash_forward_half(__half* O, float* L, const __half* Q, const __half* K,
+                                                        const __half* V, int N, int heads, float scale,
+                                                        int causal) {
+    __shared__ float Qs[FLASH_ROWS][HEAD_DIM + 1];
+    __shared__ float Ks[FLASH_KEYS][HEAD_DIM], Vs[FLASH_KEYS][HEAD_DIM];
+    flash_forward(Qs, Ks, Vs, O, L, Q, K, V, N, heads, scale, causal);
 }
 
 // ---- the backward of version 3 ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ the NumPy float64 references.
     out, lse = ops.attention.attention(q, k, v, version=3, return_lse=True)
     dq, dk, dv = ops.attention.attention_backward(dout, q, k, v, out, lse, heads=1, causal=False)
 
-q, k, v are float32 [batch, seq, heads * head_dim] (the heads side by side along the last axis), head_dim
+q, k, v are float32 (version 3: or float16, with float32 arithmetic) [batch, seq, heads * head_dim] (the heads side by side along the last axis), head_dim
 at most MAX_HEAD_DIM; it is compiled into the kernels (-DHEAD_DIM=...), once per head size.
 
 Version 1: scores to memory, softmax (softmax.cu, version 3), then P V: three launches, S and P (N x N each)
@@ -53,12 +53,15 @@ def _check_heads(heads, width, op):
     return int(heads), head_dim
 
 
-def _inputs(op, heads, **arrays):
-    """The arrays as 3-D float32 device arrays of one shape; (arrays, batch, seq, heads, head_dim)."""
+def _inputs(op, heads, half=False, **arrays):
+    """The arrays as 3-D device arrays of one shape and dtype, float32 (or float16 when ``half`` allows it and
+    the first array is float16); (arrays, batch, seq, heads, head_dim)."""
     out = {}
     shape = None
+    first = next(iter(arrays.values()))
+    dtype = np.float16 if half and getattr(first, "dtype", None) == np.float16 else np.float32
     for name, x in arrays.items():
-        x = L.device_array(x, name, ndim=3)
+        x = L.device_array(x, name, dtype=dtype, ndim=3)
         if shape is None:
             shape = tuple(x.shape)
         elif tuple(x.shape) != shape:
@@ -81,15 +84,21 @@ def attention(q, k, v, heads=1, causal=False, version=3, scale=None, out=None, l
               workspace=None, stream=None):
     """softmax(mask(Q K^T * scale)) V for each batch and head; scale defaults to 1 / sqrt(head_dim).
 
+    Version 3 also takes float16 q, k, v (all three): the kernel computes in float32 and rounds O to float16
+    once; the log-sum-exp stays float32.
+
     ``lse`` (version 3 only): a float32 [batch, heads, seq] array for the rows' log-sum-exp, which
     ``attention_backward`` needs; ``return_lse=True`` makes one and returns ``(out, lse)``.
     ``workspace`` (versions 1-2): a float32 array of batch * heads * seq * seq floats (two for version 1)
     for the N x N matrices, so that a timed call allocates nothing."""
     op = f"attention version {version}"
     check_version(version, VERSIONS, "attention")
-    arrays, batch, seq, heads, head_dim = _inputs(op, heads, q=q, k=k, v=v)
+    if version != 3 and getattr(q, "dtype", None) == np.float16:
+        raise TypeError(f"{op} takes float32; FP16 inputs (with float32 arithmetic inside) are version 3's")
+    arrays, batch, seq, heads, head_dim = _inputs(op, heads, half=True, q=q, k=k, v=v)
     q, k, v = arrays["q"], arrays["k"], arrays["v"]
-    out = L.output(out, q.shape)
+    half = q.dtype == np.float16
+    out = L.output(out, q.shape, dtype=q.dtype)
     problems = batch * heads
     if (lse is not None or return_lse) and version != 3:
         raise ValueError(f"{op}: only version 3 saves the log-sum-exp (the backward is version 3's)")
@@ -103,7 +112,10 @@ def attention(q, k, v, heads=1, causal=False, version=3, scale=None, out=None, l
     s = _scale(scale, head_dim)
     flag = L.i32(1 if causal else 0)
     if version == 3:
-        fn = L.kernel("attention", "attention_flash_forward", "PPPPPiifi", _options(head_dim))
+        if half:
+            fn = L.kernel("attention", "attention_flash_forward_half", "PPPPPiifi", _options(head_dim))
+        else:
+            fn = L.kernel("attention", "attention_flash_forward", "PPPPPiifi", _options(head_dim))
         L.launch(fn, (ceil_div(seq, FLASH_ROWS), problems), (FLASH_ROWS, 1, 1),
                  (L.ptr(out), L.ptr(lse), L.ptr(q), L.ptr(k), L.ptr(v), L.i32(seq), L.i32(heads), s, flag), stream)
         return result
@@ -141,6 +153,9 @@ def attention_backward(dout, q, k, v, out, lse, heads=1, causal=False, scale=Non
     results for the same q, k, v, heads, causal and scale. ``workspace``: a float32 [batch, heads, seq] array
     for the rows' dO . O (made when absent)."""
     op = "attention_backward"
+    if getattr(q, "dtype", None) == np.float16:
+        raise TypeError(f"{op} takes float32 arrays; the FP16 kernel is forward only (convert with "
+                        f"ops.fp16.to_float, or train in float32)")
     arrays, batch, seq, heads, head_dim = _inputs(op, heads, dout=dout, q=q, k=k, v=v, out=out)
     dout, q, k, v, out = (arrays[n] for n in ("dout", "q", "k", "v", "out"))
     problems = batch * heads
