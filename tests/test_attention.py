@@ -15,7 +15,9 @@ STORE_BYTES = "dram__bytes_write.sum"
 
 # (batch, seq, heads, head_dim): seq below, between and above the tiles (16, 32, 64 rows), head sizes that
 # are not powers of two, one head and several.
-SHAPES = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 37, 2, 8), (1, 70, 1, 16), (1, 65, 2, 5), (1, 130, 1, 32)]
+# The largest head (MAX_HEAD_DIM, the file's default HEAD_DIM: compiled without options) too.
+SHAPES = [(1, 1, 1, 4), (2, 5, 3, 4), (2, 37, 2, 8), (1, 70, 1, 16), (1, 65, 2, 5), (1, 130, 1, 32),
+          (1, 33, 2, A.MAX_HEAD_DIM)]
 
 
 def make(batch, seq, heads, head_dim, seed=0, count=3):
@@ -43,6 +45,20 @@ def test_causal_output_of_a_row_does_not_depend_on_later_keys():
     second = A.attention(q, k2, v2, heads=2, causal=True).get()
     np.testing.assert_array_equal(first[:, :20], second[:, :20])
     assert np.abs(first[:, 20:] - second[:, 20:]).max() > 0.1
+
+
+def test_a_workspace_is_used_for_the_n_by_n_matrices_and_checked():
+    q, k, v = make(2, 9, 1, 4, seed=14)
+    want = ref.attention(q, k, v, causal=True)
+    for version, matrices in ((1, 2), (2, 1)):
+        workspace = backend.gpuarray.zeros(matrices * 2 * 9 * 9, np.float32)
+        got = A.attention(q, k, v, causal=True, version=version, workspace=workspace).get()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+        p = workspace.get()[-2 * 9 * 9:].reshape(2, 9, 9)            # the probabilities are its last part
+        np.testing.assert_allclose(p.sum(axis=2), 1.0, rtol=1e-6)
+        assert (np.triu(p, k=1) == 0).all()                          # causal: nothing above the diagonal
+        with pytest.raises(ValueError, match=f"at least {matrices * 2 * 81} floats"):
+            A.attention(q, k, v, version=version, workspace=backend.gpuarray.zeros(10, np.float32))
 
 
 def test_large_scores_do_not_overflow_and_scale_is_applied():
@@ -180,6 +196,8 @@ def test_tiled_kernels_have_no_races_and_stay_in_bounds(causal):
         pytest.skip("racecheck and memcheck are the emulator's")
     q, k, v, dout = make(1, 37, 2, 4, seed=11, count=4)
     with gpuedu.racecheck() as rc:
+        for version in (1, 2):
+            A.attention(q, k, v, heads=2, causal=causal, version=version)
         out, lse = A.attention(q, k, v, heads=2, causal=causal, return_lse=True)
         A.attention_backward(dout, q, k, v, out, lse, heads=2, causal=causal)
     assert rc.hazards == []
