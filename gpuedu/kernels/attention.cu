@@ -13,8 +13,9 @@
 // version 1 (naive): three launches and two N x N matrices in global memory.
 //     attention_scores   S = mask(Q K^T * scale), one thread per score        writes N*N floats
 //     softmax_rows       P = softmax(S) (softmax.cu, version 3)               reads and writes N*N floats
-//     attention_pv       O = P V, one thread per output                       reads N*N floats (N times each
-//                                                                             row of P, through the cache)
+//     attention_pv       O = P V, one thread per output                       reads N*N floats (each row of P
+//                                                                             by HEAD_DIM threads, through
+//                                                                             the cache)
 // version 2 (fused softmax): the scores, the scale, the mask and the softmax in one launch, one warp a
 //     query row: a first pass keeps the online softmax's running (max, sum) per lane and merges the lanes
 //     with shuffles (softmax.cu's version 3), a second pass recomputes each score and writes P. S never
@@ -24,8 +25,10 @@
 //     shared memory FLASH_KEYS rows at a time. For each tile a thread computes its FLASH_KEYS scores, the
 //     tile's maximum, rescales what it has so far by exp(m_old - m_new) (the online softmax, now applied
 //     to the output row too), and adds p_j V_j. At the end O = o / l, and it saves L = m + log(l), the
-//     row's log-sum-exp, for the backward pass. Global traffic: Q, O once, K and V once per query tile:
-//     O(N * HEAD_DIM * N / FLASH_ROWS) instead of O(N * N).
+//     row's log-sum-exp, for the backward pass. Global traffic: Q read and O written once (N * HEAD_DIM
+//     floats each), K and V read once per query tile (2 * N * HEAD_DIM * ceil(N / FLASH_ROWS) floats: still
+//     growing as N^2, but reads of two N * HEAD_DIM arrays, which a GPU's L2 cache can hold), and nothing
+//     N x N written or read.
 //     attention_flash_forward_half is the same kernel on __half Q, K, V and O (half the bytes moved): each
 //     element is widened to float as it enters shared memory, every product, maximum and sum is float, and
 //     O is rounded to half once, at the end; the log-sum-exp stays float.
