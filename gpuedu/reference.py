@@ -4,9 +4,12 @@ beside its launchers, in its family's module of ``gpuedu/ops/`` (as ``<op>_refer
 
 They are written for clarity, in float64 where the order of a float32 sum would otherwise change
 the answer, and return float32 arrays (the kernels' dtype) unless the name says otherwise; the
-convolution references (``conv2d``, ``im2col``, ``maxpool2d`` and their backward passes) return float64,
-since gradient checks compare them with finite differences.
+convolution references (``conv2d``, ``im2col``, ``maxpool2d`` and their backward passes) and the attention
+references (``attention``, ``attention_backward``) return float64, since gradient checks compare them with
+finite differences.
 """
+from .ops.attention import attention_backward_reference as attention_backward  # noqa: F401
+from .ops.attention import attention_reference as attention  # noqa: F401
 from .ops.conv import col2im_reference as col2im  # noqa: F401
 from .ops.conv import conv2d_backward_reference as conv2d_backward  # noqa: F401
 from .ops.conv import conv2d_reference as conv2d  # noqa: F401

@@ -187,3 +187,25 @@ def test_load_dispatches_by_name(tmp_path, monkeypatch):
     assert "mnist" in repr(data.load("mnist", verify=False))
     with pytest.raises(ValueError, match="'digits' or 'mnist'"):
         data.load("cifar10")
+
+
+def test_char_task_is_seeded_shifted_by_one_and_made_of_its_words():
+    task = data.char_task(seq_len=20, train=30, test=10, seed=3)
+    again = data.char_task(seq_len=20, train=30, test=10, seed=3)
+    np.testing.assert_array_equal(task.x_train, again.x_train)
+    assert not np.array_equal(task.x_train, data.char_task(seq_len=20, train=30, test=10, seed=4).x_train)
+    assert task.x_train.shape == task.y_train.shape == (30, 20) and task.x_test.shape == (10, 20)
+    assert task.x_train.dtype == np.int32
+    np.testing.assert_array_equal(task.x_train[:, 1:], task.y_train[:, :-1])     # y is x one character on
+    assert task.alphabet[0] == " " and task.vocab_size == len(set(task.alphabet))
+    for row in task.x_train:
+        inner = task.decode(row).split(" ")[1:-1]      # the words cut by the window's ends left out
+        assert set(inner) <= set(data.CHAR_WORDS) | {""}
+    with pytest.raises(ValueError, match="seq_len must be a positive integer"):
+        data.char_task(seq_len=0)
+
+
+def test_unigram_loss_is_the_cross_entropy_of_smoothed_frequencies():
+    y_train = np.array([0, 0, 0, 1], np.int32)      # counts + 1: 4, 2, 1 of 7
+    y_test = np.array([0, 2], np.int32)
+    assert data.unigram_loss(y_train, y_test, 3) == pytest.approx(-(np.log(4 / 7) + np.log(1 / 7)) / 2)

@@ -9,6 +9,11 @@ from math import erf, pi, sqrt
 
 import numpy as np
 
+from ..ops.attention import attention_backward_reference as attention_backward
+from ..ops.attention import attention_reference as attention
+from ..ops.layernorm import layernorm_backward_reference as layernorm_backward
+from ..ops.layernorm import layernorm_reference as layernorm
+
 _erf = np.vectorize(erf, otypes=[np.float64])
 
 
@@ -151,6 +156,95 @@ class Reshape:
 
     def grads(self):
         return []
+
+
+class SelfAttention:
+    """gpuedu.nn.SelfAttention in float64: Y = attention(X Wq, X Wk, X Wv) Wo on [batch, seq, d_model]."""
+
+    def __init__(self, Wq, Wk, Wv, Wo, n_heads, causal=True):
+        self.Wq, self.Wk, self.Wv, self.Wo = (np.array(w, dtype=np.float64) for w in (Wq, Wk, Wv, Wo))
+        self.n_heads, self.causal = n_heads, causal
+
+    @classmethod
+    def from_layer(cls, layer):
+        return cls(*(p.numpy() for p in layer.parameters()), layer.n_heads, layer.causal)
+
+    def forward(self, x):
+        self.x = x
+        self.q, self.k, self.v = x @ self.Wq, x @ self.Wk, x @ self.Wv
+        self.a = attention(self.q, self.k, self.v, heads=self.n_heads, causal=self.causal)
+        return self.a @ self.Wo
+
+    def backward(self, dy):
+        sum_rows = lambda a, b: np.einsum("bsi,bsj->ij", a, b)    # noqa: E731  (A^T B over batch and seq)
+        self.dWo = sum_rows(self.a, dy)
+        da = dy @ self.Wo.T
+        dq, dk, dv = attention_backward(da, self.q, self.k, self.v, heads=self.n_heads, causal=self.causal)
+        self.dWq, self.dWk, self.dWv = sum_rows(self.x, dq), sum_rows(self.x, dk), sum_rows(self.x, dv)
+        return dq @ self.Wq.T + dk @ self.Wk.T + dv @ self.Wv.T
+
+    def parameters(self):
+        return [self.Wq, self.Wk, self.Wv, self.Wo]
+
+    def grads(self):
+        return [self.dWq, self.dWk, self.dWv, self.dWo]
+
+
+class LayerNorm:
+    """gpuedu.nn.LayerNorm in float64, over the last axis."""
+
+    def __init__(self, gamma, beta, eps=1e-5):
+        self.gamma, self.beta = np.array(gamma, dtype=np.float64), np.array(beta, dtype=np.float64)
+        self.eps = eps
+
+    @classmethod
+    def from_layer(cls, layer):
+        return cls(layer.gamma.numpy(), layer.beta.numpy(), layer.eps)
+
+    def forward(self, x):
+        self.x = x
+        return layernorm(x, self.gamma, self.beta, self.eps)[0]
+
+    def backward(self, dy):
+        dx, self.dgamma, self.dbeta = layernorm_backward(dy, self.x, self.gamma, self.eps)
+        return dx
+
+    def parameters(self):
+        return [self.gamma, self.beta]
+
+    def grads(self):
+        return [self.dgamma, self.dbeta]
+
+
+class TransformerBlock:
+    """gpuedu.nn.TransformerBlock in float64: h = x + attention(norm1(x)), y = h + fc2(fc1(norm2(h)))."""
+
+    def __init__(self, norm1, attention, norm2, fc1, fc2):
+        self.norm1, self.attention, self.norm2, self.fc1, self.fc2 = norm1, attention, norm2, fc1, fc2
+        self.layers = [norm1, attention, norm2, fc1, fc2]
+
+    @classmethod
+    def from_layer(cls, block):
+        dense = lambda layer: Dense(layer.W.numpy(), layer.b.numpy(), layer.activation)   # noqa: E731
+        return cls(LayerNorm.from_layer(block.norm1), SelfAttention.from_layer(block.attention),
+                   LayerNorm.from_layer(block.norm2), dense(block.fc1), dense(block.fc2))
+
+    def forward(self, x):
+        self.shape = x.shape
+        h = x + self.attention.forward(self.norm1.forward(x))
+        m = self.norm2.forward(h).reshape(-1, x.shape[-1])
+        return h + self.fc2.forward(self.fc1.forward(m)).reshape(x.shape)
+
+    def backward(self, dy):
+        d = self.fc1.backward(self.fc2.backward(dy.reshape(-1, self.shape[-1])))
+        dh = dy + self.norm2.backward(d.reshape(self.shape))
+        return dh + self.norm1.backward(self.attention.backward(dh))
+
+    def parameters(self):
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def grads(self):
+        return [g for layer in self.layers for g in layer.grads()]
 
 
 def softmax_cross_entropy(logits, labels):

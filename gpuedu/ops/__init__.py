@@ -9,10 +9,13 @@ the top of its ``.cu`` file), the tile sizes it reads from that file, and its Nu
                     ops.reduce_sum(x, 7, out=out, workspace=ops.reduce_workspace(x.size, 7))  (allocation-free)
     softmax         ops.softmax_rows(x, version=3)                                       (softmax.cu)
     gemm            ops.matmul(a, b, version=7)                                          (matmul.cu)
+    attention       ops.attention.attention(q, k, v, heads=2, causal=True, version=3),   (attention.cu)
+                    its backward (attention_backward)
     conv            ops.conv.conv2d(x, w, version=4), pooling, im2col, gradients         (conv2d.cu)
     fp16            ops.fp16.matmul(a16, b16, version=4), conversions, half2 kernels     (fp16_*.cu, wmma_gemm.cu)
     dense, loss,    the kernels gpuedu.nn's layers, loss, optimizers and mixed-precision trainer launch
-    optim, amp      (nn_dense.cu, nn_activations.cu, nn_loss.cu, nn_optim.cu, fp16_amp.cu)
+    optim, amp,     (nn_dense.cu, nn_activations.cu, nn_loss.cu, nn_optim.cu, fp16_amp.cu, nn_layernorm.cu)
+    layernorm
 
 Inputs are GPUArrays or NumPy arrays (copied to the device first), float32 and C-contiguous;
 anything else gets an error that says what to change (``gpuedu.launch.device_array``). Results are new
@@ -21,8 +24,10 @@ launcher takes ``stream=`` (None: the default stream) and returns without waitin
 This module itself only gathers the families' public names.
 """
 from ..launch import ceil_div  # noqa: F401  (lessons size their grids with ops.ceil_div)
-from . import amp, conv, copy_transpose, dense, elementwise, fp16, gemm, loss, optim, reduction, softmax  # noqa: F401
+from . import (amp, attention, conv, copy_transpose, dense, elementwise, fp16, gemm, layernorm, loss, optim,  # noqa: F401
+               reduction, softmax)
 from ._common import MAX_THREADS_PER_BLOCK  # noqa: F401
+from .attention import VERSIONS as ATTENTION_VERSIONS  # noqa: F401
 from .copy_transpose import BLOCK_ROWS as TRANSPOSE_BLOCK_ROWS  # noqa: F401
 from .copy_transpose import TILE as TRANSPOSE_TILE  # noqa: F401
 from .copy_transpose import VERSIONS as TRANSPOSE_VERSIONS  # noqa: F401

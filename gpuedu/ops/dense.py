@@ -6,7 +6,10 @@ nn_dense.cu:        dense_forward     Z = X W + b, Y = act(Z)                 on
                                       db = the sum of the chunk sums           one launch (fixed order)
                                       dW = X^T dZ                              one GEMM launch
                                       dX = dZ W^T                              one GEMM launch (if asked)
+                    weight_grad, input_grad, sum_parts: the same GEMMs and sum for layers without a bias
+                                      (gpuedu.nn.SelfAttention's projections)
 nn_activations.cu:  activation_forward Y = act(X);  activation_backward dX = dY * act'(X)   one launch each
+                    residual_add Y = A + B (skip connections)                            one launch
 
 The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh); ``gemm_plan`` picks
 each one's block tile from its shape, and splits K among blocks (one more, elementwise launch) when the
@@ -161,6 +164,28 @@ def dense_backward(dz, db, dw, dx, dy, x, z, y, w, act, scratch, stream=None):
         _gemm("gemm_nt", dz, w, dx, rows, n_in, n_out, n_out, n_out, scratch, stream)
 
 
+def weight_grad(dw, x, dy, scratch, stream=None):
+    """dW = X^T dY for X [rows, n_in] and dY [rows, n_out]: the gradient of a bias-free projection X W."""
+    rows, n_in = x.shape
+    n_out = dy.shape[1]
+    _gemm("gemm_tn", x, dy, dw, n_in, n_out, rows, n_in, n_out, scratch, stream)
+
+
+def input_grad(dx, dy, w, scratch, stream=None):
+    """dX = dY W^T for dY [rows, n_out] and W [n_in, n_out]."""
+    rows, n_out = dy.shape
+    n_in = w.shape[0]
+    _gemm("gemm_nt", dy, w, dx, rows, n_in, n_out, n_out, n_out, scratch, stream)
+
+
+def sum_parts(out, parts, stream=None):
+    """out = parts[0] + parts[1] + ..., in that order (the same bits every run), for ``parts`` a float32
+    device array [count, *out.shape]: gemm_splitk_sum, which adds split-K partial products the same way."""
+    count = int(out.size)
+    L.launch(L.kernel("nn_dense", "gemm_splitk_sum", "PPii"), (L.ceil_div(count, THREADS), 1), (THREADS, 1, 1),
+             (L.ptr(out), L.ptr(parts), L.i32(count), L.i32(parts.shape[0])), stream)
+
+
 def _gemm(role, a, b, c, M, N, K_depth, lda, ldb, scratch, stream):
     """C = op(A) op(B) with the ``role`` kernel (gemm_tn, gemm_nt) at the tile and split gemm_plan picks."""
     (name, bm, bn, threads), splits = gemm_plan(M, N, K_depth)
@@ -181,6 +206,13 @@ def activation_forward(y, x, act, stream=None):
     n = int(x.size)
     f = L.kernel("nn_activations", "activation_forward", "PPii")
     L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1), (L.ptr(y), L.ptr(x), L.i32(n), L.i32(act)), stream)
+
+
+def residual_add(y, a, b, stream=None):
+    """y = a + b elementwise (nn_activations.cu): a skip connection, forward and backward."""
+    n = int(y.size)
+    f = L.kernel("nn_activations", "residual_add", "PPPi")
+    L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1), (L.ptr(y), L.ptr(a), L.ptr(b), L.i32(n)), stream)
 
 
 def activation_backward(dx, dy, x, y, act, stream=None):
