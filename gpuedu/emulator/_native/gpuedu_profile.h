@@ -37,6 +37,9 @@ GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
 }  // namespace __gpuedu
 // An atomic read-modify-write of `size` bytes at `p`; the caller's address names the instruction.
 extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_atomic(const void* p, unsigned size);
+// The next atomic of the calling thread discards its result (a RED on the GPU); the profiled build's
+// source rewrite puts this call before each such atomic (gpuedu/emulator/_scanner.py).
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_red();
 #define GPUEDU_PROF(call) ::__gpuedu::prof::call
 // Every atomic starts here: counted (and checked by memcheck) in a profiled build, checked for alignment in a
 // plain one, where a misaligned atomic stops the launch as it does on a GPU ("misaligned address").
