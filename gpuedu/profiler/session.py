@@ -65,11 +65,17 @@ class KernelRecord:
         self._counts = counts
         self._reason = reason
         self._metrics = None
-        self.reasons = {}
+        self._reasons = {}
         self.occupancy = None           # the occupancy calculator's result for `arch`, once known
         self.ptxas_registers = None     # registers as ptxas reports them (launch__registers_per_thread: allocated)
 
     # -- metrics
+    @property
+    def reasons(self):
+        """{metric name: why it is unknown, or how it may differ from what Nsight Compute shows}."""
+        self.metrics   # noqa: B018 - the reasons are written as the metrics are worked out
+        return self._reasons
+
     @property
     def metrics(self):
         if self._metrics is None:
@@ -87,7 +93,7 @@ class KernelRecord:
             why = self._reason or "not counted"
             for name in list(_metrics.COUNTED) + list(_metrics.MODELLED):
                 m[name] = None
-                self.reasons[name] = why
+                self._reasons[name] = why
         m.update(self._compiler_metrics())
         return m
 
@@ -97,7 +103,7 @@ class KernelRecord:
         divergent = "smsp__sass_branch_targets_threads_divergent.sum"
         if "host_divergent_branches" in c:
             host = c["host_divergent_branches"]
-            self.reasons[divergent] = (
+            self._reasons[divergent] = (
                 f"{m[divergent]:,} of the {host:,} places where a warp's lanes went different ways in the host "
                 f"compiler's code are branches nvcc keeps; the other {host - m[divergent]:,} are short bodies nvcc "
                 f"predicates (no branch: the lanes stay active, those with a false condition do nothing) or lanes "
@@ -105,15 +111,15 @@ class KernelRecord:
         if m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]:
             for name in ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
                          "smsp__sass_inst_executed_op_shared_ld.sum"):
-                self.reasons[name] = SHARED_VECTOR_NOTE
+                self._reasons[name] = SHARED_VECTOR_NOTE
         if c.get("global_atom_requests") or c.get("global_red_requests"):
-            self.reasons["smsp__sass_inst_executed_op_global_red.sum"] = (
+            self._reasons["smsp__sass_inst_executed_op_global_red.sum"] = (
                 "an atomic whose result the statement discards (atomicAdd(&x, v);) is a RED, one whose result is "
                 "read an ATOM, as nvcc compiles them; the build reads this from the source's statements")
         note = (f"modelled for the {self.gpu.l2_bytes / 2**20:.0f} MB L2 of the {self.gpu.name}: lines the launch "
                 f"re-reads while still in L2 hit, DRAM reads 64-byte pairs of sectors, and written lines still in "
                 f"L2 when the launch ends are not written yet (gpuedu.profiler.metrics.dram_bytes)")
-        self.reasons["dram__bytes_read.sum"] = self.reasons["dram__bytes_write.sum"] = note
+        self._reasons["dram__bytes_read.sum"] = self._reasons["dram__bytes_write.sum"] = note
 
     def dram_bytes(self, gpu=None):
         """``(read, written)`` modelled DRAM bytes of this launch on ``gpu`` (default: the record's GPU)."""
@@ -140,14 +146,14 @@ class KernelRecord:
         names = _metrics.COMPILER
         if self._source is None:
             for n in names:
-                self.reasons[n] = self._reason or "the kernel's source is unknown"
+                self._reasons[n] = self._reason or "the kernel's source is unknown"
             return dict.fromkeys(names)
         try:
             from .occupancy import theoretical_occupancy
             from .resources import ResourcesUnavailable, resource_usage
         except ImportError as exc:  # pragma: no cover - a partial install
             for n in names:
-                self.reasons[n] = f"the compiler's figures are unavailable: {exc}"
+                self._reasons[n] = f"the compiler's figures are unavailable: {exc}"
             return dict.fromkeys(names)
         source, options, no_extern_c, include_dirs = self._source
         try:
@@ -155,7 +161,7 @@ class KernelRecord:
                                    no_extern_c=no_extern_c, include_dirs=include_dirs or ())
         except ResourcesUnavailable as exc:
             for n in names:
-                self.reasons[n] = str(exc)
+                self._reasons[n] = str(exc)
             return dict.fromkeys(names)
         from .occupancy import allocated_registers
         gpu = self.gpu if self.gpu.arch == self.arch else ARCH_GPU.get(self.arch)
@@ -165,19 +171,19 @@ class KernelRecord:
                "launch__shared_mem_per_block_static": usage["shared_static"],
                "sm__maximum_warps_per_active_cycle_pct": None}
         if allocated != usage["registers"]:
-            self.reasons["launch__registers_per_thread"] = (
+            self._reasons["launch__registers_per_thread"] = (
                 f"ptxas uses {usage['registers']} registers a thread; the hardware allocates them 8 at a time "
                 f"(256 a warp), so {allocated} are allocated, as Nsight Compute reports (10 -> 16 on an H200, "
                 f"2026-11-26); occupancy follows the allocated count")
         if gpu is None:
-            self.reasons["sm__maximum_warps_per_active_cycle_pct"] = (
+            self._reasons["sm__maximum_warps_per_active_cycle_pct"] = (
                 f"no occupancy rules for {self.arch} here (known: {', '.join(sorted(ARCH_GPU))})")
             return out
         try:
             occ = theoretical_occupancy(gpu, self.metrics_threads, usage["registers"],
                                         usage["shared_static"] + self.shared_dynamic)
         except ValueError as exc:
-            self.reasons["sm__maximum_warps_per_active_cycle_pct"] = str(exc)
+            self._reasons["sm__maximum_warps_per_active_cycle_pct"] = str(exc)
             return out
         self.occupancy = occ
         out["sm__maximum_warps_per_active_cycle_pct"] = occ.percent
