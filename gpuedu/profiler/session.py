@@ -198,7 +198,7 @@ class KernelRecord:
         return _metrics.kind(name)
 
     def sectors_per_request(self, op="ld"):
-        """Global sectors per request for ``op`` ("ld", "st" or "atom"): 4 is a coalesced float load."""
+        """Global sectors per request for ``op`` ("ld", "st", "atom" or "red"): 4 is a coalesced float load."""
         req = self.metrics[f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum"]
         sec = self.metrics[f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum"]
         if not req:

@@ -108,6 +108,18 @@ def test_an_atomic_whose_result_is_unused_is_a_red_and_one_whose_result_is_read_
     assert sorted(out.get().astype(int)) == list(range(128))   # each ATOM returned a distinct ticket
 
 
+def test_the_time_model_charges_red_traffic_as_it_did_atomics(emu):
+    from gpuedu.profiler.time_model import predict
+    mod, gpuarray = emu
+    out, counters = gpuarray.zeros(128, np.float32), gpuarray.zeros(2, np.int32)
+    rec = record(mod.get_function("red_and_atom"), out, counters, block=(64, 1, 1), grid=(2, 1))
+    launch = {"grid": rec.grid, "block": rec.block}
+    without_red = {k: v for k, v in rec.metrics.items() if not k.endswith("red.sum")}
+    # L2 sees every global sector: 4 RED + 4 ATOM + 4 x 4 store sectors; without the REDs, 4 fewer
+    ratio = predict(rec.metrics, launch, "H100").terms["L2"] / predict(without_red, launch, "H100").terms["L2"]
+    assert ratio == pytest.approx(24 / 20)
+
+
 @pytest.mark.parametrize("code, reds", [
     ("atomicAdd(&c[0], 1);", 1),
     ("if (i < n) atomicMax(p, v);", 1),
