@@ -50,6 +50,7 @@ from ..ops import fp16
 # nn.amp's loss and bias gradient, and the scaler's state indices, are ops.amp's
 from ..ops.amp import FOUND_INF, GOOD_STEPS, SKIP, SKIPPED, STEPS  # noqa: F401
 from ..ops.amp import bias_grad, softmax_xent, sum_loss_rows  # noqa: F401
+from .loss import bad_labels_message
 from .layers import Dense, Parameter
 from .model import Sequential
 from .optim import skip_pointer
@@ -454,10 +455,7 @@ class MixedPrecisionTrainer:
         metrics = self._metrics.get()
         total, bad = float(metrics[0:2].view(np.float64)[0]), int(metrics[2])
         if bad:
-            raise ValueError(f"{bad} of the {self._rows} rows since the last reset_loss() had a label outside "
-                             f"[0, {self._classes}): labels are class indices 0 to {self._classes - 1}. Those rows were "
-                             f"left out of the loss and the gradient; check the labels (e.g. labels.get().min() and "
-                             f".max()) and the model's number of outputs. reset_loss() to go on")
+            raise ValueError(bad_labels_message(bad, self._rows, self._classes, "reset_loss()"))
         if not np.isfinite(total):
             raise ValueError(f"the loss since the last reset_loss() is {total}: the forward pass gave NaN or infinite "
                              f"logits (an FP16 activation past 65504, NaN or inf in the inputs, or training diverged: "

@@ -61,10 +61,7 @@ class SoftmaxCrossEntropy:
         metrics = self._metrics.get()
         bad_labels, not_finite = int(metrics[2]), int(metrics[3])
         if bad_labels:
-            raise ValueError(f"{bad_labels} of the {self._rows} rows since the last reset() had a label outside "
-                             f"[0, {self._classes}): labels are class indices 0 to {self._classes - 1}. Those rows were "
-                             f"left out of the loss and the gradient; check the labels (e.g. labels.get().min() and "
-                             f".max()) and the model's number of outputs. reset() to go on")
+            raise ValueError(bad_labels_message(bad_labels, self._rows, self._classes, "reset()"))
         if not_finite:
             raise ValueError(f"the logits of {not_finite} of the {self._rows} rows since the last reset() were NaN or "
                              f"infinite, so the loss is NaN: training diverged (lower the learning rate) or the inputs "
@@ -75,3 +72,10 @@ class SoftmaxCrossEntropy:
     @property
     def rows(self):
         return self._rows
+
+
+def bad_labels_message(bad, rows, classes, reset):
+    """What a loss says when ``bad`` of its ``rows`` rows since ``reset`` had a label outside [0, classes)."""
+    return (f"{bad} of the {rows} rows since the last {reset} had a label outside [0, {classes}): labels are class "
+            f"indices 0 to {classes - 1}. Those rows were left out of the loss and the gradient; check the labels "
+            f"(e.g. labels.get().min() and .max()) and the model's number of outputs. {reset} to go on")

@@ -145,7 +145,7 @@ def dense_forward(y, z, x, w, bias, act, scratch, stream=None, tile=None):
 def dense_backward(dz, db, dw, dx, dy, x, z, y, w, act, scratch, stream=None):
     """dZ = dY * act'(Z), db (the fixed-order sum of chunk sums), dW = X^T dZ, and dX = dZ W^T unless
     ``dx`` is None (the first layer)."""
-    rows, n_in = x.shape
+    rows = x.shape[0]
     n_out = w.shape[1]
     # dZ and the bias gradient: chunk sums over BIAS_CHUNK_ROWS rows each, then their fixed-order sum.
     chunks = L.ceil_div(rows, BIAS_CHUNK_ROWS)
@@ -157,22 +157,22 @@ def dense_backward(dz, db, dw, dx, dy, x, z, y, w, act, scratch, stream=None):
     f = L.kernel("nn_dense", "dense_bias_grad", "PPii")
     L.launch(f, (L.ceil_div(n_out, THREADS), 1), (THREADS, 1, 1),
              (L.ptr(db), L.ptr(partial), L.i32(chunks), L.i32(n_out)), stream)
-    # dW[n_in, n_out] = X^T dZ over the batch: X is read as the transpose of its [rows, n_in] storage.
-    _gemm("gemm_tn", x, dz, dw, n_in, n_out, rows, n_in, n_out, scratch, stream)
+    weight_grad(dw, x, dz, scratch, stream)
     if dx is not None:
-        # dX[rows, n_in] = dZ W^T over n_out: W is read as the transpose of its [n_in, n_out] storage.
-        _gemm("gemm_nt", dz, w, dx, rows, n_in, n_out, n_out, n_out, scratch, stream)
+        input_grad(dx, dz, w, scratch, stream)
 
 
 def weight_grad(dw, x, dy, scratch, stream=None):
-    """dW = X^T dY for X [rows, n_in] and dY [rows, n_out]: the gradient of a bias-free projection X W."""
+    """dW = X^T dY for X [rows, n_in] and dY [rows, n_out], over the batch (a dense layer's with dY = dZ): X is
+    read as the transpose of its [rows, n_in] storage."""
     rows, n_in = x.shape
     n_out = dy.shape[1]
     _gemm("gemm_tn", x, dy, dw, n_in, n_out, rows, n_in, n_out, scratch, stream)
 
 
 def input_grad(dx, dy, w, scratch, stream=None):
-    """dX = dY W^T for dY [rows, n_out] and W [n_in, n_out]."""
+    """dX = dY W^T for dY [rows, n_out] and W [n_in, n_out], over n_out: W is read as the transpose of its
+    [n_in, n_out] storage."""
     rows, n_out = dy.shape
     n_in = w.shape[0]
     _gemm("gemm_nt", dy, w, dx, rows, n_in, n_out, n_out, n_out, scratch, stream)
@@ -181,9 +181,13 @@ def input_grad(dx, dy, w, scratch, stream=None):
 def sum_parts(out, parts, stream=None):
     """out = parts[0] + parts[1] + ..., in that order (the same bits every run), for ``parts`` a float32
     device array [count, *out.shape]: gemm_splitk_sum, which adds split-K partial products the same way."""
-    count = int(out.size)
+    _sum_splits(L.ptr(out), L.ptr(parts), int(out.size), parts.shape[0], stream)
+
+
+def _sum_splits(out, parts, count, splits, stream):
+    """out = parts[0] + ... + parts[splits - 1] (``count`` floats each, device pointers), in that order."""
     L.launch(L.kernel("nn_dense", "gemm_splitk_sum", "PPii"), (L.ceil_div(count, THREADS), 1), (THREADS, 1, 1),
-             (L.ptr(out), L.ptr(parts), L.i32(count), L.i32(parts.shape[0])), stream)
+             (out, parts, L.i32(count), L.i32(splits)), stream)
 
 
 def _gemm(role, a, b, c, M, N, K_depth, lda, ldb, scratch, stream):
@@ -197,8 +201,7 @@ def _gemm(role, a, b, c, M, N, K_depth, lda, ldb, scratch, stream):
              (target, L.ptr(a), L.ptr(b), L.i32(M), L.i32(N), L.i32(K_depth), L.i32(lda), L.i32(ldb),
               L.i32(k_split)), stream)
     if splits > 1:
-        L.launch(L.kernel("nn_dense", "gemm_splitk_sum", "PPii"), (L.ceil_div(M * N, THREADS), 1),
-                 (THREADS, 1, 1), (L.ptr(c), target, L.i32(M * N), L.i32(splits)), stream)
+        _sum_splits(L.ptr(c), target, M * N, splits, stream)
 
 
 def activation_forward(y, x, act, stream=None):
