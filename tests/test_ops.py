@@ -144,7 +144,7 @@ def test_repeated_reduce_sum_with_out_and_workspace_allocates_nothing(monkeypatc
 def test_reduce_workspace_size_and_bad_workspaces():
     assert ops.reduce_workspace_size(10_000, 3, 256) == 40            # 40 partials, then 1 into out
     assert ops.reduce_workspace_size(100_000, 6) == 392 + 4            # 391 -> 2 -> 1, 16-byte aligned
-    assert ops.reduce_workspace_size(10_000, 7) == 0                   # atomics: straight into out
+    assert ops.reduce_workspace_size(10_000, 7) == 40 + 1              # 40 blocks' partials, then the ticket
     assert ops.reduce_workspace_size(1, 6) == 0                        # one pass, one value
     x = gpuarray.to_gpu(np.ones(100_000, np.float32))
     with pytest.raises(ValueError, match=r"at least 396 elements.*ops.reduce_workspace\(100000, 6, 256\)"):
@@ -156,6 +156,30 @@ def test_reduce_workspace_size_and_bad_workspaces():
     with pytest.raises(ValueError, match=r"out must be .* shape \(1,\)"):
         ops.reduce_sum(x, out=gpuarray.empty((2,), np.float32))
     assert ops.reduce_sum(x, version=6).get()[0] == 100_000     # and the process goes on
+
+
+def test_version_7_is_one_launch_whose_ticket_comes_back_to_zero(monkeypatch):
+    from gpuedu import launch
+    x = gpuarray.to_gpu((np.arange(300_007, dtype=np.float32) % 13) - 6)
+    workspace = ops.reduce_workspace(x.size, 7)
+    launches = []
+    original = launch.launch
+    monkeypatch.setattr(launch, "launch", lambda fn, *a, **k: (launches.append(fn), original(fn, *a, **k))[1])
+    sums = [ops.reduce_sum(x, version=7, workspace=workspace).get()[0] for _ in range(3)]
+    assert len(launches) == 3                                    # one launch a sum: no zeroing, no second pass
+    assert sums == [float(((np.arange(300_007) % 13) - 6).sum())] * 3
+    # The ticket (the float slot after the partial sums, read as bits) is 0 again after each launch.
+    blocks = min(-(-x.size // 256), ops.REDUCE_MAX_BLOCKS)
+    assert workspace.get()[4 * -(-blocks // 4):].view(np.uint32).tolist() == [0]
+
+
+def test_version_7_refuses_a_workspace_whose_ticket_it_cannot_vouch_for():
+    x = gpuarray.to_gpu(np.ones(100_000, np.float32))
+    size = ops.reduce_workspace_size(x.size, 7)
+    for other in (gpuarray.zeros((size,), np.float32), ops.reduce_workspace(x.size, 6)):
+        with pytest.raises(ValueError, match=r"ticket that must start at 0.*ops.reduce_workspace\(100000, 7, 256\)"):
+            ops.reduce_sum(x, version=7, workspace=other)
+    assert ops.reduce_sum(x, version=7, workspace=ops.reduce_workspace(x.size, 7)).get()[0] == 100_000
 
 
 def test_the_package_only_gathers_the_families_names():

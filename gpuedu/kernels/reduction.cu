@@ -2,7 +2,7 @@
 //
 // Each block reduces a slice of the input to one partial sum, out[blockIdx.x]; the launcher then
 // reduces the partial sums the same way until one value is left (two or more passes), except for
-// version 7, which finishes with one atomicAdd per block.
+// version 7, whose last block to finish adds the partial sums: one launch.
 //
 // version 1: interleaved addressing: at step s, threads whose id is a multiple of 2s add the value
 //            s away. `tid % (2*s)` leaves most lanes of every warp idle (a divergent branch).
@@ -19,7 +19,12 @@
 //            The loop reads float4s, four in flight per thread before it adds them (a read-only
 //            stream needs many bytes in flight to reach the memory bandwidth).
 //            A grid of a few blocks per SM (at most 1024 blocks) covers any n.
-// version 7: as 6, finished with one atomicAdd per block into out[0] (zero it first): one launch.
+// version 7: as 6, in one launch: each block writes its partial sum, takes a ticket with one
+//            atomicInc, and the block that draws the last ticket adds the partial sums (in block
+//            order, so the result's bits do not vary by run) into out[0]. No second launch and no
+//            zeroing of out before it: on a GPU each of those leaves the device idle while the host
+//            issues the next command. The ticket wraps back to 0 (atomicInc's wrap), ready for the
+//            next launch.
 //            Napkin math on an H200: 4 bytes an element at ~4.3 TB/s (the device copy's rate) is
 //            0.93 ns per thousand elements; 1024 blocks x 256 threads x 64 bytes = 16 MB in flight.
 //
@@ -111,6 +116,25 @@ extern "C" __global__ void reduce_kernel5(float* out, const float* in, int n) {
     }
 }
 
+// The sum of v over the block: each warp reduces with shuffles, one shared slot per warp, and the
+// first warp adds the slots. Thread 0 returns the total (the other threads' values are partial).
+// Every thread of the block must call it; a second call needs a __syncthreads() between the two
+// (warp 0 may still be reading the slots of the first).
+__device__ inline float block_reduce_sum(float v) {
+    __shared__ float warp_sums[WARP_SIZE];  // one slot per warp: at most 1024 / 32 = 32 warps
+    int lane = threadIdx.x % WARP_SIZE;
+    int warp = threadIdx.x / WARP_SIZE;
+    int num_warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    v = warp_reduce_sum(v);
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();  // every warp's sum is in shared memory before warp 0 reads them
+    if (warp == 0) {
+        v = (lane < num_warps) ? warp_sums[lane] : 0.0f;  // fewer than 32 warps: pad with 0
+        v = warp_reduce_sum(v);
+    }
+    return v;
+}
+
 // Shared by versions 6 and 7: the grid-stride sum of this thread's elements, reduced over the
 // block; thread 0 returns the block's total (the other threads' return values are partial).
 // The loop reads float4s, four of them before adding any: 64 bytes a thread in flight, which is what
@@ -118,7 +142,6 @@ extern "C" __global__ void reduce_kernel5(float* out, const float* in, int n) {
 // float4 loads need 16-byte aligned addresses, so the 0-3 elements before the first aligned one,
 // and the 0-3 after the last whole float4, are added one at a time.
 __device__ inline float block_sum_grid_stride(const float* in, int n) {
-    __shared__ float warp_sums[WARP_SIZE];  // one slot per warp: at most 1024 / 32 = 32 warps
     int head = (int)(((16 - reinterpret_cast<size_t>(in) % 16) % 16) / sizeof(float));
     head = min(head, n);
     const float4* in4 = reinterpret_cast<const float4*>(in + head);
@@ -138,17 +161,7 @@ __device__ inline float block_sum_grid_stride(const float* in, int n) {
     if (tid < head) v += in[tid];                     // the unaligned head ...
     int tail = head + 4 * n4 + tid;
     if (tail < n) v += in[tail];                      // ... and the tail: fewer than 4 each
-    int lane = threadIdx.x % WARP_SIZE;
-    int warp = threadIdx.x / WARP_SIZE;
-    int num_warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
-    v = warp_reduce_sum(v);
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();  // every warp's sum is in shared memory before warp 0 reads them
-    if (warp == 0) {
-        v = (lane < num_warps) ? warp_sums[lane] : 0.0f;  // fewer than 32 warps: pad with 0
-        v = warp_reduce_sum(v);
-    }
-    return v;
+    return block_reduce_sum(v);
 }
 
 extern "C" __global__ void reduce_kernel6(float* out, const float* in, int n) {
@@ -156,9 +169,23 @@ extern "C" __global__ void reduce_kernel6(float* out, const float* in, int n) {
     if (threadIdx.x == 0) out[blockIdx.x] = v;
 }
 
-extern "C" __global__ void reduce_kernel7(float* out, const float* in, int n) {
+extern "C" __global__ void reduce_kernel7(float* out, float* partial, unsigned int* ticket,
+                                          const float* in, int n) {
+    __shared__ bool last;  // did this block draw the last ticket?
     float v = block_sum_grid_stride(in, n);
-    // One atomic per block, not per element: a few hundred atomics on one address is cheap,
-    // millions would serialise. The order of the additions (and so the last bits) varies by run.
-    if (threadIdx.x == 0) atomicAdd(out, v);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = v;
+        // Make the partial sum visible to every block before the ticket says it is there.
+        __threadfence();
+        last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+    }
+    __syncthreads();  // every thread sees `last`; warp 0 is done with block_reduce_sum's slots
+    if (last) {
+        // The other blocks' partial sums: read through L2 (__ldcg), where their writes went,
+        // not from a line this SM's L1 may hold from before.
+        float s = 0.0f;
+        for (int i = threadIdx.x; i < gridDim.x; i += blockDim.x) s += __ldcg(&partial[i]);
+        s = block_reduce_sum(s);
+        if (threadIdx.x == 0) out[0] = s;
+    }
 }

@@ -1,11 +1,13 @@
 """The reduction ladder of ``gpuedu/kernels/reduction.cu``: launchers, workspace and NumPy references.
 
     ops.reduce_sum(x, version=6)
-    ops.reduce_sum(x, 7, out=out, workspace=ops.reduce_workspace(x.size, 7))    (allocation-free)
+    ops.reduce_sum(x, 7, out=out, workspace=ops.reduce_workspace(x.size, 7))    (one launch, allocation-free)
     ops.reduce_pass(x, version)                                                 (one launch: partial sums)
 
 ``reduce_sum_reference`` sums in float64; ``sum_tolerance`` bounds how far a float32 tree sum may be from it.
 """
+import weakref
+
 import numpy as np
 
 from .. import launch as L
@@ -67,21 +69,49 @@ def _reduce_levels(n, version, block_size):
 
 
 def reduce_workspace_size(n, version=6, block_size=256):
-    """How many floats of workspace ``reduce_sum`` needs for n elements: every intermediate level of
-    partial sums, each starting on a 16-byte boundary (the final value goes to ``out``). 0 for
-    version 7, which adds the blocks' sums straight into ``out`` with atomics."""
+    """How many floats of workspace ``reduce_sum`` needs for n elements.
+
+    Versions 1-6: every intermediate level of partial sums, each starting on a 16-byte boundary (the
+    final value goes to ``out``). Version 7: one partial sum per block, then its ticket (one 32-bit
+    counter, which must start at 0: make the workspace with ``reduce_workspace``).
+    """
     check_version(version, VERSIONS, "reduce_sum")
     _check_reduce_block(version, block_size)
-    if version == 7 or n == 0:
+    if n == 0:
         return 0
+    if version == 7:
+        return 4 * ceil_div(_reduce_blocks(n, 7, block_size), 4) + 1
     return sum(4 * ceil_div(m, 4) for m in _reduce_levels(n, version, block_size)[:-1])
+
+
+# Version 7's workspaces made by reduce_workspace, whose ticket is known to be 0 between launches,
+# by id (GPUArrays are not hashable); an entry goes when its array is freed, or when a launch on it
+# fails part way (its ticket may be mid-count).
+_TICKETED = {}
+
+
+def _is_ticketed(workspace):
+    ref = _TICKETED.get(id(workspace))
+    return ref is not None and ref() is workspace
+
+
+def _forget_ticket(workspace):
+    if _is_ticketed(workspace):
+        del _TICKETED[id(workspace)]
 
 
 def reduce_workspace(n, version=6, block_size=256):
     """A device buffer for ``reduce_sum(x, version, block_size, workspace=...)`` on arrays of n elements:
     allocate it once, and repeated reductions allocate nothing (on a GPU, cuMemAlloc is slow and
-    cuMemFree synchronises with the device)."""
-    return L.gpuarray().empty((max(1, reduce_workspace_size(n, version, block_size)),), np.float32)
+    cuMemFree synchronises with the device). Version 7's comes zeroed: its ticket starts at 0, and
+    each launch leaves it at 0 again."""
+    size = max(1, reduce_workspace_size(n, version, block_size))
+    if version != 7:
+        return L.gpuarray().empty((size,), np.float32)
+    workspace = L.gpuarray().zeros((size,), np.float32)
+    key = id(workspace)
+    _TICKETED[key] = weakref.ref(workspace, lambda _ref, key=key: _TICKETED.pop(key, None))
+    return workspace
 
 
 def _check_workspace(workspace, n, version, block_size):
@@ -93,28 +123,53 @@ def _check_workspace(workspace, n, version, block_size):
         raise ValueError(f"workspace must be a contiguous float32 GPUArray of at least {need} elements for "
                          f"n={n}, version={version}, block_size={block_size}; got {workspace.dtype} of shape "
                          f"{tuple(workspace.shape)}: make it with ops.reduce_workspace({n}, {version}, {block_size})")
+    if version == 7 and not _is_ticketed(workspace):
+        raise ValueError("version 7's workspace holds a ticket that must start at 0: pass one made by "
+                         f"ops.reduce_workspace({n}, 7, {block_size}) (not another buffer, and not one whose "
+                         "launch failed part way, which may have left the ticket mid-count)")
+
+
+def _ticket_address(workspace, n, block_size):
+    """Where version 7's ticket lies in its workspace: after the partial sums, 16-byte aligned."""
+    return int(workspace.gpudata) + 4 * 4 * ceil_div(_reduce_blocks(n, 7, block_size), 4)
+
+
+def _reduce_sum_once(x, n, block_size, out, workspace, stream):
+    """Version 7: one launch; the last block to finish adds the blocks' partial sums into out."""
+    if workspace is None:
+        workspace = reduce_workspace(n, 7, block_size)
+    else:
+        _check_workspace(workspace, n, 7, block_size)
+    blocks = _reduce_blocks(n, 7, block_size)
+    fn = L.kernel("reduction", "reduce_kernel7", "PPPPi")
+    try:
+        L.launch(fn, (blocks, 1), (block_size, 1, 1),
+                 (out.gpudata, workspace.gpudata, _ticket_address(workspace, n, block_size), x.gpudata,
+                  np.int32(n)), stream)
+    except BaseException:
+        _forget_ticket(workspace)   # stopped part way: its ticket may no longer be 0
+        raise
+    return out
 
 
 def reduce_sum(x, version=6, block_size=256, out=None, workspace=None, stream=None):
     """The sum of all elements of x, as a GPUArray of shape (1,) (read it with ``.get()[0]``).
 
     Versions 1-6 launch one pass per level, each pass reducing to one value per block, until one
-    value is left; version 7 launches once and adds the blocks' sums with atomicAdd.
+    value is left; version 7 launches once, and its last block to finish adds the blocks' sums.
     ``out`` (shape (1,)) receives the sum; ``workspace`` (``reduce_workspace(x.size, version,
-    block_size)``) holds the intermediate partial sums. Pass both and the call allocates nothing.
+    block_size)``) holds the partial sums. Pass both and the call allocates nothing.
     """
     check_version(version, VERSIONS, "reduce_sum")
     _check_reduce_block(version, block_size)
     x = L.device_array(x)
     out = L.output(out, (1,))
     n = x.size
-    if n == 0 or version == 7:
-        out.fill(np.float32(0), stream=stream)   # the empty sum; version 7's atomicAdds accumulate onto 0
-        if n:
-            blocks = _reduce_blocks(n, 7, block_size)
-            fn = L.kernel("reduction", "reduce_kernel7", "PPi")
-            L.launch(fn, (blocks, 1), (block_size, 1, 1), (out.gpudata, x.gpudata, np.int32(n)), stream)
+    if n == 0:
+        out.fill(np.float32(0), stream=stream)   # the empty sum
         return out
+    if version == 7:
+        return _reduce_sum_once(x, n, block_size, out, workspace, stream)
     if workspace is None:
         workspace = reduce_workspace(n, version, block_size)
     else:
