@@ -298,9 +298,10 @@ def kernel_constants():
     t128 = tile("Tile128x128")
     v2 = {m: literal("wmma_gemm", m) for m in ("V2_BK", "V2_PAD", "V2_STAGES", "V2_WARPS_M", "V2_WARPS_N")}
 
-    def shared(bm, bn):
-        halves = [max(w * (v2["V2_BK"] + v2["V2_PAD"]), v2["V2_BK"] * (w + v2["V2_PAD"])) for w in (bm, bn)]
-        return v2["V2_STAGES"] * sum(halves) * 2
+    def shared(v):   # V2_SHARED_BYTES(bm, bn, bk, stages) of pipelined version v
+        bm, bn, bk = (literal("wmma_gemm", f"V{v}_{m}") for m in ("BM", "BN", "BK"))
+        halves = [max(w * (bk + v2["V2_PAD"]), bk * (w + v2["V2_PAD"])) for w in (bm, bn)]
+        return literal("wmma_gemm", f"V{v}_STAGES") * sum(halves) * 2
     return {
         "copy_transpose.TILE": (copy_transpose.TILE, literal("copy_transpose", "TILE")),
         "copy_transpose.BLOCK_ROWS": (copy_transpose.BLOCK_ROWS, literal("copy_transpose", "BLOCK_ROWS")),
@@ -323,7 +324,8 @@ def kernel_constants():
                                                   1, 1)),
         "fp16.WMMA_PIPELINED": (fp16.WMMA_PIPELINED, {
             v: ((literal("wmma_gemm", f"V{v}_BM"), literal("wmma_gemm", f"V{v}_BN")),
-                shared(literal("wmma_gemm", f"V{v}_BM"), literal("wmma_gemm", f"V{v}_BN"))) for v in (2, 3)}),
+                shared(v), 32 * literal("wmma_gemm", f"V{v}_WARPS_M") * literal("wmma_gemm", f"V{v}_WARPS_N"))
+            for v in (2, 3)}),
         "fp16.WMMA_PIPELINED_THREADS": (fp16.WMMA_PIPELINED_THREADS, (32 * v2["V2_WARPS_M"] * v2["V2_WARPS_N"], 1, 1)),
         "dense.GEMM_TILES": (dense.GEMM_TILES, tuple((n, *tile(f"Tile{n}")[:2], tile(f"Tile{n}")[3])
                                                      for n in ("128x128", "64x64", "32x32"))),
@@ -344,7 +346,7 @@ def test_every_constant_python_takes_from_a_kernel_matches_its_source():
     assert wrong == {}, wrong
     # the values the launchers used when they were written out by hand: reading them changed no launch
     from gpuedu.ops import fp16
-    assert fp16.WMMA_PIPELINED == {2: ((128, 128), 61440), 3: ((128, 256), 92160)}
+    assert fp16.WMMA_PIPELINED == {2: ((128, 128), 61440, 256), 3: ((128, 256), 92160, 256)}
     assert constants["gemm.TILE7"][0] == dict(BM=128, BN=128, BK=16, THREADS=256)
     assert [t[1:] for t in constants["dense.GEMM_TILES"][0]] == [(128, 128, 256), (64, 64, 128), (32, 32, 64)]
 

@@ -132,36 +132,44 @@ extern "C" __global__ void wmma_gemm_kernel1(float* __restrict__ C,
 
 
 // ---- versions 2 and 3 -----------------------------------------------------------------------
-#define V2_BK 32                           // K slice per pipeline stage
-#define V2_STAGES 3
-#define V2_WARPS_M 2                       // 2 x 4 warps in both versions
-#define V2_WARPS_N 4
-#define V2_THREADS (32 * V2_WARPS_M * V2_WARPS_N)
-#define V2_PAD 8                           // halves of padding per shared row (16 bytes)
-#define V2_EPI_LD (WMMA_N + 4)             // staging tile row: 20 floats (ldm multiple of 4)
+// Each pipelined version's shape: C tile per block (BM x BN), K slice per stage (BK), stages,
+// and warps along M and N (warp tile BM / WARPS_M x BN / WARPS_N).
 #define V2_BM 128                          // version 2: C tile per block 128 x 128, warp tiles 64 x 32
 #define V2_BN 128
+#define V2_BK 32                           // K slice per pipeline stage
+#define V2_STAGES 3
+#define V2_WARPS_M 2                       // 2 x 4 warps
+#define V2_WARPS_N 4
+#define V2_THREADS (32 * V2_WARPS_M * V2_WARPS_N)
 #define V3_BM 128                          // version 3: 128 x 256, warp tiles 64 x 64
 #define V3_BN 256
+#define V3_BK 32
+#define V3_STAGES 3
+#define V3_WARPS_M 2
+#define V3_WARPS_N 4
+#define V3_THREADS (32 * V3_WARPS_M * V3_WARPS_N)
+#define V2_PAD 8                           // halves of padding per shared row (16 bytes)
+#define V2_EPI_LD (WMMA_N + 4)             // staging tile row: 20 floats (ldm multiple of 4)
 
 // Shared memory of one operand's tile (either layout fits: rows BK wide, or BK rows of
 // `wide` halves) and of the block: STAGES x (A tile, B tile).
-#define V2_TILE_HALVES(wide) ((wide) * (V2_BK + V2_PAD) > V2_BK * ((wide) + V2_PAD) ? \
-                              (wide) * (V2_BK + V2_PAD) : V2_BK * ((wide) + V2_PAD))
-#define V2_SHARED_BYTES(bm, bn) (V2_STAGES * (V2_TILE_HALVES(bm) + V2_TILE_HALVES(bn)) * 2)
+#define V2_TILE_HALVES(wide, bk) ((wide) * ((bk) + V2_PAD) > (bk) * ((wide) + V2_PAD) ? \
+                                  (wide) * ((bk) + V2_PAD) : (bk) * ((wide) + V2_PAD))
+#define V2_SHARED_BYTES(bm, bn, bk, stages) ((stages) * (V2_TILE_HALVES(bm, bk) + V2_TILE_HALVES(bn, bk)) * 2)
 // version 2: 3 x (5120 + 5120) halves = 61,440 bytes; version 3: 3 x (5120 + 10240) = 92,160 bytes
 
 // Copy one tile (rows x cols halves, cols a multiple of 8) of a row-major matrix
 // g [g_rows x g_cols, row stride ld] starting at (r0, c0) into shared memory s
-// (row stride s_ld), zeros past the matrix's edges.  Each thread copies 8-half
-// chunks: 16-byte cp.async when vec (g 16-byte aligned, ld a multiple of 8),
+// (row stride s_ld), zeros past the matrix's edges.  Each of the block's THREADS threads
+// copies 8-half chunks: 16-byte cp.async when vec (g 16-byte aligned, ld a multiple of 8),
 // element by element otherwise.
+template <int THREADS>
 __device__ __forceinline__ void v2_load_tile(__half* s, int s_ld, int rows, int cols,
                                              const __half* __restrict__ g, int g_rows, int g_cols,
                                              int ld, int r0, int c0, bool vec)
 {
     const int chunks_per_row = cols / 8;
-    for (int chunk = threadIdx.x; chunk < rows * chunks_per_row; chunk += V2_THREADS) {
+    for (int chunk = threadIdx.x; chunk < rows * chunks_per_row; chunk += THREADS) {
         int r = chunk / chunks_per_row, c = (chunk % chunks_per_row) * 8;
         int gr = r0 + r, gc = c0 + c;
         __half* dst = s + r * s_ld + c;
@@ -193,45 +201,46 @@ extern __shared__ __align__(128) __half v2_smem[];
 // A is stored M x K (TRANS_A false) or K x M (true, op(A) = A^T), row stride lda;
 // B is stored K x N (TRANS_B false) or N x K (true), row stride ldb; C is M x N,
 // row-major, FP16 when c_half else FP32.
-template <int BM, int BN, bool TRANS_A, bool TRANS_B>
+template <int BM, int BN, int BK, int STAGES, int WARPS_ALONG_M, int WARPS_ALONG_N, bool TRANS_A, bool TRANS_B>
 __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float alpha,
                                                     const __half* __restrict__ A, int lda,
                                                     const __half* __restrict__ B, int ldb,
                                                     void* __restrict__ C, int c_half)
 {
-    constexpr int WM = BM / V2_WARPS_M;              // warp tile: 64 x 32 (v2) or 64 x 64 (v3)
-    constexpr int WN = BN / V2_WARPS_N;
+    constexpr int THREADS = 32 * WARPS_ALONG_M * WARPS_ALONG_N;
+    constexpr int WM = BM / WARPS_ALONG_M;           // warp tile: 64 x 32 (v2) or 64 x 64 (v3)
+    constexpr int WN = BN / WARPS_ALONG_N;
     constexpr int FM = WM / WMMA_M;                  // accumulator fragments per warp: 4 x 2 or 4 x 4
     constexpr int FN = WN / WMMA_N;
-    constexpr int LD_K = V2_BK + V2_PAD;             // 40: row stride of a tile whose rows are K-wide
+    constexpr int LD_K = BK + V2_PAD;                // 40: row stride of a tile whose rows are K-wide
     constexpr int LD_M = BM + V2_PAD;                // 136: of a K-major A tile
     constexpr int LD_N = BN + V2_PAD;                // 136 or 264: of a K-major B tile
-    constexpr int A_TILE = V2_TILE_HALVES(BM);
-    constexpr int STAGE = A_TILE + V2_TILE_HALVES(BN);
+    constexpr int A_TILE = V2_TILE_HALVES(BM, BK);
+    constexpr int STAGE = A_TILE + V2_TILE_HALVES(BN, BK);
     using a_layout = typename v2_layout<TRANS_A>::type;
     using b_layout = typename v2_layout<TRANS_B>::type;
 
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
-    const int warp_m = warp / V2_WARPS_N;            // 0..1: which 64-row half of the block tile
-    const int warp_n = warp % V2_WARPS_N;            // 0..3: which quarter of its columns
+    const int warp_m = warp / WARPS_ALONG_N;         // v2, v3: 0..1, which 64-row half of the block tile
+    const int warp_n = warp % WARPS_ALONG_N;         // v2, v3: 0..3, which quarter of its columns
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
     // The 16-byte path: aligned base and rows a multiple of 8 halves, so every chunk
     // (which starts at a column that is a multiple of 8) is 16-byte aligned.
     const bool vec_a = ((size_t)A % 16 == 0) && (lda % 8 == 0);
     const bool vec_b = ((size_t)B % 16 == 0) && (ldb % 8 == 0);
-    const int k_tiles = (K + V2_BK - 1) / V2_BK;
+    const int k_tiles = (K + BK - 1) / BK;
 
     // Stage slice kt of op(A) (BM x BK) and op(B) (BK x BN) into stage s.
     auto load_stage = [&](int s, int kt) {
         __half* As = v2_smem + s * STAGE;
         __half* Bs = As + A_TILE;
-        int k0 = kt * V2_BK;
-        if (TRANS_A) v2_load_tile(As, LD_M, V2_BK, BM, A, K, M, lda, k0, m0, vec_a);   // As[k][m]
-        else         v2_load_tile(As, LD_K, BM, V2_BK, A, M, K, lda, m0, k0, vec_a);   // As[m][k]
-        if (TRANS_B) v2_load_tile(Bs, LD_K, BN, V2_BK, B, N, K, ldb, n0, k0, vec_b);   // Bs[n][k]
-        else         v2_load_tile(Bs, LD_N, V2_BK, BN, B, K, N, ldb, k0, n0, vec_b);   // Bs[k][n]
+        int k0 = kt * BK;
+        if (TRANS_A) v2_load_tile<THREADS>(As, LD_M, BK, BM, A, K, M, lda, k0, m0, vec_a);   // As[k][m]
+        else         v2_load_tile<THREADS>(As, LD_K, BM, BK, A, M, K, lda, m0, k0, vec_a);   // As[m][k]
+        if (TRANS_B) v2_load_tile<THREADS>(Bs, LD_K, BN, BK, B, N, K, ldb, n0, k0, vec_b);   // Bs[n][k]
+        else         v2_load_tile<THREADS>(Bs, LD_N, BK, BN, B, K, N, ldb, k0, n0, vec_b);   // Bs[k][n]
     };
 
     wmma::fragment<wmma::accumulator, WMMA_M, WMMA_N, WMMA_K, float> acc[FM][FN];
@@ -242,23 +251,23 @@ __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float a
 
     // Prologue: slices 0 .. STAGES-2 in flight, one commit (batch) per slice, even an
     // empty one, so that wait_prior below always counts slices.
-    for (int s = 0; s < V2_STAGES - 1; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < k_tiles) load_stage(s, s);
         __pipeline_commit();
     }
 
     for (int kt = 0; kt < k_tiles; ++kt) {
-        __pipeline_wait_prior(V2_STAGES - 2);   // this thread's copies of slice kt have landed
+        __pipeline_wait_prior(STAGES - 2);   // this thread's copies of slice kt have landed
         __syncthreads();   // everyone's copies of slice kt are visible, and every warp is done
                            // with slice kt-1, whose stage the copies issued next overwrite
-        int next = kt + V2_STAGES - 1;
-        if (next < k_tiles) load_stage(next % V2_STAGES, next);
+        int next = kt + STAGES - 1;
+        if (next < k_tiles) load_stage(next % STAGES, next);
         __pipeline_commit();
 
-        const __half* As = v2_smem + (kt % V2_STAGES) * STAGE;
+        const __half* As = v2_smem + (kt % STAGES) * STAGE;
         const __half* Bs = As + A_TILE;
 #pragma unroll
-        for (int kk = 0; kk < V2_BK; kk += WMMA_K) {
+        for (int kk = 0; kk < BK; kk += WMMA_K) {
             wmma::fragment<wmma::matrix_a, WMMA_M, WMMA_N, WMMA_K, __half, a_layout> a_frag[FM];
             wmma::fragment<wmma::matrix_b, WMMA_M, WMMA_N, WMMA_K, __half, b_layout> b_frag[FN];
 #pragma unroll
@@ -283,7 +292,7 @@ __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float a
         }
     }
 
-    // Epilogue: the pipeline's memory becomes 8 per-warp staging tiles of 16 x 20 floats.
+    // Epilogue: the pipeline's memory becomes a staging tile of 16 x 20 floats per warp.
     __pipeline_wait_prior(0);   // no copy (of an empty batch) may still land in it
     __syncthreads();            // every warp is done reading the last slice
     float* stage = reinterpret_cast<float*>(v2_smem) + warp * WMMA_M * V2_EPI_LD;
@@ -311,18 +320,21 @@ __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float a
 }
 
 // The four layouts of each version: n = stored as op() wants it, t = transposed (see above).
-#define PIPELINED_KERNEL(name, bm, bn, ta, tb)                                                     \
-    extern "C" __global__ void __launch_bounds__(V2_THREADS) name(                                 \
+#define PIPELINED_KERNEL(name, v, ta, tb)                                                          \
+    extern "C" __global__ void __launch_bounds__(V##v##_THREADS) name(                             \
         void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,          \
         int M, int N, int K, int lda, int ldb, float alpha, int c_half)                            \
     {                                                                                              \
-        wmma_gemm_pipelined<bm, bn, ta, tb>(M, N, K, alpha, A, lda, B, ldb, C, c_half);            \
+        wmma_gemm_pipelined<V##v##_BM, V##v##_BN, V##v##_BK, V##v##_STAGES, V##v##_WARPS_M,         \
+                            V##v##_WARPS_N, ta, tb>(M, N, K, alpha, A, lda, B, ldb, C, c_half);    \
     }
-PIPELINED_KERNEL(wmma_gemm_kernel2_nn, V2_BM, V2_BN, false, false)
-PIPELINED_KERNEL(wmma_gemm_kernel2_tn, V2_BM, V2_BN, true, false)
-PIPELINED_KERNEL(wmma_gemm_kernel2_nt, V2_BM, V2_BN, false, true)
-PIPELINED_KERNEL(wmma_gemm_kernel2_tt, V2_BM, V2_BN, true, true)
-PIPELINED_KERNEL(wmma_gemm_kernel3_nn, V3_BM, V3_BN, false, false)
-PIPELINED_KERNEL(wmma_gemm_kernel3_tn, V3_BM, V3_BN, true, false)
-PIPELINED_KERNEL(wmma_gemm_kernel3_nt, V3_BM, V3_BN, false, true)
-PIPELINED_KERNEL(wmma_gemm_kernel3_tt, V3_BM, V3_BN, true, true)
+#ifndef WMMA_GEMM_NO_KERNELS   // a file that includes this one for its template can leave these out
+PIPELINED_KERNEL(wmma_gemm_kernel2_nn, 2, false, false)
+PIPELINED_KERNEL(wmma_gemm_kernel2_tn, 2, true, false)
+PIPELINED_KERNEL(wmma_gemm_kernel2_nt, 2, false, true)
+PIPELINED_KERNEL(wmma_gemm_kernel2_tt, 2, true, true)
+PIPELINED_KERNEL(wmma_gemm_kernel3_nn, 3, false, false)
+PIPELINED_KERNEL(wmma_gemm_kernel3_tn, 3, true, false)
+PIPELINED_KERNEL(wmma_gemm_kernel3_nt, 3, false, true)
+PIPELINED_KERNEL(wmma_gemm_kernel3_tt, 3, true, true)
+#endif

@@ -37,22 +37,23 @@ WMMA_BLOCK_TILE = (_wmma("BLOCK_M"), _wmma("BLOCK_N"))
 WMMA_THREADS = (32 * _wmma("WARPS_M") * _wmma("WARPS_N"), 1, 1)
 
 
-def _pipelined_shared_bytes(bm, bn):
-    """wmma_gemm.cu's V2_SHARED_BYTES(bm, bn): STAGES x (A tile + B tile) halves x 2 bytes, a tile of ``wide``
-    rows of BK + PAD halves, or BK rows of ``wide`` + PAD halves, whichever is larger (V2_TILE_HALVES)."""
-    bk, pad = _wmma("V2_BK"), _wmma("V2_PAD")
+def _pipelined_shared_bytes(version):
+    """wmma_gemm.cu's V2_SHARED_BYTES for a pipelined version: STAGES x (A tile + B tile) halves x 2 bytes,
+    a tile of ``wide`` rows of BK + PAD halves, or BK rows of ``wide`` + PAD halves, whichever is larger
+    (V2_TILE_HALVES)."""
+    bk, pad = _wmma(f"V{version}_BK"), _wmma("V2_PAD")
 
     def tile_halves(wide):
         return max(wide * (bk + pad), bk * (wide + pad))
-    return _wmma("V2_STAGES") * (tile_halves(bm) + tile_halves(bn)) * 2
+    return _wmma(f"V{version}_STAGES") * (tile_halves(_wmma(f"V{version}_BM")) + tile_halves(_wmma(f"V{version}_BN"))) * 2
 
 
-# wmma_gemm.cu versions 2 and 3 (V2_*, V3_*): 8 warps, 3 stages of 32-wide K slices; version -> (C tile
-# per block (rows, columns), bytes of dynamic shared memory).  Both need more than the default 48 KB of
-# shared memory per block: the launcher raises the kernel's limit.
-WMMA_PIPELINED = {v: ((_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN")),
-                      _pipelined_shared_bytes(_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN"))) for v in (2, 3)}
-WMMA_PIPELINED_THREADS = (_wmma("V2_THREADS"), 1, 1)
+# wmma_gemm.cu's pipelined versions (V2_*, V3_*): version -> (C tile per block (rows, columns), bytes of
+# dynamic shared memory, threads per block). All need more than the default 48 KB of shared memory per
+# block: the launcher raises the kernel's limit.
+WMMA_PIPELINED = {v: ((_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN")), _pipelined_shared_bytes(v), _wmma(f"V{v}_THREADS"))
+                  for v in (2, 3)}
+WMMA_PIPELINED_THREADS = (_wmma("V2_THREADS"), 1, 1)   # versions 2 and 3 alike: 8 warps
 
 #: ``matmul``'s ladder: version -> what it is. 1 and 2 are one thread per element of C (1 sums in FP16, to show
 #: why not), 3 adds shared-memory tiles, 4 and 5 are the tensor cores (wmma_gemm.cu's pipelined versions 2 and 3).
@@ -263,14 +264,14 @@ def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k
         # so on the caller's stream it stays in order with the launches around it
         out.fill(0, stream=stream)
         return out
-    (tile_m, tile_n), shared = WMMA_PIPELINED[version]
+    (tile_m, tile_n), shared, threads = WMMA_PIPELINED[version]
     f = _wmma_pipelined_function(version, transpose_a, transpose_b)
     grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
     c_half = out.dtype == np.float16
     # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
     args = (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a.shape[1]), L.i32(b.shape[1]),
             np.float32(alpha), L.i32(c_half))
-    L.launch(f, grid, WMMA_PIPELINED_THREADS, args, stream, shared_size=shared)
+    L.launch(f, grid, (threads, 1, 1), args, stream, shared_size=shared)
     return out
 
 

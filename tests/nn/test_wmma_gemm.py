@@ -234,14 +234,16 @@ def test_the_pipelined_versions_need_their_shared_memory_limit_raised(version):
 
 
 def test_the_launcher_sizes_agree_with_the_kernel_source():
-    # ops.fp16 reads wmma_gemm.cu's V2_* / V3_* constants (tiles, threads, shared memory).
+    # ops.fp16 reads wmma_gemm.cu's V2_* / V3_* constants (tiles, K slice, stages, warps, shared memory).
     defines = dict(re.findall(r"^#define (V[23]_\w+) (\d+)\b", kernels.source("wmma_gemm"), re.MULTILINE))
     v = {name: int(value) for name, value in defines.items()}
     assert 32 * v["V2_WARPS_M"] * v["V2_WARPS_N"] == fp16.WMMA_PIPELINED_THREADS[0]
 
-    def tile_halves(wide):   # V2_TILE_HALVES: rows BK wide, or BK rows `wide` long, padded
-        return max(wide * (v["V2_BK"] + v["V2_PAD"]), v["V2_BK"] * (wide + v["V2_PAD"]))
-
     for version in (2, 3):
-        bm, bn = v[f"V{version}_BM"], v[f"V{version}_BN"]
-        assert fp16.WMMA_PIPELINED[version] == ((bm, bn), v["V2_STAGES"] * (tile_halves(bm) + tile_halves(bn)) * 2)
+        bm, bn, bk = v[f"V{version}_BM"], v[f"V{version}_BN"], v[f"V{version}_BK"]
+
+        def tile_halves(wide):   # V2_TILE_HALVES: rows BK wide, or BK rows `wide` long, padded
+            return max(wide * (bk + v["V2_PAD"]), bk * (wide + v["V2_PAD"]))
+        threads = 32 * v[f"V{version}_WARPS_M"] * v[f"V{version}_WARPS_N"]
+        assert fp16.WMMA_PIPELINED[version] == (
+            (bm, bn), v[f"V{version}_STAGES"] * (tile_halves(bm) + tile_halves(bn)) * 2, threads)
