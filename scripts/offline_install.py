@@ -17,7 +17,9 @@ Step 2, copy the folder and this checkout to the target, then on the target, in 
   It makes ``.venv`` and installs this checkout into it (editable, so the tests, the lessons and
   ``gpuedu`` all use the same code) with ``pip --no-index --find-links wheelhouse``.
   ``--system-site-packages`` lets the environment see what the machine already has, e.g. PyTorch
-  and CuPy, the bench's cuBLAS yardsticks.  Building PyCUDA from its source needs, on the target:
+  and CuPy, the bench's cuBLAS yardsticks. Where the machine's python3 is itself a virtual
+  environment (a GPU image's, holding PyTorch), a .venv made from it would see the wrong packages:
+  ``--here`` installs into that python3 instead (the install step says so when it sees the case).  Building PyCUDA from its source needs, on the target:
   the NVIDIA driver (``libcuda.so``), the CUDA toolkit (``nvcc`` on PATH, ``cuda.h``; set CUDA_ROOT
   when the toolkit is not at nvcc's ``..``), a C++ compiler and Python's headers (``Python.h``,
   e.g. the python3.12-dev package); the install step checks these first and says what is missing.
@@ -112,11 +114,26 @@ def sdist_command(dest, pip=(sys.executable, "-m", "pip")):
     return [*pip, "download", "--dest", dest, "--no-deps", "--no-binary", "pycuda", PYCUDA]
 
 
-def install_commands(dest, extras, venv=".venv", python=sys.executable, system_site_packages=False):
-    pip = [os.path.join(venv, "bin", "python"), "-m", "pip"]
+def install_commands(dest, extras, venv=".venv", python=sys.executable, system_site_packages=False, here=False):
+    """The commands of ``install``: make ``venv`` and install into it, or (``here``) install into ``python``."""
     spec = f"{REPO}[{','.join(extras)}]" if extras else REPO
+    if here:
+        return [[python, "-m", "pip", "install", "--no-index", "--find-links", dest, "-e", spec]]
+    pip = [os.path.join(venv, "bin", "python"), "-m", "pip"]
     make_venv = [python, "-m", "venv", venv] + (["--system-site-packages"] if system_site_packages else [])
     return [make_venv, pip + ["install", "--no-index", "--find-links", dest, "-e", spec]]
+
+
+def nested_venv_problem(system_site_packages, here, prefix=sys.prefix, base_prefix=sys.base_prefix):
+    """Why ``--system-site-packages`` would not do what it says from this interpreter, or None.
+
+    A virtual environment made from an interpreter that is itself one (a GPU image's python3 often
+    is: PyTorch lives in it) sees the *base* interpreter's packages, not that environment's."""
+    if system_site_packages and not here and prefix != base_prefix:
+        return (f"this python3 is itself a virtual environment ({prefix}); a .venv made from it with "
+                f"--system-site-packages would see {base_prefix}'s packages, not its own (PyTorch, CuPy, NumPy): "
+                "install into this interpreter instead with --here")
+    return None
 
 
 def cuda_root():
@@ -297,6 +314,9 @@ def main(argv=None):
     install.add_argument("--venv", default=".venv")
     install.add_argument("--system-site-packages", action="store_true",
                          help="let .venv see the machine's packages (PyTorch, CuPy: the bench's yardsticks)")
+    install.add_argument("--here", action="store_true",
+                         help="no .venv: install into the interpreter running this script (where that python3 "
+                              "is itself a virtual environment holding PyTorch, as on many GPU images)")
     for p in (gather, install):
         p.add_argument("--dest", default="wheelhouse", help="the folder (default: wheelhouse)")
         p.add_argument("--extras", default="cuda,test", help="comma-separated extras (default: cuda,test)")
@@ -326,8 +346,12 @@ def main(argv=None):
             platforms = args.platform or ["manylinux2014_x86_64", "manylinux_2_28_x86_64"]
             commands = gather_commands(args.dest, args.python, platforms, extras)
         else:
+            problem = nested_venv_problem(args.system_site_packages, args.here)
+            if problem:
+                print(f"offline_install.py: {problem}", file=sys.stderr)
+                return 2
             commands = install_commands(args.dest, extras, venv=args.venv,
-                                        system_site_packages=args.system_site_packages)
+                                        system_site_packages=args.system_site_packages, here=args.here)
     except ValueError as e:
         parser.error(str(e))
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"

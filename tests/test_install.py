@@ -134,6 +134,24 @@ def test_install_can_let_the_environment_see_the_machines_torch_and_cupy():
     assert shared == ["py", "-m", "venv", "v", "--system-site-packages"]
 
 
+def test_install_here_installs_into_the_running_interpreter_and_makes_no_venv():
+    offline = load_offline()
+    commands = offline.install_commands("wh", ["cuda", "test"], venv="v", python="py", here=True)
+    assert commands == [["py", "-m", "pip", "install", "--no-index", "--find-links", "wh", "-e",
+                         f"{offline.REPO}[cuda,test]"]]
+
+
+def test_a_venv_from_a_venv_with_system_site_packages_is_refused_with_the_way_out():
+    offline = load_offline()
+    # A GPU image's python3 is often itself a virtual environment holding PyTorch: a .venv made from it
+    # would see the base interpreter's packages, not PyTorch's.
+    problem = offline.nested_venv_problem(True, False, prefix="/opt/torch/.venv", base_prefix="/usr")
+    assert "/opt/torch/.venv" in problem and "--here" in problem
+    assert offline.nested_venv_problem(True, True, prefix="/opt/torch/.venv", base_prefix="/usr") is None
+    assert offline.nested_venv_problem(True, False, prefix="/usr", base_prefix="/usr") is None
+    assert offline.nested_venv_problem(False, False, prefix="/opt/torch/.venv", base_prefix="/usr") is None
+
+
 def fake_toolkit(tmp_path, with_header=True, with_stub=True):
     root = tmp_path / "cuda"
     (root / "include").mkdir(parents=True)
