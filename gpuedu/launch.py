@@ -19,6 +19,7 @@ f32 = np.float32
 NULL = np.uintp(0)        # a null pointer argument (an optional input left out)
 
 _cache = {}
+_names = {}   # id(function) -> kernel name, for the functions in _cache (kept alive there, never removed)
 
 
 def kernel(file, name, signature=None, options=()):
@@ -32,7 +33,18 @@ def kernel(file, name, signature=None, options=()):
         if signature is not None:
             fn.prepare(signature)
         _cache[key] = fn
+        _names[id(fn)] = name
     return fn
+
+
+def function_name(fn, default="kernel"):
+    """A kernel function's name: the emulator's functions carry it; real PyCUDA's do not, so the ones
+    ``kernel()`` handed out are looked up by identity. ``default`` for any other function."""
+    name = getattr(fn, "function_name", None) or getattr(fn, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    # _cache keeps every function it names alive, so no other object can have its id
+    return _names.get(id(fn), default)
 
 
 def launch(fn, grid, block, args, stream=None, shared_size=0):

@@ -7,6 +7,7 @@ are and each record holds its time measured with CUDA events, plus the ``ncu``
 command that gives the counters there.
 """
 
+from .. import launch as _launch
 from . import metrics as _metrics
 
 # architecture -> the GPU whose occupancy rules sm__maximum_warps_per_active_cycle_pct follows
@@ -286,7 +287,7 @@ def _time_gpu_launches(prof):
             grid = kwargs.get("grid") or (args[0] if name.startswith("prepared") and args else (1, 1))
             block = tuple(block) + (1,) * (3 - len(tuple(block)))
             grid = tuple(grid) + (1,) * (3 - len(tuple(grid)))
-            prof.kernels.append(KernelRecord(getattr(self, "name", "kernel"), grid, block,
+            prof.kernels.append(KernelRecord(_launch.function_name(self), grid, block,
                                              kwargs.get("shared", kwargs.get("shared_size", 0)) or 0,
                                              seconds=start.time_till(end) / 1e3, backend="cuda", reason=reason))
             return result

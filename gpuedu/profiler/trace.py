@@ -24,6 +24,7 @@ CUDA events recorded on its own stream (no synchronisation is added, so overlap 
 the timeline is read from the events when the block ends: **measured**.  Host ranges go to Nsight Systems
 as NVTX ranges (``gpuedu.range``), which measures everything else.
 """
+from .. import launch as _launch
 import contextlib
 import json
 
@@ -204,7 +205,7 @@ class EventRecorder:
                 stream = args[2] if len(args) > 2 else kwargs.get("stream")
             else:
                 stream = kwargs.get("stream")
-            name = getattr(function, "function_name", None) or getattr(function, "name", None) or "kernel"
+            name = _launch.function_name(function)
             return recorder._bracket("kernel", name, stream, lambda: original(function, *args, **kwargs), {})
         return launch
 

@@ -142,6 +142,27 @@ def test_the_gpu_path_times_each_launch_with_events_and_names_the_ncu_command(em
     assert "ncu --metrics" in rec.reasons["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]
 
 
+def test_a_kernel_from_launch_kernel_is_named_even_where_the_function_carries_no_name(monkeypatch):
+    # Real PyCUDA's Function has no name attribute: the profile and the trace on a GPU must still say
+    # which kernel each launch was, for every kernel the course launches through launch.kernel.
+    from gpuedu import launch
+
+    class Nameless:            # what a real PyCUDA Function looks like to getattr
+        def prepare(self, signature):
+            pass
+
+    class Module:
+        def get_function(self, name):
+            return Nameless()
+    monkeypatch.setattr(launch.kernels, "load", lambda file, options=(): Module())
+    monkeypatch.setattr(launch, "_cache", {})
+    monkeypatch.setattr(launch, "_names", {})
+    fn = launch.kernel("reduction", "reduce_kernel6", "PPi")
+    assert launch.function_name(fn) == "reduce_kernel6"
+    assert launch.function_name(Nameless()) == "kernel"          # one it did not hand out
+    assert launch.function_name(Nameless(), default="?") == "?"
+
+
 def test_gpuedu_profile_command_runs_a_script_and_prints_the_table(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(
