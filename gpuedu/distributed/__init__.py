@@ -21,7 +21,7 @@ The napkin math (``gpuedu.distributed.cost``)
 """
 from . import cost
 from .nccl import nccl_allreduce, nccl_available, pin_rank_to_gpu
-from .mpi import MPIUnavailable, find_mpiexec, mpi_status, mpiexec_command, run
+from .mpi import MPIUnavailable, find_mpiexec, mpi_environment, mpi_status, mpiexec_command, mpiexec_prefix, run
 from .parallel import (DataParallel, GradientBuckets, PipelineStage, broadcast_parameters, fit_data_parallel,
                        parameters_digest, parameters_identical)
 from .ring import PeerTimeout, chunk_bounds, check_same_buffer, cuda_aware_mpi, ring_allreduce

@@ -54,20 +54,26 @@ def mpi_flavour(mpiexec):
     return "unknown"
 
 
-def mpiexec_command(ranks, script, args=()):
-    """The command that runs ``script`` on ``ranks`` processes with this Python."""
-    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
-        raise ValueError(f"ranks must be a positive integer, got {ranks!r}")
+def mpiexec_prefix():
+    """``mpiexec`` and the flags this machine's MPI needs before ``-n``: Open MPI's ``--oversubscribe``
+    (more ranks than cores), nothing for MPICH. Raises MPIUnavailable, saying what to install, if there is none."""
     ok, reason = mpi_status()
     if not ok:
         raise MPIUnavailable(reason)
     mpiexec = find_mpiexec()
-    flags = ["--oversubscribe"] if mpi_flavour(mpiexec) == "openmpi" else []
-    return [mpiexec, *flags, "-n", str(ranks), sys.executable, "-m", "mpi4py", str(script), *map(str, args)]
+    return [mpiexec, *(["--oversubscribe"] if mpi_flavour(mpiexec) == "openmpi" else [])]
+
+
+def mpiexec_command(ranks, script, args=()):
+    """The command that runs ``script`` on ``ranks`` processes with this Python."""
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+        raise ValueError(f"ranks must be a positive integer, got {ranks!r}")
+    return [*mpiexec_prefix(), "-n", str(ranks), sys.executable, "-m", "mpi4py", str(script), *map(str, args)]
 
 
 def mpi_environment():
-    """This environment plus what Open MPI needs to run as root (harmless for MPICH)."""
+    """This environment plus what Open MPI needs to run as root (harmless for MPICH): a notebook whose
+    shell cells start ``mpiexec`` itself does ``os.environ.update(mpi_environment())`` once."""
     env = dict(os.environ)
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

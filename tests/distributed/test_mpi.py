@@ -36,6 +36,13 @@ def test_open_mpi_gets_oversubscribe_and_root_permission(monkeypatch):
     assert cmd[-5:] == ["-m", "mpi4py", "train.py", "--epochs", "2"]
     env = mpi.mpi_environment()
     assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] == "1"
+    # what a notebook's shell cell puts before "-n 4 python -m mpi4py script.py" (lesson 12)
+    assert mpi.mpiexec_prefix() == ["/opt/mpi/bin/mpiexec", "--oversubscribe"]
+    monkeypatch.setattr(mpi, "mpi_flavour", lambda path: "mpich")
+    assert mpi.mpiexec_prefix() == ["/opt/mpi/bin/mpiexec"]
+    monkeypatch.setattr(mpi, "mpi_status", lambda: (False, "no mpiexec beside python: pip install 'gpuedu[mpi]'"))
+    with pytest.raises(mpi.MPIUnavailable, match="gpuedu\\[mpi\\]"):
+        mpi.mpiexec_prefix()
 
 
 @pytest.mark.skipif(not mpi.mpi_status()[0], reason=mpi.mpi_status()[1])
