@@ -68,7 +68,9 @@ imported on first use)::
         no_extern_c=False,               # True: the source declares `extern "C" __global__` itself
                                          # (for C++ headers such as cuda_fp16.h)
         requirements=(),                 # Requirement(metric, hint, at_most=/at_least=): a counter of
-    ))                                   # gpuedu.profile() kept within a bound (the emulator only)
+                                         # gpuedu.profile() kept within a bound (the emulator only)
+        workspaces=(),                   # parameters the kernel may write freely (scratch memory, given
+    ))                                   # as a case input): never compared, but checked for overruns
 
 A requirement states how the kernel must get its values, in Nsight Compute's words::
 

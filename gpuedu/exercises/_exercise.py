@@ -91,6 +91,7 @@ class Exercise:
     no_extern_c: bool = False
     requirements: tuple = ()
     diagnose_small_outputs: bool = False
+    workspaces: tuple = ()
     spec_text: str = field(default="", repr=False)
 
     def __post_init__(self):
@@ -105,6 +106,11 @@ class Exercise:
         missing = [name for name in self.outputs if name not in self.params]
         if missing:
             raise ValueError(f"{self.id}: outputs {missing} are not kernel parameters {self.params}")
+        self.workspaces = tuple(self.workspaces)
+        wrong = [name for name in self.workspaces if name not in self.params or name in self.outputs]
+        if wrong:
+            raise ValueError(f"{self.id}: workspaces {wrong} must be kernel parameters {self.params} that are not "
+                             f"outputs (a workspace is scratch memory the kernel may write, never compared)")
         if "FILL ME IN" not in self.stub:
             raise ValueError(f"{self.id}: the stub must mark where the learner writes with "
                              f"'// FILL ME IN (roughly N lines)'")

@@ -38,3 +38,57 @@ def extrapolate(small, large, size_small, size_large, size, grid):
                           arch=large.arch, backend=large.backend)
     record.exponents = exponents
     return record
+
+
+def extrapolate_polynomial(records, sizes, size):
+    """A KernelRecord at ``size`` from launches of one kernel counted at several sizes: each count, and each grid
+    dimension, as the polynomial in n of degree len(sizes) - 1 through the counted points.
+
+    For kernels whose counts are sums of powers (attention stores an N x N matrix and reads N x d rows: c2 n**2
+    + c1 n + c0), where one power through two sizes is not exact. Exact when each count is such a polynomial at
+    every counted size (no partial tiles: choose sizes the tiles divide); a fourth size, counted, checks it.
+    ``record.coefficients`` holds each count's (c0, c1, ...)."""
+    records, sizes = list(records), [int(s) for s in sizes]
+    if len(records) != len(sizes) or len(sizes) < 2:
+        raise ValueError(f"extrapolate_polynomial needs one record per size and at least two sizes; got "
+                         f"{len(records)} records for sizes {sizes}")
+    if sorted(set(sizes)) != sizes or sizes[0] <= 0:
+        raise ValueError(f"the sizes must be positive and grow: got {sizes}")
+    first = records[0]
+    for rec in records:
+        if rec._counts is None:
+            raise ValueError(f"kernel '{rec.name}' has no counts to extrapolate ({rec._reason})")
+        if rec.name != first.name or rec.block != first.block:
+            raise ValueError(f"extrapolate_polynomial needs launches of one kernel with one block shape; got "
+                             f"'{first.name}' {first.block} and '{rec.name}' {rec.block}")
+    scale = float(sizes[-1])
+    vandermonde = [[(s / scale) ** k for k in range(len(sizes))] for s in sizes]
+
+    def fit(values):
+        coefficients = _solve(vandermonde, [float(v) for v in values])
+        at = sum(c * (size / scale) ** k for k, c in enumerate(coefficients))
+        return tuple(c / scale ** k for k, c in enumerate(coefficients)), max(0, int(round(at)))
+
+    counts, coefficients = {}, {}
+    for key in first._counts:
+        coefficients[key], counts[key] = fit([rec._counts[key] for rec in records])
+    grid = tuple(max(1, fit([rec.grid[d] for rec in records])[1]) for d in range(3))
+    last = records[-1]
+    record = KernelRecord(last.name, grid, last.block, last.shared_dynamic, counts=counts, source=last._source,
+                          arch=last.arch, backend=last.backend)
+    record.coefficients = coefficients
+    return record
+
+
+def _solve(matrix, values):
+    """x with matrix @ x = values, by Gaussian elimination with partial pivoting (a few unknowns)."""
+    n = len(values)
+    rows = [list(map(float, row)) + [float(v)] for row, v in zip(matrix, values)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(rows[r][col]))
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        for r in range(n):
+            if r != col:
+                factor = rows[r][col] / rows[col][col]
+                rows[r] = [a - factor * b for a, b in zip(rows[r], rows[col])]
+    return [rows[i][n] / rows[i][i] for i in range(n)]

@@ -200,6 +200,37 @@ def test_counts_extrapolate_exactly_from_two_sizes_to_a_third(emu):
         extrapolate(records[64], records[32], 64, 32, 128, grid=(8, 8))
 
 
+def test_counts_that_are_sums_of_powers_extrapolate_exactly_as_polynomials(emu):
+    # attention: the N x N scores (n**2) beside the N x d rows (n); one power through two sizes misses, the
+    # quadratic through three sizes hits a fourth exactly, every count and every grid dimension
+    _, gpuarray = emu
+    from gpuedu.ops import attention
+    from gpuedu.profiler.scaling import extrapolate, extrapolate_polynomial
+    rng = np.random.default_rng(0)
+    records = {}
+    for n in (64, 128, 192, 256):
+        q, k, v = (gpuarray.to_gpu(rng.standard_normal((1, n, 16)).astype(np.float32)) for _ in range(3))
+        with gpuedu.profile() as prof:
+            attention.attention(q, k, v, version=1)           # S, then P = softmax(S), then P V
+        records[n] = prof.kernels
+    for i, want in enumerate(records[256]):
+        guess = extrapolate_polynomial([records[n][i] for n in (64, 128, 192)], (64, 128, 192), 256)
+        assert guess.name == want.name and guess.grid == want.grid
+        assert guess.metrics == want.metrics
+    pv = [records[n][2] for n in (128, 192, 256)]                # reads P (n**2 floats) and V (n rows)
+    power = extrapolate(pv[0], pv[1], 128, 192, 256, grid=pv[2].grid)
+    assert power.metrics["dram__bytes_read.sum"] != pv[2].metrics["dram__bytes_read.sum"]
+    stores = extrapolate_polynomial([records[n][0] for n in (64, 128, 192)], (64, 128, 192), 256)
+    c0, c1, c2 = stores.coefficients["global_st_sectors"]
+    assert abs(c2 - 1 / 8) < 1e-9 and abs(c1) < 1e-6 and abs(c0) < 1e-3    # S: n**2 floats, 8 to a sector
+    with pytest.raises(ValueError, match="one record per size"):
+        extrapolate_polynomial(records[64], (64,), 128)
+    with pytest.raises(ValueError, match="must be positive and grow"):
+        extrapolate_polynomial([records[128][0], records[64][0]], (128, 64), 256)
+    with pytest.raises(ValueError, match="one kernel"):
+        extrapolate_polynomial([records[64][0], records[128][1]], (64, 128), 256)
+
+
 def test_a_host_compiler_that_cannot_instrument_leaves_the_launch_plain_with_the_reason(emu, monkeypatch):
     _, gpuarray = emu
     from pycuda.compiler import SourceModule

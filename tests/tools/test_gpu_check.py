@@ -161,7 +161,7 @@ def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
 def test_the_bench_runs_alone_and_what_times_nothing_runs_side_by_side(tmp_path):
     phases = gpu_check.plan(gpu_check.build_steps(str(tmp_path)))
     assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["lessons", "gpu-tests", "tests"]]
-    assert gpu_check.lesson_workers(os.path.join(REPO, "lessons")) == min(14, os.cpu_count())
+    assert gpu_check.lesson_workers(os.path.join(REPO, "lessons")) == min(15, os.cpu_count())
 
 
 def test_steps_side_by_side_run_at_once_and_are_recorded_in_the_plans_order(tmp_path):
