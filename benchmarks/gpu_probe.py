@@ -40,21 +40,24 @@ sys.path.insert(0, REPO)
 import gpuedu  # noqa: E402
 from gpuedu import backend  # noqa: E402
 
-# (BM, BN, BK, stages, warps along M, warps along N): wmma_tiles.cu's list.
-TILE_SHAPES = [(128, 128, 32, 3, 2, 4), (128, 128, 64, 3, 2, 4), (128, 128, 32, 4, 2, 4), (128, 128, 64, 4, 2, 4),
-               (128, 256, 32, 3, 2, 4), (128, 256, 64, 3, 2, 4), (256, 128, 32, 3, 4, 2), (256, 128, 64, 3, 4, 2),
-               (128, 128, 32, 3, 2, 2), (128, 128, 64, 3, 2, 2), (128, 128, 32, 4, 2, 2), (128, 128, 64, 4, 2, 2)]
+# (BM, BN, BK, stages, warps along M, warps along N, blocks per SM asked): wmma_tiles.cu's list.
+# A seventh number: the blocks per SM __launch_bounds__ asks for (0: none asked).
+TILE_SHAPES = [(128, 128, 32, 3, 2, 4, 0), (128, 128, 64, 3, 2, 4, 0), (128, 128, 32, 4, 2, 4, 0),
+               (128, 128, 64, 4, 2, 4, 0), (128, 256, 32, 3, 2, 4, 0), (128, 256, 64, 3, 2, 4, 0),
+               (256, 128, 32, 3, 4, 2, 0), (256, 128, 64, 3, 4, 2, 0), (128, 128, 32, 3, 2, 2, 0),
+               (128, 128, 64, 3, 2, 2, 0), (128, 128, 32, 4, 2, 2, 0), (128, 128, 64, 4, 2, 2, 0),
+               (128, 128, 32, 3, 2, 4, 3), (128, 128, 32, 2, 2, 4, 4)]
 PAD = 8   # wmma_gemm.cu's V2_PAD
 
 
 def tile_name(shape, layout="nn"):
-    bm, bn, bk, st, wm, wn = shape
-    return f"tile_{bm}x{bn}x{bk}_s{st}_w{wm}x{wn}_{layout}"
+    bm, bn, bk, st, wm, wn, blocks = shape
+    return f"tile_{bm}x{bn}x{bk}_s{st}_w{wm}x{wn}" + (f"_b{blocks}" if blocks else "") + f"_{layout}"
 
 
 def tile_shared_bytes(shape):
     """V2_SHARED_BYTES(bm, bn, bk, stages): stages x (A tile + B tile) halves x 2 bytes."""
-    bm, bn, bk, st, _, _ = shape
+    bm, bn, bk, st = shape[:4]
 
     def halves(wide):
         return max(wide * (bk + PAD), bk * (wide + PAD))
@@ -125,7 +128,7 @@ def probe_tiles(args, drv, timer):
     rows = []
     shapes = TILE_SHAPES if not args.shapes else [TILE_SHAPES[i] for i in args.shapes]
     for shape, layout in [(shape, layout) for shape in shapes for layout in args.layouts]:
-        bm, bn, bk, st, wm, wn = shape
+        bm, bn, bk, st, wm, wn, _ = shape
         row = {"kernel": tile_name(shape, layout), "shape": list(shape), "layout": layout, "threads": 32 * wm * wn,
                "shared_bytes": tile_shared_bytes(shape)}
         try:
@@ -209,7 +212,7 @@ def probe_steps(args, drv, timer):
 
 
 def probe_attention(args, drv, timer):
-    from gpuedu import ops
+    from gpuedu.ops import attention as ops   # the attention family: attention(), its reference and FLOPs
     gpuarray = backend.active().gpuarray
     batch, heads, head_dim = 4, 8, 64
     width = heads * head_dim
