@@ -265,9 +265,12 @@ def test_the_readmes_offline_commands_are_ones_the_script_accepts():
     steps = {c.split()[2] for c in commands}
     assert steps == {"gather", "install", "pycuda-wheel"}, commands
     assert any("--system-site-packages" in c for c in commands), "the GPU node's torch and CuPy must stay visible"
+    # The commands are meant for a machine's own python3, not a virtual environment like this test's
+    # (where install --system-site-packages is refused, rightly): run them with the base interpreter.
+    python = getattr(sys, "_base_executable", sys.executable)
     for command in commands:
         args = command.split()[2:] + ["--dry-run"]
-        proc = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "offline_install.py"), *args],
+        proc = subprocess.run([python, os.path.join(REPO, "scripts", "offline_install.py"), *args],
                               capture_output=True, text=True, timeout=60, cwd=REPO)
         assert proc.returncode == 0, f"README command {command!r} fails: {proc.stderr}"
 
