@@ -32,9 +32,11 @@ nvcc's other instructions, so the all-instruction ratio
 which a warp's active lanes go different ways *and that nvcc keeps as branches*: nvcc
 predicates a short body (``if (tid % (2*s) == 0) s[tid] += s[tid + s];`` is a handful of
 predicated instructions, and Nsight Compute counts 0 there), so a split of the host
-compiler's code counts only where some lanes run more than one basic block, or a block with
-more than 4 memory instructions, before rejoining the others (gpuedu_profile.cpp says how this
-was checked against nvcc). Lanes that end the thread are no branch target (nvcc's EXIT).
+compiler's code counts only where some lanes branch again, loop again, or run more than 4
+memory instructions before rejoining the others (gpuedu_profile.cpp says how this was checked
+against nvcc). What a group of lanes runs is read as a straight run of blocks (the same lanes,
+none splitting, none joining), not as the host compiler's basic blocks, whose number for one
+body differs between g++ and clang++. Lanes that end the thread are no branch target (nvcc's EXIT).
 The host compiler's own count of splits is in ``KernelRecord.reasons``.
 
 The counts follow the host compiler's code for the kernel at -O2 (its basic blocks and the

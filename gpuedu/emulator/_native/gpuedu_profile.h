@@ -57,8 +57,13 @@ struct Quiet {
 // branches are not the kernel's, so counting stops until the atomic returns. (A statement, at the top of the body.)
 #define GPUEDU_ATOMIC_AT(p) \
   __gpuedu_prof_atomic((const void*)(p), (unsigned)sizeof(*(p))); ::__gpuedu::prof::Quiet __gpuedu_atomic_quiet
-// Runtime code that must not count as the kernel's own loads, stores and branches.
+// Runtime code that must not count as the kernel's own loads, stores and branches. (clang++ spells the
+// coverage half no_sanitize("coverage"), and ignores g++'s no_sanitize_coverage without a word under -w.)
+#ifdef __clang__
+#define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize("coverage", "thread")))
+#else
 #define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize_coverage, no_sanitize_thread))
+#endif
 // Atomics are inlined where they are called, so that each call is an instruction of its own.
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
 #else
