@@ -34,9 +34,8 @@ predicates a short body (``if (tid % (2*s) == 0) s[tid] += s[tid + s];`` is a ha
 predicated instructions, and Nsight Compute counts 0 there), so a split of the host
 compiler's code counts only where some lanes branch again, loop again, or run more than 4
 memory instructions before rejoining the others (gpuedu_profile.cpp says how this was checked
-against nvcc). What a group of lanes runs is read as a straight run of blocks (the same lanes,
-none splitting, none joining), not as the host compiler's basic blocks, whose number for one
-body differs between g++ and clang++. Lanes that end the thread are no branch target (nvcc's EXIT).
+against nvcc). A group's path is followed through as many basic blocks as the host compiler
+cut it into (g++ and clang++ cut one body into different numbers of blocks). Lanes that end the thread are no branch target (nvcc's EXIT).
 The host compiler's own count of splits is in ``KernelRecord.reasons``.
 
 The counts follow the host compiler's code for the kernel at -O2 (its basic blocks and the

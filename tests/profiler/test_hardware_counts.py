@@ -231,9 +231,10 @@ def test_a_body_the_host_compiler_cuts_into_two_blocks_is_still_one_short_body(e
     x = gpuarray.to_gpu(np.arange(64, dtype=np.float32))
     out = gpuarray.zeros(384, np.float32)
     # The even lanes run `out[tid + 64] = x;` then, n > 0 for every lane, `out[tid + 128] = 2x;`: the uniform
-    # `if (n > 0)` ends a basic block in the host code, but the same lanes run both blocks, splitting nowhere,
-    # and rejoin the odd lanes after 2 stores: one short body, predicated (counting basic blocks would give a
-    # divergent branch a warp here, and how many blocks a body becomes is the host compiler's choice)
+    # `if (n > 0)` ends a basic block in the host code, but the even lanes go through both blocks splitting
+    # nowhere and meet the odd lanes after 2 stores: one short body, predicated (a rule that took one basic
+    # block for a body would count a divergent branch a warp here, and how many blocks a body becomes is the
+    # host compiler's choice)
     two = record(mod.get_function("body_in_two_blocks"), out, x, np.int32(1), block=(64, 1, 1), grid=(1, 1))
     assert two.metrics[DIVERGENT] == 0
     assert two.reasons[DIVERGENT].startswith("0 of the 2 places")

@@ -735,48 +735,34 @@ void count_request(const WarpState& W, size_t index) {
 // branch, and Avg. Active Threads stays 32 while the lanes doing work drop). nvcc 13's ptxas for sm_90
 // predicated a body of up to 4 stores and branched around 5 (and around 4 shared read-modify-writes),
 // so a split of the host compiler's code is taken for one nvcc predicates when every group of lanes
-// rejoins the others at one block instance either directly or after a straight run of its own that
-// issues at most this many memory instructions, branches no further and does not run the splitting
-// block again (a loop's next iteration: a loop keeps its branch). (The host code shows memory
-// instructions, not arithmetic: a long arithmetic-only body that nvcc would branch around is missed.)
+// meets the others at one block instance, either there at once or along a path of its own that issues at
+// most this many memory instructions, splits no further and does not run the splitting block again (a
+// loop's next iteration: a loop keeps its branch). (The host code shows memory instructions, not
+// arithmetic: a long arithmetic-only body that nvcc would branch around is missed.)
 // Lanes that end the thread leave by a predicated EXIT, not a branch: they are no branch target.
 //
-// A straight run is a chain of block instances that the same lanes execute one after the other, none
-// splitting and no other lane joining: how many basic blocks one source-level body becomes is the host
-// compiler's choice (g++ and clang++ cut a body with an array-bounds check, say, into different numbers
-// of blocks), while the chain is the body's. The instrumentation reports every basic block once, with
-// no blocks of its own on the edges (compiler.profile_flags), so both compilers give the same chains.
+// A path is followed through as many basic blocks as it takes: how many blocks one source-level body
+// becomes is the host compiler's choice (clang++ cuts a body with an array-bounds check into three where
+// g++ keeps one), while the path's memory instructions, splits and loops are the body's. The
+// instrumentation reports every basic block once, and none of its own on an edge (compiler.profile_flags),
+// so g++ and clang++ give the same paths.
 const uint32_t PREDICATED_BODY_REQUESTS = 4;
-const unsigned LONGEST_RUN = 64;   // instances; a body longer than this is no short body
+const unsigned LONGEST_PATH = 64;   // instances; a body longer than this is no short body
 
-// Where the straight run that starts at instance `slot` goes when it ends (the instance its lanes
-// execute next; -1 the thread ended), with its memory instructions and whether it ends in a split or
-// runs block `site` (the splitting block) again.
-struct Run { int32_t next; uint32_t requests; bool splits, again; };
-
-Run straight_run(const WarpState& W, int32_t slot, int32_t site) {
-  Run r{-1, 0, false, false};
-  for (unsigned steps = 0; steps < LONGEST_RUN; ++steps) {
+// Whether the lanes that went on to instance `slot` after the split at `split` reach instance `join`
+// (-1: the threads' end) along such a path.
+bool reaches(const WarpState& W, const Instance& split, int32_t slot, int32_t join) {
+  uint32_t requests = 0;
+  for (unsigned steps = 0; steps < LONGEST_PATH; ++steps) {
+    if (slot == join) return true;
+    if (slot < 0) return false;
     const Instance& t = W.instances[slot];
-    r.requests += t.requests;
-    r.again |= t.site == site;
-    if (t.divergent) { r.splits = true; return r; }
-    r.next = t.target_slot;
-    // the run goes on while the next instance is the same lanes' alone (a later one: the matcher can
-    // give a lane an earlier instance, which is no straight run)
-    if (t.target_slot <= slot || W.instances[t.target_slot].mask != t.mask) return r;
+    requests += t.requests;
+    // (an instance of the splitting block on the way is a loop's next iteration, not a short body)
+    if (t.divergent || t.site == split.site || requests > PREDICATED_BODY_REQUESTS) return false;
     slot = t.target_slot;
   }
-  r.splits = true;  // too long to be a short body
-  return r;
-}
-
-bool rejoins(const WarpState& W, const Instance& split, int32_t slot, int32_t join) {
-  if (slot == join) return true;
-  if (slot < 0) return false;
-  // (a run that executes the splitting block's code again is a loop's next iteration, not a short body)
-  Run r = straight_run(W, slot, split.site);
-  return !r.splits && !r.again && r.requests <= PREDICATED_BODY_REQUESTS && r.next == join;
+  return false;
 }
 
 // Whether instance `index`, whose lanes went on to the blocks of splits[first, last) besides its own
@@ -792,13 +778,18 @@ bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
   }
   if ((a.mask & ~elsewhere) && a.target_slot >= 0) groups[n++] = a.target_slot;
   if (n < 2) return false;
-  // the join: one group's block, or where that group's run goes (-1: the threads end there, by a predicated EXIT)
-  for (unsigned c = 0; c < 2 * n; ++c) {
-    int32_t slot = groups[c / 2];
-    int32_t join = c % 2 == 0 ? slot : straight_run(W, slot, a.site).next;
+  // The join lies on every group's path, the first group's too: try each instance along that one.
+  int32_t join = groups[0];
+  uint32_t requests = 0;
+  for (unsigned steps = 0; steps < LONGEST_PATH; ++steps) {
     bool all = true;
-    for (unsigned g = 0; g < n && all; ++g) all = rejoins(W, a, groups[g], join);
+    for (unsigned g = 1; g < n && all; ++g) all = reaches(W, a, groups[g], join);
     if (all) return false;
+    if (join < 0) break;
+    const Instance& t = W.instances[join];
+    requests += t.requests;
+    if (t.divergent || t.site == a.site || requests > PREDICATED_BODY_REQUESTS) break;
+    join = t.target_slot;
   }
   return true;
 }
