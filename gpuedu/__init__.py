@@ -7,20 +7,21 @@ CPU emulator, which runs the same CUDA C.  ``python -m gpuedu doctor`` reports o
 from ._version import __version__  # noqa: F401
 
 
-def profile(racecheck=False, arch="sm_90"):
+def profile(racecheck=False, arch=None, gpu=None):
     """Record every kernel launch in a ``with`` block: Nsight Compute's counters, counted by the emulator,
-    races, and a modelled GPU time; see ``gpuedu.profiler.session.profile``."""
+    races, and a modelled GPU time; ``gpu`` names the GPU whose L2 and occupancy rules the figures follow
+    (default H100); see ``gpuedu.profiler.session.profile``."""
     from .profiler.session import profile as _profile
-    return _profile(racecheck=racecheck, arch=arch)
+    return _profile(racecheck=racecheck, arch=arch, gpu=gpu)
 
 
-def racecheck(arch="sm_90"):
+def racecheck(arch=None):
     """compute-sanitizer's racecheck without a GPU: ``with gpuedu.racecheck() as rc: ...; rc.hazards``."""
     from .profiler.session import racecheck as _racecheck
     return _racecheck(arch=arch)
 
 
-def memcheck(arch="sm_90"):
+def memcheck(arch=None):
     """compute-sanitizer's memcheck without a GPU: ``with gpuedu.memcheck() as mc: ...; mc.errors``."""
     from .profiler.session import memcheck as _memcheck
     return _memcheck(arch=arch)

@@ -30,7 +30,23 @@ COUNTERS = (
     "shared_ld_ideal_wavefronts", "shared_st_ideal_wavefronts", "shared_atom_ideal_wavefronts",
     "divergent_branches", "warp_block_instances", "dram_read_sectors", "dram_write_sectors",
     "threads", "warps", "global_atom_lanes", "shared_atom_lanes",
+    "global_red_requests", "global_red_sectors", "global_red_bytes", "global_red_lanes",
+    "global_ld_lanes", "global_st_lanes", "shared_ld_lanes", "shared_st_lanes",
+    "host_divergent_branches", "l2_lines", "dram_read_pairs",
 )
+
+#: At most this many L2 sizes are modelled in one launch (gpuedu_profile.cpp's MAX_CAPACITIES, less the
+#: L2 that never evicts, which gives dram_read_pairs).
+MAX_L2_CAPACITIES = 7
+
+
+L2_KEY_PREFIXES = ("dram_read_pairs_l2_", "dram_write_sectors_l2_")
+
+
+def l2_keys(l2_bytes):
+    """The raw counts the L2 model gives for an L2 of ``l2_bytes``: 64-byte pairs read from DRAM, and
+    32-byte sectors written back to DRAM by the end of the launch."""
+    return tuple(f"{prefix}{int(l2_bytes)}" for prefix in L2_KEY_PREFIXES)
 
 HAZARD_KINDS = ("read-after-write", "write-after-read", "write-after-write")
 SPACES = ("global", "shared")
@@ -63,10 +79,11 @@ class Counting:
     ``listener(LaunchRecord)`` hears of it; a launch that cannot be counted runs plainly and is heard of
     with the reason. Leaving it puts back whatever observed launches before (countings nest)."""
 
-    def __init__(self, listener, racecheck=False, memcheck=False):
+    def __init__(self, listener, racecheck=False, memcheck=False, l2_bytes=()):
         self.listener = listener
         self.racecheck = bool(racecheck)
         self.memcheck = bool(memcheck)
+        self.l2_bytes = _capacities(l2_bytes)
         self._previous = None
 
     def __enter__(self):
@@ -86,7 +103,8 @@ class Counting:
         common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6])
         source = None if args is None else args[:4]
         try:
-            raw = run(function, dims, argbuf, racecheck=self.racecheck, memcheck=self.memcheck)
+            raw = run(function, dims, argbuf, racecheck=self.racecheck, memcheck=self.memcheck,
+                      l2_bytes=self.l2_bytes)
         except ProfilingUnavailable as exc:
             start = time.perf_counter()
             function._run_on(function.module, function._info_address, dims, argbuf)
@@ -127,6 +145,8 @@ class Twin:
         lib.gpuedu_prof_sites.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_shared_ranges.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_hazards.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.gpuedu_prof_l2_capacities.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        lib.gpuedu_prof_l2.argtypes = [ctypes.c_void_p, ctypes.c_int]
         self.path = path
         self.base = _load_base(lib)
         ours, theirs = _variables(module._path), _variables(path)
@@ -201,8 +221,21 @@ def _device_ranges():
     return pairs
 
 
-def run(function, dims, argbuf, racecheck=False, memcheck=False):
-    """Launch ``function`` on its module's instrumented twin; return a RawRun (errors raise as a plain launch's)."""
+def _capacities(l2_bytes):
+    """The distinct L2 sizes to model, as ints, checked."""
+    sizes = sorted({int(b) for b in l2_bytes})
+    if any(b < 128 for b in sizes):
+        raise ValueError(f"an L2 size is a number of bytes of at least one 128-byte line, got {sorted(l2_bytes)}")
+    if len(sizes) > MAX_L2_CAPACITIES:
+        raise ValueError(f"at most {MAX_L2_CAPACITIES} L2 sizes are modelled at once, got {len(sizes)}")
+    return tuple(sizes)
+
+
+def run(function, dims, argbuf, racecheck=False, memcheck=False, l2_bytes=()):
+    """Launch ``function`` on its module's instrumented twin; return a RawRun (errors raise as a plain launch's).
+
+    ``l2_bytes``: the L2 sizes whose DRAM traffic the counters model (``l2_keys`` names the counts)."""
+    l2_bytes = _capacities(l2_bytes)
     import time
     twin = twin_of(function.module)
     symbol = function.name
@@ -213,6 +246,8 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False):
     pairs = _device_ranges()
     flat = (ctypes.c_uint64 * (2 * len(pairs) or 1))(*[v for p in pairs for v in p])
     lib.gpuedu_prof_configure(flat, len(pairs), int(bool(racecheck)), int(bool(memcheck)))
+    sizes = (ctypes.c_uint64 * (len(l2_bytes) or 1))(*l2_bytes)
+    lib.gpuedu_prof_l2_capacities(sizes, len(l2_bytes))
     for ours, theirs, size in twin.shared_variables:
         ctypes.memmove(theirs, ours, size)
     start = time.perf_counter()
@@ -225,6 +260,11 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False):
     out = (ctypes.c_uint64 * len(COUNTERS))()
     lib.gpuedu_prof_counters(out, len(COUNTERS))
     counts = dict(zip(COUNTERS, (int(v) for v in out)))
+    l2 = (ctypes.c_uint64 * (2 * len(l2_bytes) or 1))()
+    lib.gpuedu_prof_l2(l2, 2 * len(l2_bytes))
+    for k, size in enumerate(l2_bytes):
+        read_key, write_key = l2_keys(size)
+        counts[read_key], counts[write_key] = int(l2[2 * k]), int(l2[2 * k + 1])
     hazards = _hazards(twin, pairs, dims) if racecheck else []
     errors = _errors(twin, dims) if memcheck else []
     return RawRun(counts, hazards, seconds, errors)

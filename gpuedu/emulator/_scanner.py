@@ -2,6 +2,7 @@
 
 - ``rewrite_source``: ``extern __shared__`` arrays become the runtime's dynamic shared buffer, each static
   ``__shared__`` variable registers itself (so the runtime can fill it with garbage before each block);
+  in a profiled build an atomic whose result is discarded is marked as a RED (``mark_reductions``);
   every line stays where it was, comments and strings are left alone.
 - ``user_code`` keeps the preprocessed text of the user's own files; ``analyse`` finds the kernels (plain,
   namespaced, explicitly instantiated templates) and decides per kernel whether its threads need fibers
@@ -184,6 +185,79 @@ def device_launch_lines(source):
                    for start, code in code_parts(source) for m in _DEVICE_LAUNCH.finditer(code)})
 
 
+# Atomics with a RED form on the GPU (PTX red.global: add, min, max, inc, dec, and, or, xor);
+# atomicExch and atomicCAS exist only as ATOM.
+_REDUCIBLE_ATOMIC = re.compile(r"(?<![\w.:>])atomic(?:Add|Sub|Min|Max|Inc|Dec|And|Or|Xor)(?:_block|_system)?\s*\(")
+_STATEMENT_HEADS = ("if", "for", "while")
+
+
+def _blank(source):
+    """The source with comments and literals turned into spaces (newlines kept): positions stay put."""
+    return NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+
+
+def _matching(text, start, step):
+    """Index of the bracket matching the one at ``start`` (``step`` 1: ``(`` forwards, -1: ``)`` back)."""
+    depth = 0
+    opening, closing = ("(", ")") if step == 1 else (")", "(")
+    k = start
+    while 0 <= k < len(text):
+        if text[k] == opening:
+            depth += 1
+        elif text[k] == closing:
+            depth -= 1
+            if depth == 0:
+                return k
+        k += step
+    return None
+
+
+def _is_statement(blank, start):
+    """Whether the expression starting at ``start`` begins a statement: after ``;``, a brace, ``else``,
+    ``do``, a control header ``if (...)``/``for (...)``/``while (...)``, or a ``(void)`` cast."""
+    k = start - 1
+    while k >= 0 and blank[k].isspace():
+        k -= 1
+    if k < 0 or blank[k] in ";{}":
+        return True
+    if blank[k].isalnum() or blank[k] == "_":
+        word = re.search(r"\w+$", blank[:k + 1]).group(0)
+        return word in ("else", "do")
+    if blank[k] != ")":
+        return False
+    opened = _matching(blank, k, -1)
+    if opened is None:
+        return False
+    if blank[opened + 1:k].strip() == "void":
+        return True
+    head = re.search(r"(\w+)\s*$", blank[:opened])
+    return head is not None and head.group(1) in _STATEMENT_HEADS
+
+
+def mark_reductions(source):
+    """Put ``__gpuedu_prof_red(), `` before each atomic whose result its statement discards
+    (``atomicAdd(&sum, v);``): nvcc compiles those to RED, a reduction that returns nothing, and the
+    profiled build counts them apart from ATOM. An atomic whose value is read (assigned, compared,
+    returned, passed on) stays an ATOM; so does any case the scan is unsure of. Positions on a line
+    move, lines do not."""
+    blank = _blank(source)
+    inserts = []
+    for m in _REDUCIBLE_ATOMIC.finditer(blank):
+        close = _matching(blank, m.end() - 1, 1)
+        if close is None:
+            continue
+        rest = blank[close + 1:].lstrip()
+        if rest.startswith(";") and _is_statement(blank, m.start()):
+            inserts.append(m.start())
+    out, last = [], 0
+    for position in inserts:
+        out.append(source[last:position])
+        out.append("__gpuedu_prof_red(), ")
+        last = position
+    out.append(source[last:])
+    return "".join(out)
+
+
 def rewrite_source(source, profile=False, tag="", device_launches=False):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
@@ -197,6 +271,8 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     """
     counter = [0]
     storage = "[[maybe_unused]] const bool" if profile else "static const bool"
+    if profile:
+        source = mark_reductions(source)
 
     def register(m):
         names = _declared_names(m.group(1))

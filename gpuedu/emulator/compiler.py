@@ -381,7 +381,13 @@ def profile_flags(version):
     # the source never made (a wrong request count, and a false misaligned access for memcheck).
     flags = ["-DGPUEDU_PROFILE=1", "-g", "-fsanitize=thread", "-fsanitize-coverage=trace-pc", BOUNDS_CHECK]
     if "clang" in version.lower():   # clang's scalar replacement keeps a float4 copy one access by itself
-        return flags + ["-fno-vectorize", "-fno-slp-vectorize", "-mllvm", "-tsan-instrument-func-entry-exit=0",
+        # Blocks as g++ reports them: clang's default coverage level (edge) adds an empty block on every
+        # critical edge (an if without an else gets one where the skipping lanes pass) and leaves out
+        # blocks it can infer (pruning); "bb,no-prune" reports each basic block once, every one of them.
+        # Nor does clang unroll a loop (g++ -O2 does not): `for (k = 0; k < tid % 4; ++k)` unrolled is three
+        # bodies in a row, and the last would read as a short body after a split, not as a loop's next turn.
+        return flags + ["-fsanitize-coverage=bb,no-prune", "-fno-unroll-loops", "-fno-vectorize", "-fno-slp-vectorize",
+                        "-mllvm", "-tsan-instrument-func-entry-exit=0",
                         "-mllvm", "-tsan-instrument-read-before-write=1"]
     return flags + ["-fno-tree-sra", "-fno-tree-vectorize", "-fno-tree-slp-vectorize",
                     "--param=tsan-instrument-func-entry-exit=0"]

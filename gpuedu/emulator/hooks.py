@@ -2,9 +2,10 @@
 ``gpuedu doctor`` and the benchmarks reach the emulator's core through these names and no others (a test
 fails if anything outside ``gpuedu/emulator/`` imports one of its underscore modules).
 
-- **Counted launches.** ``with counting(listener, racecheck=False, memcheck=False):`` runs every launch on
-  its module's instrumented twin, which counts what Nsight Compute counts, and calls ``listener`` with a
-  ``LaunchRecord`` for each (``COUNTERS`` names the counts). A launch that cannot be counted (a module
+- **Counted launches.** ``with counting(listener, racecheck=False, memcheck=False, l2_bytes=()):`` runs every
+  launch on its module's instrumented twin, which counts what Nsight Compute counts, and calls ``listener``
+  with a ``LaunchRecord`` for each (``COUNTERS`` names the counts; ``l2_keys(size)`` the DRAM traffic the
+  L2 model gives for each L2 size in ``l2_bytes``). A launch that cannot be counted (a module
   loaded from a file, a compiler without ``-fsanitize=thread``) runs plainly and its record says why.
 - **Activity.** ``record_activity(recorder)`` makes ``recorder(kind, info)`` hear of every call a GPU would
   queue or wait on (copies, launches, events, synchronisations) with its stream; ``emit_activity`` adds a
@@ -15,8 +16,8 @@ fails if anything outside ``gpuedu/emulator/`` imports one of its underscore mod
 from ._activity import emit as emit_activity
 from ._activity import set_recorder as record_activity
 from ._cache import cache_dir, cache_path, cache_problem
-from ._instrument import COUNTERS, LaunchRecord, ProfilingUnavailable
+from ._instrument import COUNTERS, L2_KEY_PREFIXES, MAX_L2_CAPACITIES, LaunchRecord, ProfilingUnavailable, l2_keys
 from ._instrument import Counting as counting
 
-__all__ = ["COUNTERS", "LaunchRecord", "ProfilingUnavailable", "counting", "record_activity", "emit_activity",
-           "cache_dir", "cache_path", "cache_problem"]
+__all__ = ["COUNTERS", "L2_KEY_PREFIXES", "MAX_L2_CAPACITIES", "l2_keys", "LaunchRecord", "ProfilingUnavailable", "counting",
+           "record_activity", "emit_activity", "cache_dir", "cache_path", "cache_problem"]

@@ -35,7 +35,8 @@ class Requirement:
     """How the kernel must get its values, as one of Nsight Compute's counters shows it.
 
     Checked on the emulator only, once the values are right in every case: ``metric`` (a counted
-    metric of ``gpuedu.profile()``, summed over the case's launches) must be at most
+    metric of ``gpuedu.profile()``, or a tuple of them added together, e.g. global ATOM and RED
+    atomics; summed over the case's launches) must be at most
     ``at_most(case)`` or at least ``at_least(case)``.  ``hint`` says what the exercise asks for and how to get there: a
     string formatted with ``got`` and ``limit``, or ``(case, got, limit, metrics) -> str`` where
     ``metrics`` holds every counted metric of the case.
@@ -48,19 +49,29 @@ class Requirement:
 
     def __post_init__(self):
         if (self.at_most is None) == (self.at_least is None):
-            raise ValueError(f"a Requirement on {self.metric} needs exactly one of at_most and at_least")
-        if _metrics.kind(self.metric) != "counted":   # a KeyError names the known metrics
-            raise ValueError(f"{self.metric} is {_metrics.kind(self.metric)}, not counted: only counted "
-                             f"metrics are exact enough to fail a kernel on")
+            raise ValueError(f"a Requirement on {self.label} needs exactly one of at_most and at_least")
+        for name in self.names:
+            if _metrics.kind(name) != "counted":   # a KeyError names the known metrics
+                raise ValueError(f"{name} is {_metrics.kind(name)}, not counted: only counted "
+                                 f"metrics are exact enough to fail a kernel on")
+
+    @property
+    def names(self):
+        """The metrics whose sum is bounded."""
+        return (self.metric,) if isinstance(self.metric, str) else tuple(self.metric)
+
+    @property
+    def label(self):
+        return " + ".join(self.names)
 
     def judge(self, case, metrics):
         """None when the case's ``metrics`` keep the bound, else (what is wrong, the hint)."""
-        got = metrics[self.metric]
+        got = sum(metrics[name] for name in self.names)
         limit = int((self.at_most or self.at_least)(case))
         if (got <= limit) if self.at_most else (got >= limit):
             return None
         bound = "at most" if self.at_most else "at least"
-        message = (f"the values are right, but not the way this exercise asks: {self.metric} = {got}, "
+        message = (f"the values are right, but not the way this exercise asks: {self.label} = {got}, "
                    f"where {bound} {limit} is expected")
         hint = (self.hint(case, got, limit, metrics) if callable(self.hint)
                 else self.hint.format(got=got, limit=limit))

@@ -94,7 +94,7 @@ def _counted_checks(ex):
     """What the counted checks of ``ex`` look at, in words."""
     looks = ["gpuedu.racecheck()"] if ex.races else []
     if ex.requirements:
-        looks.append("the bounds on " + ", ".join(sorted({r.metric for r in ex.requirements})))
+        looks.append("the bounds on " + ", ".join(sorted({r.label for r in ex.requirements})))
     return " and ".join(looks)
 
 

@@ -251,13 +251,15 @@ def _histogram_lost_counts(case, expected, got):
 
 
 SHARED_ATOMICS = "smsp__sass_thread_inst_executed_op_shared_atom.sum"
-GLOBAL_ATOMICS = "smsp__sass_thread_inst_executed_op_global_atom.sum"
+# Global atomics whose result is read (ATOM) and whose result is discarded (RED, as atomicAdd(&h, v); is).
+GLOBAL_ATOMICS = ("smsp__sass_thread_inst_executed_op_global_atom.sum",
+                  "smsp__sass_thread_inst_executed_op_global_red.sum")
 
 
 def _histogram_counts_in_shared(case, got, limit, metrics):
     return (f"{got} of the n = {limit} values were counted with an atomic on shared memory "
-            f"({SHARED_ATOMICS}), and your kernel made {metrics[GLOBAL_ATOMICS]} atomics on global "
-            f"memory ({GLOBAL_ATOMICS}): count every x[i] into the block's own bins, "
+            f"({SHARED_ATOMICS}), and your kernel made {sum(metrics[m] for m in GLOBAL_ATOMICS)} atomics on "
+            f"global memory ({' + '.join(GLOBAL_ATOMICS)}): count every x[i] into the block's own bins, "
             f"atomicAdd(&local[x[i]], 1u), so that only the merge, at most one atomic per bin and "
             f"block, reaches the global histogram that every block fights over.")
 
@@ -265,7 +267,7 @@ def _histogram_counts_in_shared(case, got, limit, metrics):
 HISTOGRAM_PRIVATE_BINS = (
     Requirement(SHARED_ATOMICS, at_least=lambda case: int(case.inputs["n"]), hint=_histogram_counts_in_shared),
     Requirement(GLOBAL_ATOMICS, at_most=lambda case: BINS * math.prod(case.grid),
-                hint="your kernel made {got} atomics on global memory (" + GLOBAL_ATOMICS + "); merging "
+                hint="your kernel made {got} atomics on global memory (" + " + ".join(GLOBAL_ATOMICS) + "); merging "
                      "each block's bins takes at most {limit} here, one per bin and block: count into "
                      "shared memory, and add each of the block's bins to hist once, at the end."),
 )

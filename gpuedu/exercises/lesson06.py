@@ -85,7 +85,9 @@ __global__ void xent_grad(float* dlogits, const float* logits, const int* labels
 # 06.count_correct: accuracy on the device, one global atomic per block
 
 COUNT_BLOCK = 128
-GLOBAL_ATOMICS = "smsp__sass_thread_inst_executed_op_global_atom.sum"
+# Global atomics whose result is read (ATOM) and whose result is discarded (RED, as atomicAdd(correct, hits); is).
+GLOBAL_ATOMICS = ("smsp__sass_thread_inst_executed_op_global_atom.sum",
+                  "smsp__sass_thread_inst_executed_op_global_red.sum")
 
 
 def count_correct_spec(correct, logits, labels, rows, classes):

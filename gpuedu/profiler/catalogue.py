@@ -222,7 +222,7 @@ def rows(gpu="H100", families=None, seed=0):
                 "size": family.size_label(family.target),
                 "flops": flops, "dram_bytes": dram,
                 "global_sectors": sum(m[f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum"]
-                                      for op in ("ld", "st", "atom")),
+                                      for op in ("ld", "st", "atom", "red")),
                 "intensity": flops / dram if dram else math.inf,
                 "modelled_seconds": seconds, "limiter": " + ".join(p.limiter for p in preds),
                 "modelled_gflops": flops / seconds / 1e9, "modelled_dram_gbs": dram / seconds / 1e9,

@@ -15,9 +15,10 @@ import traceback
 def build_parser(parser):
     parser.add_argument("--racecheck", action="store_true",
                         help="also look for races between threads (like compute-sanitizer --tool racecheck)")
-    parser.add_argument("--arch", default="sm_90", help="architecture for nvcc's registers and occupancy "
-                                                          "(default sm_90)")
-    parser.add_argument("--gpu", default=None, help="add each launch's modelled time on this GPU (e.g. H100)")
+    parser.add_argument("--arch", default=None, help="architecture for nvcc's registers and occupancy "
+                                                       "(default: the GPU's, sm_90 without --gpu)")
+    parser.add_argument("--gpu", default=None, help="the GPU whose L2 and occupancy rules the figures follow, "
+                                                    "with each launch's modelled time on it (e.g. H200)")
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return parser
@@ -46,7 +47,12 @@ def run(args):
     saved_argv = sys.argv
     sys.argv = [script] + list(args.args)
     status = 0
-    prof = profile(racecheck=args.racecheck, arch=args.arch)
+    try:
+        prof = profile(racecheck=args.racecheck, arch=args.arch, gpu=args.gpu)
+    except ValueError as exc:
+        sys.argv = saved_argv
+        print(f"gpuedu profile: {exc}", file=sys.stderr)
+        return 2
     try:
         with prof:
             runpy.run_path(script, run_name="__main__")

@@ -105,6 +105,7 @@ T4 = GPU(
     sources=_sources(
         "NVIDIA T4 Tensor Core GPU datasheet", "NVIDIA Turing GPU architecture whitepaper",
         fp32_flops="NVIDIA T4 datasheet (8.1 TFLOP/s; = 40 SMs x 64 FP32 lanes x 2 x 1590 MHz)",
+        l2_bytes="NVIDIA Turing GPU architecture whitepaper (TU104, the T4's chip: 4 MB L2)",
         fp16_tensor_flops="NVIDIA T4 datasheet (65 TFLOP/s mixed precision; Turing has no sparsity)",
         l2_bytes_per_clock="assumption: 32 bytes/clock per SM (NVIDIA publishes no T4 L2 bandwidth)"),
 )
@@ -120,6 +121,7 @@ A100 = GPU(
         "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)",
         "NVIDIA A100 Tensor Core GPU architecture whitepaper",
         fp32_flops="NVIDIA A100 datasheet (19.5 TFLOP/s; = 108 SMs x 64 FP32 lanes x 2 x 1410 MHz)",
+        l2_bytes="NVIDIA A100 Tensor Core GPU architecture whitepaper (40 MB L2 on the A100)",
         l2_bytes_per_clock="NVIDIA A100 architecture whitepaper (L2 read bandwidth 5120 bytes/clock)"),
 )
 
@@ -134,13 +136,14 @@ H100 = GPU(
         "NVIDIA H100 Tensor Core GPU datasheet",
         "NVIDIA H100 Tensor Core GPU architecture whitepaper (Hopper)",
         dram_bytes_per_s="NVIDIA H100 Tensor Core GPU datasheet (SXM5: 3.35 TB/s HBM3)",
+        l2_bytes="NVIDIA H100 Tensor Core GPU architecture whitepaper (50 MB L2 on the H100 SXM5)",
         l2_bytes_per_clock="assumption: A100's published 5120 bytes/clock per SM (47.4) x 132 SMs "
                            "(NVIDIA publishes no H100 L2 bandwidth)"),
 )
 
 H200 = GPU(
     name="H200 SXM", arch="sm_90", sms=132, boost_clock_mhz=1980, dram_bytes_per_s=4.8e12,
-    memory_bytes=141 * 10**9, l2_bytes=50 * MiB, l2_bytes_per_clock=_A100_L2_PER_SM * 132,
+    memory_bytes=141 * 10**9, l2_bytes=60 * MiB, l2_bytes_per_clock=_A100_L2_PER_SM * 132,
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
     shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32,
@@ -148,6 +151,9 @@ H200 = GPU(
     sources=_sources(
         "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e at 4.8 TB/s)",
         "NVIDIA H100 Tensor Core GPU architecture whitepaper (the H200 uses the same GH100 chip)",
+        l2_bytes="measured: 62,914,560 bytes (60 MB) of L2 on an NVIDIA H200, the CUDA device attribute "
+                 "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (gpuedu bench, 2026-11-26), as Nsight Compute reported there; "
+                 "the GH100 chip's full 60 MB, where the H100 SXM5 enables 50 MB",
         l2_bytes_per_clock="assumption: as H100 (the same chip; NVIDIA publishes no L2 bandwidth)"),
 )
 
@@ -160,6 +166,7 @@ RTX_A6000 = GPU(
     aliases=("a6000", "nvidia rtx a6000"),
     sources=_sources(
         "NVIDIA RTX A6000 datasheet", "NVIDIA Ampere GA102 GPU architecture whitepaper",
+        l2_bytes="NVIDIA Ampere GA102 GPU architecture whitepaper (6 MB L2 on the full GA102)",
         fp16_tensor_flops="NVIDIA Ampere GA102 whitepaper (154.8 TFLOP/s dense FP16 with FP32 "
                           "accumulate; the datasheet's 309.7 is with sparsity)",
         l2_bytes_per_clock="assumption: 32 bytes/clock per SM (NVIDIA publishes no GA102 L2 "

@@ -4,20 +4,39 @@ A learner who later runs ``ncu --metrics <name> python script.py`` on a GPU read
 same words. Every figure is one of three kinds, and the course always says which:
 
 - **counted**: exact, from the emulator running every thread of the kernel (requests,
-  sectors, wavefronts, bank conflicts, divergent branches, launch shape);
+  sectors, wavefronts, bank conflicts, active lanes of memory instructions, divergent
+  branches, launch shape);
 - **compiler**: from the real CUDA compiler (``nvcc -Xptxas -v``) for a chosen
-  architecture: registers, static shared memory, and the theoretical occupancy that
-  follows from them by the occupancy calculator's rules;
-- **modelled**: from a stated model, e.g. DRAM bytes = distinct 32-byte sectors the
-  launch touched (as if L2 held everything a launch reuses).
+  architecture: registers (as the hardware allocates them), static shared memory, and the
+  theoretical occupancy that follows from them by the occupancy calculator's rules;
+- **modelled**: from a stated model: DRAM bytes from an L2 of the named GPU's size
+  (``dram_bytes``, below).
 
 Definitions, as on the hardware: a *request* is one warp-level memory instruction with
 at least one active lane; a *sector* an aligned 32-byte chunk; a shared-memory request
 takes as many *wavefronts* as its busiest bank has distinct 4-byte words (one word read
 by many lanes is a broadcast; 8- and 16-byte accesses go a half- and a quarter-warp at a
 time); *bank conflicts* = wavefronts - the wavefronts the access width needs at least.
-A branch instance is *divergent* when the active lanes of a warp go on to different
-basic blocks.
+An atomic whose result the kernel discards is a **RED** on the GPU (``..._op_red``), one whose
+result is read an **ATOM** (``..._op_atom``): counted apart, as nvcc compiles them.
+
+**Lost lanes.** ``smsp__sass_thread_inst_executed_op_<space>_<op>.sum`` counts the lanes that
+executed each warp-level memory instruction (with their predicate true, as Nsight Compute's
+SASS counters do), so lanes over instructions is the average active lanes per memory
+instruction (``KernelRecord.lanes_per_instruction``): 32 when every lane works, 1 when one
+lane of each warp does. The emulator counts memory instructions exactly; it does not run
+nvcc's other instructions, so the all-instruction ratio
+``smsp__thread_inst_executed_per_inst_executed.ratio`` is not given.
+
+**Divergence.** ``smsp__sass_branch_targets_threads_divergent.sum`` counts the branches at
+which a warp's active lanes go different ways *and that nvcc keeps as branches*: nvcc
+predicates a short body (``if (tid % (2*s) == 0) s[tid] += s[tid + s];`` is a handful of
+predicated instructions, and Nsight Compute counts 0 there), so a split of the host
+compiler's code counts only where some lanes branch again, loop again, or run more than 4
+memory instructions before rejoining the others (gpuedu_profile.cpp says how this was checked
+against nvcc). A group's path is followed through as many basic blocks as the host compiler
+cut it into (g++ and clang++ cut one body into different numbers of blocks). Lanes that end the thread are no branch target (nvcc's EXIT).
+The host compiler's own count of splits is in ``KernelRecord.reasons``.
 
 The counts follow the host compiler's code for the kernel at -O2 (its basic blocks and the
 loads it keeps), which may differ in detail from nvcc's; module ``__device__`` and
@@ -51,12 +70,61 @@ COUNTED = {
     "smsp__sass_branch_targets_threads_divergent.sum": lambda c: c["divergent_branches"],
     "smsp__warps_launched.sum": lambda c: c["warps"],
     "smsp__threads_launched.sum": lambda c: c["threads"],
+    "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum": lambda c: c.get("global_red_requests", 0),
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum": lambda c: c.get("global_red_sectors", 0),
+    "smsp__sass_inst_executed_op_global_red.sum": lambda c: c.get("global_red_requests", 0),
+    "smsp__sass_thread_inst_executed_op_global_red.sum": lambda c: c.get("global_red_lanes", 0),
+    "smsp__sass_thread_inst_executed_op_global_ld.sum": lambda c: c.get("global_ld_lanes", 0),
+    "smsp__sass_thread_inst_executed_op_global_st.sum": lambda c: c.get("global_st_lanes", 0),
+    "smsp__sass_thread_inst_executed_op_shared_ld.sum": lambda c: c.get("shared_ld_lanes", 0),
+    "smsp__sass_thread_inst_executed_op_shared_st.sum": lambda c: c.get("shared_st_lanes", 0),
 }
 
-MODELLED = {
-    "dram__bytes_read.sum": lambda c: 32 * c["dram_read_sectors"],
-    "dram__bytes_write.sum": lambda c: 32 * c["dram_write_sectors"],
-}
+MODELLED = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+
+#: (warp-level instructions, lanes) of each kind of memory instruction, for lanes per instruction.
+MEMORY_LANES = tuple((f"smsp__sass_inst_executed_op_{space}_{op}.sum", f"smsp__sass_thread_inst_executed_op_{space}_{op}.sum")
+                     for space, ops in (("global", ("ld", "st", "atom", "red")), ("shared", ("ld", "st", "atom")))
+                     for op in ops)
+
+DRAM_PAIR_BYTES = 64      # DRAM moves 64-byte pairs of 32-byte sectors
+SECTOR_BYTES = 32
+LINE_BYTES = 128
+
+
+def dram_bytes(counts, l2_bytes):
+    """``(read, written)`` DRAM bytes of one launch on a GPU whose L2 holds ``l2_bytes``: a model.
+
+    Modelled: an L2 of that size in 128-byte lines of four 32-byte sectors, least recently used line
+    evicted, empty when the launch starts (Nsight Compute flushes the caches before it measures a
+    kernel), seeing the warps' requests in the emulator's order (block by block). A load or atomic of a
+    sector L2 does not hold reads it from DRAM with its neighbour (DRAM moves 64-byte pairs: a read of
+    one float every 128 bytes fetches twice the sectors it uses); a re-read of a line still in L2 is a
+    hit; a store dirties its sectors in L2, and DRAM sees them only if the line is evicted before the
+    launch ends (an output that fits in L2 is not written by then: ``dram__bytes_write.sum`` is 0, as
+    Nsight Compute measured on an H200 with its 60 MB L2, 2026-11-26).
+    Not modelled: the order in which a GPU's SMs really interleave their blocks, L2's set associativity
+    and its split into two partitions, what earlier launches left in L2, the L1 cache (every global
+    sector goes to L2), and writes' own granularity (a dirty sector is written as 32 bytes).
+
+    The emulator runs this model for the L2 of every GPU in ``gpus.GPUS`` as it counts. For counts
+    without it (extrapolated to another size by ``scaling.extrapolate``) the footprint decides: if
+    the lines the launch touched fit in L2, DRAM reads are the 64-byte pairs first read and nothing is
+    written; if not, the same reads (re-reads after an eviction are not known there), and the written
+    sectors of all but the last ``l2_bytes`` the launch touched.
+    """
+    from gpuedu.emulator.hooks import l2_keys
+    read_key, write_key = l2_keys(l2_bytes)
+    if read_key in counts and write_key in counts:
+        return DRAM_PAIR_BYTES * counts[read_key], SECTOR_BYTES * counts[write_key]
+    footprint = LINE_BYTES * counts.get("l2_lines", 0)
+    pairs = counts.get("dram_read_pairs")
+    if pairs is None:   # counts from before the L2 model: distinct sectors, as if L2 held everything
+        return SECTOR_BYTES * counts["dram_read_sectors"], SECTOR_BYTES * counts["dram_write_sectors"]
+    written = SECTOR_BYTES * counts["dram_write_sectors"]
+    if footprint <= l2_bytes:
+        return DRAM_PAIR_BYTES * pairs, 0
+    return DRAM_PAIR_BYTES * pairs, int(round(written * (1 - l2_bytes / footprint)))
 
 LAUNCH = ("launch__grid_size", "launch__block_size", "launch__shared_mem_per_block_dynamic")
 COMPILER = ("launch__registers_per_thread", "launch__shared_mem_per_block_static",
@@ -79,10 +147,12 @@ def all_names():
     return list(COUNTED) + list(MODELLED) + list(LAUNCH) + list(COMPILER)
 
 
-def from_counts(counts):
-    """The counted and modelled metrics, as Python ints, from one launch's raw counts."""
+def from_counts(counts, l2_bytes):
+    """The counted and modelled metrics, as Python ints, from one launch's raw counts; the DRAM bytes for
+    an L2 of ``l2_bytes`` (``dram_bytes``)."""
     out = {name: int(f(counts)) for name, f in COUNTED.items()}
-    out.update({name: int(f(counts)) for name, f in MODELLED.items()})
+    read, written = dram_bytes(counts, l2_bytes)
+    out.update({"dram__bytes_read.sum": int(read), "dram__bytes_write.sum": int(written)})
     return out
 
 

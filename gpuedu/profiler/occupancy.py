@@ -6,7 +6,9 @@ of warps it can keep resident matters. Four resources cap how many *blocks* fit 
 - warps: an SM holds at most `max_warps_per_sm` warps (64 on H100, 48 on RTX A6000, 32 on T4);
 - blocks: and at most `max_blocks_per_sm` blocks, however small;
 - registers: a warp gets ``registers_per_thread x 32`` registers rounded up to a multiple of 256,
-  and each of the SM's four sub-partitions (a quarter of the 65,536 registers) holds whole warps;
+  that is, each thread gets ptxas's count rounded up to a multiple of 8 (`allocated_registers`: the
+  ``launch__registers_per_thread`` Nsight Compute reports, 16 where ptxas says 10), and each of the
+  SM's four sub-partitions (a quarter of the 65,536 registers) holds whole warps;
 - shared memory: a block takes its shared memory plus the 1 KB the system reserves per block
   (sm_80 and later), rounded up to a multiple of 256 bytes.
 
@@ -40,6 +42,7 @@ class Occupancy:
     percent: float
     limiter: str
     limits: dict = field(compare=False)
+    registers_allocated: int = 0      # what the hardware gives each thread: registers_per_thread rounded up
 
     def __str__(self):
         return (f"{self.gpu}: {self.percent:.4g}% theoretical occupancy ({self.active_warps_per_sm} of "
@@ -57,6 +60,19 @@ def _count(name, value):
         return operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {value!r}") from None
+
+
+def allocated_registers(gpu, registers_per_thread):
+    """Registers the hardware gives each thread of a kernel for which ptxas reports ``registers_per_thread``:
+    a warp's registers are allocated in units of ``register_allocation_unit`` (256), so a thread's come
+    in multiples of 256 / 32 = 8 (ptxas's 10 are 16 allocated, as Nsight Compute measured on an H200,
+    2026-11-26). 0 stays 0."""
+    gpu = get_gpu(gpu)
+    registers = _count("registers_per_thread", registers_per_thread)
+    if registers < 0:
+        raise ValueError(f"registers_per_thread cannot be negative, got {registers}")
+    per_thread = gpu.register_allocation_unit // gpu.warp_size
+    return _round_up(registers, per_thread)
 
 
 def _check(gpu, threads, registers, shared):
@@ -86,7 +102,7 @@ def _register_limit(gpu, warps_per_block, registers):
     """Blocks per SM that the register file allows (None when the kernel uses no registers)."""
     if registers == 0:
         return None
-    per_warp = _round_up(registers * gpu.warp_size, gpu.register_allocation_unit)
+    per_warp = allocated_registers(gpu, registers) * gpu.warp_size
     # A warp lives in one sub-partition, so registers are counted per sub-partition: a quarter of
     # the file holds `warps_per_partition` whole warps, and leftovers smaller than a warp are lost.
     warps_per_partition = gpu.registers_per_sm // gpu.register_file_partitions // per_warp
@@ -107,7 +123,8 @@ def theoretical_occupancy(gpu, threads_per_block, registers_per_thread, shared_p
     """Blocks and warps of one kernel an SM holds at once, by the CUDA occupancy calculator's rules.
 
     gpu: a `GPU` or a name ("H100", "a6000"). threads_per_block: the block's size (x*y*z).
-    registers_per_thread: as the compiler reports it (`resource_usage`). shared_per_block: bytes
+    registers_per_thread: as the compiler reports it (`resource_usage`); the hardware allocates it
+    rounded up (`allocated_registers`, in ``registers_allocated``). shared_per_block: bytes
     of shared memory per block, static and dynamic together (without the reserved 1 KB).
     """
     gpu = get_gpu(gpu)
@@ -133,4 +150,4 @@ def theoretical_occupancy(gpu, threads_per_block, registers_per_thread, shared_p
         gpu=gpu.name, threads_per_block=threads, registers_per_thread=registers,
         shared_per_block=shared, blocks_per_sm=blocks, active_warps_per_sm=warps,
         max_warps_per_sm=gpu.max_warps_per_sm, percent=100.0 * warps / gpu.max_warps_per_sm,
-        limiter=limiter, limits=limits)
+        limiter=limiter, limits=limits, registers_allocated=allocated_registers(gpu, registers))

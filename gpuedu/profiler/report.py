@@ -13,11 +13,12 @@ def _ratio(a, b):
 
 def table(prof):
     """One row per launch: shape, global requests and sectors per request, shared wavefronts and bank
-    conflicts, divergent branches, registers and theoretical occupancy (counted / compiler figures)."""
+    conflicts, divergent branches, active lanes per memory instruction, registers (as allocated) and
+    theoretical occupancy (counted / compiler figures)."""
     if not prof.kernels:
         return "gpuedu.profile: no kernel was launched inside the with block"
     head = ("kernel", "grid", "block", "ld req", "sect/req", "st req", "sect/req", "shared wf", "conflicts",
-            "divergent", "regs", "occupancy")
+            "divergent", "lanes", "regs", "occupancy")
     rows = []
     for k in prof.kernels:
         m = k.metrics
@@ -34,14 +35,15 @@ def table(prof):
                      _fmt(st), _fmt(_ratio(m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"), st), ".1f"),
                      _fmt(waves), _fmt(k.bank_conflicts()),
                      _fmt(m.get("smsp__sass_branch_targets_threads_divergent.sum")),
+                     _fmt(k.lanes_per_instruction() if k._counts is not None else None, ".1f"),
                      _fmt(m.get("launch__registers_per_thread")), "-" if occ is None else f"{occ:.0f}%"))
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in [head] + rows]
     first = prof.kernels[0]
     if first.backend == "cpu":
-        note = (f"counted by the emulator (exact); regs and occupancy from nvcc for {first.arch} "
-                f"('-' where unavailable: see rec.reasons)")
+        note = (f"counted by the emulator (exact); lanes: active lanes per memory instruction, of 32; regs (as "
+                f"allocated) and occupancy from nvcc for {first.arch} ('-' where unavailable: see rec.reasons)")
     else:
         note = "on a GPU: times are measured with CUDA events (rec.seconds); counters: " + (first._reason or "")
     lines.append(note)

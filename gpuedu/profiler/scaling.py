@@ -28,14 +28,21 @@ def extrapolate(small, large, size_small, size_large, size, grid):
         raise ValueError(f"the sizes must grow: got {size_small} then {size_large}")
     step = math.log(size_large / size_small)
     counts, exponents = {}, {}
+    # The L2 model's per-GPU DRAM counts do not grow as a power of the size (a footprint that outgrows L2
+    # starts writing back): they are left out, and the DRAM model works from the footprint at ``size``
+    # (metrics.dram_bytes).
+    from gpuedu.emulator.hooks import L2_KEY_PREFIXES
+    per_l2 = {key for c in (small._counts, large._counts) for key in c if key.startswith(L2_KEY_PREFIXES)}
     for key, c2 in large._counts.items():
+        if key in per_l2:
+            continue
         c1 = small._counts[key]
         p = math.log(c2 / c1) / step if c1 > 0 and c2 > 0 else 0.0
         exponents[key] = round(p, 3)
         counts[key] = int(round(c2 * (size / size_large) ** p))
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
     record = KernelRecord(large.name, grid, large.block, large.shared_dynamic, counts=counts, source=large._source,
-                          arch=large.arch, backend=large.backend)
+                          arch=large.arch, backend=large.backend, gpu=large.gpu)
     record.exponents = exponents
     return record
 

@@ -10,19 +10,47 @@ command that gives the counters there.
 from .. import launch as _launch
 from . import metrics as _metrics
 
-# architecture -> the GPU whose occupancy rules sm__maximum_warps_per_active_cycle_pct follows
+# architecture -> the GPU whose occupancy rules sm__maximum_warps_per_active_cycle_pct follows, and whose
+# L2 the DRAM model uses, unless the profile names a GPU
 ARCH_GPU = {"sm_75": "T4", "sm_80": "A100", "sm_86": "A6000", "sm_90": "H100"}
+
+#: Where the host compiler's code and nvcc's may differ, said in ``KernelRecord.reasons`` beside the count.
+SHARED_VECTOR_NOTE = (
+    "counted on the host compiler's code, one request per shared access it keeps: nvcc may merge neighbouring "
+    "shared loads into one vector load (LDS.64/LDS.128), fewer instructions and wavefronts (a tiled matmul: "
+    "98,304 wavefronts measured by Nsight Compute on an H200 against 131,072 counted, 2026-11-26)")
+
+
+def _gpu_for(arch, gpu):
+    """The GPU a profile's compiler figures and DRAM model are for: ``gpu`` when named, else the arch's."""
+    from .gpus import get_gpu
+    if gpu is None:
+        return get_gpu(ARCH_GPU.get(arch, "H100"))
+    g = get_gpu(gpu)
+    if arch is not None and g.arch != arch:
+        raise ValueError(f"gpu {g.name!r} is {g.arch}, but arch={arch!r} was asked for: leave arch out (it follows "
+                         f"the GPU) or name a GPU of {arch}")
+    return g
+
+
+def _modelled_l2_sizes():
+    """The L2 sizes of every GPU the profiler knows: the emulator models each as it counts."""
+    from .gpus import GPUS
+    return sorted({g.l2_bytes for g in GPUS})
 
 
 class KernelRecord:
     """One launch: its shape, its metrics (Nsight Compute's names), races, and a modelled GPU time.
 
-    ``metrics[name]`` is a Python int (``None`` where it is unknown, ``reasons[name]`` says
-    why); ``kind(name)`` says whether a figure is counted, modelled or from the compiler.
+    ``metrics[name]`` is a Python int (``None`` where it is unknown); ``reasons[name]`` says why it is
+    unknown, or how the figure may differ from what Nsight Compute shows on a GPU (where the host
+    compiler's code and nvcc's differ, how a figure was modelled); ``kind(name)`` says whether a figure
+    is counted, modelled or from the compiler. ``gpu`` is the GPU whose L2 the DRAM model uses and
+    whose occupancy rules apply.
     """
 
     def __init__(self, name, grid, block, shared_dynamic, counts=None, hazards=(), seconds=None,
-                 source=None, arch="sm_90", backend="cpu", error=None, reason=None, errors=()):
+                 source=None, arch="sm_90", backend="cpu", error=None, reason=None, errors=(), gpu=None):
         self.name = name
         self.grid = tuple(grid)
         self.block = tuple(block)
@@ -32,15 +60,23 @@ class KernelRecord:
         self.seconds = seconds          # cpu: the instrumented emulator's run; cuda: CUDA events
         self.backend = backend
         self.arch = arch
+        self.gpu = _gpu_for(None, gpu) if gpu is not None else _gpu_for(arch, None)
         self.error = error
         self._source = source           # (source, options, no_extern_c, include_dirs) for nvcc
         self._counts = counts
         self._reason = reason
         self._metrics = None
-        self.reasons = {}
+        self._reasons = {}
         self.occupancy = None           # the occupancy calculator's result for `arch`, once known
+        self.ptxas_registers = None     # registers as ptxas reports them (launch__registers_per_thread: allocated)
 
     # -- metrics
+    @property
+    def reasons(self):
+        """{metric name: why it is unknown, or how it may differ from what Nsight Compute shows}."""
+        self.metrics   # noqa: B018 - the reasons are written as the metrics are worked out
+        return self._reasons
+
     @property
     def metrics(self):
         if self._metrics is None:
@@ -52,27 +88,73 @@ class KernelRecord:
              "launch__block_size": self.block[0] * self.block[1] * self.block[2],
              "launch__shared_mem_per_block_dynamic": self.shared_dynamic}
         if self._counts is not None:
-            m.update(_metrics.from_counts(self._counts))
+            m.update(_metrics.from_counts(self._counts, self.gpu.l2_bytes))
+            self._count_notes(m)
         else:
             why = self._reason or "not counted"
             for name in list(_metrics.COUNTED) + list(_metrics.MODELLED):
                 m[name] = None
-                self.reasons[name] = why
+                self._reasons[name] = why
         m.update(self._compiler_metrics())
         return m
+
+    def _count_notes(self, m):
+        """Say, beside each count, where the host compiler's code and nvcc's may differ, and what a model is."""
+        c = self._counts
+        divergent = "smsp__sass_branch_targets_threads_divergent.sum"
+        if "host_divergent_branches" in c:
+            host = c["host_divergent_branches"]
+            self._reasons[divergent] = (
+                f"{m[divergent]:,} of the {host:,} places where a warp's lanes went different ways in the host "
+                f"compiler's code are branches nvcc keeps; the other {host - m[divergent]:,} are short bodies nvcc "
+                f"predicates (no branch: the lanes stay active, those with a false condition do nothing) or lanes "
+                f"leaving the kernel (see gpuedu.profiler.metrics)")
+        if m["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]:
+            for name in ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                         "smsp__sass_inst_executed_op_shared_ld.sum"):
+                self._reasons[name] = SHARED_VECTOR_NOTE
+        if c.get("global_atom_requests") or c.get("global_red_requests"):
+            self._reasons["smsp__sass_inst_executed_op_global_red.sum"] = (
+                "an atomic whose result the statement discards (atomicAdd(&x, v);) is a RED, one whose result is "
+                "read an ATOM, as nvcc compiles them; the build reads this from the source's statements")
+        note = (f"modelled for the {self.gpu.l2_bytes / 2**20:.0f} MB L2 of the {self.gpu.name}: lines the launch "
+                f"re-reads while still in L2 hit, DRAM reads 64-byte pairs of sectors, and written lines still in "
+                f"L2 when the launch ends are not written yet (gpuedu.profiler.metrics.dram_bytes)")
+        self._reasons["dram__bytes_read.sum"] = self._reasons["dram__bytes_write.sum"] = note
+
+    def dram_bytes(self, gpu=None):
+        """``(read, written)`` modelled DRAM bytes of this launch on ``gpu`` (default: the record's GPU)."""
+        if self._counts is None:
+            return None, None
+        from .gpus import get_gpu
+        g = self.gpu if gpu is None else get_gpu(gpu)
+        read, written = _metrics.dram_bytes(self._counts, g.l2_bytes)
+        return int(read), int(written)
+
+    def lanes_per_instruction(self, space=None):
+        """Average active lanes per warp-level memory instruction (``space``: "global", "shared" or None for
+        both): 32 when every lane of each warp takes part, fewer where lanes are idle (counted)."""
+        if space not in (None, "global", "shared"):
+            raise ValueError(f"space is 'global', 'shared' or None (both), got {space!r}")
+        m = self.metrics
+        pairs = [(m[i], m[t]) for i, t in _metrics.MEMORY_LANES if space is None or f"_op_{space}_" in i]
+        if any(i is None or t is None for i, t in pairs):
+            return None
+        instructions = sum(i for i, _ in pairs)
+        return None if not instructions else sum(t for _, t in pairs) / instructions
 
     def _compiler_metrics(self):
         names = _metrics.COMPILER
         if self._source is None:
             for n in names:
-                self.reasons[n] = self._reason or "the kernel's source is unknown"
+                self._reasons[n] = self._reason or "the kernel's source is unknown"
             return dict.fromkeys(names)
         try:
             from .occupancy import theoretical_occupancy
             from .resources import ResourcesUnavailable, resource_usage
         except ImportError as exc:  # pragma: no cover - a partial install
             for n in names:
-                self.reasons[n] = f"the compiler's figures are unavailable: {exc}"
+                self._reasons[n] = f"the compiler's figures are unavailable: {exc}"
             return dict.fromkeys(names)
         source, options, no_extern_c, include_dirs = self._source
         try:
@@ -80,21 +162,29 @@ class KernelRecord:
                                    no_extern_c=no_extern_c, include_dirs=include_dirs or ())
         except ResourcesUnavailable as exc:
             for n in names:
-                self.reasons[n] = str(exc)
+                self._reasons[n] = str(exc)
             return dict.fromkeys(names)
-        out = {"launch__registers_per_thread": usage["registers"],
+        from .occupancy import allocated_registers
+        gpu = self.gpu if self.gpu.arch == self.arch else ARCH_GPU.get(self.arch)
+        self.ptxas_registers = usage["registers"]
+        allocated = allocated_registers(gpu or "H100", usage["registers"])
+        out = {"launch__registers_per_thread": allocated,
                "launch__shared_mem_per_block_static": usage["shared_static"],
                "sm__maximum_warps_per_active_cycle_pct": None}
-        gpu = ARCH_GPU.get(self.arch)
+        if allocated != usage["registers"]:
+            self._reasons["launch__registers_per_thread"] = (
+                f"ptxas uses {usage['registers']} registers a thread; the hardware allocates them 8 at a time "
+                f"(256 a warp), so {allocated} are allocated, as Nsight Compute reports (10 -> 16 on an H200, "
+                f"2026-11-26); occupancy follows the allocated count")
         if gpu is None:
-            self.reasons["sm__maximum_warps_per_active_cycle_pct"] = (
+            self._reasons["sm__maximum_warps_per_active_cycle_pct"] = (
                 f"no occupancy rules for {self.arch} here (known: {', '.join(sorted(ARCH_GPU))})")
             return out
         try:
             occ = theoretical_occupancy(gpu, self.metrics_threads, usage["registers"],
                                         usage["shared_static"] + self.shared_dynamic)
         except ValueError as exc:
-            self.reasons["sm__maximum_warps_per_active_cycle_pct"] = str(exc)
+            self._reasons["sm__maximum_warps_per_active_cycle_pct"] = str(exc)
             return out
         self.occupancy = occ
         out["sm__maximum_warps_per_active_cycle_pct"] = occ.percent
@@ -109,7 +199,7 @@ class KernelRecord:
         return _metrics.kind(name)
 
     def sectors_per_request(self, op="ld"):
-        """Global sectors per request for ``op`` ("ld", "st" or "atom"): 4 is a coalesced float load."""
+        """Global sectors per request for ``op`` ("ld", "st", "atom" or "red"): 4 is a coalesced float load."""
         req = self.metrics[f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum"]
         sec = self.metrics[f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum"]
         if not req:
@@ -137,8 +227,9 @@ class KernelRecord:
         from .time_model import predict
         g = get_gpu(gpu)
         occ = None
-        m = self.metrics
-        regs = m.get("launch__registers_per_thread")
+        m = dict(self.metrics)
+        m["dram__bytes_read.sum"], m["dram__bytes_write.sum"] = self.dram_bytes(g)
+        regs = self.ptxas_registers if self.ptxas_registers is not None else m.get("launch__registers_per_thread")
         if regs is not None:
             from .occupancy import theoretical_occupancy
             try:
@@ -156,11 +247,12 @@ class KernelRecord:
 class Profile:
     """What a ``with gpuedu.profile() as prof:`` block recorded: ``prof.kernels``, one record per launch."""
 
-    def __init__(self, racecheck=False, arch="sm_90", memcheck=False):
+    def __init__(self, racecheck=False, arch=None, memcheck=False, gpu=None):
         self.kernels = []
         self.racecheck = racecheck
         self.memcheck = memcheck
-        self.arch = arch
+        self.gpu = _gpu_for(arch, gpu)
+        self.arch = arch or self.gpu.arch
         self.backend = None
         self._counting = None
         self._restore = None
@@ -172,7 +264,8 @@ class Profile:
         self.backend = backend.name
         if backend.name == "cpu":
             from gpuedu.emulator import hooks
-            self._counting = hooks.counting(self._record, racecheck=self.racecheck, memcheck=self.memcheck)
+            self._counting = hooks.counting(self._record, racecheck=self.racecheck, memcheck=self.memcheck,
+                                            l2_bytes=_modelled_l2_sizes())
             self._counting.__enter__()
         else:
             self._restore = _time_gpu_launches(self)
@@ -192,7 +285,7 @@ class Profile:
                                          shared_dynamic=launch.shared_dynamic, arch=self.arch,
                                          counts=launch.counts, hazards=launch.hazards, errors=launch.errors,
                                          seconds=launch.seconds, source=launch.source, reason=launch.reason,
-                                         error=launch.error))
+                                         error=launch.error, gpu=self.gpu))
 
     # -- reading it
     @property
@@ -222,7 +315,7 @@ class Profile:
         p.text(str(self))
 
 
-def profile(racecheck=False, arch="sm_90"):
+def profile(racecheck=False, arch=None, gpu=None):
     """Record every kernel launch inside the ``with`` block: counters, races and a modelled GPU time.
 
     ::
@@ -236,14 +329,15 @@ def profile(racecheck=False, arch="sm_90"):
 
     Results are the same as without profiling; a profiled launch runs slower (and the
     first one of a module compiles its instrumented twin, a few seconds). ``racecheck=True``
-    also looks for races (see ``racecheck``). ``arch`` is the architecture whose compiler
-    gives registers, static shared memory and occupancy (nvcc on PATH; else None, with
-    the reason in ``rec.reasons``).
+    also looks for races (see ``racecheck``). ``gpu`` names the GPU whose L2 the DRAM model
+    uses and whose occupancy rules apply (default: the H100 of sm_90); ``arch`` is the
+    architecture whose compiler gives registers, static shared memory and occupancy (default:
+    the GPU's; nvcc on PATH, else None, with the reason in ``rec.reasons``).
     """
-    return Profile(racecheck=racecheck, arch=arch)
+    return Profile(racecheck=racecheck, arch=arch, gpu=gpu)
 
 
-def racecheck(arch="sm_90"):
+def racecheck(arch=None):
     """Like compute-sanitizer's racecheck, without a GPU: ``with gpuedu.racecheck() as rc:``.
 
     Reports, in ``rc.hazards``, every pair of threads that touch one address in the same
@@ -256,7 +350,7 @@ def racecheck(arch="sm_90"):
     return Profile(racecheck=True, arch=arch)
 
 
-def memcheck(arch="sm_90"):
+def memcheck(arch=None):
     """Like compute-sanitizer's memcheck, without a GPU: ``with gpuedu.memcheck() as mc:``, then ``mc.errors``.
 
     Reports accesses just past (or before) a device allocation, including the slack a plain launch

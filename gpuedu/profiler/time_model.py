@@ -43,7 +43,7 @@ WAVEFRONTS_PER_CLOCK = 1       # the L1/shared data path: 128 bytes, one wavefro
 SECTOR_BYTES = 32
 SECTORS_PER_LINE = 4           # a 128-byte cache line
 
-GLOBAL_OPS = ("ld", "st", "atom")
+GLOBAL_OPS = ("ld", "st", "atom", "red")   # red: atomics whose result is unused
 #: The roofs, each a possible limiter.
 ROOFS = ("launch", "DRAM", "L2", "L1/shared", "compute", "latency/occupancy")
 
@@ -174,8 +174,9 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     else:
         terms["DRAM"] = (read + written) / (gpu.dram_bytes_per_s * DRAM_EFFICIENCY)
         notes.append(f"DRAM: {DRAM_EFFICIENCY:.0%} of the datasheet's {gpu.dram_bytes_per_s / 1e12:.3g} TB/s "
-                     f"is reachable; its bytes are distinct 32-byte sectors, as if L2 kept all reused data "
-                     f"(a working set far beyond the {gpu.l2_bytes / 2**20:.0f} MB L2 moves more)")
+                     f"is reachable; its bytes come through a model of the {gpu.l2_bytes / 2**20:.0f} MB L2 "
+                     f"(64-byte DRAM pairs, re-reads of resident lines hit, an output L2 still holds at the "
+                     f"end not yet written: gpuedu.profiler.metrics.dram_bytes)")
 
     sectors = _total(metrics, [_sectors(op) for op in GLOBAL_OPS])
     if sectors is None:

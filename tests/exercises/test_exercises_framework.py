@@ -172,6 +172,20 @@ def test_a_requirement_judges_the_bound_and_words_the_hint():
     assert message.endswith(f"{LOADS} = 2, where at least 3 is expected") and hint == "2/3/7"
 
 
+def test_a_requirement_on_several_metrics_bounds_their_sum():
+    # global atomics are ATOM where the result is read and RED where it is discarded: a bound counts both
+    atom, red = ("smsp__sass_thread_inst_executed_op_global_atom.sum",
+                 "smsp__sass_thread_inst_executed_op_global_red.sum")
+    case = Case("n = 64", {"n": np.int32(64)}, (64, 1, 1), (1, 1))
+    both = Requirement((atom, red), hint="{got} atomics, at most {limit}", at_most=lambda c: 4)
+    assert both.names == (atom, red) and both.label == f"{atom} + {red}"
+    assert both.judge(case, {atom: 1, red: 3}) is None
+    message, hint = both.judge(case, {atom: 0, red: 5})
+    assert message.endswith(f"{atom} + {red} = 5, where at most 4 is expected") and hint == "5 atomics, at most 4"
+    with pytest.raises(ValueError, match="not counted"):
+        Requirement((atom, "dram__bytes_write.sum"), hint="", at_most=lambda c: 1)
+
+
 # ---------------------------------------------------------------- registry and verdicts
 
 

@@ -140,7 +140,9 @@ def test_a_partial_last_warp_behind_a_bounds_guard(emu):
     assert m[LD_REQ] == 4
     assert m[LD_SECT] == 3 * 4 + 1            # 4 floats = 16 bytes: one sector
     assert m["smsp__threads_launched.sum"] == 128 and m["smsp__warps_launched.sum"] == 4
-    assert m[DIVERGENT] == 1                  # the last warp's lanes split at `if (i < n)`
+    # the last warp's lanes split at `if (i < n)`, but those past n just end: nvcc makes that a predicated
+    # EXIT, no branch, so Nsight Compute counts no divergent branch
+    assert m[DIVERGENT] == 0
 
 
 def test_sectors_count_from_the_allocation_start_as_cudamalloc_aligns_it(emu):
@@ -177,8 +179,11 @@ def test_warp_uniform_branches_do_not_diverge_and_lane_dependent_ones_do(emu):
     uniform = profiled(mod.get_function("uniform_branch"), y, np.int32(256), block=(256, 1, 1), grid=(1, 1))
     split = profiled(mod.get_function("lane_branch"), y, np.int32(256), block=(256, 1, 1), grid=(1, 1))
     assert uniform[DIVERGENT] == 0 and uniform[ST_REQ] == 8
-    assert split[DIVERGENT] == 8              # once per warp
+    # every warp splits at `if (i % 2)`, but each side is one store: nvcc predicates both (no branch), so
+    # the GPU counts no divergent branch; the lanes each store keeps show the split instead
+    assert split[DIVERGENT] == 0
     assert split[ST_REQ] == 16                # each side of the branch is its own request, half the lanes active
+    assert split["smsp__sass_thread_inst_executed_op_global_st.sum"] == 256    # 16 lanes a store
 
 
 def test_shared_and_global_atomics_are_counted_where_they_happen(emu):
@@ -189,8 +194,10 @@ def test_shared_and_global_atomics_are_counted_where_they_happen(emu):
     m = profiled(mod.get_function("count_atomics"), counts, x, np.int32(n), block=(256, 1, 1), grid=(4, 1))
     assert m["smsp__sass_thread_inst_executed_op_shared_atom.sum"] == n
     assert m["smsp__sass_inst_executed_op_shared_atom.sum"] == 32   # n = 1000: 31 full warps and one of 8 lanes
-    assert m["smsp__sass_thread_inst_executed_op_global_atom.sum"] == 4 * 4
-    assert m["l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum"] == 4
+    # `atomicAdd(&global_counter[t], local[t]);` discards its result: a RED on the GPU, not an ATOM
+    assert m["smsp__sass_thread_inst_executed_op_global_red.sum"] == 4 * 4
+    assert m["l1tex__t_requests_pipe_lsu_mem_global_op_red.sum"] == 4
+    assert m["l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum"] == 0
     assert int(counts.get().sum()) == n
 
 
@@ -210,7 +217,10 @@ def test_a_tiled_transpose_stores_coalesced_where_the_naive_one_scatters(emu):
     assert tiled[ST_SECT] == warps * 4
     assert naive[LD_SECT] == tiled[LD_SECT] == warps * 4
     assert tiled[SH_LD_CONFLICTS] == 0        # the padding column keeps a tile column on 32 banks
-    assert naive["dram__bytes_write.sum"] == tiled["dram__bytes_write.sum"] == n * n * 4
+    # 16 KB in, 16 KB out: both stay in the H100's 50 MB L2, so DRAM reads the input once (64-byte pairs of
+    # whole lines) and the output is not written back by the end of the launch
+    assert naive["dram__bytes_read.sum"] == tiled["dram__bytes_read.sum"] == n * n * 4
+    assert naive["dram__bytes_write.sum"] == tiled["dram__bytes_write.sum"] == 0
 
 
 def test_a_tiled_matmul_loads_each_element_once_a_tile_instead_of_once_a_product():

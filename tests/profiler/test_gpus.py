@@ -47,11 +47,21 @@ def test_shared_memory_and_thread_limits_per_architecture():
     assert all(gpu.registers_per_sm == 65536 and gpu.warp_size == 32 for gpu in GPUS)
 
 
-def test_h200_is_h100_with_faster_larger_memory():
+def test_h200_is_h100_with_faster_larger_memory_and_the_chip_s_whole_l2():
     h100, h200 = get_gpu("H100"), get_gpu("H200")
     assert dataclasses.replace(h200, name=h100.name, dram_bytes_per_s=h100.dram_bytes_per_s,
-                               memory_bytes=h100.memory_bytes, aliases=h100.aliases) == h100
+                               memory_bytes=h100.memory_bytes, l2_bytes=h100.l2_bytes, aliases=h100.aliases) == h100
     assert h200.memory_bytes == 141 * 10**9
+    # 62,914,560 bytes as the H200 reported it (2026-11-26); the H100 SXM5 enables 50 MB of the chip's 60
+    assert (h200.l2_bytes, h100.l2_bytes) == (60 * 2**20, 50 * 2**20)
+    assert "62,914,560" in h200.sources["l2_bytes"]
+
+
+def test_each_gpu_s_l2_is_the_published_size_with_its_source():
+    sizes = {gpu.name: gpu.l2_bytes // 2**20 for gpu in GPUS}
+    assert sizes == {"T4": 4, "A100 SXM4 80GB": 40, "RTX A6000": 6, "H100 SXM": 50, "H200 SXM": 60}
+    for gpu in GPUS:
+        assert f"{gpu.l2_bytes // 2**20} MB" in gpu.sources["l2_bytes"]
 
 
 @pytest.mark.parametrize("alias, name", [

@@ -69,6 +69,8 @@ def test_the_table_has_a_row_per_launch_and_says_the_counts_are_exact(emu):
     assert lines[0].split()[:4] == ["kernel", "grid", "block", "ld"]
     assert lines[1].split()[:6] == ["scale", "1", "64", "2", "4.0", "2"]
     assert "counted by the emulator (exact)" in text
+    # every lane of both warps loads and stores: 32 active lanes per memory instruction
+    assert lines[0].split()[13] == "lanes" and lines[1].split()[10] == "32.0"
     with gpuedu.profile() as empty:
         pass
     assert "no kernel was launched" in str(empty)

@@ -23,7 +23,8 @@
 namespace {
 
 enum Space : uint8_t { GLOBAL = 0, SHARED = 1 };
-enum Op : uint8_t { LD = 0, ST = 1, ATOM = 2 };
+// RED: an atomic whose result the kernel never reads (nvcc makes it a RED instruction, ATOM otherwise).
+enum Op : uint8_t { LD = 0, ST = 1, ATOM = 2, RED = 3 };
 enum SiteKind : uint8_t { MEMORY = 0, BLOCK = 1 };
 
 // Counter slots, mirrored in gpuedu/emulator/_instrument.py (COUNTERS).
@@ -36,8 +37,18 @@ enum Counter {
   S_IDEAL = 15,   // + op: wavefronts the access width needs at least
   DIVERGENT = 18, BLOCK_INSTANCES = 19, DRAM_READ_SECTORS = 20, DRAM_WRITE_SECTORS = 21,
   THREADS = 22, WARPS = 23, G_ATOM_LANES = 24, S_ATOM_LANES = 25,
-  N_COUNTERS = 26
+  G_RED_REQ = 26, G_RED_SECT = 27, G_RED_BYTES = 28, G_RED_LANES = 29,
+  G_LD_LANES = 30, G_ST_LANES = 31, S_LD_LANES = 32, S_ST_LANES = 33,
+  HOST_DIVERGENT = 34,    // every split of a warp at a branch of the host compiler's code
+  L2_LINES = 35,          // distinct 128-byte lines the launch's global accesses touched
+  DRAM_READ_PAIRS = 36,   // 64-byte pairs an L2 that evicted nothing would read from DRAM
+  N_COUNTERS = 37
 };
+
+// The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
+// the last slot of a line's state is an L2 that never evicts (DRAM_READ_PAIRS).
+const int MAX_CAPACITIES = 8;
+const int UNBOUNDED = MAX_CAPACITIES - 1;
 
 struct Range { uint64_t lo, hi; };
 
@@ -48,8 +59,17 @@ struct Request {       // a warp-level memory instruction; its lanes' addresses 
 };
 
 struct Instance {       // one warp-level execution of a basic block
+  int32_t site;         // the block (-3: the threads' start)
   int32_t target;       // the block the lanes went on to (-2 none yet, -1 the thread ended)
+  int32_t target_slot;  // ... and its instance (-1 the thread ended)
+  uint32_t mask;        // the lanes that executed it
+  uint32_t requests;    // warp-level memory instructions it issued
   uint8_t divergent;
+};
+
+struct Split {          // lanes of a divergent instance that went on to another block than its target
+  int32_t instance, site, slot;
+  uint32_t mask;
 };
 
 // Matches a lane's k-th execution of an instruction with the warp-level instance that the
@@ -161,6 +181,7 @@ struct WarpState {
   // (global: allocation << 40 | offset; shared: the host address)
   std::vector<uint64_t> addresses[32];
   std::vector<Instance> instances;
+  std::vector<Split> splits;
   Matcher memory, blocks;
   int32_t previous[32];                                        // last block instance of each lane
 };
@@ -213,6 +234,17 @@ struct State {
   uint32_t epoch = 0;
   uint64_t counters[N_COUNTERS] = {};
   std::vector<std::vector<uint64_t>> dram_read, dram_write;  // sector bitmaps per allocation
+  uint32_t red_thread = 0;                // launch_thread() of the thread whose next atomic discards its result
+  // the L2 model (see l2_access)
+  int n_capacities = 0;
+  uint64_t capacity_lines[MAX_CAPACITIES] = {};
+  uint64_t l2_read_pairs[MAX_CAPACITIES] = {}, l2_written_back[MAX_CAPACITIES] = {};
+  std::vector<uint64_t> line_key;         // [line]: allocation << 40 | byte offset / 128
+  std::vector<uint64_t> line_time;        // [line]: when it was last accessed
+  std::vector<uint8_t> line_state;        // [line * MAX_CAPACITIES + k]: valid sectors | dirty sectors << 4
+  std::vector<int32_t> line_table;        // open addressing: line + 1
+  std::vector<int32_t> fenwick;           // marks at the lines' last-access times (once the footprint needs it)
+  uint64_t now = 0;
   // the running lane
   bool on = false;
   unsigned tid = 0, lane = 0;
@@ -412,8 +444,9 @@ void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
     memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
-inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
+inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
   if (!S.on) return;
+  uint8_t op = op_asked == RED ? ATOM : op_asked;  // what racecheck and memcheck see: an atomic either way
   size_t which;
   uint8_t space;
   uint64_t where;
@@ -442,7 +475,12 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
   WarpState& W = *S.warp;
   bool created;
   int32_t slot = W.memory.match(S.lane, site, &created);
-  if (created) W.requests.push_back(Request{site, space, op, (uint8_t)size, 0});
+  if (created) {
+    // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
+    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
+    int32_t block = W.previous[S.lane];
+    if (block >= 0 && (size_t)block < W.instances.size()) W.instances[block].requests++;
+  }
   W.requests[slot].mask |= 1u << S.lane;  // a lane meets each instance once (it is its k-th execution)
   std::vector<uint64_t>& mine = W.addresses[S.lane];
   if ((size_t)slot >= mine.size()) mine.resize(std::max<size_t>(slot + 1, 2 * mine.size()));
@@ -468,6 +506,141 @@ void mark_dram(uint64_t sector, bool read, bool write) {
   };
   if (read) mark(S.dram_read);
   if (write) mark(S.dram_write);
+}
+
+// ---- the L2 model ------------------------------------------------------------------------
+// For each capacity the Python side configures (one per GPU it knows), an L2 of that many bytes:
+// 128-byte lines of four 32-byte sectors, fully associative, the least recently used line evicted,
+// empty when the launch starts (as Nsight Compute measures a kernel: it flushes the caches first).
+// The warps' requests reach it in the order the emulator finishes them (block by block).
+// - A load (or atomic) of a sector the line does not hold fetches it from DRAM with its neighbour:
+//   DRAM moves 64-byte pairs of sectors, so one 32-byte sector read alone costs 64 bytes.
+// - A store makes its sectors valid and dirty in L2 (no DRAM read); an atomic reads, then dirties.
+// - A dirty line reaches DRAM only when it is evicted: what the launch leaves in L2 is not written
+//   by the time it ends.
+// Residency comes from stack distances: a line is still in an LRU cache of C lines iff fewer than C
+// other lines were touched since its last access, so one pass answers for every capacity at once.
+// Until the launch has touched more lines than the smallest capacity holds, nothing can be evicted,
+// and the distances are not tracked at all.
+void fenwick_add(size_t i, int32_t v) {
+  for (++i; i <= S.fenwick.size(); i += i & (~i + 1)) S.fenwick[i - 1] += v;
+}
+
+int64_t fenwick_upto(size_t i) {  // marks at times 0..i
+  int64_t sum = 0;
+  for (++i; i > 0; i -= i & (~i + 1)) sum += S.fenwick[i - 1];
+  return sum;
+}
+
+// Renumber the lines' last-access times 0..lines-1 (in order) and rebuild the marks with room to grow.
+void fenwick_compact() {
+  size_t lines = S.line_key.size();
+  std::vector<uint32_t> order(lines);
+  for (size_t i = 0; i < lines; ++i) order[i] = (uint32_t)i;
+  std::sort(order.begin(), order.end(), [](uint32_t a, uint32_t b) { return S.line_time[a] < S.line_time[b]; });
+  for (size_t r = 0; r < lines; ++r) S.line_time[order[r]] = r;
+  S.now = lines;
+  size_t size = 1 << 16;
+  while (size < 2 * lines + 1024) size *= 2;
+  S.fenwick.assign(size, 0);
+  for (size_t r = 0; r < lines; ++r) fenwick_add(r, 1);
+}
+
+uint64_t smallest_capacity() {
+  uint64_t c = ~0ull;
+  for (int k = 0; k < S.n_capacities; ++k) c = std::min(c, S.capacity_lines[k]);
+  return c;
+}
+
+// One line's sectors (bits 0-3) asked for by `op`: the DRAM pairs it reads, and the line's new state.
+inline uint8_t l2_serve(unsigned valid, unsigned dirty, unsigned sectors, uint8_t op, uint64_t* pairs_read) {
+  if (op != ST) {              // loads and atomics need the data: fetch each missing pair
+    unsigned missing = sectors & ~valid;
+    if (missing & 3u) { ++*pairs_read; valid |= 3u; }
+    if (missing & 12u) { ++*pairs_read; valid |= 12u; }
+  }
+  if (op != LD) { valid |= sectors; dirty |= sectors; }
+  return (uint8_t)(valid | dirty << 4);
+}
+
+void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
+  if (S.line_table.empty()) S.line_table.assign(1 << 12, 0);
+  size_t mask = S.line_table.size() - 1;
+  size_t h = (size_t)((line_key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+  while (S.line_table[h] && S.line_key[S.line_table[h] - 1] != line_key) h = (h + 1) & mask;
+  uint64_t distance;           // other lines touched since this one's last access (~0: never touched)
+  size_t x;
+  bool tracking = !S.fenwick.empty();
+  if (!S.line_table[h]) {      // a line touched for the first time
+    x = S.line_key.size();
+    S.line_key.push_back(line_key);
+    S.line_time.push_back(S.now);
+    S.line_state.resize(S.line_state.size() + MAX_CAPACITIES, 0);
+    S.line_table[h] = (int32_t)x + 1;
+    if (S.line_key.size() * 2 > S.line_table.size()) {   // grow and rehash
+      std::vector<int32_t> bigger(S.line_table.size() * 2, 0);
+      size_t m2 = bigger.size() - 1;
+      for (size_t i = 0; i < S.line_key.size(); ++i) {
+        size_t j = (size_t)((S.line_key[i] * 0x9E3779B97F4A7C15ull) >> 20) & m2;
+        while (bigger[j]) j = (j + 1) & m2;
+        bigger[j] = (int32_t)i + 1;
+      }
+      S.line_table.swap(bigger);
+    }
+    distance = ~0ull;
+    if (tracking) fenwick_add(S.now, 1);
+    S.now++;
+    if (!tracking && S.n_capacities && S.line_key.size() > smallest_capacity()) fenwick_compact();
+  } else {
+    x = (size_t)S.line_table[h] - 1;
+    uint64_t last = S.line_time[x];
+    if (last + 1 == S.now) {
+      distance = 0;            // the line touched last: nothing moves
+    } else if (!tracking) {
+      distance = 0;            // fewer lines than any capacity holds: all still there
+      S.line_time[x] = S.now++;
+    } else {
+      distance = S.line_key.size() - (uint64_t)fenwick_upto(last);
+      fenwick_add(last, -1);
+      fenwick_add(S.now, 1);
+      S.line_time[x] = S.now++;
+    }
+  }
+  if (!S.fenwick.empty() && S.now >= S.fenwick.size()) fenwick_compact();
+  uint8_t* state = &S.line_state[x * MAX_CAPACITIES];
+  for (int k = 0; k < S.n_capacities; ++k) {
+    unsigned valid = state[k] & 15u, dirty = state[k] >> 4;
+    if (distance != ~0ull && distance >= S.capacity_lines[k]) {   // evicted since its last access
+      S.l2_written_back[k] += (uint64_t)__builtin_popcount(dirty);
+      valid = dirty = 0;
+    }
+    state[k] = l2_serve(valid, dirty, sectors, op, &S.l2_read_pairs[k]);
+  }
+  state[UNBOUNDED] = l2_serve(state[UNBOUNDED] & 15u, state[UNBOUNDED] >> 4, sectors, op,
+                              &S.counters[DRAM_READ_PAIRS]);
+}
+
+// What each capacity wrote back by the end of the launch: the evictions so far, and the dirty lines
+// that the lines touched after them pushed out.
+void l2_results(uint64_t* reads, uint64_t* writes) {
+  for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.l2_read_pairs[k]; writes[k] = S.l2_written_back[k]; }
+  if (S.fenwick.empty()) return;   // never more lines than the smallest capacity: nothing left L2
+  uint64_t lines = S.line_key.size();
+  for (size_t x = 0; x < lines; ++x) {
+    uint64_t after = lines - (uint64_t)fenwick_upto(S.line_time[x]);
+    for (int k = 0; k < S.n_capacities; ++k)
+      if (after >= S.capacity_lines[k]) writes[k] += (uint64_t)__builtin_popcount(S.line_state[x * MAX_CAPACITIES + k] >> 4);
+  }
+}
+
+void l2_reset() {
+  S.line_key.clear();
+  S.line_time.clear();
+  S.line_state.clear();
+  S.line_table.clear();
+  S.fenwick.clear();
+  S.now = 0;
+  for (int k = 0; k < MAX_CAPACITIES; ++k) S.l2_read_pairs[k] = S.l2_written_back[k] = 0;
 }
 
 // Keep the distinct values of v[0, n) (n <= 128), in place; returns how many there are.
@@ -504,12 +677,29 @@ void count_request(const WarpState& W, size_t index) {
         sectors[n++] = s;
       }
     }
-    if (!ascending) n = distinct(sectors, n);
-    S.counters[G_REQ + q.op] += 1;
-    S.counters[G_SECT + q.op] += n;
-    S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
-    if (q.op == ATOM) S.counters[G_ATOM_LANES] += lanes;
+    if (!ascending) {
+      n = distinct(sectors, n);
+      std::sort(sectors, sectors + n);
+    }
+    if (q.op == RED) {
+      S.counters[G_RED_REQ] += 1;
+      S.counters[G_RED_SECT] += n;
+      S.counters[G_RED_BYTES] += (uint64_t)lanes * q.size;
+      S.counters[G_RED_LANES] += lanes;
+    } else {
+      S.counters[G_REQ + q.op] += 1;
+      S.counters[G_SECT + q.op] += n;
+      S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
+      S.counters[q.op == LD ? G_LD_LANES : q.op == ST ? G_ST_LANES : G_ATOM_LANES] += lanes;
+    }
     for (unsigned i = 0; i < n; ++i) mark_dram(sectors[i], q.op != ST, q.op != LD);
+    // The L2 model sees the request's sectors line by line (4 sectors of 32 bytes a line).
+    for (unsigned i = 0; i < n;) {
+      uint64_t line = sectors[i] >> 2;
+      unsigned mask = 0;
+      for (; i < n && (sectors[i] >> 2) == line; ++i) mask |= 1u << (sectors[i] & 3);
+      l2_access(line, mask, q.op);
+    }
     return;
   }
   // Shared memory: 32 banks of 4-byte words. A wavefront serves at most one word per bank
@@ -536,17 +726,90 @@ void count_request(const WarpState& W, size_t index) {
   S.counters[S_REQ + q.op] += 1;
   S.counters[S_WAVE + q.op] += waves;
   S.counters[S_IDEAL + q.op] += ideal;
-  if (q.op == ATOM) S.counters[S_ATOM_LANES] += lanes;
+  S.counters[q.op == LD ? S_LD_LANES : q.op == ST ? S_ST_LANES : S_ATOM_LANES] += lanes;
+}
+
+// ---- divergence as a GPU shows it ------------------------------------------------------------
+// nvcc does not branch around a short body: it predicates the body's instructions, which every lane
+// issues, the lanes whose condition is false doing nothing (Nsight Compute then counts no divergent
+// branch, and Avg. Active Threads stays 32 while the lanes doing work drop). nvcc 13's ptxas for sm_90
+// predicated a body of up to 4 stores and branched around 5 (and around 4 shared read-modify-writes),
+// so a split of the host compiler's code is taken for one nvcc predicates when every group of lanes
+// meets the others at one block instance, either there at once or along a path of its own that issues at
+// most this many memory instructions, splits no further and does not run the splitting block again (a
+// loop's next iteration: a loop keeps its branch). (The host code shows memory instructions, not
+// arithmetic: a long arithmetic-only body that nvcc would branch around is missed.)
+// Lanes that end the thread leave by a predicated EXIT, not a branch: they are no branch target.
+//
+// A path is followed through as many basic blocks as it takes: how many blocks one source-level body
+// becomes is the host compiler's choice (clang++ cuts a body with an array-bounds check into three where
+// g++ keeps one), while the path's memory instructions, splits and loops are the body's. The
+// instrumentation reports every basic block once, and none of its own on an edge (compiler.profile_flags),
+// so g++ and clang++ give the same paths.
+const uint32_t PREDICATED_BODY_REQUESTS = 4;
+const unsigned LONGEST_PATH = 64;   // instances; a body longer than this is no short body
+
+// Whether the lanes that went on to instance `slot` after the split at `split` reach instance `join`
+// (-1: the threads' end) along such a path.
+bool reaches(const WarpState& W, const Instance& split, int32_t slot, int32_t join) {
+  uint32_t requests = 0;
+  for (unsigned steps = 0; steps < LONGEST_PATH; ++steps) {
+    if (slot == join) return true;
+    if (slot < 0) return false;
+    const Instance& t = W.instances[slot];
+    requests += t.requests;
+    // (an instance of the splitting block on the way is a loop's next iteration, not a short body)
+    if (t.divergent || t.site == split.site || requests > PREDICATED_BODY_REQUESTS) return false;
+    slot = t.target_slot;
+  }
+  return false;
+}
+
+// Whether instance `index`, whose lanes went on to the blocks of splits[first, last) besides its own
+// target, is a branch nvcc keeps (a divergent branch on the GPU).
+bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
+  const Instance& a = W.instances[index];
+  int32_t groups[33];
+  unsigned n = 0;
+  uint32_t elsewhere = 0;
+  for (size_t k = first; k < last; ++k) {
+    elsewhere |= W.splits[k].mask;
+    if (W.splits[k].slot >= 0 && n < 32) groups[n++] = W.splits[k].slot;
+  }
+  if ((a.mask & ~elsewhere) && a.target_slot >= 0) groups[n++] = a.target_slot;
+  if (n < 2) return false;
+  // The join lies on every group's path, the first group's too: try each instance along that one.
+  int32_t join = groups[0];
+  uint32_t requests = 0;
+  for (unsigned steps = 0; steps < LONGEST_PATH; ++steps) {
+    bool all = true;
+    for (unsigned g = 1; g < n && all; ++g) all = reaches(W, a, groups[g], join);
+    if (all) return false;
+    if (join < 0) break;
+    const Instance& t = W.instances[join];
+    requests += t.requests;
+    if (t.divergent || t.site == a.site || requests > PREDICATED_BODY_REQUESTS) break;
+    join = t.target_slot;
+  }
+  return true;
 }
 
 void finish_warp(WarpState& W) {
   if (!W.live) return;
   for (size_t i = 0; i < W.requests.size(); ++i) count_request(W, i);
-  for (const Instance& i : W.instances) S.counters[DIVERGENT] += i.divergent;
+  std::sort(W.splits.begin(), W.splits.end(), [](const Split& a, const Split& b) { return a.instance < b.instance; });
+  for (size_t k = 0; k < W.splits.size();) {
+    size_t end = k;
+    while (end < W.splits.size() && W.splits[end].instance == W.splits[k].instance) ++end;
+    S.counters[HOST_DIVERGENT] += 1;
+    S.counters[DIVERGENT] += branches(W, (size_t)W.splits[k].instance, k, end);
+    k = end;
+  }
   S.counters[BLOCK_INSTANCES] += W.instances.size() - 1;
   S.counters[WARPS] += 1;
   W.requests.clear();
   W.instances.clear();
+  W.splits.clear();
   W.memory.reset();
   W.blocks.reset();
   W.live = false;
@@ -556,13 +819,20 @@ void finish_all() {
   for (WarpState& W : S.warps) finish_warp(W);
 }
 
-void go_to(int32_t target) {
+void go_to(int32_t target, int32_t slot) {
   WarpState& W = *S.warp;
   int32_t prev = W.previous[S.lane];
   if (prev < 0) return;
   Instance& i = W.instances[prev];
-  if (i.target == -2) i.target = target;
-  else if (i.target != target) i.divergent = 1;
+  if (i.target == -2) {
+    i.target = target;
+    i.target_slot = slot;
+  } else if (i.target != target) {
+    i.divergent = 1;
+    for (Split& s : W.splits)
+      if (s.instance == prev && s.site == target) { s.mask |= 1u << S.lane; return; }
+    W.splits.push_back(Split{prev, target, slot, 1u << S.lane});
+  }
 }
 
 }  // namespace
@@ -581,6 +851,8 @@ void launch_begin(const unsigned* grid, const unsigned* block, const void* dynam
   for (WarpState& W : S.warps) { W.live = false; finish_warp(W); }
   S.dram_read.clear();
   S.dram_write.clear();
+  S.red_thread = 0;
+  l2_reset();
   S.hazards.clear();
   S.global_shadow.clear();
   S.shared_shadow.clear();
@@ -610,9 +882,10 @@ void enter(unsigned tid) {
     W.existing = left >= 32 ? 32 : left;
     W.done = 0;
     // The threads' start is instance 0, so a branch in the first block recorded counts too.
-    W.instances.push_back(Instance{-2, 0});
+    W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0});
     for (int32_t& p : W.previous) p = 0;
   }
+  if (W.previous[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
   S.on = true;
 }
 
@@ -628,7 +901,7 @@ void resume(bool was_on) { S.on = was_on; }
 
 void thread_done(unsigned tid) {
   enter(tid);
-  go_to(-1);
+  go_to(-1, -1);
   S.on = false;
   S.counters[THREADS] += 1;
   WarpState& W = *S.warp;
@@ -655,7 +928,14 @@ void shared_range(const void* p, size_t n) {
 #define RA ((uintptr_t)__builtin_return_address(0))
 #define HIDDEN __attribute__((visibility("hidden")))
 extern "C" {
-HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) { access(RA, (uint64_t)(uintptr_t)p, size, ATOM); }
+HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) {
+  bool red = S.on && S.red_thread == launch_thread();
+  S.red_thread = 0;
+  access(RA, (uint64_t)(uintptr_t)p, size, red ? RED : ATOM);
+}
+// The build's source rewrite (_scanner.py) calls this just before an atomic whose result the statement
+// discards: that atomic is a RED on the GPU.
+HIDDEN void __gpuedu_prof_red() { S.red_thread = S.on ? launch_thread() : 0; }
 
 HIDDEN void __sanitizer_cov_trace_pc() {
   if (!S.on) return;
@@ -664,14 +944,17 @@ HIDDEN void __sanitizer_cov_trace_pc() {
   bool created;
   int32_t slot = W.blocks.match(S.lane, site, &created) + 1;  // instance 0 is the threads' start
   if (created) {
-    W.instances.push_back(Instance{-2, 0});
-  } else if (W.blocks.in_step) {
-    // A lane that follows the common sequence goes where the lane that laid it down went:
-    // nothing to record (that lane set the previous instance's target when it appended this one).
-    W.previous[S.lane] = slot;
-    return;
+    W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0});
+  } else {
+    W.instances[slot].mask |= 1u << S.lane;
+    if (W.blocks.in_step) {
+      // A lane that follows the common sequence goes where the lane that laid it down went:
+      // nothing to record (that lane set the previous instance's target when it appended this one).
+      W.previous[S.lane] = slot;
+      return;
+    }
   }
-  go_to((int32_t)site);
+  go_to((int32_t)site, slot);
   W.previous[S.lane] = slot;
 }
 
@@ -757,9 +1040,26 @@ EXPORT int gpuedu_prof_counters(uint64_t* out, int n) {
   for (auto& m : S.dram_write) for (uint64_t w : m) writes += (uint64_t)__builtin_popcountll(w);
   S.counters[DRAM_READ_SECTORS] = reads;
   S.counters[DRAM_WRITE_SECTORS] = writes;
+  S.counters[L2_LINES] = S.line_key.size();
   int k = n < N_COUNTERS ? n : N_COUNTERS;
   for (int i = 0; i < k; ++i) out[i] = S.counters[i];
   return N_COUNTERS;
+}
+
+// The L2 model's capacities in bytes, one per GPU (at most MAX_CAPACITIES); before each launch.
+EXPORT int gpuedu_prof_l2_capacities(const uint64_t* bytes, int n) {
+  S.n_capacities = n < UNBOUNDED ? n : UNBOUNDED;
+  for (int k = 0; k < S.n_capacities; ++k) S.capacity_lines[k] = bytes[k] / 128;
+  return S.n_capacities;
+}
+
+// Per capacity: 64-byte pairs read from DRAM, then 32-byte sectors written back by the launch's end.
+EXPORT int gpuedu_prof_l2(uint64_t* out, int n) {
+  finish_all();
+  uint64_t reads[MAX_CAPACITIES] = {}, writes[MAX_CAPACITIES] = {};
+  l2_results(reads, writes);
+  for (int k = 0; k < S.n_capacities && 2 * k + 1 < n; ++k) { out[2 * k] = reads[k]; out[2 * k + 1] = writes[k]; }
+  return S.n_capacities;
 }
 
 // Instruction sites (return addresses; 0 memory, 1 basic block), for source lines.

@@ -37,12 +37,33 @@ GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
 }  // namespace __gpuedu
 // An atomic read-modify-write of `size` bytes at `p`; the caller's address names the instruction.
 extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_atomic(const void* p, unsigned size);
+// The next atomic of the calling thread discards its result (a RED on the GPU); the profiled build's
+// source rewrite puts this call before each such atomic (gpuedu/emulator/_scanner.py).
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_red();
 #define GPUEDU_PROF(call) ::__gpuedu::prof::call
+namespace __gpuedu {
+namespace prof {
+// While one lives, the thread's code is the runtime's, not the kernel's (suspend/resume).
+struct Quiet {
+  bool was;
+  Quiet() : was(suspend()) {}
+  ~Quiet() { resume(was); }
+};
+}  // namespace prof
+}  // namespace __gpuedu
 // Every atomic starts here: counted (and checked by memcheck) in a profiled build, checked for alignment in a
-// plain one, where a misaligned atomic stops the launch as it does on a GPU ("misaligned address").
-#define GPUEDU_ATOMIC_AT(p) __gpuedu_prof_atomic((const void*)(p), (unsigned)sizeof(*(p)))
-// Runtime code that must not count as the kernel's own loads, stores and branches.
+// plain one, where a misaligned atomic stops the launch as it does on a GPU ("misaligned address"). The rest of
+// the atomic's body (a compare-and-swap loop for float, where a GPU has one instruction) is the runtime's: its
+// branches are not the kernel's, so counting stops until the atomic returns. (A statement, at the top of the body.)
+#define GPUEDU_ATOMIC_AT(p) \
+  __gpuedu_prof_atomic((const void*)(p), (unsigned)sizeof(*(p))); ::__gpuedu::prof::Quiet __gpuedu_atomic_quiet
+// Runtime code that must not count as the kernel's own loads, stores and branches. (clang++ spells the
+// coverage half no_sanitize("coverage"), and ignores g++'s no_sanitize_coverage without a word under -w.)
+#ifdef __clang__
+#define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize("coverage", "thread")))
+#else
 #define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize_coverage, no_sanitize_thread))
+#endif
 // Atomics are inlined where they are called, so that each call is an instruction of its own.
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
 #else

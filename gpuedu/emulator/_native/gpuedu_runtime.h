@@ -477,6 +477,9 @@ inline void fiber_entry() {
 // Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
 inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
   if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
+  // the profiler stops counting before them.
+  GPUEDU_PROF(leave());
   if (line) {
     // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
     // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
@@ -495,7 +498,6 @@ inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
            threadIdx.x, threadIdx.y, threadIdx.z, line == R.barrier_line ? "another on line" : "line", line);
     }
   }
-  GPUEDU_PROF(leave());
   Fiber* me = &R.fibers[R.cur];
   R.state[R.cur] = AT_BLOCK;
   R.n_ready--;
