@@ -5,10 +5,10 @@ of warps it can keep resident matters. Four resources cap how many *blocks* fit 
 
 - warps: an SM holds at most `max_warps_per_sm` warps (64 on H100, 48 on RTX A6000, 32 on T4);
 - blocks: and at most `max_blocks_per_sm` blocks, however small;
-- registers: a warp gets ``registers_per_thread x 32`` registers rounded up to a multiple of 256,
-  that is, each thread gets ptxas's count rounded up to a multiple of 8 (`allocated_registers`: the
-  ``launch__registers_per_thread`` Nsight Compute reports, 16 where ptxas says 10), and each of the
-  SM's four sub-partitions (a quarter of the 65,536 registers) holds whole warps;
+- registers: a launch gets ptxas's count, but at least 16 a thread (`launch_registers`: the
+  ``launch__registers_per_thread`` Nsight Compute reports, 16 where ptxas says 10), a warp gets that
+  x 32 rounded up to a multiple of 256, that is, a multiple of 8 a thread (`allocated_registers`),
+  and each of the SM's four sub-partitions (a quarter of the 65,536 registers) holds whole warps;
 - shared memory: a block takes its shared memory plus the 1 KB the system reserves per block
   (sm_80 and later), rounded up to a multiple of 256 bytes.
 
@@ -62,17 +62,29 @@ def _count(name, value):
         raise TypeError(f"{name} must be an integer, got {value!r}") from None
 
 
-def allocated_registers(gpu, registers_per_thread):
-    """Registers the hardware gives each thread of a kernel for which ptxas reports ``registers_per_thread``:
-    a warp's registers are allocated in units of ``register_allocation_unit`` (256), so a thread's come
-    in multiples of 256 / 32 = 8 (ptxas's 10 are 16 allocated, as Nsight Compute measured on an H200,
-    2026-11-26). 0 stays 0."""
-    gpu = get_gpu(gpu)
+#: The fewest registers a thread of a launch gets: Nsight Compute reported ``launch__registers_per_thread``
+#: = 16 for every kernel ptxas compiled to fewer, and ptxas's own count above it (25, 26, 28, 30, 31: not
+#: rounded), on an H200 on 2026-11-26 (benchmarks/results/nvidia-h200-ncu.json).
+MIN_LAUNCH_REGISTERS = 16
+
+
+def launch_registers(registers_per_thread):
+    """Registers a thread of a launch gets, as Nsight Compute reports them (``launch__registers_per_thread``):
+    ptxas's count, but at least `MIN_LAUNCH_REGISTERS`. 0 (no kernel code) stays 0."""
     registers = _count("registers_per_thread", registers_per_thread)
     if registers < 0:
         raise ValueError(f"registers_per_thread cannot be negative, got {registers}")
+    return max(registers, MIN_LAUNCH_REGISTERS) if registers else 0
+
+
+def allocated_registers(gpu, registers_per_thread):
+    """Registers the register file sets aside for each thread of a kernel for which ptxas reports
+    ``registers_per_thread``: a warp's registers are allocated in units of ``register_allocation_unit``
+    (256), so a thread's `launch_registers` are rounded up to a multiple of 256 / 32 = 8 (31 take 32;
+    ptxas's 10 take 16). This is what occupancy counts. 0 stays 0."""
+    gpu = get_gpu(gpu)
     per_thread = gpu.register_allocation_unit // gpu.warp_size
-    return _round_up(registers, per_thread)
+    return _round_up(launch_registers(registers_per_thread), per_thread)
 
 
 def _check(gpu, threads, registers, shared):

@@ -13,7 +13,7 @@ def _ratio(a, b):
 
 def table(prof):
     """One row per launch: shape, global requests and sectors per request, shared wavefronts and bank
-    conflicts, divergent branches, active lanes per memory instruction, registers (as allocated) and
+    conflicts, divergent branches, active lanes per memory instruction, registers (as a launch gets them) and
     theoretical occupancy (counted / compiler figures)."""
     if not prof.kernels:
         return "gpuedu.profile: no kernel was launched inside the with block"

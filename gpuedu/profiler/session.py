@@ -68,7 +68,7 @@ class KernelRecord:
         self._metrics = None
         self._reasons = {}
         self.occupancy = None           # the occupancy calculator's result for `arch`, once known
-        self.ptxas_registers = None     # registers as ptxas reports them (launch__registers_per_thread: allocated)
+        self.ptxas_registers = None     # registers as ptxas reports them (launch__registers_per_thread: at least 16)
 
     # -- metrics
     @property
@@ -164,18 +164,17 @@ class KernelRecord:
             for n in names:
                 self._reasons[n] = str(exc)
             return dict.fromkeys(names)
-        from .occupancy import allocated_registers
+        from .occupancy import MIN_LAUNCH_REGISTERS, launch_registers
         gpu = self.gpu if self.gpu.arch == self.arch else ARCH_GPU.get(self.arch)
         self.ptxas_registers = usage["registers"]
-        allocated = allocated_registers(gpu or "H100", usage["registers"])
-        out = {"launch__registers_per_thread": allocated,
+        registers = launch_registers(usage["registers"])
+        out = {"launch__registers_per_thread": registers,
                "launch__shared_mem_per_block_static": usage["shared_static"],
                "sm__maximum_warps_per_active_cycle_pct": None}
-        if allocated != usage["registers"]:
+        if registers != usage["registers"]:
             self._reasons["launch__registers_per_thread"] = (
-                f"ptxas uses {usage['registers']} registers a thread; the hardware allocates them 8 at a time "
-                f"(256 a warp), so {allocated} are allocated, as Nsight Compute reports (10 -> 16 on an H200, "
-                f"2026-11-26); occupancy follows the allocated count")
+                f"ptxas uses {usage['registers']} registers a thread; a launch gets at least "
+                f"{MIN_LAUNCH_REGISTERS}, which is what Nsight Compute reports (measured on an H200, 2026-11-26)")
         if gpu is None:
             self._reasons["sm__maximum_warps_per_active_cycle_pct"] = (
                 f"no occupancy rules for {self.arch} here (known: {', '.join(sorted(ARCH_GPU))})")

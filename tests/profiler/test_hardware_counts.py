@@ -2,7 +2,7 @@
 small kernel whose count is worked out by hand in the comment beside it.
 
 Where these rules come from: Nsight Compute on an NVIDIA H200 (2026-11-26) counted 0 divergent branches
-where nvcc predicates a short body, RED where an atomic's result is unused, registers as allocated
+where nvcc predicates a short body, RED where an atomic's result is unused, registers as a launch gets them
 (ptxas's 10 -> 16), no DRAM writes for outputs that stay in the 60 MB L2, and twice the DRAM sectors for
 a stride-32 read (64-byte DRAM pairs).
 """
@@ -18,7 +18,7 @@ import gpuedu
 from gpuedu.emulator import hooks
 from gpuedu.emulator._scanner import mark_reductions
 from gpuedu.profiler import metrics
-from gpuedu.profiler.occupancy import allocated_registers, theoretical_occupancy
+from gpuedu.profiler.occupancy import allocated_registers, launch_registers, theoretical_occupancy
 
 SOURCE = r"""
 __global__ void red_and_atom(float* out, int* counters) {
@@ -46,6 +46,11 @@ __global__ void five_stores(float* out, const float* in) {
     out[tid + 320] = 5.0f * x;
   }
   out[tid] = x;
+}
+__global__ void atomic_then_more(float* out, float* total) {
+  if (threadIdx.x == 0) atomicAdd(total, 1.0f);   // one lane's global atomic, then code for every lane
+  __syncthreads();
+  out[threadIdx.x] = 2.0f;
 }
 __global__ void four_stores(float* out, const float* in) {
   unsigned tid = threadIdx.x;
@@ -215,6 +220,18 @@ def test_a_body_of_four_stores_is_predicated_and_one_of_five_is_a_divergent_bran
     assert five["smsp__sass_thread_inst_executed_op_global_st.sum"] == 64 + 5 * 32   # 16 even lanes x 2 warps x 5
 
 
+def test_a_body_with_a_global_atomic_is_a_branch_nvcc_keeps(emu):
+    mod, gpuarray = emu
+    out, total = gpuarray.zeros(64, np.float32), gpuarray.zeros(1, np.float32)
+    # nvcc 13 for sm_90 branched around `if (threadIdx.x == 0) atomicAdd(...)` followed by more code
+    # (BSSY/BRA, checked with nvdisasm), and Nsight Compute counted one divergent branch a block for
+    # reduction version 7's ticket on an H200: warp 0 splits, warp 1's lanes all skip the body
+    rec = record(mod.get_function("atomic_then_more"), out, total, block=(64, 1, 1), grid=(3, 1))
+    assert total.get()[0] == 3.0
+    assert rec.metrics[DIVERGENT] == 3
+    assert rec.metrics["smsp__sass_inst_executed_op_global_red.sum"] == 3
+
+
 def test_a_loop_whose_trip_count_differs_by_lane_keeps_its_branch(emu):
     mod, gpuarray = emu
     x = gpuarray.to_gpu(np.ones(4, dtype=np.float32))
@@ -245,8 +262,9 @@ def test_a_body_the_host_compiler_cuts_into_two_blocks_is_still_one_short_body(e
 
 
 def test_the_reduction_ladder_keeps_no_divergent_branch_where_the_host_code_splits(emu):
-    # Nsight Compute counted 0 divergent branches for every version on an H200 (2026-11-26): each `if` of the
-    # ladder guards a body of a few shared-memory instructions, which nvcc predicates
+    # Nsight Compute counted 0 divergent branches for versions 1-6 on an H200 (2026-11-26): each `if` of the
+    # ladder guards a body of a few shared-memory instructions, which nvcc predicates; and one a block for
+    # version 7, whose thread 0 takes a ticket with a global atomic
     _, gpuarray = emu
     from gpuedu import ops
     x = gpuarray.to_gpu(np.random.default_rng(0).standard_normal(1 << 14).astype(np.float32))
@@ -255,7 +273,8 @@ def test_the_reduction_ladder_keeps_no_divergent_branch_where_the_host_code_spli
         with hooks.counting(seen.append):
             total = ops.reduce_sum(x, version=version)
         assert total.get().item() == pytest.approx(float(x.get().astype(np.float64).sum()), abs=1e-2)
-        assert [r.counts["divergent_branches"] for r in seen] == [0] * len(seen), version
+        expected = [r.grid[0] * r.grid[1] if version == 7 else 0 for r in seen]
+        assert [r.counts["divergent_branches"] for r in seen] == expected, version
         if version <= 4:   # the tree's `if (tid ...)` splits warps in the host code: the rule had work to do
             assert sum(r.counts["host_divergent_branches"] for r in seen) > 0, version
 
@@ -265,6 +284,7 @@ RULE_CASES = ("test_nvcc_predicates_the_interleaved_reduction_s_short_body_so_no
               "test_a_body_of_four_stores_is_predicated_and_one_of_five_is_a_divergent_branch",
               "test_a_loop_whose_trip_count_differs_by_lane_keeps_its_branch",
               "test_a_body_the_host_compiler_cuts_into_two_blocks_is_still_one_short_body",
+              "test_a_body_with_a_global_atomic_is_a_branch_nvcc_keeps",
               "test_the_reduction_ladder_keeps_no_divergent_branch_where_the_host_code_splits")
 CLANG = "clang++-19"
 
@@ -290,11 +310,13 @@ def test_the_divergence_rule_gives_the_same_counts_under_clang(emu):
     assert f"{len(RULE_CASES)} passed" in report and "skipped" not in report, report[-4000:]
 
 
-# ---- registers as allocated ----------------------------------------------------------------------
-@pytest.mark.parametrize("ptxas, allocated", [(0, 0), (1, 8), (8, 8), (10, 16), (32, 32), (162, 168), (255, 256)])
-def test_registers_are_allocated_eight_a_thread(ptxas, allocated):
-    # a warp's registers come in units of 256 = 8 a thread: ptxas's 10 are 16 (as Nsight Compute reported
-    # on an H200), 162 are 168
+# ---- registers as a launch gets them, and as the register file allocates them ------------------
+@pytest.mark.parametrize("ptxas, launch, allocated", [(0, 0, 0), (1, 16, 16), (10, 16, 16), (16, 16, 16),
+                                                     (25, 25, 32), (31, 31, 32), (162, 162, 168), (255, 255, 256)])
+def test_registers_as_a_launch_gets_them_and_as_the_register_file_allocates_them(ptxas, launch, allocated):
+    # Nsight Compute reported 16 for every kernel ptxas gave fewer, and ptxas's own count above that (25, 30,
+    # 31, not rounded), on an H200; a warp's registers come in units of 256 = 8 a thread, which occupancy counts
+    assert launch_registers(ptxas) == launch
     assert allocated_registers("H200", ptxas) == allocated
 
 
@@ -312,14 +334,14 @@ def test_occupancy_follows_the_allocated_registers():
 
 
 @pytest.mark.nvcc
-def test_the_record_gives_registers_as_allocated_with_ptxas_s_count_in_its_reasons(emu):
+def test_the_record_gives_registers_as_a_launch_gets_them_with_ptxas_s_count_in_its_reasons(emu):
     mod, gpuarray = emu
     out, x = gpuarray.zeros(64, np.float32), gpuarray.zeros(64, np.float32)
     rec = record(mod.get_function("copy"), out, x, np.int32(64), block=(64, 1, 1), grid=(1, 1))
     regs = rec.metrics["launch__registers_per_thread"]
     if regs is None:
         pytest.skip(rec.reasons["launch__registers_per_thread"])
-    assert regs == allocated_registers("H100", rec.ptxas_registers) and regs % 8 == 0
+    assert regs == max(rec.ptxas_registers, 16)
     if regs != rec.ptxas_registers:
         assert f"ptxas uses {rec.ptxas_registers} registers" in rec.reasons["launch__registers_per_thread"]
 

@@ -65,6 +65,7 @@ struct Instance {       // one warp-level execution of a basic block
   uint32_t mask;        // the lanes that executed it
   uint32_t requests;    // warp-level memory instructions it issued
   uint8_t divergent;
+  uint8_t global_atomic;  // it issued a global atomic (ATOM or RED): nvcc branches around such a body
 };
 
 struct Split {          // lanes of a divergent instance that went on to another block than its target
@@ -479,7 +480,10 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
     W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
     int32_t block = W.previous[S.lane];
-    if (block >= 0 && (size_t)block < W.instances.size()) W.instances[block].requests++;
+    if (block >= 0 && (size_t)block < W.instances.size()) {
+      W.instances[block].requests++;
+      if (space == GLOBAL && op != LD && op != ST) W.instances[block].global_atomic = 1;
+    }
   }
   W.requests[slot].mask |= 1u << S.lane;  // a lane meets each instance once (it is its k-th execution)
   std::vector<uint64_t>& mine = W.addresses[S.lane];
@@ -740,6 +744,10 @@ void count_request(const WarpState& W, size_t index) {
 // loop's next iteration: a loop keeps its branch). (The host code shows memory instructions, not
 // arithmetic: a long arithmetic-only body that nvcc would branch around is missed.)
 // Lanes that end the thread leave by a predicated EXIT, not a branch: they are no branch target.
+// A body with a global atomic (ATOM or RED) is never predicated: nvcc 13 for sm_90 put a branch around
+// `if (threadIdx.x == 0) atomicAdd(p, v);` when code followed it (while it predicated a lone load), and
+// Nsight Compute counted one divergent branch a block for reduction version 7's ticket on an H200
+// (2026-11-26, benchmarks/results/nvidia-h200-ncu.json).
 //
 // A path is followed through as many basic blocks as it takes: how many blocks one source-level body
 // becomes is the host compiler's choice (clang++ cuts a body with an array-bounds check into three where
@@ -759,7 +767,8 @@ bool reaches(const WarpState& W, const Instance& split, int32_t slot, int32_t jo
     const Instance& t = W.instances[slot];
     requests += t.requests;
     // (an instance of the splitting block on the way is a loop's next iteration, not a short body)
-    if (t.divergent || t.site == split.site || requests > PREDICATED_BODY_REQUESTS) return false;
+    if (t.divergent || t.global_atomic || t.site == split.site || requests > PREDICATED_BODY_REQUESTS)
+      return false;
     slot = t.target_slot;
   }
   return false;
@@ -788,7 +797,7 @@ bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
     if (join < 0) break;
     const Instance& t = W.instances[join];
     requests += t.requests;
-    if (t.divergent || t.site == a.site || requests > PREDICATED_BODY_REQUESTS) break;
+    if (t.divergent || t.global_atomic || t.site == a.site || requests > PREDICATED_BODY_REQUESTS) break;
     join = t.target_slot;
   }
   return true;
@@ -882,7 +891,7 @@ void enter(unsigned tid) {
     W.existing = left >= 32 ? 32 : left;
     W.done = 0;
     // The threads' start is instance 0, so a branch in the first block recorded counts too.
-    W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0});
+    W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0, 0});
     for (int32_t& p : W.previous) p = 0;
   }
   if (W.previous[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
@@ -944,7 +953,7 @@ HIDDEN void __sanitizer_cov_trace_pc() {
   bool created;
   int32_t slot = W.blocks.match(S.lane, site, &created) + 1;  // instance 0 is the threads' start
   if (created) {
-    W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0});
+    W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0, 0});
   } else {
     W.instances[slot].mask |= 1u << S.lane;
     if (W.blocks.in_step) {
