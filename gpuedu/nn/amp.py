@@ -47,6 +47,7 @@ import numpy as np
 from .. import launch as L
 from ..ops import amp as _amp
 from ..ops import fp16
+from ..ops.optim import TensorTable
 # nn.amp's loss and bias gradient, and the scaler's state indices, are ops.amp's
 from ..ops.amp import FOUND_INF, GOOD_STEPS, SKIP, SKIPPED, STEPS  # noqa: F401
 from ..ops.amp import bias_grad, softmax_xent, sum_loss_rows  # noqa: F401
@@ -116,14 +117,16 @@ class LossScaler:
         self._found_inf = self._state[FOUND_INF:FOUND_INF + 1]
         self.skip_flag = self._state[SKIP:SKIP + 1]       # 1 after an overflowed step: optimizer.step(skip=...)
         self._scales = ga.zeros(self.history, np.float32)  # the scale of step i at i % history
+        self._unscale_table = TensorTable()
         self.stream = None
 
     # -- the training step's path: launches only ----------------------------------------------------
     def unscale_on_device(self, pairs):
         """For each (FP16 gradient, FP32 ``Parameter``): ``param.grad = g16 / S`` on the device, raising
         the device overflow flag if any FP16 gradient holds Inf or NaN.  Returns nothing: no copy back."""
-        for g16, param in pairs:
-            _amp.unscale(param.grad, self._found_inf, g16, self.scale_on_device, self.stream)
+        # every pair in one launch (a table of their addresses, rebuilt only when one changes)
+        _amp.unscale_multi(self._unscale_table, [(param.grad, g16) for g16, param in pairs], self._found_inf,
+                           self.scale_on_device, self.stream)
 
     def update_on_device(self):
         """Run the scaler's rules on the device after this step's unscale: set ``skip_flag``, back off or
@@ -304,6 +307,7 @@ class MixedPrecisionMLP(Sequential):
                             "activation='relu')")
         super().__init__([HalfDense(l, gemm_version) for l in layers])
         self._inputs = {}            # rows -> the FP16 input buffer, reused every step
+        self._refresh_table = TensorTable()
 
     def _device_input(self, x):
         if x.dtype != np.float32:
@@ -320,8 +324,9 @@ class MixedPrecisionMLP(Sequential):
         return [pair for l in self.layers for pair in l.half_grads()]
 
     def refresh_half(self, skip=None, round_masters=False):
-        for l in self.layers:
-            l.refresh_half(skip, round_masters)
+        """Every layer's ``refresh_half``, in one launch for the whole model."""
+        pairs = [(copy, master.value) for l in self.layers for master, copy in ((l.W, l.W16), (l.b, l.b16))]
+        _amp.refresh_half_copy_multi(self._refresh_table, pairs, skip_pointer(skip), round_masters, self._stream)
 
     def __repr__(self):
         return "MixedPrecisionMLP(\n  " + ",\n  ".join(repr(l) for l in self.layers) + "\n)"

@@ -110,3 +110,65 @@ def test_scales_keeps_the_scale_of_the_last_history_steps_in_order():
 def test_bad_settings_are_refused_with_the_name_of_the_setting(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LossScaler(**kwargs)
+
+
+# ---- every tensor in one launch ----------------------------------------------------------------------
+def _launches(monkeypatch):
+    from gpuedu import launch
+    names = []
+    original = launch.launch
+    monkeypatch.setattr(launch, "launch", lambda fn, *a, **k: (names.append(launch.function_name(fn)),
+                                                               original(fn, *a, **k))[1])
+    return names
+
+
+def test_the_multi_tensor_unscale_and_refresh_give_the_per_tensor_kernels_bits(monkeypatch):
+    import pycuda.gpuarray as ga
+    from gpuedu.ops import amp as ops_amp
+    from gpuedu.ops.optim import TensorTable, skip_pointer
+    rng = np.random.default_rng(3)
+    sizes = (1, 255, 256, 257, 4099)                      # tensors that end mid-block and across blocks
+    g16 = [ga.to_gpu((rng.standard_normal(n) * 1000).astype(np.float16)) for n in sizes]
+    scale = ga.to_gpu(np.array([1024.0], np.float32))
+    one = [ga.empty(n, np.float32) for n in sizes]
+    every = [ga.empty(n, np.float32) for n in sizes]
+    flags = ga.zeros(2, np.int32)
+    for grad, half in zip(one, g16):
+        ops_amp.unscale(grad, flags[0:1], half, scale)
+    names = _launches(monkeypatch)
+    ops_amp.unscale_multi(TensorTable(), list(zip(every, g16)), flags[1:2], scale)
+    assert names == ["unscale_half_to_float_multi"]
+    for a, b in zip(one, every):
+        np.testing.assert_array_equal(a.get(), b.get())
+    assert flags.get().tolist() == [0, 0]
+    g16[3][7:8] = np.array([np.inf], np.float16)          # one Inf in one tensor raises the flag
+    ops_amp.unscale_multi(TensorTable(), list(zip(every, g16)), flags[1:2], scale)
+    assert flags.get()[1] == 1
+    masters = [ga.to_gpu(rng.standard_normal(n).astype(np.float32)) for n in sizes]
+    copies = [ga.to_gpu(np.zeros(n, np.float16)) for n in sizes]
+    skip = ga.to_gpu(np.array([1], np.int32))
+    ops_amp.refresh_half_copy_multi(TensorTable(), list(zip(copies, masters)), skip_pointer(skip))
+    assert all(not c.get().any() for c in copies)        # a skipped step leaves the copies alone
+    ops_amp.refresh_half_copy_multi(TensorTable(), list(zip(copies, masters)), skip_pointer(None))
+    for c, m in zip(copies, masters):
+        np.testing.assert_array_equal(c.get(), m.get().astype(np.float16))
+    with pytest.raises(ValueError, match="float16 copy, float32 master"):
+        ops_amp.refresh_half_copy_multi(TensorTable(), [(masters[0], copies[0])], skip_pointer(None))
+
+
+def test_a_mixed_precision_step_unscales_and_refreshes_every_tensor_in_one_launch_each(monkeypatch):
+    import pycuda.gpuarray as ga
+    from gpuedu import nn
+    from gpuedu.nn import amp
+    model = amp.MixedPrecisionMLP(nn.mlp([16, 32, 32, 4], activation="relu", seed=0))
+    trainer = amp.MixedPrecisionTrainer(model, nn.SGD(model.parameters(), lr=0.1, momentum=0.9))
+    rng = np.random.default_rng(0)
+    x = ga.to_gpu(rng.standard_normal((8, 16)).astype(np.float32))
+    y = ga.to_gpu(rng.integers(0, 4, 8).astype(np.int32))
+    trainer.step(x, y)
+    names = _launches(monkeypatch)
+    trainer.step(x, y)
+    assert names.count("unscale_half_to_float_multi") == 1 and names.count("refresh_half_copy_multi") == 1
+    assert "unscale_half_to_float" not in names and "refresh_half_copy" not in names
+    # the whole step: 3 layers' forward (GEMM, bias, ReLU) and backward, the loss and the bookkeeping
+    assert len(names) == 25, names
