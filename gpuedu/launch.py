@@ -55,6 +55,18 @@ def launch(fn, grid, block, args, stream=None, shared_size=0):
         fn.prepared_async_call(grid, block, stream, *args, shared_size=shared_size)
 
 
+def zero(array, stream=None):
+    """Set a contiguous device array to zero (0 and 0.0 are all-zero bytes in every dtype) with a memset,
+    in order on ``stream``: PyCUDA's ``GPUArray.fill`` builds a kernel for the dtype and has none for
+    float16 ("unable to map dtype 'float16'")."""
+    drv = backend.active().driver
+    if stream is None:
+        drv.memset_d8(array.gpudata, 0, array.nbytes)
+    else:
+        drv.memset_d8_async(array.gpudata, 0, array.nbytes, stream)
+    return array
+
+
 def ceil_div(n, d):
     """Blocks of ``d`` threads that cover ``n`` items (the last one partial: kernels guard their index)."""
     return -(-int(n) // int(d))

@@ -260,9 +260,9 @@ def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k
     if m == 0 or n == 0:
         return out   # nothing to write (and no grid of zero blocks to launch)
     if k == 0:
-        # a sum of no products (and a and b have no device memory to point at); fill launches a kernel,
-        # so on the caller's stream it stays in order with the launches around it
-        out.fill(0, stream=stream)
+        # a sum of no products (and a and b have no device memory to point at): zeros, by a memset on the
+        # caller's stream, in order with the launches around it (fill has no float16 kernel in PyCUDA)
+        L.zero(out, stream)
         return out
     (tile_m, tile_n), shared, threads = WMMA_PIPELINED[version]
     f = _wmma_pipelined_function(version, transpose_a, transpose_b)

@@ -36,7 +36,7 @@ def function_class():
 
 @contextlib.contextmanager
 def record_launches(monkeypatch):
-    """Inside the block, every kernel launch appends the stream it went to (``DEFAULT`` for none)."""
+    """Inside the block, every kernel launch (and memset) appends the stream it went to (``DEFAULT`` for none)."""
     streams, depth = [], [0]
 
     def wrap(original, stream_of):
@@ -58,6 +58,9 @@ def record_launches(monkeypatch):
         (fn, "prepared_async_call", lambda a, kw: a[3] if len(a) > 3 else kw.get("stream")),
         (fn, "__call__", lambda a, kw: kw.get("stream")),
         (ga.GPUArray, "fill", lambda a, kw: a[2] if len(a) > 2 else kw.get("stream")),
+        # zeros by memset (launch.zero): memset_d8(dest, value, count), memset_d8_async(..., stream)
+        (drv, "memset_d8", lambda a, kw: None),
+        (drv, "memset_d8_async", lambda a, kw: a[3] if len(a) > 3 else kw.get("stream")),
     ]
     with monkeypatch.context() as patch:
         for owner, name, stream_of in entry_points:

@@ -171,8 +171,8 @@ def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms
     (lambda: fp16.to_half(np.zeros(3, np.float64)), TypeError, "float32"),
     (lambda: fp16.to_float(np.zeros(3, np.float32)), TypeError, "float16"),
     (lambda: fp16.axpy(1.0, np.zeros(3, np.float16), np.zeros(3, np.float16)), TypeError, "in place"),
-    (lambda: fp16.axpy(1.0, np.zeros(3, np.float16), ga.zeros(4, np.float16)), ValueError, "same shape"),
-    (lambda: fp16.axpy(1.0, np.zeros(2, np.float16), ga.zeros(2, np.float16), version=3), ValueError,
+    (lambda: fp16.axpy(1.0, np.zeros(3, np.float16), ga.to_gpu(np.zeros(4, np.float16))), ValueError, "same shape"),
+    (lambda: fp16.axpy(1.0, np.zeros(2, np.float16), ga.to_gpu(np.zeros(2, np.float16)), version=3), ValueError,
      "version"),
     (lambda: fp16.bias_add(np.zeros((2, 3), np.float16), np.zeros(4, np.float16)), ValueError, "columns"),
     (lambda: fp16.matmul(np.zeros((2, 3), np.float16), np.zeros((4, 2), np.float16)), ValueError,
@@ -184,7 +184,7 @@ def test_half_accumulation_is_bit_exact_with_its_model_and_loses_the_small_terms
                         out_dtype=np.float32), ValueError, "tiled"),
     (lambda: fp16.relu([1.0, 2.0]), TypeError, r"x has dtype float64; the kernel takes float16: pass x.astype"),
     (lambda: fp16.relu("x"), TypeError, "GPUArray or a NumPy array"),
-    (lambda: fp16.relu(np.zeros(4, np.float16), out=ga.zeros(5, np.float16)), ValueError, "shape"),
+    (lambda: fp16.relu(np.zeros(4, np.float16), out=ga.to_gpu(np.zeros(5, np.float16))), ValueError, "shape"),
 ])
 def test_bad_input_is_refused_with_a_message_that_says_what_to_do(call, error, message):
     with pytest.raises(error, match=message):
