@@ -4,7 +4,8 @@ On a machine with an NVIDIA GPU, one command runs, each step in its own process 
 whatever happened in the one before, in the order of their value to the record:
 
     doctor      ``gpuedu doctor`` with GPUEDU_BACKEND=cuda; fails unless the lessons get the GPU
-    bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots
+    bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots, put
+                there when the whole run is over (the tests of the same run read the record before it)
     lessons     every lesson under nbval with real PyCUDA, one notebook per worker
     gpu-tests   ``pytest -m gpu tests``: what only a real device shows
     tests       the rest of the test suite, on the GPU backend (``-m "not gpu"``)
@@ -31,6 +32,7 @@ import importlib.util
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,6 +83,28 @@ def lesson_workers(lessons_dir="lessons"):
     return max(1, min(count, os.cpu_count() or 1))
 
 
+BENCH_FILE = "bench.json"    # the bench step's results in the logs folder; its plots are bench-<group>.png
+
+
+def publish_bench(log_dir, results_dir, device_name):
+    """Copy the bench step's results and plots from the logs folder to ``<results>/<device>.json`` and
+    ``<device>-<group>.png`` (the names ``gpuedu bench`` gives them there); returns the results' new path,
+    or None when the bench wrote nothing."""
+    from ..bench.environment import slug
+    source = os.path.join(log_dir, BENCH_FILE)
+    if not os.path.isfile(source):
+        return None
+    os.makedirs(results_dir, exist_ok=True)
+    stem = slug(device_name)
+    target = os.path.join(results_dir, f"{stem}.json")
+    shutil.copyfile(source, target)
+    prefix = os.path.splitext(BENCH_FILE)[0] + "-"
+    for name in sorted(os.listdir(log_dir)):
+        if name.startswith(prefix) and name.endswith(".png"):
+            shutil.copyfile(os.path.join(log_dir, name), os.path.join(results_dir, stem + name[len(prefix) - 1:]))
+    return target
+
+
 def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
     """The five steps, by their value; pytest plugins that are not installed are simply not asked for."""
     jobs = default_jobs() if jobs is None else jobs
@@ -98,7 +122,10 @@ def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
     return [
         Step("doctor", "gpuedu doctor; the lessons must get the cuda backend",
              [python, "-m", "gpuedu", "doctor"], timeout_s=600, alone=True),
-        Step("bench", "gpuedu bench, the full suite (it times the GPU: alone)", [python, "-m", "gpuedu", "bench"],
+        # Into the logs folder: the results folder gets it when the whole run is over (publish_bench), so
+        # the tests of this same run still read the record that was there before.
+        Step("bench", "gpuedu bench, the full suite (it times the GPU: alone)",
+             [python, "-m", "gpuedu", "bench", "--out", os.path.join(log_dir, BENCH_FILE)],
              timeout_s=6 * 3600, alone=True),
         # Lessons time kernels too, but those outputs are not compared and not recorded: they share.
         Step("lessons", "every lesson under nbval with real PyCUDA, a notebook per worker",
@@ -413,6 +440,12 @@ def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), bud
         record["ok"] = all(s["ok"] for s in record["steps"])
         record["failed_steps"] = [s["name"] for s in record["steps"] if not s["ok"]]
         write_record(record, path)     # after every phase: a run cut short still leaves its record
+    bench = next((e for e in record["steps"] if e["name"] == "bench" and e.get("returncode") is not None), None)
+    if bench is not None:
+        published = publish_bench(log_dir, results_dir, device.get("name", "device"))
+        if published:
+            bench["results_file"] = published
+            write_record(record, path)
     return record, path
 
 

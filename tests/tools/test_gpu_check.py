@@ -145,6 +145,30 @@ def test_bench_step_reports_the_results_file_its_figures_and_targets(tmp_path):
                                  "reason": "baseline cublas_sgemm: no torch or CuPy"}]
 
 
+def test_the_bench_record_reaches_the_results_folder_only_when_the_run_is_over(tmp_path):
+    # The tests of the same run must read the record that was committed, not the one this bench just wrote
+    # (an H200's run replaced nvidia-h200.json under the tests that check its quotes).
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "test-gpu.json").write_text('{"committed": true}')
+    logs = tmp_path / "logs"
+    bench = python_step("bench", f"""
+        import json, os
+        os.makedirs({str(logs)!r}, exist_ok=True)
+        with open({str(logs / "bench.json")!r}, "w") as f:
+            json.dump({{"figures": [{{"name": "copy_dtod", "status": "ok"}}], "targets": []}}, f)
+        open({str(logs / "bench-ratios.png")!r}, "wb").write(b"png")
+        print("wrote {logs / 'bench.json'}")
+    """)
+    seen = python_step("tests", f"print(open({str(results / 'test-gpu.json')!r}).read())")
+    record, _ = run(tmp_path, [bench, seen])
+    with open(record["steps"][1]["log"]) as f:
+        assert '{"committed": true}' in f.read()             # what the later step saw: the old record
+    assert json.loads((results / "test-gpu.json").read_text())["figures"][0]["name"] == "copy_dtod"
+    assert (results / "test-gpu-ratios.png").read_bytes() == b"png"
+    assert record["steps"][0]["results_file"] == str(results / "test-gpu.json")
+
+
 def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
     steps = gpu_check.build_steps(str(tmp_path), jobs=4, lesson_jobs=13)
     assert [s.name for s in steps] == list(gpu_check.STEP_NAMES) == ["doctor", "bench", "lessons", "gpu-tests",
@@ -154,7 +178,7 @@ def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
     assert "--nbval" in commands["lessons"] and " lessons " in commands["lessons"]
     if gpu_check._has_module("xdist"):       # a whole notebook per worker: its cells share one kernel
         assert "-n 13 --dist loadfile" in commands["lessons"] and "-n 4 --dist loadscope" in commands["tests"]
-    assert commands["bench"].endswith("-m gpuedu bench")
+    assert commands["bench"].endswith(f"-m gpuedu bench --out {tmp_path / 'bench.json'}")
     assert all(s.junit for s in steps if "pytest" in s.command)
 
 
