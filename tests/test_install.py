@@ -330,7 +330,8 @@ def test_the_wheel_check_wants_libcuda_needed_missing_without_a_driver_and_loadi
     bare = _fake_pycuda_wheel(tmp_path, offline, "bare", [])
     problems = offline.check_pycuda_wheel(bare)
     assert any("does not name libcuda.so.1" in p for p in problems), problems
-    assert any("without a driver, loading it should fail for libcuda.so.1" in p for p in problems), problems
+    if not offline.system_has_libcuda():   # a GPU machine's own driver loads it (that half needs no driver)
+        assert any("without a driver, loading it should fail for libcuda.so.1" in p for p in problems), problems
     # as pycuda-wheel leaves it: libcuda.so.1 needed (here linked by its soname, as patchelf adds it)
     linked = _fake_pycuda_wheel(tmp_path, offline, "linked", [f"-L{stub}", "-Wl,--no-as-needed", "-lcuda"])
     assert offline.check_pycuda_wheel(linked) == []
