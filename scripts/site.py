@@ -243,15 +243,15 @@ def pages_of(site):
 
 def check(site, timeout_ms=30000):
     """Open every page of the built ``site``; returns (summary dict, list of problems)."""
+    site = os.path.abspath(site)
+    pages = pages_of(site)
+    if "index.html" not in pages:     # said first: without a site, installing Playwright would not help
+        raise SiteError(f"{site} holds no index.html: build the site first (python scripts/site.py build)")
     try:
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise SiteError("the browser check needs Playwright: pip install -e '.[site]'") from None
-    site = os.path.abspath(site)
-    pages = pages_of(site)
-    if "index.html" not in pages:
-        raise SiteError(f"{site} holds no index.html: build the site first (python scripts/site.py build)")
     problems, states, outside = [], {}, []
     browser_path = find_browser()
     with sync_playwright() as p:

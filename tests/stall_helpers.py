@@ -26,15 +26,23 @@ def stalling_entry_points():
 
 @contextlib.contextmanager
 def count_stalls(monkeypatch):
-    """Inside the block every stalling entry point records who called it; yields the list of calls."""
-    calls = []
+    """Inside the block every stalling entry point records who called it; yields the list of calls.
+
+    Only the outermost call counts: real PyCUDA's ``GPUArray.get`` calls ``memcpy_dtoh`` itself, and that is
+    one copy back, not two (the emulator's does not nest them)."""
+    calls, depth = [], [0]
 
     def wrap(owner, name, original):
         def counted(*args, **kwargs):
-            caller = traceback.extract_stack(limit=2)[0]          # the frame that called the entry point
-            owner_name = getattr(owner, "__name__", str(owner)).rsplit(".", 1)[-1]
-            calls.append(f"{owner_name}.{name} from {caller.filename}:{caller.lineno}")
-            return original(*args, **kwargs)
+            if depth[0] == 0:
+                caller = traceback.extract_stack(limit=2)[0]      # the frame that called the entry point
+                owner_name = getattr(owner, "__name__", str(owner)).rsplit(".", 1)[-1]
+                calls.append(f"{owner_name}.{name} from {caller.filename}:{caller.lineno}")
+            depth[0] += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
         return counted
 
     with monkeypatch.context() as patch:

@@ -141,12 +141,18 @@ def child_pythonpath(*first):
     return os.pathsep.join([p for p in (*first, *os.environ.get("PYTHONPATH", "").split(os.pathsep)) if p])
 
 
-def run_child(code, fake=None, backend_env=None):
+# A child that sees no PyCUDA, on any machine (a GPU machine has the real one installed): the preflight's
+# search for it answers "not installed", as it does where nothing is there.
+NO_PYCUDA = "import gpuedu.preflight\ngpuedu.preflight.find_real_pycuda = lambda: None\n"
+
+
+def run_child(code, fake=None, backend_env=None, no_pycuda=False):
     env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND", "PYTHONPATH")}
     env["PYTHONPATH"] = child_pythonpath(fake, REPO)
     if backend_env is not None:
         env["GPUEDU_BACKEND"] = backend_env
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True,
+    code = (NO_PYCUDA if no_pycuda else "") + textwrap.dedent(code)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=300, cwd=REPO, stdin=subprocess.DEVNULL)
 
 
@@ -165,7 +171,7 @@ print("ALIAS", sys.modules["pycuda"].__name__)
 
 
 def test_no_pycuda_gives_cpu_with_the_reason():
-    out = ok(run_child(REPORT))
+    out = ok(run_child(REPORT, no_pycuda=True))
     assert "NAME cpu" in out
     assert "REASON no usable GPU: pycuda is not installed" in out
     assert "ALIAS gpuedu.emulator" in out
@@ -219,7 +225,7 @@ def test_forced_cuda_without_gpu_is_a_clear_error():
             gpuedu.setup()
         except BackendError as e:
             print("ERROR", e)
-    ''', backend_env="cuda")
+    ''', backend_env="cuda", no_pycuda=True)
     out = ok(proc)
     assert "ERROR GPUEDU_BACKEND=cuda was asked for but the GPU is not usable: pycuda is not installed" in out
     assert "gpuedu doctor" in out
@@ -265,14 +271,14 @@ def test_active_without_setup_chooses_quietly():
     out = ok(run_child('''
         import gpuedu.backend as backend
         print("NAME", backend.active().name)
-    '''))
+    ''', no_pycuda=True))
     assert out.strip() == "NAME cpu"
 
 
 def test_emulator_modules_are_reachable_under_pycuda_names():
     out = ok(run_child('''
         import gpuedu, importlib
-        gpuedu.setup(verbose=False)
+        gpuedu.setup("cpu", verbose=False)
         import pycuda, gpuedu.emulator
         print("SAME", pycuda is gpuedu.emulator, pycuda.__spec__.name)
         try:

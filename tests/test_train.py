@@ -1,6 +1,7 @@
 """gpuedu.train.fit: the MLP learns digits on the device; history, progress, energy note, bad input; one loop
 for the FP32 step and the mixed-precision one."""
 import matplotlib
+import numpy as np
 import pytest
 
 import gpuedu
@@ -163,5 +164,9 @@ def test_the_fp32_step_is_the_one_loop_s_step_and_matches_a_hand_written_epoch(d
         for xb, yb in hand_loader:
             step.step(xb, yb)
         losses.append(step.epoch_result())
-    assert history.loss == [l for l, _ in losses] and history.train_accuracy == [a for _, a in losses]
+    if gpuedu.backend.active().name == "cpu":
+        assert history.loss == [l for l, _ in losses] and history.train_accuracy == [a for _, a in losses]
+    else:   # the loss kernel adds each row to the epoch total with a float atomicAdd: its order varies on a GPU
+        np.testing.assert_allclose(history.loss, [l for l, _ in losses], rtol=1e-5)
+        assert history.train_accuracy == pytest.approx([a for _, a in losses], abs=1 / 256)
     assert step.rows == 256

@@ -28,7 +28,10 @@ def lesson_program(name):
 def test_ddp_on_two_processes_gives_gpuedus_gradient_of_the_whole_batch(tmp_path):
     import gpuedu
     from gpuedu import data, nn
-    gpuedu.setup("cpu", verbose=False)
+    try:                  # gpuedu's gradient on the emulator (a process already on a GPU cannot switch)
+        gpuedu.setup("cpu", verbose=False)
+    except gpuedu.backend.BackendError as e:
+        pytest.skip(f"needs the emulator in this process: {e}")
     (tmp_path / "ddp_mlp.py").write_text(lesson_program("ddp_mlp.py"))
     digits = data.load_digits(seed=0)
     net = nn.mlp([64, 128, 10], seed=0)

@@ -63,6 +63,8 @@ def test_tiled_without_zero_fill_past_k():
     assert not _check("04.matmul_tiled", wrong).passed
 
 
+@pytest.mark.skipif(gpuedu.backend.active().name != "cpu",
+                    reason="racecheck is the emulator's: on a GPU a missing barrier may or may not change the values")
 def test_tiled_missing_second_barrier_is_a_race():
     wrong = _without(TILED, "        __syncthreads();                  // all reads done", "        //")
     result = _check("04.matmul_tiled", wrong)

@@ -41,6 +41,8 @@ def test_the_stub_leaves_the_count_unchanged_and_is_told_so():
     ("    __syncthreads();                              // every hit", "    // every hit", "one per block"),
 ])
 def test_each_typical_mistake_in_the_values_gets_its_hint(old, new, words):
+    if "__syncthreads" in old and not on_emulator():
+        pytest.skip("a missing barrier's wrong count is the emulator's thread order; a GPU's varies by run")
     result = check_quietly(COUNT, mutate(count_solution(), old, new))
     assert not result and result.kind == "wrong_values", result.report()
     assert words in result.failure.hint, result.report()

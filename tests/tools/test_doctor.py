@@ -9,7 +9,19 @@ import pytest
 from test_backend import FAKE_DRIVER_NO_LIBCUDA, REPO, child_pythonpath, fake_device, make_fake_pycuda, needs_nvcc
 
 
-def doctor(fake=None, backend_env=None, path=None, args=("-m", "gpuedu", "doctor")):
+# `gpuedu doctor` as it runs where PyCUDA is not installed, on any machine (a GPU machine has the real one):
+# the preflight finds no PyCUDA package and the installed packages list none.
+DOCTOR_WITHOUT_PYCUDA = ("-c", "import sys, gpuedu.preflight, gpuedu.machine\n"
+                               "gpuedu.preflight.find_real_pycuda = lambda: None\n"
+                               "gpuedu.machine.pycuda_version = lambda: None\n"
+                               "from gpuedu.tools.cli import main\n"
+                               "sys.exit(main(['doctor']))\n")
+
+
+def doctor(fake=None, backend_env=None, path=None, args=DOCTOR_WITHOUT_PYCUDA):
+    """``gpuedu doctor`` in a child process; without ``fake`` (a stand-in PyCUDA) the child sees no PyCUDA."""
+    if fake is not None and args is DOCTOR_WITHOUT_PYCUDA:
+        args = ("-m", "gpuedu", "doctor")
     env = {k: v for k, v in os.environ.items() if k not in ("GPUEDU_BACKEND", "PYTHONPATH", "CXX")}
     env["PYTHONPATH"] = child_pythonpath(fake, REPO)
     if backend_env:
