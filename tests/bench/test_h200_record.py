@@ -109,3 +109,30 @@ def test_lessons_quote_the_record_as_measured(median):
         assert "Measured on" in lesson[name] and "H200" in lesson[name] and "2026-11-26" in lesson[name], name
         for quote in wanted:
             assert quote in lesson[name], (name, quote)
+
+
+def test_lesson_08_quotes_the_tile_sweep_as_measured():
+    # The sweep's table in lesson 08 is the probes' own figures: registers, warps per SM by the occupancy
+    # calculator, TFLOP/s and the share of cuBLAS in the same run.
+    import json
+    from gpuedu.profiler import occupancy
+    text = _text(os.path.join(REPO, "lessons", "08_tensor_cores_bf16_tf32.ipynb"))
+    assert "Measured on an H200" in text and "nvidia-h200-probe-tiles.json" in text
+    shown = 0
+    for name, blocks_asked in (("nvidia-h200-probe-tiles.json", False), ("nvidia-h200-probe-tiles-blocks.json", True)):
+        with open(os.path.join(REPO, "benchmarks", "results", name)) as f:
+            probe = json.load(f)
+        assert probe["device"] == "NVIDIA H200" and probe["date"].startswith("2026-11-26")
+        rows = probe["result"]["rows"]
+        cublas = next(r["tflops"] for r in rows if r["kernel"].startswith("cublas"))
+        for r in rows:
+            if not r["kernel"].endswith("_nn") or ("_b" in r["kernel"]) != blocks_asked:
+                continue
+            warps = occupancy.theoretical_occupancy("H200", r["threads"], r["registers"],
+                                                    r["shared_bytes"]).active_warps_per_sm
+            bm, bn, bk, stages, wm, wn = r["shape"][:6]
+            quote = (f"| {bk} × {stages} | {wm * wn} | {r['registers']} | {warps} | {r['tflops']:.1f} | "
+                     f"{100 * r['tflops'] / cublas:.1f} |")
+            assert quote in text, (r["kernel"], quote)
+            shown += 1
+    assert shown == 14
