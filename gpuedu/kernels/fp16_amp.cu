@@ -176,7 +176,7 @@ extern "C" __global__ void refresh_half_copy(__half* __restrict__ copy, float* _
 // and on a GPU the small kernels between two big GEMMs wait for the host to issue them.
 
 // g32 = g16 / S for every (g32, g16) pair of the table; raises *found_inf on any Inf or NaN.
-extern "C" __global__ void unscale_half_to_float_multi(const long long* table, int* found_inf,
+extern "C" __global__ void unscale_half_to_float_multi(int* found_inf, const long long* table,
                                                        const float* scale, int count) {
     const long long* offsets = table;
     const long long* addresses = table + count + 1;     // g32, g16 of tensor t at 2t, 2t + 1

@@ -100,30 +100,31 @@ def refresh_half_copy(copy, master, skip, round_masters=False, stream=None):
              (L.ptr(copy), L.ptr(master), skip, L.i32(master.size), L.i32(bool(round_masters))), stream)
 
 
-def _launch_multi(kernel, signature, table, pairs, dtypes, what, args, stream):
-    """One launch of a multi-tensor kernel of fp16_amp.cu over ``pairs`` of arrays of ``dtypes`` and one size
-    (``what`` names them in the error); ``args`` follow the table's address."""
+def _table_of(table, pairs, dtypes, what):
+    """The device table of ``pairs`` of arrays of ``dtypes`` and one size, for a multi-tensor kernel (``what``
+    names the pairs in the error)."""
     for first, second in pairs:
         if (first.dtype, second.dtype) != dtypes or first.size != second.size:
             raise ValueError(f"{what} pairs of one size, got {first.dtype}[{first.size}] and "
                              f"{second.dtype}[{second.size}]")
-    array = table.device_table(pairs)
-    L.launch(L.kernel("fp16_amp", kernel, signature), table.grid(), (THREADS, 1, 1), (L.ptr(array), *args), stream)
+    return table.device_table(pairs)
 
 
 def unscale_multi(table, pairs, found_inf, scale, stream=None):
     """``unscale`` for every (float32 gradient, float16 gradient) pair of ``pairs`` in one launch;
     ``table``: an ``ops.optim.TensorTable`` kept by the caller (rebuilt only when an address changes)."""
-    _launch_multi("unscale_half_to_float_multi", "PPPi", table, pairs, (np.float32, np.float16),
-                  "unscale needs (float32 parameter, float16 gradient)",
-                  (L.ptr(found_inf), L.ptr(scale), L.i32(len(pairs))), stream)
+    array = _table_of(table, pairs, (np.float32, np.float16), "unscale needs (float32 parameter, float16 gradient)")
+    f = L.kernel("fp16_amp", "unscale_half_to_float_multi", "PPPi")
+    L.launch(f, table.grid(), (THREADS, 1, 1), (L.ptr(found_inf), L.ptr(array), L.ptr(scale), L.i32(table.count)),
+             stream)
 
 
 def refresh_half_copy_multi(table, pairs, skip, round_masters=False, stream=None):
     """``refresh_half_copy`` for every (float16 copy, float32 master) pair of ``pairs`` in one launch."""
-    _launch_multi("refresh_half_copy_multi", "PPii", table, pairs, (np.float16, np.float32),
-                  "refresh needs (float16 copy, float32 master)",
-                  (skip, L.i32(len(pairs)), L.i32(bool(round_masters))), stream)
+    array = _table_of(table, pairs, (np.float16, np.float32), "refresh needs (float16 copy, float32 master)")
+    f = L.kernel("fp16_amp", "refresh_half_copy_multi", "PPii")
+    L.launch(f, table.grid(), (THREADS, 1, 1), (L.ptr(array), skip, L.i32(table.count), L.i32(bool(round_masters))),
+             stream)
 
 
 # ---- NumPy references ----------------------------------------------------------------------------
