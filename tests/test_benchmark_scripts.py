@@ -1,20 +1,9 @@
 """The benchmark scripts (profiler, model, all-reduce): their arithmetic and a small run of their core, no timings asserted."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
+from benchmark_helpers import load_benchmark as load
 
 import gpuedu
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

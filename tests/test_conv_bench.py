@@ -1,18 +1,12 @@
 """benchmarks/conv_bench.py: a quick run's results file is well formed (no timing is asserted)."""
-import importlib.util
 import json
-import os
 
 import numpy as np
-
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks")
+from benchmark_helpers import load_benchmark
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("conv_bench", os.path.join(ROOT, "conv_bench.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("conv_bench")
 
 
 def test_numpy_baseline_is_the_convolution():
@@ -39,9 +33,7 @@ def test_quick_run_writes_every_version_and_ratio(tmp_path):
 
 
 def test_cnn_vs_mlp_script_records_both_models(tmp_path):
-    spec = importlib.util.spec_from_file_location("cnn_vs_mlp", os.path.join(ROOT, "cnn_vs_mlp.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("cnn_vs_mlp")
     out = tmp_path / "runs.json"
     module.main(["--epochs", "1", "--train", "64", "--out", str(out)])
     results = json.loads(out.read_text())

@@ -1,25 +1,20 @@
 """benchmarks/gpu_probe.py: its shape list is wmma_tiles.cu's, and its probes run on the emulator (checking
 themselves against their references) at small sizes."""
-import importlib.util
 import json
 import os
 import re
 
 import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmark_helpers import BENCHMARKS, load_benchmark
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("gpu_probe", os.path.join(REPO, "benchmarks", "gpu_probe.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_probe")
 
 
 def test_the_sweep_names_every_kernel_wmma_tiles_cu_defines_and_sizes_its_shared_memory(probe):
-    with open(os.path.join(REPO, "benchmarks", "wmma_tiles.cu")) as f:
+    with open(os.path.join(BENCHMARKS, "wmma_tiles.cu")) as f:
         source = f.read()
     plain = [tuple(map(int, m)) + (0,) for m in re.findall(r"^TILE_LAYOUTS\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)",
                                                            source, re.M)]

@@ -1,18 +1,11 @@
 """benchmarks/ncu_compare.py reads Nsight Compute's CSV and lines its launches up with the emulator's."""
-import importlib.util
-import os
-
 import pytest
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmark_helpers import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def nc():
-    spec = importlib.util.spec_from_file_location("ncu_compare", os.path.join(REPO, "benchmarks", "ncu_compare.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("ncu_compare")
 
 
 CSV = '''==PROF== Connected to process 123
