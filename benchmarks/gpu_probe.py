@@ -65,28 +65,22 @@ def tile_shared_bytes(shape):
 
 
 class Timer:
-    """CUDA events around each call, an L2 flush (a memset of twice the L2) before each; the median."""
+    """The bench's timer for this backend (``gpuedu.bench.timers``: CUDA events around each call after an L2
+    flush on a GPU, the host's clock on the emulator) with this run's repeats and warm-up;
+    ``median(run)`` gives (the median in seconds, every repeat's)."""
 
     def __init__(self, drv, repeats, warmup):
-        self.drv, self.repeats, self.warmup = drv, repeats, warmup
-        on_gpu = not backend.active().is_emulator
-        l2 = drv.Context.get_device().get_attribute(drv.device_attribute.L2_CACHE_SIZE) if on_gpu else 0
-        self.flush_bytes = max(2 * l2, 1 << 20)
-        self.flush_buffer = drv.mem_alloc(self.flush_bytes)
+        from gpuedu.bench import timers
+        if backend.active().is_emulator:
+            self._timer = timers.HostTimer()
+        else:
+            l2 = drv.Context.get_device().get_attribute(drv.device_attribute.L2_CACHE_SIZE)
+            self._timer = timers.CudaEventTimer(drv, l2)
+        self.flush_bytes = self._timer.flush_bytes
+        self.repeats, self.warmup = repeats, warmup
 
     def median(self, run):
-        for _ in range(self.warmup):
-            run()
-        self.drv.Context.synchronize()
-        start, end = self.drv.Event(), self.drv.Event()
-        times = []
-        for _ in range(self.repeats):
-            self.drv.memset_d32(self.flush_buffer, 0, self.flush_bytes // 4)
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            times.append(start.time_till(end) / 1e3)
+        times = self._timer.time(run, self.repeats, self.warmup)
         return statistics.median(times), times
 
 
