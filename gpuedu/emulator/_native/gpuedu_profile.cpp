@@ -42,7 +42,8 @@ enum Counter {
   HOST_DIVERGENT = 34,    // every split of a warp at a branch of the host compiler's code
   L2_LINES = 35,          // distinct 128-byte lines the launch's global accesses touched
   DRAM_READ_PAIRS = 36,   // 64-byte pairs an L2 that evicted nothing would read from DRAM
-  N_COUNTERS = 37
+  BARRIERS = 37,          // __syncthreads released, summed over the blocks (one per block per barrier)
+  N_COUNTERS = 38
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -917,7 +918,10 @@ void thread_done(unsigned tid) {
   if (++W.done >= W.existing) finish_warp(W);
 }
 
-void barrier_released() { S.epoch++; }
+void barrier_released() {
+  S.epoch++;
+  S.counters[BARRIERS]++;
+}
 
 void warp_synced(unsigned warp) { S.warp_gen[warp & 31]++; }
 
