@@ -6,8 +6,8 @@ layer's fused GEMM, the FP16 and tensor-core GEMMs) a ``Family`` knows how to ma
 version through ``gpuedu.ops``, and count its floating-point work (a napkin count, stated with the family).
 ``count(family)`` profiles every version at the family's two sizes on the emulator (counted); ``at_size``
 extrapolates each launch's counts and grid to the target size as powers of the size (``scaling.extrapolate``),
-and ``rows(gpu)`` puts each through the GPU model (modelled; a version of several launches is the sum of its
-launches) beside the plain emulator's time at the larger counted size (measured, this machine).
+and ``rows(gpu)`` puts each through the GPU model (modelled; a version's launches on the host's timeline,
+``time_model.timeline``) beside the plain emulator's time at the larger counted size (measured, this machine).
 """
 import math
 import time
@@ -19,6 +19,7 @@ import numpy as np
 from .gpus import get_gpu
 from .scaling import extrapolate
 from .session import profile
+from .time_model import timeline
 
 
 @dataclass
@@ -213,7 +214,7 @@ def rows(gpu="H100", families=None, seed=0):
             for big in bigs:
                 gets_flops = len(bigs) == 1 or big.name == family.flops_kernel
                 preds.append(big.predict(gpu, flops=(flops or None) if gets_flops else None, pipe=pipe))
-            seconds = sum(p.seconds for p in preds)
+            seconds = timeline(preds)   # the host issues each launch: what CUDA events around the call measure
             m = _summed([big.metrics for big in bigs])
             dram = m["dram__bytes_read.sum"] + m["dram__bytes_write.sum"]
             table.append({

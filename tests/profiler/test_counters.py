@@ -201,6 +201,21 @@ def test_shared_and_global_atomics_are_counted_where_they_happen(emu):
     assert int(counts.get().sum()) == n
 
 
+def test_each_block_s_released_barriers_are_counted_and_charged_by_the_model(emu):
+    from gpuedu.profiler.time_model import BARRIER_CYCLES, SHARED_LATENCY_CYCLES
+    mod, gpuarray = emu
+    n = 1000
+    x = gpuarray.to_gpu(np.zeros(n, np.uint8))
+    counts = gpuarray.zeros(4, np.uint32)
+    with gpuedu.profile() as prof:   # count_atomics has two __syncthreads; 4 blocks release 8
+        mod.get_function("count_atomics")(counts, x, np.int32(n), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    assert rec._counts["barriers"] == 8
+    text = "\n".join(rec.predict("H200").assumptions)
+    assert f"2 barrier(s) of {BARRIER_CYCLES} clocks with a {SHARED_LATENCY_CYCLES}-clock" in text
+    assert "barriers unknown" not in text
+
+
 def test_a_tiled_transpose_stores_coalesced_where_the_naive_one_scatters(emu):
     mod, gpuarray = emu
     n = 64
