@@ -48,8 +48,6 @@ LADDERS = {
 #: Rungs the model misses by more than the tolerance, and why: misses left standing rather than fitted away. The
 #: record's test checks that each is still a miss (and that nothing else is), so the list stays true.
 KNOWN_MISSES = {
-    "matmul_v1": "L2-bound in the model at the assumed H200 L2 bandwidth (NVIDIA publishes none), 1.51x faster than "
-                 "measured; the uncoalesced loads' L1 tag lookups (a line per lane) are not counted",
     "wmma_gemm": "the emulator counts a WMMA fragment load as every lane loading the whole tile, so the tensor-core "
                  "kernels' shared-memory and L1 counts, and their modelled times, are far too large",
     "wmma_gemm_v2": "as wmma_gemm: WMMA fragment loads overcounted",

@@ -5,7 +5,8 @@ each family (activations, transposes, the reduction ladder, row softmax, convolu
 layer's fused GEMM, the FP16 and tensor-core GEMMs) a ``Family`` knows how to make inputs of a size, run one
 version through ``gpuedu.ops``, and count its floating-point work (a napkin count, stated with the family).
 ``count(family)`` profiles every version at the family's two sizes on the emulator (counted); ``at_size``
-extrapolates each launch's counts and grid to the target size as powers of the size (``scaling.extrapolate``),
+extrapolates each launch's counts and grid to the target size as powers of the size (``scaling.extrapolate``), or, for
+a family whose size is a batch (convolution: the filters stay fixed), as a + b n (``scaling.extrapolate_polynomial``),
 and ``rows(gpu)`` puts each through the GPU model (modelled; a version's launches on the host's timeline,
 ``time_model.timeline``) beside the plain emulator's time at the larger counted size (measured, this machine).
 """
@@ -17,7 +18,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .gpus import get_gpu
-from .scaling import extrapolate
+from .scaling import extrapolate, extrapolate_polynomial
 from .session import profile
 from .time_model import timeline
 
@@ -41,6 +42,7 @@ class Family:
     lesson: str = ""        # where the ladder is taught, e.g. "04"
     pipes: Mapping = field(default_factory=dict)
     flops_kernel: str = ""
+    affine: bool = False    # counts grow as a + b n (the size is a batch: fixed weights), not as a power of n
 
     def pipe(self, version):
         return self.pipes.get(version, "fp32")
@@ -99,7 +101,8 @@ def course_families():
                lambda xw, v: conv.conv2d(*xw, padding=1, version=v), lambda n: 2 * n * 16 * 28 * 28 * 8 * 9,
                lambda n: f"{n} x 8 x 28 x 28, 16 3x3 filters",
                "2 per multiply-add of each output's 8 x 3 x 3 window (version 3's three launches, im2col, GEMM "
-               "and rearrange, are summed; its FLOPs are the GEMM's)", "11", flops_kernel=conv_gemm_kernel()),
+               "and rearrange, are summed; its FLOPs are the GEMM's)", "11", flops_kernel=conv_gemm_kernel(),
+               affine=True),
         Family("matmul", ops.MATMUL_VERSIONS, (128, 256), 4096, two_squares,
                lambda ab, v: ops.matmul(*ab, version=v), lambda n: 2 * n ** 3, cube,
                "2 n^3: one multiply and one add per term", "04"),
@@ -173,9 +176,11 @@ def at_size(family, small, large, size=None):
     """The record(s) the counted launches imply at ``size`` (default: the family's target): one record for one
     launch, a tuple for a tuple of launches."""
     size = family.target if size is None else size
+    one = (lambda s, l: extrapolate_polynomial([s, l], family.sizes, size)) if family.affine else \
+        (lambda s, l: carry(s, l, *family.sizes, size))
     if isinstance(small, (tuple, list)):
-        return tuple(carry(s, l, *family.sizes, size) for s, l in zip(small, large))
-    return carry(small, large, *family.sizes, size)
+        return tuple(one(s, l) for s, l in zip(small, large))
+    return one(small, large)
 
 
 def _summed(metrics):

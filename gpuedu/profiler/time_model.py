@@ -15,8 +15,9 @@ share of the work, if it ran at its own top speed, and how long the waits of one
 - latency/occupancy: the waits. An SM holds only so many blocks at once (the occupancy); each wave of
   them takes as long as one block's chain of waits: its start, its rounds of global loads (a DRAM or an
   L2 round trip each, as the counted DRAM bytes say), and a barrier plus a shared-memory round trip per
-  ``__syncthreads``. The SM's shared-memory wavefronts and its memory and barrier instructions add to
-  that: a barrier lets no warp run ahead into the next step, so the waits do not hide them.
+  ``__syncthreads``. The SM's shared-memory wavefronts, the replays of global requests scattered over
+  several 128-byte lines, and its memory and barrier instructions add to that: a warp busy with them is
+  not waiting on memory, and a barrier lets no warp run ahead into the next step.
 
 The parts work at the same time, so the slowest sets the pace: modelled time = launch + the largest
 of the others, and the largest term names the *limiter*. A call of several launches adds the host's side:
@@ -74,6 +75,10 @@ SECTORS_PER_LINE = 4           # a 128-byte cache line
 #: The counted ``__syncthreads`` released, summed over the blocks: the emulator's own count (Nsight Compute has
 #: no metric of this name), which ``KernelRecord.predict`` passes in.
 BARRIERS = "gpuedu__barriers_released.sum"
+#: The distinct 128-byte lines each global request touched, summed over the requests: the emulator's own count,
+#: which ``KernelRecord.predict`` passes in. The L1 takes a pass (a wavefront) per line, so a request whose 32 lanes
+#: fall in 32 lines costs 32 where a coalesced one costs 1.
+GLOBAL_LINES = "gpuedu__global_request_lines.sum"
 
 GLOBAL_OPS = ("ld", "st", "atom", "red")   # red: atomics whose result is unused
 #: The roofs, each a possible limiter.
@@ -163,6 +168,9 @@ def _occupancy(gpu, threads, shared_dynamic, occupancy, notes):
 def _l1_wavefronts(metrics):
     """Wavefronts through the L1/shared data path, or None if a count it needs is unknown."""
     total = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    lines = metrics.get(GLOBAL_LINES)
+    if lines is not None and total is not None:
+        return total + float(lines)     # a global request takes a wavefront per line it touches
     for op in GLOBAL_OPS:
         requests, sectors = _count(metrics, _requests(op)), _count(metrics, _sectors(op))
         if None in (requests, sectors, total):
@@ -187,32 +195,40 @@ def _instructions(metrics, barriers, blocks, threads, gpu):
 
 def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_share, occ, gpu, notes):
     """Seconds of the waits on the busiest SM: each wave of resident blocks as long as one block's chain, plus the
-    SM's shared-memory wavefronts and counted instructions, which the barriers keep from hiding under the waits."""
+    SM's shared wavefronts, scattered requests' replays and counted instructions, which do not hide under them."""
     loads, load_sectors = _count(metrics, _requests("ld")), _count(metrics, _sectors("ld"))
     stores = _count(metrics, _requests("st"))
-    shared = _total(metrics, SHARED_WAVEFRONTS + ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum",))
-    if None in (read, loads, load_sectors, stores, shared, instructions):
+    shared = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    lines, requests = metrics.get(GLOBAL_LINES), _total(metrics, [_requests(op) for op in GLOBAL_OPS])
+    if None in (read, loads, load_sectors, stores, shared, requests, instructions):
         return None
+    # A global request scattered over several 128-byte lines is replayed once per extra line; its warp waits.
+    replays = max(0.0, float(lines) - requests) if lines is not None else 0.0
     clock = gpu.clock_hz
     warps = blocks * math.ceil(threads / gpu.warp_size)
     per_warp, stores_per_warp = loads / warps, stores / warps
-    # Rounds of loads a warp waits for, one after another: its loads two at a time, or one per store between them.
-    rounds = max(math.ceil(per_warp / LOADS_IN_FLIGHT_PER_WARP), min(per_warp, stores_per_warp)) if loads else 0
+    syncs = float(barriers) / blocks if barriers else 0.0
+    # Rounds of loads a warp waits for, one after another: its loads two at a time, or one per store between them
+    # (the store may alias the next load); where the block synchronises, at most one per barrier (its loads
+    # between two barriers go together).
+    ordered = min(per_warp, stores_per_warp, syncs) if syncs else min(per_warp, stores_per_warp)
+    rounds = max(math.ceil(per_warp / LOADS_IN_FLIGHT_PER_WARP), ordered) if loads else 0
     dram_share = min(1.0, read / (load_sectors * SECTOR_BYTES)) if load_sectors else 0.0
     round_trip = dram_share * DRAM_LATENCY_S * clock + (1 - dram_share) * L2_LATENCY_CYCLES
-    syncs = float(barriers) / blocks if barriers else 0.0
     chain = L2_LATENCY_CYCLES + rounds * round_trip + syncs * (BARRIER_CYCLES + SHARED_LATENCY_CYCLES)
     waves = math.ceil(math.ceil(blocks / gpu.sms) / occ.blocks_per_sm)
-    serial = (shared / WAVEFRONTS_PER_CLOCK + instructions / ISSUE_PER_CLOCK) * busiest_share
+    serial = ((shared + replays) / WAVEFRONTS_PER_CLOCK + instructions / ISSUE_PER_CLOCK) * busiest_share
     notes.append(
         f"latency: {occ.blocks_per_sm} blocks an SM at once, so the busiest SM runs {waves:,} wave(s) (the last one "
         f"may be part full); a block's chain is its start and end ({L2_LATENCY_CYCLES} clocks, an L2 round trip), "
-        f"{rounds:,.4g} round(s) of loads ({LOADS_IN_FLIGHT_PER_WARP} in flight a warp, one per store between them) of "
+        f"{rounds:,.4g} round(s) of loads ({LOADS_IN_FLIGHT_PER_WARP} in flight a warp, one per store between them, at "
+        f"most one per barrier) of "
         f"{round_trip:,.0f} clocks ({dram_share:.0%} from DRAM at {DRAM_LATENCY_S * 1e9:.0f} ns, the rest L2 hits at "
         f"{L2_LATENCY_CYCLES} clocks), and {syncs:,.4g} barrier(s) of {BARRIER_CYCLES} clocks with a "
-        f"{SHARED_LATENCY_CYCLES}-clock shared-memory round trip each; the SM's shared wavefronts (one a clock) and "
-        f"counted instructions ({ISSUE_PER_CLOCK} a clock) add to it, since barriers keep them from overlapping the "
-        f"waits (latencies: Jia et al. 2018 on a V100, and stated assumptions)")
+        f"{SHARED_LATENCY_CYCLES}-clock shared-memory round trip each; the SM's shared-memory wavefronts and the "
+        f"replays of global requests scattered over several lines (one a clock), and its counted instructions "
+        f"({ISSUE_PER_CLOCK} a clock), add to it: a warp busy with them is not waiting on memory, and barriers keep "
+        f"one block's steps from overlapping (latencies: Jia et al. 2018 on a V100, and stated assumptions)")
     if barriers is None:
         notes.append("barriers unknown: none charged (KernelRecord.predict passes the emulator's count)")
     return (waves * chain + serial) / clock
@@ -270,8 +286,10 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     else:
         terms["L1/shared"] = wavefronts * busiest_share / (gpu.clock_hz * WAVEFRONTS_PER_CLOCK)
         notes.append("L1/shared: one wavefront a clock per SM; shared accesses as counted (bank conflicts "
-                     "included), a shared atomic as one, a global request as the 128-byte lines its sectors "
-                     "fill (at least one: requests scattered over more lines cost more)")
+                     "included), a shared atomic as one, a global request as the 128-byte lines it touches ("
+                     + ("counted" if metrics.get(GLOBAL_LINES) is not None else
+                        "not counted here: at least one, and as many as its sectors fill")
+                     + "; requests scattered over more lines cost more)")
 
     if flops is None:
         notes.append("compute: not modelled (pass flops= your count of the kernel's floating-point operations)")

@@ -114,3 +114,21 @@ def test_rows_label_and_order_the_figures(emulator):
         assert math.isfinite(r["intensity"]) and r["limiter"]
     # coalesced loads (version 2) are modelled faster than the naive version
     assert rows[1]["modelled_seconds"] < rows[0]["modelled_seconds"]
+
+
+@pytest.mark.slow
+def test_convolution_counts_are_carried_as_a_plus_b_batch_and_move_at_least_the_input(emulator):
+    # The filters stay fixed as the batch grows: each count is a + b n, which a power of n would miss (it put
+    # version 1's DRAM reads below the input's own bytes). Counted at 8 and 16 images, carried to 32, against 32
+    # counted.
+    conv2d = family("conv2d")
+    small, large, _ = catalogue.count(conv2d)[1]
+    rng = np.random.default_rng(0)
+    with profile() as prof:
+        conv2d.run(conv2d.make(32, rng), 1)
+    (carried,) = catalogue.at_size(conv2d, small, large, 32)
+    (counted,) = prof.kernels
+    assert carried.metrics == counted.metrics and carried.grid == counted.grid
+    (big,) = catalogue.at_size(conv2d, small, large)
+    read, _ = big.dram_bytes()
+    assert read >= conv2d.target * 8 * 28 * 28 * 4

@@ -4,7 +4,8 @@ import math
 import pytest
 
 from gpuedu.profiler.gpus import get_gpu
-from gpuedu.profiler.time_model import (BARRIER_CYCLES, BARRIERS, DRAM_EFFICIENCY, DRAM_LATENCY_S, HOST_LAUNCH_S,
+from gpuedu.profiler.time_model import (BARRIER_CYCLES, BARRIERS, DRAM_EFFICIENCY, DRAM_LATENCY_S, GLOBAL_LINES,
+                                       HOST_LAUNCH_S,
                                        L2_LATENCY_CYCLES, LAUNCH_OVERHEAD_S, ROOFS, SHARED_LATENCY_CYCLES,
                                        arithmetic_intensity, compute_peak, format_seconds, predict, roofline,
                                        timeline)
@@ -104,6 +105,31 @@ def test_each_barrier_adds_a_barrier_and_a_shared_round_trip_to_the_chain_and_it
     assert (synced.terms["latency/occupancy"] - plain.terms["latency/occupancy"]) * CLOCK == pytest.approx(extra)
     assert any("barriers unknown" in note for note in plain.assumptions)
     assert not any("barriers unknown" in note for note in synced.assumptions)
+
+
+def test_loads_between_barriers_go_together():
+    # 4 loads and 4 stores a warp: with no barrier a store may alias the next load (4 rounds); with one barrier
+    # the loads before it go two at a time (2 rounds).
+    launch = {"grid": (132, 1, 1), "block": (32, 1, 1)}
+    m = counters(ld=(4 * 132, 16 * 132), st=(4 * 132, 16 * 132), dram=(4 * 132 * 128, 0))
+    free = predict(m, launch, "H100").terms["latency/occupancy"] * CLOCK
+    synced = predict({**m, BARRIERS: 132}, launch, "H100").terms["latency/occupancy"] * CLOCK
+    assert free == pytest.approx(L2_LATENCY_CYCLES + 4 * DRAM_ROUND_TRIP + 8 / 4)
+    assert synced == pytest.approx(L2_LATENCY_CYCLES + 2 * DRAM_ROUND_TRIP + BARRIER_CYCLES + SHARED_LATENCY_CYCLES
+                                   + 8 / 4 + 1 / 4)
+
+
+def test_a_request_scattered_over_lines_takes_a_wavefront_per_line_and_is_replayed():
+    # One warp's store of 32 floats 128 bytes apart: 32 lines (the emulator counts them), against 1 coalesced.
+    launch = {"grid": (1, 1, 1), "block": (32, 1, 1)}
+    coalesced = predict({**counters(st=(1, 4)), GLOBAL_LINES: 1}, launch, "H100")
+    scattered = predict({**counters(st=(1, 32)), GLOBAL_LINES: 32}, launch, "H100")
+    assert coalesced.terms["L1/shared"] * CLOCK == pytest.approx(1)
+    assert scattered.terms["L1/shared"] * CLOCK == pytest.approx(32)
+    assert (scattered.terms["latency/occupancy"] - coalesced.terms["latency/occupancy"]) * CLOCK == pytest.approx(31)
+    # without the line count, a request is the lines its sectors fill at least
+    assert predict(counters(st=(1, 32)), launch, "H100").terms["L1/shared"] * CLOCK == pytest.approx(8)
+    assert any("lines it touches (counted" in note for note in scattered.assumptions)
 
 
 def test_shared_wavefronts_add_to_the_waits():

@@ -43,7 +43,8 @@ enum Counter {
   L2_LINES = 35,          // distinct 128-byte lines the launch's global accesses touched
   DRAM_READ_PAIRS = 36,   // 64-byte pairs an L2 that evicted nothing would read from DRAM
   BARRIERS = 37,          // __syncthreads released, summed over the blocks (one per block per barrier)
-  N_COUNTERS = 38
+  GLOBAL_LINES = 38,      // distinct 128-byte lines each global request touched, summed over the requests
+  N_COUNTERS = 39
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -702,6 +703,7 @@ void count_request(const WarpState& W, size_t index) {
     for (unsigned i = 0; i < n;) {
       uint64_t line = sectors[i] >> 2;
       unsigned mask = 0;
+      S.counters[GLOBAL_LINES] += 1;
       for (; i < n && (sectors[i] >> 2) == line; ++i) mask |= 1u << (sectors[i] & 3);
       l2_access(line, mask, q.op);
     }
