@@ -234,7 +234,7 @@ def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_sha
     return (waves * chain + serial) / clock
 
 
-def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
+def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_warm=False):
     """Model how long a kernel launch would take on `gpu`, from the emulator's counters.
 
     metrics: {Nsight Compute metric name: count}; a missing name counts as 0, a None as unknown
@@ -243,10 +243,13 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     of the floating-point operations (an FMA is 2), for the compute roof. occupancy: from
     `theoretical_occupancy` with the compiler's registers; without it registers are not counted.
     pipe: where those FLOPs run, "fp32" (the CUDA cores, the default) or "tensor" (the FP16 tensor cores,
-    at the GPU's dense FP16 tensor-core peak).
+    at the GPU's dense FP16 tensor-core peak). l2_warm: the launch's data already sits in L2 (the launches
+    before it wrote or read it, and it fits): no DRAM traffic, and its loads wait an L2 round trip, not DRAM's.
     """
     compute_peak(gpu, pipe)            # a wrong pipe is refused before any work
     gpu = get_gpu(gpu)
+    if l2_warm:
+        metrics = {**metrics, DRAM_READ: 0, DRAM_WRITE: 0}
     blocks, threads = _shape(launch, "grid"), _shape(launch, "block")
     notes = [f"modelled, not measured: launch + the slowest of the roofs below, which overlap ({gpu.name})"]
     occ = _occupancy(gpu, threads, launch.get("shared_dynamic", 0), occupancy, notes)
@@ -259,6 +262,9 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     if blocks < gpu.sms:
         notes.append(f"the grid's {blocks} blocks fill {blocks} of the {gpu.sms} SMs: the rest stay idle")
 
+    if l2_warm:
+        notes.append("L2 warm: the launch's data is already in L2 (written or read by the launches before it), so "
+                     "nothing comes from DRAM and its loads wait an L2 round trip")
     terms, unknown = {"launch": LAUNCH_OVERHEAD_S}, []
     notes.append(f"launch: {LAUNCH_OVERHEAD_S * 1e6:g} {LAUNCH_NOTE}")
 

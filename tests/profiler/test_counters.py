@@ -216,6 +216,18 @@ def test_each_block_s_released_barriers_are_counted_and_charged_by_the_model(emu
     assert "barriers unknown" not in text
 
 
+def test_a_warm_l2_is_refused_for_a_launch_whose_lines_do_not_fit(emu):
+    mod, gpuarray = emu
+    x, y = gpuarray.to_gpu(np.ones(1024, np.float32)), gpuarray.empty(1024, np.float32)
+    with gpuedu.profile() as prof:
+        mod.get_function("read_strided")(y, x, np.int32(1024), np.int32(1), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    assert rec.predict("H100", l2_warm=True).terms["DRAM"] == 0
+    rec._counts["l2_lines"] = 2 * 60 * 2**20 // 128        # as if it touched 120 MB
+    with pytest.raises(ValueError, match="touches 120.0 MB and the H200 SXM's L2 holds 60 MB: model it cold"):
+        rec.predict("H200", l2_warm=True)
+
+
 def test_a_tiled_transpose_stores_coalesced_where_the_naive_one_scatters(emu):
     mod, gpuarray = emu
     n = 64

@@ -132,6 +132,16 @@ def test_a_request_scattered_over_lines_takes_a_wavefront_per_line_and_is_replay
     assert any("lines it touches (counted" in note for note in scattered.assumptions)
 
 
+def test_a_warm_l2_takes_dram_out_and_makes_loads_l2_round_trips():
+    launch = {"grid": (132, 1, 1), "block": (32, 1, 1)}
+    m = counters(ld=(132, 4 * 132), dram=(132 * 128, 0))
+    cold, warm = predict(m, launch, "H100"), predict(m, launch, "H100", l2_warm=True)
+    assert warm.terms["DRAM"] == 0 < cold.terms["DRAM"]
+    assert warm.terms["latency/occupancy"] * CLOCK == pytest.approx(2 * L2_LATENCY_CYCLES + 1 / 4)
+    assert cold.terms["latency/occupancy"] * CLOCK == pytest.approx(L2_LATENCY_CYCLES + DRAM_ROUND_TRIP + 1 / 4)
+    assert any("L2 warm" in note for note in warm.assumptions)
+
+
 def test_shared_wavefronts_add_to_the_waits():
     launch = {"grid": (132, 1, 1), "block": (256, 1, 1)}
     calm = predict(counters(shared=(132 * 100, 0)), launch, "H100")
