@@ -101,7 +101,8 @@ def course_families():
                lambda xw, v: conv.conv2d(*xw, padding=1, version=v), lambda n: 2 * n * 16 * 28 * 28 * 8 * 9,
                lambda n: f"{n} x 8 x 28 x 28, 16 3x3 filters",
                "2 per multiply-add of each output's 8 x 3 x 3 window (version 3's three launches, im2col, GEMM "
-               "and rearrange, are summed; its FLOPs are the GEMM's)", "11", flops_kernel=conv_gemm_kernel(),
+               "and rearrange, run one after another as the host issues them; its FLOPs are the GEMM's)", "11",
+               flops_kernel=conv_gemm_kernel(),
                affine=True),
         Family("matmul", ops.MATMUL_VERSIONS, (128, 256), 4096, two_squares,
                lambda ab, v: ops.matmul(*ab, version=v), lambda n: 2 * n ** 3, cube,
