@@ -5,7 +5,7 @@ published SGEMM ladder on an RTX A6000.
 
 Every rung is counted on the emulator (exact) at sizes it can afford, carried to the measured size (each count
 as a power, or a polynomial, of the size: ``gpuedu.profiler.scaling``), and put through the model
-(``gpuedu.profiler.time_model.predict_launches``: the host's launches and each kernel's roofs; modelled). The
+(each launch's roofs and waits, ``time_model.predict``, on the host's timeline, ``time_model.timeline``; modelled). The
 modelled time is set beside the measured one:
 
 - H200 (``benchmarks/results/nvidia-h200.json``, 2026-11-26: CUDA events after an L2 flush, median of 20):
