@@ -208,7 +208,8 @@ def rows(gpu="H100", families=None, seed=0):
 
     ``counted_at_emulator_size`` holds every metric counted at the larger size (summed over the version's
     launches); the other counts are those carried to the target size. ``pipe`` says which compute roof the
-    model used ("fp32" or "tensor")."""
+    model used ("fp32" or "tensor"); ``modelled_seconds`` is the version's launches on the host's timeline
+    (``time_model.timeline``: the host's 6.2 µs to issue each launch included)."""
     gpu = get_gpu(gpu)
     table = []
     for family in families or course_families():

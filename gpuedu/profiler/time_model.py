@@ -109,7 +109,8 @@ def format_seconds(seconds):
 
 @dataclass(frozen=True)
 class Prediction:
-    """A modelled (never measured) kernel time: ``terms`` holds each roof's seconds."""
+    """A modelled (never measured) kernel time on the GPU, from the kernel's start on the GPU (the host's side of
+    the launch is ``timeline``'s): ``terms`` holds each roof's seconds."""
     gpu: str
     seconds: float
     limiter: str
