@@ -229,7 +229,10 @@ def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_sha
         f"{SHARED_LATENCY_CYCLES}-clock shared-memory round trip each; the SM's shared-memory wavefronts and the "
         f"replays of global requests scattered over several lines (one a clock), and its counted instructions "
         f"({ISSUE_PER_CLOCK} a clock), add to it: a warp busy with them is not waiting on memory, and barriers keep "
-        f"one block's steps from overlapping (latencies: Jia et al. 2018 on a V100, and stated assumptions)")
+        f"one block's steps from overlapping (sources: the L2 and shared-memory round trips as Jia et al. 2018, "
+        f"'Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking', measured them on a V100; DRAM's "
+        f"{DRAM_LATENCY_S * 1e9:.0f} ns under load, the barrier's {BARRIER_CYCLES} clocks, {LOADS_IN_FLIGHT_PER_WARP} "
+        f"loads in flight and a block's start and end as an L2 round trip are assumptions: gpuedu.profiler.time_model)")
     if barriers is None:
         notes.append("barriers unknown: none charged (KernelRecord.predict passes the emulator's count)")
     return (waves * chain + serial) / clock
@@ -313,7 +316,8 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_wa
         unknown.append("issue")
     else:
         terms["issue"] = instructions * busiest_share / (gpu.clock_hz * ISSUE_PER_CLOCK)
-        notes.append(f"issue: {ISSUE_PER_CLOCK} warp instructions a clock per SM (one per scheduler); counted: "
+        notes.append(f"issue: {ISSUE_PER_CLOCK} warp instructions a clock per SM (one per each of its four schedulers: "
+                     f"NVIDIA's Volta, Ampere and Hopper whitepapers); counted: "
                      f"memory instructions and barriers (arithmetic is the compute roof's; address math and other "
                      f"instructions are not counted)")
 
