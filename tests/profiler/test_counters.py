@@ -103,6 +103,19 @@ def test_strided_reads_touch_one_sector_per_lane_once_lanes_are_32_bytes_apart(e
     np.testing.assert_array_equal(y.get(), x.get()[::stride])
 
 
+@pytest.mark.parametrize("stride, lines_per_read", [(1, 1), (2, 2), (4, 4), (8, 8), (32, 32), (1000, 32)])
+def test_each_request_counts_the_128_byte_lines_it_touches(emu, stride, lines_per_read):
+    mod, gpuarray = emu
+    n = 1024
+    x = gpuarray.to_gpu(np.arange(n * stride, dtype=np.float32))
+    y = gpuarray.empty(n, np.float32)
+    with gpuedu.profile() as prof:
+        mod.get_function("read_strided")(y, x, np.int32(n), np.int32(stride), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    # a warp's read spans 32 x stride floats (one line per 32 floats, at most one per lane); its store one line
+    assert rec._counts["global_lines"] == n // 32 * (lines_per_read + 1)
+
+
 def test_results_are_the_same_with_and_without_profiling(emu):
     mod, gpuarray = emu
     n = 500
