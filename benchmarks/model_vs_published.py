@@ -120,9 +120,10 @@ def main(argv=None):
         "notes": [
             "published figures are measured on an RTX A6000 by the article's author; ours are modelled from "
             "counted traffic, never measured",
-            "versions 5-6 come out slower than measured, version 7 and the naive versions faster: the model "
-            "charges no instruction issue and no latency inside a block, and its L1/shared roof (one wavefront per "
-            "clock per SM) and the A6000's L2 bandwidth are stated assumptions (Prediction.assumptions)",
+            "the model's time is its roofs and a block's chain of waits (time_model: latencies, barriers, issue, "
+            "each constant stated in Prediction.assumptions); where it is off, look at what it does not see: the "
+            "naive version's L1 hits (charged as L2 traffic at the A6000's assumed L2 bandwidth) and the "
+            "arithmetic and address instructions the counts leave out",
             "the article's kernels and the course's share designs, not code: tile sizes and loads differ in detail",
         ],
     }

@@ -27,11 +27,12 @@ def memcheck(arch=None):
     return _memcheck(arch=arch)
 
 
-def trace(path=None, gpu="H100"):
+def trace(path=None, gpu="H100", l2_warm=False):
     """Record copies, kernels, events and synchronisations in a ``with`` block and lay them out as the
-    streams of ``gpu`` would run them (modelled); see ``gpuedu.profiler.trace``."""
+    streams of ``gpu`` would run them (modelled; ``l2_warm``: each kernel's data already in L2); see
+    ``gpuedu.profiler.trace``."""
     from .profiler.trace import trace as _trace
-    return _trace(path=path, gpu=gpu)
+    return _trace(path=path, gpu=gpu, l2_warm=l2_warm)
 
 
 def range(name):  # noqa: A001 - named as NVTX's ranges are

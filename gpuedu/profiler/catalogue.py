@@ -5,9 +5,10 @@ each family (activations, transposes, the reduction ladder, row softmax, convolu
 layer's fused GEMM, the FP16 and tensor-core GEMMs) a ``Family`` knows how to make inputs of a size, run one
 version through ``gpuedu.ops``, and count its floating-point work (a napkin count, stated with the family).
 ``count(family)`` profiles every version at the family's two sizes on the emulator (counted); ``at_size``
-extrapolates each launch's counts and grid to the target size as powers of the size (``scaling.extrapolate``),
-and ``rows(gpu)`` puts each through the GPU model (modelled; a version of several launches is the sum of its
-launches) beside the plain emulator's time at the larger counted size (measured, this machine).
+extrapolates each launch's counts and grid to the target size as powers of the size (``scaling.extrapolate``), or, for
+a family whose size is a batch (convolution: the filters stay fixed), as a + b n (``scaling.extrapolate_polynomial``),
+and ``rows(gpu)`` puts each through the GPU model (modelled; a version's launches on the host's timeline,
+``time_model.timeline``) beside the plain emulator's time at the larger counted size (measured, this machine).
 """
 import math
 import time
@@ -17,8 +18,9 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .gpus import get_gpu
-from .scaling import extrapolate
+from .scaling import extrapolate, extrapolate_polynomial
 from .session import profile
+from .time_model import timeline
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Family:
     lesson: str = ""        # where the ladder is taught, e.g. "04"
     pipes: Mapping = field(default_factory=dict)
     flops_kernel: str = ""
+    affine: bool = False    # counts grow as a + b n (the size is a batch: fixed weights), not as a power of n
 
     def pipe(self, version):
         return self.pipes.get(version, "fp32")
@@ -98,7 +101,9 @@ def course_families():
                lambda xw, v: conv.conv2d(*xw, padding=1, version=v), lambda n: 2 * n * 16 * 28 * 28 * 8 * 9,
                lambda n: f"{n} x 8 x 28 x 28, 16 3x3 filters",
                "2 per multiply-add of each output's 8 x 3 x 3 window (version 3's three launches, im2col, GEMM "
-               "and rearrange, are summed; its FLOPs are the GEMM's)", "11", flops_kernel=conv_gemm_kernel()),
+               "and rearrange, run one after another as the host issues them; its FLOPs are the GEMM's)", "11",
+               flops_kernel=conv_gemm_kernel(),
+               affine=True),
         Family("matmul", ops.MATMUL_VERSIONS, (128, 256), 4096, two_squares,
                lambda ab, v: ops.matmul(*ab, version=v), lambda n: 2 * n ** 3, cube,
                "2 n^3: one multiply and one add per term", "04"),
@@ -172,9 +177,11 @@ def at_size(family, small, large, size=None):
     """The record(s) the counted launches imply at ``size`` (default: the family's target): one record for one
     launch, a tuple for a tuple of launches."""
     size = family.target if size is None else size
+    one = (lambda s, l: extrapolate_polynomial([s, l], family.sizes, size)) if family.affine else \
+        (lambda s, l: carry(s, l, *family.sizes, size))
     if isinstance(small, (tuple, list)):
-        return tuple(carry(s, l, *family.sizes, size) for s, l in zip(small, large))
-    return carry(small, large, *family.sizes, size)
+        return tuple(one(s, l) for s, l in zip(small, large))
+    return one(small, large)
 
 
 def _summed(metrics):
@@ -201,7 +208,8 @@ def rows(gpu="H100", families=None, seed=0):
 
     ``counted_at_emulator_size`` holds every metric counted at the larger size (summed over the version's
     launches); the other counts are those carried to the target size. ``pipe`` says which compute roof the
-    model used ("fp32" or "tensor")."""
+    model used ("fp32" or "tensor"); ``modelled_seconds`` is the version's launches on the host's timeline
+    (``time_model.timeline``: the host's 6.2 µs to issue each launch included)."""
     gpu = get_gpu(gpu)
     table = []
     for family in families or course_families():
@@ -213,7 +221,7 @@ def rows(gpu="H100", families=None, seed=0):
             for big in bigs:
                 gets_flops = len(bigs) == 1 or big.name == family.flops_kernel
                 preds.append(big.predict(gpu, flops=(flops or None) if gets_flops else None, pipe=pipe))
-            seconds = sum(p.seconds for p in preds)
+            seconds = timeline(preds)   # the host issues each launch: what CUDA events around the call measure
             m = _summed([big.metrics for big in bigs])
             dram = m["dram__bytes_read.sum"] + m["dram__bytes_write.sum"]
             table.append({

@@ -77,12 +77,17 @@ def extrapolate_polynomial(records, sizes, size):
         return tuple(c / scale ** k for k, c in enumerate(coefficients)), max(0, int(round(at)))
 
     counts, coefficients = {}, {}
+    # As in extrapolate: the L2 model's per-GPU DRAM counts are left out (they stop following the size once the
+    # footprint outgrows L2), and the DRAM model works from the footprint at ``size``.
+    from gpuedu.emulator.hooks import L2_KEY_PREFIXES
     for key in first._counts:
+        if key.startswith(L2_KEY_PREFIXES):
+            continue
         coefficients[key], counts[key] = fit([rec._counts[key] for rec in records])
     grid = tuple(max(1, fit([rec.grid[d] for rec in records])[1]) for d in range(3))
     last = records[-1]
     record = KernelRecord(last.name, grid, last.block, last.shared_dynamic, counts=counts, source=last._source,
-                          arch=last.arch, backend=last.backend)
+                          arch=last.arch, backend=last.backend, gpu=last.gpu)
     record.coefficients = coefficients
     return record
 

@@ -213,21 +213,25 @@ class KernelRecord:
         return None if a is None else a + b
 
     # -- the model
-    def predict(self, gpu="H100", flops=None, pipe="fp32"):
+    def predict(self, gpu="H100", flops=None, pipe="fp32", l2_warm=False):
         """Modelled time of this launch on a named GPU (a model, not a measurement), with its limiter.
 
         ``flops`` is the learner's napkin count of the kernel's floating-point operations; ``pipe`` where they
-        run: "fp32" (the CUDA cores) or "tensor" (the FP16 tensor cores).
+        run: "fp32" (the CUDA cores) or "tensor" (the FP16 tensor cores). ``l2_warm=True``: the launch's data is
+        already in L2, as in a training step whose weights and activations the launches before it just wrote
+        (refused when the lines it touches do not fit in the GPU's L2).
         """
         if self._counts is None:
             raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
                              f"emulator (GPUEDU_BACKEND=cpu)")
         from .gpus import get_gpu
-        from .time_model import predict
+        from .time_model import BARRIERS, GLOBAL_LINES, predict
         g = get_gpu(gpu)
         occ = None
         m = dict(self.metrics)
         m["dram__bytes_read.sum"], m["dram__bytes_write.sum"] = self.dram_bytes(g)
+        m[BARRIERS] = self._counts.get("barriers")   # None in counts from before the emulator counted them
+        m[GLOBAL_LINES] = self._counts.get("global_lines")
         regs = self.ptxas_registers if self.ptxas_registers is not None else m.get("launch__registers_per_thread")
         if regs is not None:
             from .occupancy import theoretical_occupancy
@@ -236,8 +240,14 @@ class KernelRecord:
                                             m["launch__shared_mem_per_block_static"] + self.shared_dynamic)
             except ValueError:
                 occ = None
+        if l2_warm:
+            footprint = 128 * self._counts.get("l2_lines", 0)
+            if footprint > g.l2_bytes:
+                raise ValueError(f"l2_warm=True needs the launch's data in L2, but '{self.name}' touches "
+                                 f"{footprint / 2**20:.1f} MB and the {g.name}'s L2 holds {g.l2_bytes / 2**20:.0f} MB: "
+                                 f"model it cold (l2_warm=False)")
         launch = {"grid": self.grid, "block": self.block, "shared_dynamic": self.shared_dynamic}
-        return predict(m, launch, g, flops=flops, occupancy=occ, pipe=pipe)
+        return predict(m, launch, g, flops=flops, occupancy=occ, pipe=pipe, l2_warm=l2_warm)
 
     def __repr__(self):
         return f"<KernelRecord {self.name} grid={self.grid} block={self.block}>"

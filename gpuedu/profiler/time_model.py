@@ -1,26 +1,35 @@
 """A modelled GPU time from exact counters: which roof a kernel would hit first, and how long it would take.
 
-The emulator counts what a kernel does (requests, sectors, wavefronts, DRAM bytes); this module turns
-the counts into time on a named GPU by asking how long each part of the chip would need for its
-share of the work, if it ran at its own top speed:
+The emulator counts what a kernel does (requests, sectors, wavefronts, barriers, DRAM bytes); this module
+turns the counts into time on a named GPU by asking how long each part of the chip would need for its
+share of the work, if it ran at its own top speed, and how long the waits of one block take:
 
-- launch: a fixed cost before any work starts;
+- launch: a fixed cost on the GPU before any work starts;
 - DRAM: bytes that must come from or go to memory, over the achievable bandwidth;
 - L2: every 32-byte sector the SMs ask for, over the L2 bandwidth;
 - L1/shared: every wavefront (one pass of the L1/shared data path), at one per clock per SM;
 - compute: your count of floating-point operations, over the FP32 peak (only when you give one), or
   over the dense FP16 tensor-core peak for kernels that run on the tensor cores (``pipe="tensor"``);
-- latency/occupancy: Little's law. A warp waiting for DRAM keeps only so many bytes in flight, so
-  too few resident warps cannot use the bandwidth however fast it is.
+- issue: every warp instruction the counts know of (memory instructions, barriers, and an FMA per two
+  FLOPs on the FP32 pipe) at four a clock per SM, one per scheduler;
+- latency/occupancy: the waits. An SM holds only so many blocks at once (the occupancy); each wave of
+  them takes as long as one block's chain of waits: its start, its rounds of global loads (a DRAM or an
+  L2 round trip each, as the counted DRAM bytes say), and a barrier plus a shared-memory round trip per
+  ``__syncthreads``. The SM's shared-memory wavefronts, the replays of global requests scattered over
+  several 128-byte lines, and its memory and barrier instructions add to that: a warp busy with them is
+  not waiting on memory, and a barrier lets no warp run ahead into the next step.
 
 The parts work at the same time, so the slowest sets the pace: modelled time = launch + the largest
-of the others, and the largest term names the *limiter*. It is a model, and every constant it rests
-on is listed in ``Prediction.assumptions``; it is meant to rank kernels and explain them, not to
-replace a measurement.
+of the others, and the largest term names the *limiter*. A call of several launches adds the host's side:
+``timeline`` puts each launch after the host has issued it (6.2 µs a launch, as measured on an H200) and
+after the kernel before it. It is a model, and every constant it rests on is listed in
+``Prediction.assumptions`` (and here, with its source); it is meant to rank kernels and explain them, not
+to replace a measurement. ``benchmarks/model_vs_measured.py`` holds it against an H200's measurements and a
+published A6000 ladder.
 
 >>> copy = {"dram__bytes_read.sum": 256e6, "dram__bytes_write.sum": 256e6}
 >>> print(predict(copy, {"grid": (250_000, 1, 1), "block": (256, 1, 1)}, "H100"))
-modelled on H100 SXM: 182.8 µs, DRAM-bound (DRAM 179.8 µs, launch 3 µs)
+modelled on H100 SXM: 182.8 µs, DRAM-bound (DRAM 179.8 µs, latency/occupancy 23.1 µs, launch 3 µs)
 """
 import math
 import operator
@@ -30,22 +39,50 @@ from .gpus import get_gpu
 from .occupancy import Occupancy, theoretical_occupancy
 
 LAUNCH_OVERHEAD_S = 3e-6       # the GPU's side of a launch: an assumption of the model (see LAUNCH_NOTE)
-#: What the launch term is, and what it is not: the host's cost of issuing the launch is not modelled.
+#: What the launch term is, and what it is not: the host's side of a launch is ``timeline``'s.
 LAUNCH_NOTE = ("µs per kernel before any work: the GPU's side of a launch, an assumption of the model; the host's "
-               "side is not modelled (measured on an H200, 2026-11-26: one prepared launch from Python took 6.2 µs "
+               "side is timeline()'s (measured on an H200, 2026-11-26: one prepared launch from Python took 6.2 µs "
                "of host time, benchmarks/results/nvidia-h200.json)")
+#: The host's side of a launch: one prepared launch from Python (PyCUDA's prepared_call), measured on an H200 on
+#: 2026-11-26 (benchmarks/results/nvidia-h200.json, figure launch_prepared_call: 6.19 µs, median of 20 x 2000).
+HOST_LAUNCH_S = 6.2e-6
 #: The compute pipes a kernel's FLOPs can run on: the FP32 CUDA cores, or the FP16 tensor cores (dense).
 PIPES = ("fp32", "tensor")
-DRAM_EFFICIENCY = 0.85         # a device-to-device copy reaches 80-90% of the datasheet bandwidth
-DRAM_LATENCY_S = 700e-9        # a DRAM load's round trip under load (600-800 ns on A100/H100)
-LOADS_IN_FLIGHT_PER_WARP = 1   # a warp waits on one load at a time (no unrolling assumed)
+#: A device-to-device copy reaches 80-90% of the datasheet bandwidth; the H200 measured 86% (4,127 of 4,800 GB/s,
+#: copy_dtod, 2026-11-26).
+DRAM_EFFICIENCY = 0.85
+#: A DRAM load's round trip under load: an assumption of 700 ns (600-800 ns on A100/H100 under load); pointer-
+#: chasing microbenchmarks of an idle GPU (Jia et al., "Dissecting the NVIDIA Volta GPU Architecture via
+#: Microbenchmarking", 2018; Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture", 2024)
+#: find less, since a loaded memory system's queues lengthen it.
+DRAM_LATENCY_S = 700e-9
+#: An L2 hit's round trip, in SM clocks: 193 on a V100 (Jia et al. 2018); used for loads L2 serves and as the
+#: cost of a block's start and end (an assumption: NVIDIA publishes no figure for either on these GPUs).
+L2_LATENCY_CYCLES = 193
+#: A shared-memory load's round trip: 19 clocks on a V100 (Jia et al. 2018).
+SHARED_LATENCY_CYCLES = 19
+#: A __syncthreads the block's warps reach together: 20 clocks, an assumption (the order of a few dependent
+#: instructions; NVIDIA publishes no figure).
+BARRIER_CYCLES = 20
+#: Loads a warp has in flight at once: two, an assumption (nvcc issues a loop's independent loads together, but
+#: a store between two loads may alias the second, which then waits; the counts do not say which is which).
+LOADS_IN_FLIGHT_PER_WARP = 2
+#: Warp instructions an SM issues a clock: one per each of its four schedulers (NVIDIA's Volta-Hopper whitepapers).
+ISSUE_PER_CLOCK = 4
 WAVEFRONTS_PER_CLOCK = 1       # the L1/shared data path: 128 bytes, one wavefront, per clock per SM
 SECTOR_BYTES = 32
 SECTORS_PER_LINE = 4           # a 128-byte cache line
+#: The counted ``__syncthreads`` released, summed over the blocks: the emulator's own count (Nsight Compute has
+#: no metric of this name), which ``KernelRecord.predict`` passes in.
+BARRIERS = "gpuedu__barriers_released.sum"
+#: The distinct 128-byte lines each global request touched, summed over the requests: the emulator's own count,
+#: which ``KernelRecord.predict`` passes in. The L1 takes a pass (a wavefront) per line, so a request whose 32 lanes
+#: fall in 32 lines costs 32 where a coalesced one costs 1.
+GLOBAL_LINES = "gpuedu__global_request_lines.sum"
 
 GLOBAL_OPS = ("ld", "st", "atom", "red")   # red: atomics whose result is unused
 #: The roofs, each a possible limiter.
-ROOFS = ("launch", "DRAM", "L2", "L1/shared", "compute", "latency/occupancy")
+ROOFS = ("launch", "DRAM", "L2", "L1/shared", "compute", "issue", "latency/occupancy")
 
 
 def _requests(op):
@@ -72,7 +109,8 @@ def format_seconds(seconds):
 
 @dataclass(frozen=True)
 class Prediction:
-    """A modelled (never measured) kernel time: ``terms`` holds each roof's seconds."""
+    """A modelled (never measured) kernel time on the GPU, from the kernel's start on the GPU (the host's side of
+    the launch is ``timeline``'s): ``terms`` holds each roof's seconds."""
     gpu: str
     seconds: float
     limiter: str
@@ -131,6 +169,9 @@ def _occupancy(gpu, threads, shared_dynamic, occupancy, notes):
 def _l1_wavefronts(metrics):
     """Wavefronts through the L1/shared data path, or None if a count it needs is unknown."""
     total = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    lines = metrics.get(GLOBAL_LINES)
+    if lines is not None and total is not None:
+        return total + float(lines)     # a global request takes a wavefront per line it touches
     for op in GLOBAL_OPS:
         requests, sectors = _count(metrics, _requests(op)), _count(metrics, _sectors(op))
         if None in (requests, sectors, total):
@@ -140,7 +181,64 @@ def _l1_wavefronts(metrics):
     return total
 
 
-def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
+def _instructions(metrics, barriers, blocks, threads, gpu):
+    """Warp instructions the counts know of: global and shared memory instructions, and a barrier per warp per
+    ``__syncthreads`` (None when a count is unknown; barriers left out when not counted)."""
+    names = [_requests(op) for op in GLOBAL_OPS] + [f"smsp__sass_inst_executed_op_shared_{op}.sum"
+                                                     for op in ("ld", "st", "atom")]
+    total = _total(metrics, names)
+    if total is None:
+        return None
+    if barriers:
+        total += float(barriers) * math.ceil(threads / gpu.warp_size)
+    return total
+
+
+def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_share, occ, gpu, notes):
+    """Seconds of the waits on the busiest SM: each wave of resident blocks as long as one block's chain, plus the
+    SM's shared wavefronts, scattered requests' replays and counted instructions, which do not hide under them."""
+    loads, load_sectors = _count(metrics, _requests("ld")), _count(metrics, _sectors("ld"))
+    stores = _count(metrics, _requests("st"))
+    shared = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    lines, requests = metrics.get(GLOBAL_LINES), _total(metrics, [_requests(op) for op in GLOBAL_OPS])
+    if None in (read, loads, load_sectors, stores, shared, requests, instructions):
+        return None
+    # A global request scattered over several 128-byte lines is replayed once per extra line; its warp waits.
+    replays = max(0.0, float(lines) - requests) if lines is not None else 0.0
+    clock = gpu.clock_hz
+    warps = blocks * math.ceil(threads / gpu.warp_size)
+    per_warp, stores_per_warp = loads / warps, stores / warps
+    syncs = float(barriers) / blocks if barriers else 0.0
+    # Rounds of loads a warp waits for, one after another: its loads two at a time, or one per store between them
+    # (the store may alias the next load); where the block synchronises, at most one per barrier (its loads
+    # between two barriers go together).
+    ordered = min(per_warp, stores_per_warp, syncs) if syncs else min(per_warp, stores_per_warp)
+    rounds = max(math.ceil(per_warp / LOADS_IN_FLIGHT_PER_WARP), ordered) if loads else 0
+    dram_share = min(1.0, read / (load_sectors * SECTOR_BYTES)) if load_sectors else 0.0
+    round_trip = dram_share * DRAM_LATENCY_S * clock + (1 - dram_share) * L2_LATENCY_CYCLES
+    chain = L2_LATENCY_CYCLES + rounds * round_trip + syncs * (BARRIER_CYCLES + SHARED_LATENCY_CYCLES)
+    waves = math.ceil(math.ceil(blocks / gpu.sms) / occ.blocks_per_sm)
+    serial = ((shared + replays) / WAVEFRONTS_PER_CLOCK + instructions / ISSUE_PER_CLOCK) * busiest_share
+    notes.append(
+        f"latency: {occ.blocks_per_sm} blocks an SM at once, so the busiest SM runs {waves:,} wave(s) (the last one "
+        f"may be part full); a block's chain is its start and end ({L2_LATENCY_CYCLES} clocks, an L2 round trip), "
+        f"{rounds:,.4g} round(s) of loads ({LOADS_IN_FLIGHT_PER_WARP} in flight a warp, one per store between them, at "
+        f"most one per barrier) of "
+        f"{round_trip:,.0f} clocks ({dram_share:.0%} from DRAM at {DRAM_LATENCY_S * 1e9:.0f} ns, the rest L2 hits at "
+        f"{L2_LATENCY_CYCLES} clocks), and {syncs:,.4g} barrier(s) of {BARRIER_CYCLES} clocks with a "
+        f"{SHARED_LATENCY_CYCLES}-clock shared-memory round trip each; the SM's shared-memory wavefronts and the "
+        f"replays of global requests scattered over several lines (one a clock), and its counted instructions "
+        f"({ISSUE_PER_CLOCK} a clock), add to it: a warp busy with them is not waiting on memory, and barriers keep "
+        f"one block's steps from overlapping (sources: the L2 and shared-memory round trips as Jia et al. 2018, "
+        f"'Dissecting the NVIDIA Volta GPU Architecture via Microbenchmarking', measured them on a V100; DRAM's "
+        f"{DRAM_LATENCY_S * 1e9:.0f} ns under load, the barrier's {BARRIER_CYCLES} clocks, {LOADS_IN_FLIGHT_PER_WARP} "
+        f"loads in flight and a block's start and end as an L2 round trip are assumptions: gpuedu.profiler.time_model)")
+    if barriers is None:
+        notes.append("barriers unknown: none charged (KernelRecord.predict passes the emulator's count)")
+    return (waves * chain + serial) / clock
+
+
+def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_warm=False):
     """Model how long a kernel launch would take on `gpu`, from the emulator's counters.
 
     metrics: {Nsight Compute metric name: count}; a missing name counts as 0, a None as unknown
@@ -149,10 +247,13 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     of the floating-point operations (an FMA is 2), for the compute roof. occupancy: from
     `theoretical_occupancy` with the compiler's registers; without it registers are not counted.
     pipe: where those FLOPs run, "fp32" (the CUDA cores, the default) or "tensor" (the FP16 tensor cores,
-    at the GPU's dense FP16 tensor-core peak).
+    at the GPU's dense FP16 tensor-core peak). l2_warm: the launch's data already sits in L2 (the launches
+    before it wrote or read it, and it fits): no DRAM traffic, and its loads wait an L2 round trip, not DRAM's.
     """
     compute_peak(gpu, pipe)            # a wrong pipe is refused before any work
     gpu = get_gpu(gpu)
+    if l2_warm:
+        metrics = {**metrics, DRAM_READ: 0, DRAM_WRITE: 0}
     blocks, threads = _shape(launch, "grid"), _shape(launch, "block")
     notes = [f"modelled, not measured: launch + the slowest of the roofs below, which overlap ({gpu.name})"]
     occ = _occupancy(gpu, threads, launch.get("shared_dynamic", 0), occupancy, notes)
@@ -165,6 +266,9 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     if blocks < gpu.sms:
         notes.append(f"the grid's {blocks} blocks fill {blocks} of the {gpu.sms} SMs: the rest stay idle")
 
+    if l2_warm:
+        notes.append("L2 warm: the launch's data is already in L2 (written or read by the launches before it), so "
+                     "nothing comes from DRAM and its loads wait an L2 round trip")
     terms, unknown = {"launch": LAUNCH_OVERHEAD_S}, []
     notes.append(f"launch: {LAUNCH_OVERHEAD_S * 1e6:g} {LAUNCH_NOTE}")
 
@@ -192,8 +296,10 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     else:
         terms["L1/shared"] = wavefronts * busiest_share / (gpu.clock_hz * WAVEFRONTS_PER_CLOCK)
         notes.append("L1/shared: one wavefront a clock per SM; shared accesses as counted (bank conflicts "
-                     "included), a shared atomic as one, a global request as the 128-byte lines its sectors "
-                     "fill (at least one: requests scattered over more lines cost more)")
+                     "included), a shared atomic as one, a global request as the 128-byte lines it touches ("
+                     + ("counted" if metrics.get(GLOBAL_LINES) is not None else
+                        "not counted here: at least one, and as many as its sectors fill")
+                     + "; requests scattered over more lines cost more)")
 
     if flops is None:
         notes.append("compute: not modelled (pass flops= your count of the kernel's floating-point operations)")
@@ -204,20 +310,26 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
         notes.append(f"compute: your count of {flops:.4g} FLOPs at {where} of {peak / 1e12:.3g} "
                      f"TFLOP/s (a napkin count: address arithmetic and other instructions are not counted)")
 
-    loads, load_sectors = _count(metrics, _requests("ld")), _count(metrics, _sectors("ld"))
-    if None in (read, loads, load_sectors):
+    barriers = metrics.get(BARRIERS)
+    instructions = _instructions(metrics, barriers, blocks, threads, gpu)
+    if instructions is None:
+        unknown.append("issue")
+    else:
+        terms["issue"] = instructions * busiest_share / (gpu.clock_hz * ISSUE_PER_CLOCK)
+        notes.append(f"issue: {ISSUE_PER_CLOCK} warp instructions a clock per SM (one per each of its four schedulers: "
+                     f"NVIDIA's Volta, Ampere and Hopper whitepapers); counted: "
+                     f"memory instructions and barriers (arithmetic is the compute roof's; address math and other "
+                     f"instructions are not counted)")
+
+    latency = _latency(metrics, read, barriers, instructions, blocks, threads, busiest_share, occ, gpu, notes)
+    if latency is None:
         unknown.append("latency/occupancy")
-    elif read and loads:   # only loads make a warp wait: stores are sent and forgotten
-        warps = min(blocks, gpu.sms * occ.blocks_per_sm) * math.ceil(threads / gpu.warp_size)
-        per_warp = load_sectors / loads * SECTOR_BYTES * LOADS_IN_FLIGHT_PER_WARP
-        in_flight = warps * per_warp
-        terms["latency/occupancy"] = read * DRAM_LATENCY_S / in_flight
-        notes.append(f"latency: a DRAM load takes {DRAM_LATENCY_S * 1e9:.0f} ns; {warps:,} resident warps, each "
-                     f"with {LOADS_IN_FLIGHT_PER_WARP} load of {per_warp:.0f} B in flight, read at most "
-                     f"{in_flight / DRAM_LATENCY_S / 1e9:,.0f} GB/s (Little's law); cache hits are assumed hidden")
+    else:
+        terms["latency/occupancy"] = latency
 
     divergent = _count(metrics, DIVERGENT_BRANCHES)
-    notes.append("not modelled: instruction throughput, atomic contention on one address, blocks of unequal work"
+    notes.append("not modelled: instructions the counts do not see (arithmetic, address math), atomic contention on "
+                 "one address, blocks of unequal work, L1 hits (they are charged as L2's)"
                  + (f", the cost of {divergent:,.0f} divergent branch targets" if divergent else ""))
     if unknown:
         notes.append(f"left out, since a count they need is unknown (None): {', '.join(unknown)}")
@@ -225,6 +337,27 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32"):
     limiter = max(terms, key=terms.get)
     return Prediction(gpu=gpu.name, seconds=LAUNCH_OVERHEAD_S + work, limiter=limiter, terms=terms,
                       assumptions=notes)
+
+
+def timeline(predictions, host_seconds=HOST_LAUNCH_S):
+    """Modelled seconds from the host's first launch to the end of the last kernel, for launches issued back to
+    back on one stream (what CUDA events around the whole call measure).
+
+    The host spends ``host_seconds`` issuing each launch (6.2 µs for one prepared launch from Python, measured on
+    an H200); the GPU starts a kernel once the host has issued it and the kernel before it has finished. A long
+    kernel hides the next launches' host time; a chain of short kernels waits for the host (launch-bound).
+    """
+    predictions = list(predictions)
+    if not predictions:
+        raise ValueError("timeline needs at least one Prediction (one per launch, in launch order)")
+    if host_seconds < 0:
+        raise ValueError(f"host_seconds is the host's time to issue one launch: >= 0, got {host_seconds!r}")
+    end = 0.0
+    for k, p in enumerate(predictions, start=1):
+        if not isinstance(p, Prediction):
+            raise TypeError(f"timeline takes the Predictions of predict(), got {type(p).__name__}")
+        end = max(end, k * host_seconds) + p.seconds
+    return end
 
 
 def arithmetic_intensity(metrics, flops):

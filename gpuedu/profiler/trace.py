@@ -15,8 +15,10 @@ recorded with its stream, and ``schedule`` lays them out as CUDA's rules say a G
 Durations are **modelled**: a copy takes latency + bytes / link bandwidth (pinned memory at the
 link's DMA rate; pageable memory about half, and a pageable "async" copy holds the host, as the
 driver stages it); a kernel takes the profiler's modelled time on the named GPU (its counts come
-from running it instrumented). The host is modelled as issuing its calls back to back (a couple of
-microseconds each): what it does between calls here is the emulator's work, not a GPU program's.
+from running it instrumented). The host is modelled as issuing its calls back to back: a kernel launch
+takes it 6.2 µs (one prepared launch from Python, measured on an H200: ``time_model.HOST_LAUNCH_S``), any
+other call 2 µs (an assumption); what it does between calls here is the emulator's work, not a GPU
+program's.
 ``tr.write(path)`` saves Chrome trace-event JSON (Perfetto, chrome://tracing); ``tr.plot()`` draws it.
 
 On a real GPU nothing is modelled: every kernel launch and copy made inside the block is bracketed by two
@@ -27,6 +29,8 @@ as NVTX ranges (``gpuedu.range``), which measures everything else.
 from .. import launch as _launch
 import contextlib
 import json
+
+from .time_model import HOST_LAUNCH_S
 
 
 # Host <-> device links, per GPU: (pinned bytes/s, pageable bytes/s, latency s). Assumptions, stated.
@@ -39,7 +43,8 @@ LINKS = {
 }
 LINK_SOURCE = ("assumption: typical measured PCIe rates (3.0 x16 ~12 GB/s, 4.0 ~24, 5.0 ~50 GB/s pinned; "
                "pageable about half, through the driver's staging buffer), 8-10 us per copy")
-API_OVERHEAD_S = 2e-6   # host time to issue one call (assumption)
+API_OVERHEAD_S = 2e-6   # host time to issue a copy or another call (assumption)
+LAUNCH_HOST_S = HOST_LAUNCH_S   # host time to issue one kernel launch (measured on an H200, 2026-11-26)
 ENGINES = {"htod": "copy engine (host to device)", "dtoh": "copy engine (device to host)",
            "dtod": "compute", "kernel": "compute"}
 
@@ -47,9 +52,10 @@ ENGINES = {"htod": "copy engine (host to device)", "dtoh": "copy engine (device 
 class Trace:
     """What a ``with gpuedu.trace() as tr:`` block recorded, and its modelled schedule (``tr.events``)."""
 
-    def __init__(self, gpu="H100", path=None):
+    def __init__(self, gpu="H100", path=None, l2_warm=False):
         from .gpus import get_gpu
         self.gpu = get_gpu(gpu)
+        self.l2_warm = l2_warm
         self.path = path
         self.calls = []          # (kind, info) in issue order
         self.events = []         # the schedule: dicts with name, row, start, duration (seconds), args
@@ -82,7 +88,7 @@ class Trace:
         from gpuedu.emulator import hooks
         hooks.record_activity(self._previous)
         self._profile.__exit__(*exc)
-        self.events = schedule(self.calls, self.gpu)
+        self.events = schedule(self.calls, self.gpu, l2_warm=self.l2_warm)
         if self.path is not None and exc[0] is None:
             self.write(self.path)
         return False
@@ -269,10 +275,11 @@ def nvtx_range(name):
         nvtx.pop_range()
 
 
-def trace(path=None, gpu="H100"):
+def trace(path=None, gpu="H100", l2_warm=False):
     """Record copies, kernels, events and synchronisations in a ``with`` block; lay them out as ``gpu``'s
-    streams would run them (modelled); ``path`` (optional) receives Chrome trace-event JSON."""
-    return Trace(gpu=gpu, path=path)
+    streams would run them (modelled); ``path`` (optional) receives Chrome trace-event JSON. ``l2_warm``: model
+    each kernel with its data already in L2 (``KernelRecord.predict``), as in a repeated small step."""
+    return Trace(gpu=gpu, path=path, l2_warm=l2_warm)
 
 
 # ---- the schedule ------------------------------------------------------------------------------------
@@ -284,14 +291,14 @@ def copy_seconds(direction, nbytes, pinned, gpu):
     return latency + nbytes / (rate_pinned if pinned else rate_pageable)
 
 
-def kernel_seconds(record, gpu):
+def kernel_seconds(record, gpu, l2_warm=False):
     """The profiler's modelled time of a launch on ``gpu`` (``None`` when it could not be counted)."""
     if record is None or record.metrics.get("smsp__warps_launched.sum") is None:
         return None
-    return record.predict(gpu).seconds
+    return record.predict(gpu, l2_warm=l2_warm).seconds
 
 
-def schedule(calls, gpu):
+def schedule(calls, gpu, l2_warm=False):
     """Lay out ``calls`` [(kind, info)] as CUDA's stream rules run them; returns the timeline's events.
 
     A kernel's info may give its ``seconds``; else its profiler ``record`` is modelled on ``gpu``.
@@ -315,7 +322,7 @@ def schedule(calls, gpu):
         ready = max(tail.get(stream, 0.0), gate.get(stream, 0.0))
         ready = max(ready, max(tail.values(), default=0.0) if stream == 0 else default_tail)
         if kind in ("copy", "kernel"):
-            host += API_OVERHEAD_S
+            host += LAUNCH_HOST_S if kind == "kernel" else API_OVERHEAD_S
             if kind == "copy":
                 what = info["direction"]
                 duration = copy_seconds(what, info.get("bytes", 0), info.get("pinned", False), gpu)
@@ -323,7 +330,7 @@ def schedule(calls, gpu):
                 args = {"bytes": info.get("bytes", 0), "pinned": info.get("pinned", False)}
             else:
                 what = "kernel"
-                duration = info.get("seconds") or kernel_seconds(info.get("record"), gpu)
+                duration = info.get("seconds") or kernel_seconds(info.get("record"), gpu, l2_warm)
                 if duration is None:
                     duration = info["host_end"] - info["host_time"]
                     args = {"duration": "the emulator's own time (not counted)"}

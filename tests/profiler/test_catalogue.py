@@ -8,6 +8,7 @@ import gpuedu
 from gpuedu import ops
 from gpuedu.profiler import catalogue, profile
 from gpuedu.profiler.gpus import get_gpu
+from gpuedu.profiler.time_model import HOST_LAUNCH_S, timeline
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def test_summed_metrics_add_counts_and_keep_unknowns_unknown():
 
 
 @pytest.mark.slow
-def test_a_version_of_three_launches_is_the_sum_of_its_launches(emulator):
+def test_a_version_of_three_launches_is_its_launches_on_the_host_s_timeline(emulator):
     conv2d = family("conv2d")
     three = catalogue.Family("conv2d", (3,), conv2d.sizes, conv2d.target, conv2d.make, conv2d.run, conv2d.flops,
                              conv2d.size_label, conv2d.flops_note, conv2d.lesson, flops_kernel=conv2d.flops_kernel)
@@ -67,7 +68,8 @@ def test_a_version_of_three_launches_is_the_sum_of_its_launches(emulator):
     bigs = catalogue.at_size(three, small, large)
     flops = three.flops(three.target)
     preds = [b.predict("H100", flops=flops if b.name == "matmul_kernel5" else None) for b in bigs]
-    assert row["modelled_seconds"] == pytest.approx(sum(p.seconds for p in preds))
+    assert row["modelled_seconds"] == pytest.approx(timeline(preds))
+    assert row["modelled_seconds"] >= HOST_LAUNCH_S + sum(p.seconds for p in preds)
     assert row["limiter"] == " + ".join(p.limiter for p in preds)
     assert row["dram_bytes"] == sum(b.metrics["dram__bytes_read.sum"] + b.metrics["dram__bytes_write.sum"] for b in bigs)
     # im2col writes the lowered matrix (9x the input for a 3x3 filter) and the GEMM reads it back: all of it from
@@ -112,3 +114,21 @@ def test_rows_label_and_order_the_figures(emulator):
         assert math.isfinite(r["intensity"]) and r["limiter"]
     # coalesced loads (version 2) are modelled faster than the naive version
     assert rows[1]["modelled_seconds"] < rows[0]["modelled_seconds"]
+
+
+@pytest.mark.slow
+def test_convolution_counts_are_carried_as_a_plus_b_batch_and_move_at_least_the_input(emulator):
+    # The filters stay fixed as the batch grows: each count is a + b n, which a power of n would miss (it put
+    # version 1's DRAM reads below the input's own bytes). Counted at 8 and 16 images, carried to 32, against 32
+    # counted.
+    conv2d = family("conv2d")
+    small, large, _ = catalogue.count(conv2d)[1]
+    rng = np.random.default_rng(0)
+    with profile() as prof:
+        conv2d.run(conv2d.make(32, rng), 1)
+    (carried,) = catalogue.at_size(conv2d, small, large, 32)
+    (counted,) = prof.kernels
+    assert carried.metrics == counted.metrics and carried.grid == counted.grid
+    (big,) = catalogue.at_size(conv2d, small, large)
+    read, _ = big.dram_bytes()
+    assert read >= conv2d.target * 8 * 28 * 28 * 4

@@ -103,6 +103,19 @@ def test_strided_reads_touch_one_sector_per_lane_once_lanes_are_32_bytes_apart(e
     np.testing.assert_array_equal(y.get(), x.get()[::stride])
 
 
+@pytest.mark.parametrize("stride, lines_per_read", [(1, 1), (2, 2), (4, 4), (8, 8), (32, 32), (1000, 32)])
+def test_each_request_counts_the_128_byte_lines_it_touches(emu, stride, lines_per_read):
+    mod, gpuarray = emu
+    n = 1024
+    x = gpuarray.to_gpu(np.arange(n * stride, dtype=np.float32))
+    y = gpuarray.empty(n, np.float32)
+    with gpuedu.profile() as prof:
+        mod.get_function("read_strided")(y, x, np.int32(n), np.int32(stride), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    # a warp's read spans 32 x stride floats (one line per 32 floats, at most one per lane); its store one line
+    assert rec._counts["global_lines"] == n // 32 * (lines_per_read + 1)
+
+
 def test_results_are_the_same_with_and_without_profiling(emu):
     mod, gpuarray = emu
     n = 500
@@ -199,6 +212,33 @@ def test_shared_and_global_atomics_are_counted_where_they_happen(emu):
     assert m["l1tex__t_requests_pipe_lsu_mem_global_op_red.sum"] == 4
     assert m["l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum"] == 0
     assert int(counts.get().sum()) == n
+
+
+def test_each_block_s_released_barriers_are_counted_and_charged_by_the_model(emu):
+    from gpuedu.profiler.time_model import BARRIER_CYCLES, SHARED_LATENCY_CYCLES
+    mod, gpuarray = emu
+    n = 1000
+    x = gpuarray.to_gpu(np.zeros(n, np.uint8))
+    counts = gpuarray.zeros(4, np.uint32)
+    with gpuedu.profile() as prof:   # count_atomics has two __syncthreads; 4 blocks release 8
+        mod.get_function("count_atomics")(counts, x, np.int32(n), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    assert rec._counts["barriers"] == 8
+    text = "\n".join(rec.predict("H200").assumptions)
+    assert f"2 barrier(s) of {BARRIER_CYCLES} clocks with a {SHARED_LATENCY_CYCLES}-clock" in text
+    assert "barriers unknown" not in text
+
+
+def test_a_warm_l2_is_refused_for_a_launch_whose_lines_do_not_fit(emu):
+    mod, gpuarray = emu
+    x, y = gpuarray.to_gpu(np.ones(1024, np.float32)), gpuarray.empty(1024, np.float32)
+    with gpuedu.profile() as prof:
+        mod.get_function("read_strided")(y, x, np.int32(1024), np.int32(1), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    assert rec.predict("H100", l2_warm=True).terms["DRAM"] == 0
+    rec._counts["l2_lines"] = 2 * 60 * 2**20 // 128        # as if it touched 120 MB
+    with pytest.raises(ValueError, match="touches 120.0 MB and the H200 SXM's L2 holds 60 MB: model it cold"):
+        rec.predict("H200", l2_warm=True)
 
 
 def test_a_tiled_transpose_stores_coalesced_where_the_naive_one_scatters(emu):

@@ -4,8 +4,11 @@ import math
 import pytest
 
 from gpuedu.profiler.gpus import get_gpu
-from gpuedu.profiler.time_model import (DRAM_EFFICIENCY, DRAM_LATENCY_S, LAUNCH_OVERHEAD_S, ROOFS, arithmetic_intensity,
-                                   compute_peak, format_seconds, predict, roofline)
+from gpuedu.profiler.time_model import (BARRIER_CYCLES, BARRIERS, DRAM_EFFICIENCY, DRAM_LATENCY_S, GLOBAL_LINES,
+                                       HOST_LAUNCH_S,
+                                       L2_LATENCY_CYCLES, LAUNCH_OVERHEAD_S, ROOFS, SHARED_LATENCY_CYCLES,
+                                       arithmetic_intensity, compute_peak, format_seconds, predict, roofline,
+                                       timeline)
 from gpuedu.profiler.occupancy import theoretical_occupancy
 
 H100 = get_gpu("H100")
@@ -35,31 +38,143 @@ COPY = counters(ld=(COPY_WARPS, 4 * COPY_WARPS), st=(COPY_WARPS, 4 * COPY_WARPS)
 COPY_LAUNCH = {"grid": (COPY_BYTES // 4 // 256, 1, 1), "block": (256, 1, 1), "shared_dynamic": 0}
 
 
+# The same copy as a grid-stride loop of float4s: 1,056 blocks (8 an SM), each request 512 bytes (16 sectors).
+STREAM = counters(ld=(COPY_BYTES // 512, COPY_BYTES // 32), st=(COPY_BYTES // 512, COPY_BYTES // 32),
+                  dram=(COPY_BYTES, COPY_BYTES))
+STREAM_LAUNCH = {"grid": (1056, 1, 1), "block": (256, 1, 1)}
+CLOCK = H100.clock_hz
+DRAM_ROUND_TRIP = DRAM_LATENCY_S * CLOCK     # in clocks
+
+
 def test_streaming_copy_is_dram_bound_at_the_achievable_bandwidth():
-    p = predict(COPY, COPY_LAUNCH, "H100")
+    p = predict(STREAM, STREAM_LAUNCH, "H100")
     assert p.limiter == "DRAM"
     assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + 2 * COPY_BYTES / (3.35e12 * DRAM_EFFICIENCY))
-    # L2 carries the same bytes at ~12 TB/s; the L1 path sees 4e6 wavefronts over 132 SMs.
+    # L2 carries the same bytes at ~12 TB/s; the L1 path sees 4 wavefronts a request, the busiest SM 8 blocks' worth.
     assert p.terms["L2"] == pytest.approx(2 * COPY_BYTES / H100.l2_bytes_per_s)
+    busiest = 8 / 1056
+    assert p.terms["L1/shared"] == pytest.approx(2 * 4 * COPY_BYTES // 512 * busiest / CLOCK)
+
+
+def test_one_float_a_thread_copy_waits_a_dram_round_trip_per_wave_of_blocks():
+    # 250,000 blocks, 8 an SM at once: the busiest SM runs 1,894 blocks in 237 waves, each a block's start and end
+    # (an L2 round trip) and one load round trip to DRAM; the SM's 2 memory instructions a warp issue 4 a clock.
+    p = predict(COPY, COPY_LAUNCH, "H100")
     busiest = math.ceil(250_000 / 132) / 250_000
-    assert p.terms["L1/shared"] == pytest.approx(2 * COPY_WARPS * busiest / H100.clock_hz)
+    serial = 2 * COPY_WARPS * busiest / 4
+    assert p.limiter == "latency/occupancy"
+    assert p.terms["latency/occupancy"] == pytest.approx((237 * (L2_LATENCY_CYCLES + DRAM_ROUND_TRIP) + serial) / CLOCK)
+    assert p.terms["issue"] == pytest.approx(serial / CLOCK)
+    assert any("237 wave(s)" in note for note in p.assumptions)
 
 
 def test_copy_with_too_few_warps_is_latency_bound():
-    # 64 blocks of 256 threads walking the array: 512 warps x 128 B in flight, 700 ns a round trip.
+    # 64 blocks of 256 threads walking the array: each warp's 3,906.25 loads wait one by one, a store between two.
     p = predict(COPY, {"grid": (64, 1, 1), "block": (256, 1, 1)}, "H100")
+    loads = COPY_WARPS / 512
     assert p.limiter == "latency/occupancy"
-    assert p.seconds == pytest.approx(LAUNCH_OVERHEAD_S + COPY_BYTES * DRAM_LATENCY_S / (512 * 128))
+    assert p.terms["latency/occupancy"] == pytest.approx(
+        (L2_LATENCY_CYCLES + loads * DRAM_ROUND_TRIP + 2 * COPY_WARPS / 64 / 4) / CLOCK)   # one block an SM
     assert any("fill 64 of the 132 SMs" in note for note in p.assumptions)
 
 
-def test_register_hungry_kernel_keeps_fewer_loads_in_flight():
+def test_loads_without_stores_between_them_wait_two_at_a_time():
+    # 4 loads a warp and no store: two rounds; with a store after each load: four.
+    launch = {"grid": (132, 1, 1), "block": (32, 1, 1)}
+    reads = counters(ld=(4 * 132, 16 * 132), dram=(4 * 132 * 128, 0))
+    copies = counters(ld=(4 * 132, 16 * 132), st=(4 * 132, 16 * 132), dram=(4 * 132 * 128, 0))
+    two, four = (predict(m, launch, "H100").terms["latency/occupancy"] * CLOCK for m in (reads, copies))
+    assert two == pytest.approx(L2_LATENCY_CYCLES + 2 * DRAM_ROUND_TRIP + 4 / 4)
+    assert four == pytest.approx(L2_LATENCY_CYCLES + 4 * DRAM_ROUND_TRIP + 8 / 4)
+
+
+def test_loads_l2_serves_wait_an_l2_round_trip():
+    # Half the loaded bytes come from DRAM: a round trip is half DRAM's, half L2's.
+    launch = {"grid": (132, 1, 1), "block": (32, 1, 1)}
+    p = predict(counters(ld=(132, 4 * 132), dram=(132 * 64, 0)), launch, "H100")
+    assert p.terms["latency/occupancy"] * CLOCK == pytest.approx(
+        L2_LATENCY_CYCLES + (DRAM_ROUND_TRIP + L2_LATENCY_CYCLES) / 2 + 1 / 4)
+
+
+def test_each_barrier_adds_a_barrier_and_a_shared_round_trip_to_the_chain_and_its_instructions_to_the_sm():
+    launch = {"grid": (132, 1, 1), "block": (256, 1, 1)}
+    plain = predict(counters(), launch, "H100")
+    synced = predict(counters(**{BARRIERS: 132 * 10}), launch, "H100")
+    # Per block: 10 barriers of (barrier + shared round trip) on the chain; 8 warps x 10 barrier instructions.
+    extra = 10 * (BARRIER_CYCLES + SHARED_LATENCY_CYCLES) + 8 * 10 / 4
+    assert (synced.terms["latency/occupancy"] - plain.terms["latency/occupancy"]) * CLOCK == pytest.approx(extra)
+    assert any("barriers unknown" in note for note in plain.assumptions)
+    assert not any("barriers unknown" in note for note in synced.assumptions)
+
+
+def test_loads_between_barriers_go_together():
+    # 4 loads and 4 stores a warp: with no barrier a store may alias the next load (4 rounds); with one barrier
+    # the loads before it go two at a time (2 rounds).
+    launch = {"grid": (132, 1, 1), "block": (32, 1, 1)}
+    m = counters(ld=(4 * 132, 16 * 132), st=(4 * 132, 16 * 132), dram=(4 * 132 * 128, 0))
+    free = predict(m, launch, "H100").terms["latency/occupancy"] * CLOCK
+    synced = predict({**m, BARRIERS: 132}, launch, "H100").terms["latency/occupancy"] * CLOCK
+    assert free == pytest.approx(L2_LATENCY_CYCLES + 4 * DRAM_ROUND_TRIP + 8 / 4)
+    assert synced == pytest.approx(L2_LATENCY_CYCLES + 2 * DRAM_ROUND_TRIP + BARRIER_CYCLES + SHARED_LATENCY_CYCLES
+                                   + 8 / 4 + 1 / 4)
+
+
+def test_a_request_scattered_over_lines_takes_a_wavefront_per_line_and_is_replayed():
+    # One warp's store of 32 floats 128 bytes apart: 32 lines (the emulator counts them), against 1 coalesced.
+    launch = {"grid": (1, 1, 1), "block": (32, 1, 1)}
+    coalesced = predict({**counters(st=(1, 4)), GLOBAL_LINES: 1}, launch, "H100")
+    scattered = predict({**counters(st=(1, 32)), GLOBAL_LINES: 32}, launch, "H100")
+    assert coalesced.terms["L1/shared"] * CLOCK == pytest.approx(1)
+    assert scattered.terms["L1/shared"] * CLOCK == pytest.approx(32)
+    assert (scattered.terms["latency/occupancy"] - coalesced.terms["latency/occupancy"]) * CLOCK == pytest.approx(31)
+    # without the line count, a request is the lines its sectors fill at least
+    assert predict(counters(st=(1, 32)), launch, "H100").terms["L1/shared"] * CLOCK == pytest.approx(8)
+    assert any("lines it touches (counted" in note for note in scattered.assumptions)
+
+
+def test_a_warm_l2_takes_dram_out_and_makes_loads_l2_round_trips():
+    launch = {"grid": (132, 1, 1), "block": (32, 1, 1)}
+    m = counters(ld=(132, 4 * 132), dram=(132 * 128, 0))
+    cold, warm = predict(m, launch, "H100"), predict(m, launch, "H100", l2_warm=True)
+    assert warm.terms["DRAM"] == 0 < cold.terms["DRAM"]
+    assert warm.terms["latency/occupancy"] * CLOCK == pytest.approx(2 * L2_LATENCY_CYCLES + 1 / 4)
+    assert cold.terms["latency/occupancy"] * CLOCK == pytest.approx(L2_LATENCY_CYCLES + DRAM_ROUND_TRIP + 1 / 4)
+    assert any("L2 warm" in note for note in warm.assumptions)
+
+
+def test_shared_wavefronts_add_to_the_waits():
+    launch = {"grid": (132, 1, 1), "block": (256, 1, 1)}
+    calm = predict(counters(shared=(132 * 100, 0)), launch, "H100")
+    conflicted = predict(counters(shared=(132 * 400, 0)), launch, "H100")
+    assert (conflicted.terms["latency/occupancy"] - calm.terms["latency/occupancy"]) * CLOCK == pytest.approx(300)
+
+
+def test_register_hungry_kernel_waits_through_more_waves():
     lean = theoretical_occupancy("H100", 256, 32, 0)      # 8 blocks an SM
     hungry = theoretical_occupancy("H100", 256, 128, 0)   # 2 blocks an SM
     fast = predict(COPY, COPY_LAUNCH, "H100", occupancy=lean)
     slow = predict(COPY, COPY_LAUNCH, "H100", occupancy=hungry)
-    assert slow.terms["latency/occupancy"] == pytest.approx(4 * fast.terms["latency/occupancy"])
-    assert slow.limiter == "latency/occupancy" and fast.limiter == "DRAM"
+    serial = 2 * COPY_WARPS * math.ceil(250_000 / 132) / 250_000 / 4 / CLOCK
+    # 1,894 blocks on the busiest SM: 237 waves of 8, or 947 of 2.
+    assert slow.terms["latency/occupancy"] - serial == pytest.approx(947 / 237 * (fast.terms["latency/occupancy"] - serial))
+    assert slow.limiter == "latency/occupancy"
+
+
+def test_timeline_puts_each_launch_after_the_host_has_issued_it():
+    short = predict(counters(), {"grid": 1, "block": 32}, "H100")
+    long = predict(STREAM, STREAM_LAUNCH, "H100")
+    # One launch: the host's issue, then the kernel.
+    assert timeline([long]) == pytest.approx(HOST_LAUNCH_S + long.seconds)
+    # A long kernel hides the host's next launches; short kernels after each other wait for the host.
+    assert timeline([long, short, short]) == pytest.approx(HOST_LAUNCH_S + long.seconds + 2 * short.seconds)
+    assert timeline([short] * 3) == pytest.approx(3 * HOST_LAUNCH_S + short.seconds)
+    assert timeline([short] * 3, host_seconds=0) == pytest.approx(3 * short.seconds)
+    with pytest.raises(ValueError, match="at least one"):
+        timeline([])
+    with pytest.raises(TypeError, match="Predictions"):
+        timeline([1e-6])
+    with pytest.raises(ValueError, match="host_seconds"):
+        timeline([short], host_seconds=-1)
 
 
 def test_huge_flop_count_is_compute_bound():
@@ -149,14 +264,14 @@ def test_sgemm_ladder_ranks_right_and_lands_within_2x_of_the_published_times():
     modelled = [ladder_prediction(launch, warps, per_warp) for _, _, launch, warps, per_warp in LADDER]
     measured = [2 * 4092**3 / (gflops * 1e9) for _, gflops, _, _, _ in LADDER]
     assert [p.seconds for p in modelled] == sorted((p.seconds for p in modelled), reverse=True)
-    assert [p.limiter for p in modelled] == ["L2", "L2", "L1/shared", "L1/shared", "L1/shared"]
+    assert [p.limiter for p in modelled] == ["L2"] + ["latency/occupancy"] * 4
     assert all(set(p.terms) <= set(ROOFS) for p in modelled)
     for (name, *_), model, real in zip(LADDER, modelled, measured):
         assert 0.5 < model.seconds / real < 2, f"{name}: {model}; measured {real * 1e3:.1f} ms"
 
 
 def test_str_and_repr_say_it_is_modelled():
-    p = predict(COPY, COPY_LAUNCH, "H100")
+    p = predict(STREAM, STREAM_LAUNCH, "H100")
     assert str(p).startswith("modelled on H100 SXM: 182.8 µs, DRAM-bound (DRAM 179.8 µs, ")
     assert repr(p) == str(p)
 
@@ -164,7 +279,9 @@ def test_str_and_repr_say_it_is_modelled():
 def test_assumptions_state_every_constant():
     text = "\n".join(predict(COPY, COPY_LAUNCH, "H100", flops=1e9).assumptions)
     for fact in ("modelled, not measured", "3 µs", "85%", "3.35 TB/s", "700 ns", "one wavefront a clock",
-                 "12.4 TB/s", "assumption: A100's published", "67 TFLOP/s", "napkin", "registers unknown"):
+                 "12.4 TB/s", "assumption: A100's published", "67 TFLOP/s", "napkin", "registers unknown",
+                 f"{L2_LATENCY_CYCLES} clocks", f"{BARRIER_CYCLES} clocks", f"{SHARED_LATENCY_CYCLES}-clock",
+                 "2 in flight a warp", "4 warp instructions a clock", "Jia et al. 2018"):
         assert fact in text, fact
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import gpuedu
 from gpuedu.profiler.gpus import get_gpu
-from gpuedu.profiler.trace import API_OVERHEAD_S, copy_seconds, schedule
+from gpuedu.profiler.trace import API_OVERHEAD_S, LAUNCH_HOST_S, copy_seconds, schedule
 
 H100 = get_gpu("H100")
 US = 1e-6
@@ -64,9 +64,9 @@ def test_a_wait_for_an_event_holds_the_stream_until_the_other_stream_reaches_it(
              ("stream_wait_event", {"stream": 2, "event": 7}), kernel(2, 10 * US, "consumer"),
              kernel(3, 10 * US, "independent")]
     by_name = {e["name"]: e for e in schedule(calls, H100)}
-    assert by_name["consumer"]["start"] == pytest.approx(API_OVERHEAD_S + k)
+    assert by_name["consumer"]["start"] == pytest.approx(LAUNCH_HOST_S + k)
     # without the wait it could have started at once, but the compute queue is busy with the producer
-    assert by_name["independent"]["start"] == pytest.approx(API_OVERHEAD_S + k + 10 * US)
+    assert by_name["independent"]["start"] == pytest.approx(LAUNCH_HOST_S + k + 10 * US)
 
 
 def test_the_legacy_default_stream_waits_for_every_stream_and_blocks_the_next():
@@ -81,12 +81,12 @@ def test_synchronous_and_pageable_copies_hold_the_host_but_pinned_async_ones_do_
     k = 1e-3
     calls = [kernel(1, k, "long"), copy(2, 1000, pinned=True, is_async=True), kernel(2, 1 * US, "next")]
     events = schedule(calls, H100)
-    # the pinned async copy returns at once: the host issues "next" right after it (2 us each)
-    issued = 3 * API_OVERHEAD_S
+    # the pinned async copy returns at once: the host issues "next" right after it (6.2 us a launch, 2 a copy)
+    issued = 2 * LAUNCH_HOST_S + API_OVERHEAD_S
     assert events[2]["start"] == pytest.approx(max(issued, events[0]["start"] + k))
     calls = [copy(2, 1_000_000, pinned=False, is_async=True), kernel(1, 1 * US, "after")]
     staged, after = schedule(calls, H100)
-    assert after["start"] == pytest.approx(staged["start"] + staged["duration"] + API_OVERHEAD_S)
+    assert after["start"] == pytest.approx(staged["start"] + staged["duration"] + LAUNCH_HOST_S)
 
 
 def test_a_stream_synchronize_makes_the_host_wait_for_that_stream_only():
@@ -151,9 +151,9 @@ def test_a_range_spans_the_host_time_of_the_calls_inside_it():
     events = schedule(calls, H100)
     step = next(e for e in events if e["name"] == "step")
     assert step["row"] == "host" and step["kind"] == "range"
-    assert step["start"] == 0 and step["duration"] == pytest.approx(2 * API_OVERHEAD_S)   # issuing is quick
+    assert step["start"] == 0 and step["duration"] == pytest.approx(2 * LAUNCH_HOST_S)   # issuing is quick
     after = next(e for e in events if e["name"] == "after")
-    assert after["start"] == pytest.approx(API_OVERHEAD_S + 2e-3)   # the host waited for both kernels
+    assert after["start"] == pytest.approx(LAUNCH_HOST_S + 2e-3)   # the host waited for both kernels
 
 
 def test_gpuedu_range_marks_the_host_row_of_a_trace_and_is_harmless_outside_one():
@@ -264,3 +264,11 @@ def test_on_a_gpu_the_trace_is_measured_with_events(gpu_context, tmp_path):
     assert tr.measured_on and all(e["duration"] >= 0 for e in tr.events)
     assert {e["kind"] for e in tr.events} >= {"htod", "kernel", "dtoh"}
     assert "measured on" in str(tr)
+
+
+def test_the_host_takes_the_measured_6_2_us_to_issue_a_launch_and_a_short_kernel_waits_for_it():
+    from gpuedu.profiler.time_model import HOST_LAUNCH_S
+    assert LAUNCH_HOST_S == HOST_LAUNCH_S == 6.2e-6
+    first, second = schedule([kernel(1, 1 * US, "a"), kernel(1, 1 * US, "b")], H100)
+    assert first["start"] == pytest.approx(LAUNCH_HOST_S)
+    assert second["start"] == pytest.approx(2 * LAUNCH_HOST_S)    # the GPU idled: launch-bound

@@ -42,7 +42,9 @@ enum Counter {
   HOST_DIVERGENT = 34,    // every split of a warp at a branch of the host compiler's code
   L2_LINES = 35,          // distinct 128-byte lines the launch's global accesses touched
   DRAM_READ_PAIRS = 36,   // 64-byte pairs an L2 that evicted nothing would read from DRAM
-  N_COUNTERS = 37
+  BARRIERS = 37,          // __syncthreads released, summed over the blocks (one per block per barrier)
+  GLOBAL_LINES = 38,      // distinct 128-byte lines each global request touched, summed over the requests
+  N_COUNTERS = 39
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -701,6 +703,7 @@ void count_request(const WarpState& W, size_t index) {
     for (unsigned i = 0; i < n;) {
       uint64_t line = sectors[i] >> 2;
       unsigned mask = 0;
+      S.counters[GLOBAL_LINES] += 1;
       for (; i < n && (sectors[i] >> 2) == line; ++i) mask |= 1u << (sectors[i] & 3);
       l2_access(line, mask, q.op);
     }
@@ -917,7 +920,10 @@ void thread_done(unsigned tid) {
   if (++W.done >= W.existing) finish_warp(W);
 }
 
-void barrier_released() { S.epoch++; }
+void barrier_released() {
+  S.epoch++;
+  S.counters[BARRIERS]++;
+}
 
 void warp_synced(unsigned warp) { S.warp_gen[warp & 31]++; }
 

@@ -1,0 +1,314 @@
+"""The profiler's GPU time model against two measured yardsticks: the course's ladders on an H200, and a
+published SGEMM ladder on an RTX A6000.
+
+    .venv/bin/python benchmarks/model_vs_measured.py [--out benchmarks/results/model-vs-measured.json]
+
+Every rung is counted on the emulator (exact) at sizes it can afford, carried to the measured size (each count
+as a power, or a polynomial, of the size: ``gpuedu.profiler.scaling``), and put through the model
+(each launch's roofs and waits, ``time_model.predict``, on the host's timeline, ``time_model.timeline``; modelled). The
+modelled time is set beside the measured one:
+
+- H200 (``benchmarks/results/nvidia-h200.json``, 2026-11-26: CUDA events after an L2 flush, median of 20):
+  ReLU versions 1-3 and the whole reduction, every pass, at 2^26 floats (GB/s = the bytes the bench counts over
+  the time); the SGEMM ladder (matmul versions 1-7) and the FP16 GEMMs (hgemm_naive, hgemm_tiled, wmma_gemm,
+  wmma_gemm_v2, wmma_gemm_v3) at 4096^3 (GFLOP/s). Reduction version 7 was rewritten after that run: its
+  measurement is the later one in ``benchmarks/results/nvidia-h200-second.json`` (same machine, same day).
+- RTX A6000: Simon Boehm's published SGEMM ladder, as in ``benchmarks/model_vs_published.py``.
+
+A ladder is ranked right when the modelled order of its rungs is the measured order. The goal: every ladder
+ranked right, every H200 rung within 1.5x of its measurement, every A6000 rung within 2x. The device-to-device
+copy the H200 measured (4,127 GB/s) is the bandwidth the model's DRAM efficiency is checked against.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+import numpy as np  # noqa: E402
+
+import gpuedu  # noqa: E402  (the benchmark measures the checkout it sits in)
+
+RESULTS = os.path.join(HERE, "results")
+H200_RECORD = os.path.join(RESULTS, "nvidia-h200.json")
+H200_SECOND = os.path.join(RESULTS, "nvidia-h200-second.json")
+#: Figures taken from the later H200 record, and why.
+FROM_SECOND = {"reduce_sum_v7": "reduction version 7 was rewritten (one launch) after the first H200 run; its "
+                                "measurement is the second run's (benchmarks/results/nvidia-h200-second.json)"}
+#: Each H200 ladder, its rungs in the order the course teaches them.
+LADDERS = {
+    "relu": ("relu_v1", "relu_v2", "relu_v3"),
+    "reduction": tuple(f"reduce_sum_v{v}" for v in range(1, 8)),
+    "sgemm": tuple(f"matmul_v{v}" for v in range(1, 8)),
+    "fp16 gemm": ("hgemm_naive", "hgemm_tiled", "wmma_gemm", "wmma_gemm_v2", "wmma_gemm_v3"),
+}
+#: Rungs the model misses by more than the tolerance, and why: misses left standing rather than fitted away. The
+#: record's test checks that each is still a miss (and that nothing else is), so the list stays true.
+KNOWN_MISSES = {
+    "wmma_gemm": "the emulator counts a WMMA fragment load as every lane loading the whole tile, so the tensor-core "
+                 "kernels' shared-memory and L1 counts, and their modelled times, are far too large",
+    "wmma_gemm_v2": "as wmma_gemm: WMMA fragment loads overcounted",
+    "wmma_gemm_v3": "as wmma_gemm: WMMA fragment loads overcounted",
+}
+#: Ladders the model does not rank as measured, and why.
+KNOWN_UNRANKED = {"fp16 gemm": "its three tensor-core rungs are modelled far too slow (KNOWN_MISSES)"}
+H200_TOLERANCE = 1.5
+A6000_TOLERANCE = 2.0
+VECTOR_N = 1 << 26
+GEMM_N = 4096
+COPY_FIGURE = "copy_dtod"
+
+
+def measured_h200():
+    """{figure: (its measured median, unit, which record)} for every rung of LADDERS and the copy."""
+    with open(H200_RECORD) as f:
+        first = {fig["name"]: fig for fig in json.load(f)["figures"]}
+    with open(H200_SECOND) as f:
+        second = {fig["name"]: fig for fig in json.load(f)["figures"]}
+    out = {}
+    for name in (COPY_FIGURE, *(r for rungs in LADDERS.values() for r in rungs)):
+        fig, where = (second[name], H200_SECOND) if name in FROM_SECOND else (first[name], H200_RECORD)
+        if fig.get("status") != "ok":
+            raise RuntimeError(f"{name} in {where} was not measured ({fig.get('status')})")
+        out[name] = (float(fig["median"]), fig["unit"], os.path.basename(where))
+    return out
+
+
+# ---- counting each rung on the emulator, carried to the measured size ---------------------------------------
+
+def _counted(run, inputs):
+    """The KernelRecords of one call of ``run(*inputs)``, profiled."""
+    with gpuedu.profile() as prof:
+        run(*inputs)
+    return tuple(prof.kernels)
+
+
+def _carried(run, make, sizes, size, polynomial=False):
+    """The launches of ``run(*make(n))`` counted at each of ``sizes`` and carried to ``size``: a tuple of
+    KernelRecords, one per launch (the launches must be the same kernels at every size)."""
+    from gpuedu.profiler.scaling import extrapolate_polynomial
+    from gpuedu.profiler.catalogue import carry
+    counted = [_counted(run, make(n)) for n in sizes]
+    names = [[k.name for k in launches] for launches in counted]
+    if any(n != names[0] for n in names):
+        raise RuntimeError(f"the sizes {sizes} launch different kernels: {names}")
+    if polynomial:
+        return tuple(extrapolate_polynomial(list(ks), sizes, size) for ks in zip(*counted))
+    (small, large) = counted
+    return tuple(carry(s, l, sizes[0], sizes[1], size) for s, l in zip(small, large))
+
+
+def _vector(n, rng=np.random.default_rng(0)):
+    from gpuedu import backend
+    return backend.active().gpuarray.to_gpu(rng.standard_normal(n).astype(np.float32))
+
+
+def _squares(n, dtype, rng=np.random.default_rng(0)):
+    from gpuedu import backend
+    ga = backend.active().gpuarray
+    return tuple(ga.to_gpu(rng.standard_normal((n, n)).astype(dtype)) for _ in range(2))
+
+
+def relu_launches(version, n=VECTOR_N, sizes=(1 << 20, 1 << 21)):
+    from gpuedu import ops
+    return _carried(lambda x: ops.relu(x, version=version), lambda m: (_vector(m),), sizes, n)
+
+
+def reduction_launches(version, n=VECTOR_N, sizes=(1 << 18, 1 << 19, 1 << 20)):
+    """Every launch of ``ops.reduce_sum(x, version)`` on n floats: the first pass (or version 7's one launch)
+    carried from ``sizes`` as a polynomial in n (version 7's last block adds a fixed number of partial sums),
+    the later passes counted at their own, small, sizes."""
+    from gpuedu import ops
+    from gpuedu.ops import reduction
+    if version == 7:
+        return _carried(lambda x: ops.reduce_sum(x, version=7), lambda m: (_vector(m),), sizes, n, polynomial=True)
+    first = _carried(lambda x: ops.reduce_pass(x, version), lambda m: (_vector(m),), sizes, n, polynomial=True)
+    later = []
+    for count in reduction._reduce_levels(n, version, 256)[:-1]:
+        later += _counted(lambda x: ops.reduce_pass(x, version), (_vector(count),))
+    return first + tuple(later)
+
+
+def matmul_launches(version, n=GEMM_N, sizes=(128, 256)):
+    from gpuedu import ops
+    return _carried(lambda a, b: ops.matmul(a, b, version=version), lambda m: _squares(m, np.float32), sizes, n)
+
+
+#: The bench's FP16 figures (gpuedu/bench/gemm.py): how each calls gpuedu.ops.fp16, and the sizes it is counted
+#: at (version 5's 128 x 256 tile needs 256 to fill a tile).
+FP16_RUNS = {
+    "hgemm_naive": (lambda f, a, b: f.matmul(a, b, version=2), (128, 256)),
+    "hgemm_tiled": (lambda f, a, b: f.matmul(a, b, version=3), (128, 256)),
+    "wmma_gemm": (lambda f, a, b: f.wmma_matmul(a, b), (128, 256)),
+    "wmma_gemm_v2": (lambda f, a, b: f.matmul(a, b, out_dtype=np.float16, version=4), (128, 256)),
+    "wmma_gemm_v3": (lambda f, a, b: f.matmul(a, b, out_dtype=np.float16, version=5), (256, 512)),
+}
+TENSOR_FIGURES = ("wmma_gemm", "wmma_gemm_v2", "wmma_gemm_v3")
+
+
+def fp16_launches(figure, n=GEMM_N):
+    from gpuedu.ops import fp16
+    run, sizes = FP16_RUNS[figure]
+    return _carried(lambda a, b: run(fp16, a, b), lambda m: _squares(m, np.float16), sizes, n)
+
+
+def rung_launches(figure):
+    """The counted launches of one H200 figure, carried to its measured size."""
+    family, _, version = figure.rpartition("_v")
+    if figure.startswith("relu_v"):
+        return relu_launches(int(version))
+    if figure.startswith("reduce_sum_v"):
+        return reduction_launches(int(version))
+    if figure.startswith("matmul_v"):
+        return matmul_launches(int(version))
+    return fp16_launches(figure)
+
+
+# ---- the model against the measurements ---------------------------------------------------------------------
+
+def model_rung(figure, launches, measured, gpu="H200"):
+    """One row: the rung's launches modelled on ``gpu`` (each launch's roofs, the host's launches in between:
+    ``time_model.timeline``) beside its measurement."""
+    from gpuedu.profiler.time_model import timeline
+    value, unit, record = measured
+    with open(H200_SECOND if record == os.path.basename(H200_SECOND) else H200_RECORD) as f:
+        seconds = next(fig["seconds_median"] for fig in json.load(f)["figures"] if fig["name"] == figure)
+    flops = 2 * GEMM_N ** 3 if unit == "GFLOP/s" else None
+    pipe = "tensor" if figure in TENSOR_FIGURES else "fp32"
+    # A GEMM's FLOPs are its one launch's; the passes of a reduction have none counted (bandwidth figures).
+    predictions = [rec.predict(gpu, flops=flops, pipe=pipe) for rec in launches]
+    modelled = timeline(predictions)
+    first = launches[0].metrics
+    return {
+        "figure": figure, "unit": unit, "measured": value, "measured_seconds": seconds, "measured_in": record,
+        "modelled_seconds": modelled, "modelled": value * seconds / modelled,
+        "modelled_over_measured": seconds / modelled,
+        "launches": len(launches), "limiter": " + ".join(p.limiter for p in predictions),
+        "terms_s": {k: v for k, v in predictions[0].terms.items()},
+        "counted": {"grid": list(launches[0].grid), "block": list(launches[0].block),
+                    "dram_bytes": sum(int(rec.dram_bytes(gpu)[0] + rec.dram_bytes(gpu)[1]) for rec in launches),
+                    "global_load_requests": first["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"],
+                    "shared_wavefronts": first["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"]
+                    + first["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"],
+                    "barriers": launches[0]._counts.get("barriers")},
+    }
+
+
+def rank_check(rows, key):
+    """Whether ``rows`` (one ladder) come out in the same order by ``key`` as by their measurement, and for each
+    row whether it sits at its measured place."""
+    by_measured = sorted(range(len(rows)), key=lambda i: rows[i]["measured"])
+    by_key = sorted(range(len(rows)), key=lambda i: rows[i][key])
+    place = {i: p for p, i in enumerate(by_measured)}
+    modelled_place = {i: p for p, i in enumerate(by_key)}
+    for i, row in enumerate(rows):
+        row["rank_right"] = place[i] == modelled_place[i]
+    return by_measured == by_key
+
+
+def h200_ladders(figures=None):
+    """{ladder: {"rows": [...], "ranked_right": bool, "measured_order": [...]}} against the H200's measurements."""
+    measured = measured_h200()
+    out = {}
+    for ladder, rungs in LADDERS.items():
+        rows = [model_rung(r, rung_launches(r), measured[r]) for r in rungs if figures is None or r in figures]
+        if not rows:
+            continue
+        ranked = rank_check(rows, "modelled")
+        out[ladder] = {"rows": rows, "ranked_right": ranked,
+                       "measured_order": [r["figure"] for r in sorted(rows, key=lambda r: r["measured"])],
+                       "modelled_order": [r["figure"] for r in sorted(rows, key=lambda r: r["modelled"])]}
+    return out
+
+
+def a6000_ladder():
+    """The published A6000 SGEMM ladder against the model (``model_vs_published``'s rows), ranked."""
+    sys.path.insert(0, HERE)
+    import model_vs_published as mvp
+    rows = mvp.compare(mvp.at_size(mvp.count_ladder(), mvp.TARGET))
+    for r in rows:
+        r["measured"], r["modelled"] = r["published_gflops"], r["modelled_gflops"]
+        r["modelled_over_measured"] = r["modelled_over_published"]
+    ranked = rank_check(rows, "modelled")
+    return {"rows": rows, "ranked_right": ranked, "source": mvp.SOURCE}
+
+
+def within(row, tolerance):
+    ratio = row["modelled_over_measured"]
+    return 1 / tolerance <= ratio <= tolerance
+
+
+def print_table(h200, a6000, copy):
+    print(f"H200 (measured 2026-11-26; modelled on the H200 SXM). Bandwidth yardstick: copy_dtod {copy:,.0f} GB/s "
+          f"measured")
+    print(f"{'rung':<15}{'launches':>9}{'measured':>13}{'modelled':>13}{'ratio':>7}  rank  limiter")
+    for ladder, result in h200.items():
+        for r in result["rows"]:
+            flag = "" if within(r, H200_TOLERANCE) else f"  (outside {H200_TOLERANCE}x)"
+            print(f"{r['figure']:<15}{r['launches']:>9}{r['measured']:>13,.0f}{r['modelled']:>13,.0f}"
+                  f"{r['modelled_over_measured']:>7.2f}  {'ok' if r['rank_right'] else 'NO':<4}  {r['limiter']}"
+                  f"{flag}  [{r['unit']}]")
+        print(f"  {ladder}: {'ranked as measured' if result['ranked_right'] else 'NOT ranked as measured'} "
+              f"(measured order {', '.join(result['measured_order'])})")
+    print("RTX A6000 (published, GFLOP/s; modelled on the RTX A6000)")
+    for r in a6000["rows"]:
+        flag = "" if within(r, A6000_TOLERANCE) else f"  (outside {A6000_TOLERANCE}x)"
+        print(f"matmul_v{r['version']:<7}{1:>9}{r['measured']:>13,.0f}{r['modelled']:>13,.0f}"
+              f"{r['modelled_over_measured']:>7.2f}  {'ok' if r['rank_right'] else 'NO':<4}  {r['limiter']}{flag}")
+    print(f"  sgemm (A6000): {'ranked as published' if a6000['ranked_right'] else 'NOT ranked as published'}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join(RESULTS, "model-vs-measured.json"))
+    parser.add_argument("--figures", nargs="*", help="only these H200 figures (a quick run; the A6000 ladder is "
+                                                      "left out)")
+    args = parser.parse_args(argv)
+    gpuedu.setup("cpu", verbose=False)
+    if args.figures:
+        unknown = sorted(set(args.figures) - {r for rungs in LADDERS.values() for r in rungs})
+        if unknown:
+            parser.error(f"unknown figure(s) {unknown}; the rungs are: "
+                         f"{', '.join(r for rungs in LADDERS.values() for r in rungs)}")
+    h200 = h200_ladders(args.figures)
+    a6000 = None if args.figures else a6000_ladder()
+    copy = measured_h200()[COPY_FIGURE][0]
+    if a6000 is not None:
+        print_table(h200, a6000, copy)
+        for figure, why in KNOWN_MISSES.items():
+            print(f"miss left standing: {figure}: {why}")
+    misses = [r["figure"] for res in h200.values() for r in res["rows"] if not within(r, H200_TOLERANCE)]
+    result = {
+        "what": "the profiler's modelled GPU times (emulator counts carried to the measured sizes) against measured "
+                "ones: the course's ladders on an NVIDIA H200 and a published SGEMM ladder on an RTX A6000",
+        "h200_records": [os.path.basename(H200_RECORD), os.path.basename(H200_SECOND)],
+        "from_second_record": FROM_SECOND,
+        "copy_dtod_gbs_measured": copy,
+        "tolerance": {"h200": H200_TOLERANCE, "a6000": A6000_TOLERANCE},
+        "h200": h200, "a6000": a6000,
+        "h200_outside_tolerance": misses,
+        "known_misses": KNOWN_MISSES, "known_unranked": KNOWN_UNRANKED,
+        "notes": [
+            "measured: CUDA events after an L2 flush, median of 20 (H200, 2026-11-26); the A6000 figures are "
+            "published measurements (model_vs_published.py); every modelled figure is a model, never a measurement",
+            "ratio = modelled throughput / measured (above 1: the model is faster than the GPU)",
+            "a rung of several launches (the reduction's passes) is modelled with the host's launch cost between "
+            "them (time_model.timeline, 6.2 µs a launch as the H200 measured)",
+            "tensor-core kernels: the emulator counts a WMMA fragment load as every lane loading the whole tile "
+            "(gpuedu/profiler/metrics.py), so their shared-memory and L1 counts, and the model's times, are "
+            "overstated",
+        ],
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
