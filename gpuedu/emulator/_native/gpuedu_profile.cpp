@@ -55,7 +55,9 @@ struct Range { uint64_t lo, hi; };
 struct Request {       // a warp-level memory instruction; its lanes' addresses are in WarpState::addresses
   uint32_t site;
   uint8_t space, op, size;
-  uint32_t mask;       // the lanes that executed it
+  uint32_t mask;       // the lanes that executed it (those that followed the common sequence: once done)
+  uint64_t range;      // the allocation (global) its first lane's address lay in
+  uint64_t lo, span;   // ... or shared variable: where it starts, and its size
 };
 
 struct Instance {       // one warp-level execution of a basic block
@@ -80,8 +82,15 @@ struct Split {          // lanes of a divergent instance that went on to another
 // the instruction alone identifies the instance. A lane that leaves it (a data-dependent
 // branch) starts counting its executions per instruction, and a hash table of
 // (instruction, k) finds or makes the instance.
+// A lane that follows the common sequence only moves its cursor (the hooks' fast path compares the
+// instruction's address with the one at the cursor): which lanes executed an instance is settled when
+// the warp is done (in_step_lanes), from how far each lane followed the sequence, plus the lanes that
+// met it while counting.
 struct Matcher {
   std::vector<uint64_t> keys;            // (site << 32 | k) of each instance, in creation order
+  std::vector<uintptr_t> address;        // the instruction's address of each instance, in creation order
+  uint32_t stepping = ~0u;               // lanes that may take the fast path (not counting, not mapped)
+  uint32_t prefix[32] = {};              // [lane]: instances it followed in step before it began counting
   std::vector<uint32_t> common;          // [site]: executions in the common sequence so far
   uint32_t cursor[32] = {};
   uint32_t counting = 0;                 // lanes that count their own executions
@@ -105,10 +114,11 @@ struct Matcher {
     table.assign(size, 0);
     for (size_t i = 0; i < keys.size(); ++i) insert(keys[i], (int32_t)i);
     mapped = true;
+    stepping = 0;
   }
 
   // The instance of this execution, and whether it is new.
-  inline __attribute__((always_inline)) int32_t match(unsigned lane, uint32_t site, bool* created) {
+  inline __attribute__((always_inline)) int32_t match(unsigned lane, uint32_t site, uintptr_t ra, bool* created) {
     uint32_t j = cursor[lane];
     if (!(counting >> lane & 1u) && !mapped) {
       if (j < keys.size()) {
@@ -121,20 +131,23 @@ struct Matcher {
       } else {
         if (site >= common.size()) common.resize(site + 64, 0);
         keys.push_back((uint64_t)site << 32 | common[site]++);
+        address.push_back(ra);
         cursor[lane] = j + 1;
         *created = true;
         return (int32_t)j;
       }
     }
     in_step = false;
-    return match_counting(lane, site, created);
+    return match_counting(lane, site, ra, created);
   }
 
-  int32_t match_counting(unsigned lane, uint32_t site, bool* created) {
+  int32_t match_counting(unsigned lane, uint32_t site, uintptr_t ra, bool* created) {
     std::vector<uint32_t>& occ = occurrences[lane];
     uint32_t j = cursor[lane];
     if (!(counting >> lane & 1u)) {  // this lane's executions so far are keys[0, j): count them
       counting |= 1u << lane;
+      stepping &= ~(1u << lane);
+      prefix[lane] = j;
       occ.assign(occ.size(), 0);
       for (uint32_t i = 0; i < j; ++i) {
         uint32_t s = (uint32_t)(keys[i] >> 32);
@@ -159,14 +172,35 @@ struct Matcher {
       }
     int32_t index = (int32_t)keys.size();
     keys.push_back(key);
+    address.push_back(ra);
     if (keys.size() * 2 > table.size()) rebuild(); else insert(key, index);
     cursor[lane] = (uint32_t)index + 1;
     *created = true;
     return index;
   }
 
+  // Calls mark(index, lanes) for each instance, from the first, with the lanes that executed it while
+  // following the common sequence.
+  template <class Mark> void in_step_lanes(Mark mark) const {
+    uint32_t reach[32], order[32];
+    unsigned n = 0;
+    uint32_t lanes = 0, longest = 0;
+    for (unsigned l = 0; l < 32; ++l) {
+      reach[l] = (counting >> l & 1u) ? prefix[l] : cursor[l];
+      if (reach[l]) { order[n++] = l; lanes |= 1u << l; longest = std::max(longest, reach[l]); }
+    }
+    std::sort(order, order + n, [&](uint32_t a, uint32_t b) { return reach[a] < reach[b]; });
+    unsigned k = 0;
+    for (uint32_t i = 0; i < longest; ++i) {
+      while (k < n && reach[order[k]] <= i) lanes &= ~(1u << order[k++]);
+      mark(i, lanes);
+    }
+  }
+
   void reset() {
     keys.clear();
+    address.clear();
+    stepping = ~0u;
     std::fill(common.begin(), common.end(), 0);
     for (unsigned l = 0; l < 32; ++l) cursor[l] = 0;
     counting = 0;
@@ -183,8 +217,7 @@ struct WarpState {
   std::vector<uint64_t> addresses[32];
   std::vector<Instance> instances;
   std::vector<Split> splits;
-  Matcher memory, blocks;
-  int32_t previous[32];                                        // last block instance of each lane
+  Matcher memory, blocks;   // blocks.cursor[lane]: the lane's last block instance (0: the threads' start)
 };
 
 // Racecheck: the last write and two last reads of every 4-byte word.
@@ -227,6 +260,7 @@ struct State {
   std::vector<Range> ranges;              // device allocations, sorted
   bool racecheck = false;
   bool memcheck = false;
+  bool fast = true;                       // neither: the hooks may take their fast paths
   size_t dynamic_capacity = 0;            // the dynamic shared buffer's full size (shared= uses its start)
   std::vector<MemError> errors;
   // launch
@@ -445,8 +479,7 @@ void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
     memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
-inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
-  if (!S.on) return;
+__attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
   uint8_t op = op_asked == RED ? ATOM : op_asked;  // what racecheck and memcheck see: an atomic either way
   size_t which;
   uint8_t space;
@@ -475,12 +508,14 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
   uint32_t site = site_of(ra, MEMORY);
   WarpState& W = *S.warp;
   bool created;
-  int32_t slot = W.memory.match(S.lane, site, &created);
+  int32_t slot = W.memory.match(S.lane, site, ra, &created);
   if (created) {
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
-    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
-    int32_t block = W.previous[S.lane];
-    if (block >= 0 && (size_t)block < W.instances.size()) {
+    const Range& r = space == GLOBAL ? S.ranges[which] : S.shared[which];
+    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0,
+                                 space == GLOBAL ? which : 0, r.lo, r.hi - r.lo});
+    uint32_t block = W.blocks.cursor[S.lane];
+    if ((size_t)block < W.instances.size()) {
       W.instances[block].requests++;
       if (space == GLOBAL && op != LD && op != ST) W.instances[block].global_atomic = 1;
     }
@@ -493,6 +528,48 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
     if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
   }
+}
+
+// The hook. Most accesses are a lane's next step along the common sequence of its warp's memory
+// instructions (the matcher's cursor), to the allocation or shared variable that the lane which laid the
+// sequence down reached there: that lane settled the instruction's request, and this one only adds its
+// address. The rest (and everything racecheck or memcheck looks at) goes the full way (access_slow),
+// which classifies the address first and leaves out what is neither global nor shared memory.
+__attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {
+  v.resize(std::max<size_t>(j + 1, 2 * v.size()));
+}
+
+__attribute__((noinline)) void access_step(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked,
+                                           bool maybe_shared) {
+  if (S.fast) {
+    WarpState& W = *S.warp;
+    Matcher& m = W.memory;
+    unsigned lane = S.lane;
+    uint32_t j = m.cursor[lane];
+    if ((m.stepping >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
+      const Request& q = W.requests[j];
+      uint64_t offset = a - q.lo;
+      if (offset < q.span && (q.space == SHARED || !maybe_shared)) {
+        std::vector<uint64_t>& mine = W.addresses[lane];
+        if (j >= mine.size()) grow(mine, j);
+        mine[j] = q.space == SHARED ? a : (q.range << 40 | offset);
+        m.cursor[lane] = j + 1;
+        return;
+      }
+    }
+  }
+  access_slow(ra, a, size, op_asked);
+}
+
+// (Inlined into each hook, which saves no register before it knows the access is one to count.)
+inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
+  if (!S.on) return;
+  bool maybe_shared = a - S.shared_lo < S.shared_span;
+  if (!maybe_shared) {
+    uint64_t line = a >> 6;
+    if (S.miss_lines[line & 255] == line + 1 && !S.memcheck) return;  // lately neither global nor shared
+  }
+  access_step(ra, a, size, op_asked, maybe_shared);
 }
 
 void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
@@ -805,6 +882,8 @@ bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
 
 void finish_warp(WarpState& W) {
   if (!W.live) return;
+  W.memory.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.requests[i].mask |= lanes; });
+  W.blocks.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.instances[i + 1].mask |= lanes; });
   for (size_t i = 0; i < W.requests.size(); ++i) count_request(W, i);
   std::sort(W.splits.begin(), W.splits.end(), [](const Split& a, const Split& b) { return a.instance < b.instance; });
   for (size_t k = 0; k < W.splits.size();) {
@@ -828,10 +907,9 @@ void finish_all() {
   for (WarpState& W : S.warps) finish_warp(W);
 }
 
-void go_to(int32_t target, int32_t slot) {
+// The running lane went from block instance `prev` to instance `slot` of block `target`.
+void go_to(int32_t prev, int32_t target, int32_t slot) {
   WarpState& W = *S.warp;
-  int32_t prev = W.previous[S.lane];
-  if (prev < 0) return;
   Instance& i = W.instances[prev];
   if (i.target == -2) {
     i.target = target;
@@ -857,7 +935,14 @@ void launch_begin(const unsigned* grid, const unsigned* block, const void* dynam
   for (int i = 0; i < 3; ++i) { S.grid[i] = grid[i]; S.block[i] = block[i]; }
   S.nthreads = block[0] * block[1] * block[2];
   std::memset(S.counters, 0, sizeof S.counters);
-  for (WarpState& W : S.warps) { W.live = false; finish_warp(W); }
+  for (WarpState& W : S.warps) {   // what a launch that failed left behind is dropped
+    W.live = false;
+    W.requests.clear();
+    W.instances.clear();
+    W.splits.clear();
+    W.memory.reset();
+    W.blocks.reset();
+  }
   S.dram_read.clear();
   S.dram_write.clear();
   S.red_thread = 0;
@@ -892,9 +977,8 @@ void enter(unsigned tid) {
     W.done = 0;
     // The threads' start is instance 0, so a branch in the first block recorded counts too.
     W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0, 0});
-    for (int32_t& p : W.previous) p = 0;
   }
-  if (W.previous[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
+  if (W.blocks.cursor[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
   S.on = true;
 }
 
@@ -910,7 +994,7 @@ void resume(bool was_on) { S.on = was_on; }
 
 void thread_done(unsigned tid) {
   enter(tid);
-  go_to(-1, -1);
+  go_to((int32_t)S.warp->blocks.cursor[S.lane], -1, -1);
   S.on = false;
   S.counters[THREADS] += 1;
   WarpState& W = *S.warp;
@@ -946,25 +1030,40 @@ HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) {
 // discards: that atomic is a RED on the GPU.
 HIDDEN void __gpuedu_prof_red() { S.red_thread = S.on ? launch_thread() : 0; }
 
-HIDDEN void __sanitizer_cov_trace_pc() {
-  if (!S.on) return;
-  uint32_t site = site_of(RA, BLOCK);
+}  // extern "C"
+
+namespace {
+__attribute__((noinline)) void block_slow(uintptr_t ra) {
+  uint32_t site = site_of(ra, BLOCK);
   WarpState& W = *S.warp;
+  int32_t prev = (int32_t)W.blocks.cursor[S.lane];
   bool created;
-  int32_t slot = W.blocks.match(S.lane, site, &created) + 1;  // instance 0 is the threads' start
+  int32_t slot = W.blocks.match(S.lane, site, ra, &created) + 1;  // instance 0 is the threads' start
   if (created) {
     W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0, 0});
   } else {
     W.instances[slot].mask |= 1u << S.lane;
-    if (W.blocks.in_step) {
-      // A lane that follows the common sequence goes where the lane that laid it down went:
-      // nothing to record (that lane set the previous instance's target when it appended this one).
-      W.previous[S.lane] = slot;
-      return;
-    }
+    // A lane that follows the common sequence goes where the lane that laid it down went:
+    // nothing to record (that lane set the previous instance's target when it appended this one).
+    if (W.blocks.in_step) return;
   }
-  go_to((int32_t)site, slot);
-  W.previous[S.lane] = slot;
+  go_to(prev, (int32_t)site, slot);
+}
+}  // namespace
+
+extern "C" {
+HIDDEN void __sanitizer_cov_trace_pc() {
+  if (!S.on) return;
+  uintptr_t ra = RA;
+  Matcher& m = S.warp->blocks;
+  unsigned lane = S.lane;
+  uint32_t j = m.cursor[lane];
+  // The lane's next step along the common sequence: all there is to do is to move its cursor.
+  if ((m.stepping >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
+    m.cursor[lane] = j + 1;
+    return;
+  }
+  block_slow(ra);
 }
 
 #define GPUEDU_PLAIN(N)                                                                                   \
@@ -1040,6 +1139,7 @@ EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck, 
   for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
   for (size_t& r : S.recent) r = 0;
   S.racecheck = racecheck != 0;
+  S.fast = !S.racecheck && !S.memcheck;
 }
 
 EXPORT int gpuedu_prof_counters(uint64_t* out, int n) {
