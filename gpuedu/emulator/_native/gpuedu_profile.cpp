@@ -49,6 +49,7 @@ enum Counter {
 // the last slot of a line's state is an L2 that never evicts (DRAM_READ_PAIRS).
 const int MAX_CAPACITIES = 8;
 const int UNBOUNDED = MAX_CAPACITIES - 1;
+const size_t LINE_HINTS = 1024;
 
 struct Range { uint64_t lo, hi; };
 
@@ -56,7 +57,8 @@ struct Request {       // a warp-level memory instruction; its lanes' addresses 
   uint32_t site;
   uint8_t space, op, size;
   uint32_t mask;       // the lanes that executed it (those that followed the common sequence: once done)
-  uint64_t range;      // the allocation (global) its first lane's address lay in
+  uintptr_t address;   // the instruction's (for the hooks' fast path)
+  uint64_t range;      // the allocation (global) its first lane's address lay in, << 40
   uint64_t lo, span;   // ... or shared variable: where it starts, and its size
 };
 
@@ -278,6 +280,7 @@ struct State {
   std::vector<uint64_t> line_time;        // [line]: when it was last accessed
   std::vector<uint8_t> line_state;        // [line * MAX_CAPACITIES + k]: valid sectors | dirty sectors << 4
   std::vector<int32_t> line_table;        // open addressing: line + 1
+  uint64_t line_hint[2 * LINE_HINTS] = {};  // a direct-mapped cache in front of it (see l2_access)
   std::vector<int32_t> fenwick;           // marks at the lines' last-access times (once the footprint needs it)
   uint64_t now = 0;
   // the running lane
@@ -512,8 +515,8 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
   if (created) {
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
     const Range& r = space == GLOBAL ? S.ranges[which] : S.shared[which];
-    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0,
-                                 space == GLOBAL ? which : 0, r.lo, r.hi - r.lo});
+    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0, ra,
+                                 space == GLOBAL ? (uint64_t)which << 40 : 0, r.lo, r.hi - r.lo});
     uint32_t block = W.blocks.cursor[S.lane];
     if ((size_t)block < W.instances.size()) {
       W.instances[block].requests++;
@@ -546,13 +549,14 @@ __attribute__((noinline)) void access_step(uintptr_t ra, uint64_t a, unsigned si
     Matcher& m = W.memory;
     unsigned lane = S.lane;
     uint32_t j = m.cursor[lane];
-    if ((m.stepping >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
+    // (requests[j] is the memory matcher's instance j: its address is address[j])
+    if ((m.stepping >> lane & 1u) && j < W.requests.size() && W.requests[j].address == ra) {
       const Request& q = W.requests[j];
       uint64_t offset = a - q.lo;
       if (offset < q.span && (q.space == SHARED || !maybe_shared)) {
         std::vector<uint64_t>& mine = W.addresses[lane];
         if (j >= mine.size()) grow(mine, j);
-        mine[j] = q.space == SHARED ? a : (q.range << 40 | offset);
+        mine[j] = q.space == SHARED ? a : (q.range | offset);
         m.cursor[lane] = j + 1;
         return;
       }
@@ -577,16 +581,22 @@ void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
 }
 
 // ---- a warp is done: turn its requests into counts --------------------------------------
-void mark_dram(uint64_t sector, bool read, bool write) {
-  size_t range = sector >> 35, bit = sector & ((1ull << 35) - 1);
-  auto mark = [&](std::vector<std::vector<uint64_t>>& maps) {
-    if (maps.size() <= range) maps.resize(range + 1);
-    std::vector<uint64_t>& m = maps[range];
-    if (m.empty()) m.assign(((S.ranges[range].hi - S.ranges[range].lo) / 32 + 2 + 63) / 64, 0);
-    if (bit / 64 < m.size()) m[bit / 64] |= 1ull << (bit % 64);
-  };
-  if (read) mark(S.dram_read);
-  if (write) mark(S.dram_write);
+std::vector<uint64_t>& dram_map(std::vector<std::vector<uint64_t>>& maps, size_t range) {
+  if (maps.size() <= range) maps.resize(range + 1);
+  std::vector<uint64_t>& m = maps[range];
+  if (m.empty()) m.assign(((S.ranges[range].hi - S.ranges[range].lo) / 32 + 2 + 63) / 64, 0);
+  return m;
+}
+
+// The sectors [0, n) (allocation << 35 | sector) are read from and/or written to DRAM.
+void mark_dram(const uint64_t* sectors, unsigned n, std::vector<std::vector<uint64_t>>& maps) {
+  size_t range = ~(size_t)0;
+  std::vector<uint64_t>* m = nullptr;
+  for (unsigned i = 0; i < n; ++i) {
+    if ((sectors[i] >> 35) != range) { range = sectors[i] >> 35; m = &dram_map(maps, range); }
+    uint64_t bit = sectors[i] & ((1ull << 35) - 1);
+    if (bit / 64 < m->size()) (*m)[bit / 64] |= 1ull << (bit % 64);
+  }
 }
 
 // ---- the L2 model ------------------------------------------------------------------------
@@ -602,7 +612,8 @@ void mark_dram(uint64_t sector, bool read, bool write) {
 // Residency comes from stack distances: a line is still in an LRU cache of C lines iff fewer than C
 // other lines were touched since its last access, so one pass answers for every capacity at once.
 // Until the launch has touched more lines than the smallest capacity holds, nothing can be evicted,
-// and the distances are not tracked at all.
+// and the distances are not tracked at all: every capacity's L2 then holds what the one that never
+// evicts holds, which alone is kept up to date; the others take its state when tracking begins.
 void fenwick_add(size_t i, int32_t v) {
   for (++i; i <= S.fenwick.size(); i += i & (~i + 1)) S.fenwick[i - 1] += v;
 }
@@ -646,18 +657,28 @@ inline uint8_t l2_serve(unsigned valid, unsigned dirty, unsigned sectors, uint8_
 
 void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
   if (S.line_table.empty()) S.line_table.assign(1 << 12, 0);
-  size_t mask = S.line_table.size() - 1;
-  size_t h = (size_t)((line_key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
-  while (S.line_table[h] && S.line_key[S.line_table[h] - 1] != line_key) h = (h + 1) & mask;
+  // the lines looked up lately, in front of the table: (line + 1, its index)
+  uint64_t* hint = &S.line_hint[2 * ((line_key ^ (line_key >> 8)) & (LINE_HINTS - 1))];
+  size_t h = 0;
+  bool known = hint[0] == line_key + 1;
+  if (!known) {
+    size_t mask = S.line_table.size() - 1;
+    h = (size_t)((line_key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    while (S.line_table[h] && S.line_key[S.line_table[h] - 1] != line_key) h = (h + 1) & mask;
+    known = S.line_table[h] != 0;
+    if (known) { hint[0] = line_key + 1; hint[1] = (uint64_t)S.line_table[h] - 1; }
+  }
   uint64_t distance;           // other lines touched since this one's last access (~0: never touched)
   size_t x;
   bool tracking = !S.fenwick.empty();
-  if (!S.line_table[h]) {      // a line touched for the first time
+  if (!known) {                // a line touched for the first time
     x = S.line_key.size();
     S.line_key.push_back(line_key);
     S.line_time.push_back(S.now);
     S.line_state.resize(S.line_state.size() + MAX_CAPACITIES, 0);
     S.line_table[h] = (int32_t)x + 1;
+    hint[0] = line_key + 1;
+    hint[1] = x;
     if (S.line_key.size() * 2 > S.line_table.size()) {   // grow and rehash
       std::vector<int32_t> bigger(S.line_table.size() * 2, 0);
       size_t m2 = bigger.size() - 1;
@@ -671,9 +692,15 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
     distance = ~0ull;
     if (tracking) fenwick_add(S.now, 1);
     S.now++;
-    if (!tracking && S.n_capacities && S.line_key.size() > smallest_capacity()) fenwick_compact();
+    if (!tracking && S.n_capacities && S.line_key.size() > smallest_capacity()) {
+      fenwick_compact();
+      for (size_t y = 0; y < S.line_key.size(); ++y)
+        for (int k = 0; k < S.n_capacities; ++k)
+          S.line_state[y * MAX_CAPACITIES + k] = S.line_state[y * MAX_CAPACITIES + UNBOUNDED];
+      for (int k = 0; k < S.n_capacities; ++k) S.l2_read_pairs[k] = S.counters[DRAM_READ_PAIRS];
+    }
   } else {
-    x = (size_t)S.line_table[h] - 1;
+    x = (size_t)hint[1];
     uint64_t last = S.line_time[x];
     if (last + 1 == S.now) {
       distance = 0;            // the line touched last: nothing moves
@@ -689,7 +716,7 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
   }
   if (!S.fenwick.empty() && S.now >= S.fenwick.size()) fenwick_compact();
   uint8_t* state = &S.line_state[x * MAX_CAPACITIES];
-  for (int k = 0; k < S.n_capacities; ++k) {
+  for (int k = 0; k < (S.fenwick.empty() ? 0 : S.n_capacities); ++k) {
     unsigned valid = state[k] & 15u, dirty = state[k] >> 4;
     if (distance != ~0ull && distance >= S.capacity_lines[k]) {   // evicted since its last access
       S.l2_written_back[k] += (uint64_t)__builtin_popcount(dirty);
@@ -704,8 +731,11 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
 // What each capacity wrote back by the end of the launch: the evictions so far, and the dirty lines
 // that the lines touched after them pushed out.
 void l2_results(uint64_t* reads, uint64_t* writes) {
+  if (S.fenwick.empty()) {   // never more lines than the smallest capacity: nothing left L2
+    for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.counters[DRAM_READ_PAIRS]; writes[k] = 0; }
+    return;
+  }
   for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.l2_read_pairs[k]; writes[k] = S.l2_written_back[k]; }
-  if (S.fenwick.empty()) return;   // never more lines than the smallest capacity: nothing left L2
   uint64_t lines = S.line_key.size();
   for (size_t x = 0; x < lines; ++x) {
     uint64_t after = lines - (uint64_t)fenwick_upto(S.line_time[x]);
@@ -719,6 +749,7 @@ void l2_reset() {
   S.line_time.clear();
   S.line_state.clear();
   S.line_table.clear();
+  std::memset(S.line_hint, 0, sizeof S.line_hint);
   S.fenwick.clear();
   S.now = 0;
   for (int k = 0; k < MAX_CAPACITIES; ++k) S.l2_read_pairs[k] = S.l2_written_back[k] = 0;
@@ -773,7 +804,8 @@ void count_request(const WarpState& W, size_t index) {
       S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
       S.counters[q.op == LD ? G_LD_LANES : q.op == ST ? G_ST_LANES : G_ATOM_LANES] += lanes;
     }
-    for (unsigned i = 0; i < n; ++i) mark_dram(sectors[i], q.op != ST, q.op != LD);
+    if (q.op != ST) mark_dram(sectors, n, S.dram_read);
+    if (q.op != LD) mark_dram(sectors, n, S.dram_write);
     // The L2 model sees the request's sectors line by line (4 sectors of 32 bytes a line).
     for (unsigned i = 0; i < n;) {
       uint64_t line = sectors[i] >> 2;
