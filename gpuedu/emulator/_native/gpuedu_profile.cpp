@@ -186,10 +186,19 @@ struct Matcher {
   template <class Mark> void in_step_lanes(Mark mark) const {
     uint32_t reach[32], order[32];
     unsigned n = 0;
-    uint32_t lanes = 0, longest = 0;
+    uint32_t lanes = 0, longest = 0, shortest = ~0u;
     for (unsigned l = 0; l < 32; ++l) {
       reach[l] = (counting >> l & 1u) ? prefix[l] : cursor[l];
-      if (reach[l]) { order[n++] = l; lanes |= 1u << l; longest = std::max(longest, reach[l]); }
+      if (reach[l]) {
+        order[n++] = l;
+        lanes |= 1u << l;
+        longest = std::max(longest, reach[l]);
+        shortest = std::min(shortest, reach[l]);
+      }
+    }
+    if (shortest == longest) {   // (the lanes that ran all followed the whole sequence)
+      for (uint32_t i = 0; i < longest; ++i) mark(i, lanes);
+      return;
     }
     std::sort(order, order + n, [&](uint32_t a, uint32_t b) { return reach[a] < reach[b]; });
     unsigned k = 0;
@@ -577,6 +586,7 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
 }
 
 void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
+  if (!S.on) return;
   for (size_t off = 0; off < size; off += 16) access(ra, a + off, (unsigned)std::min<size_t>(16, size - off), op);
 }
 
@@ -1066,9 +1076,25 @@ HIDDEN void __gpuedu_prof_red() { S.red_thread = S.on ? launch_thread() : 0; }
 
 namespace {
 __attribute__((noinline)) void block_slow(uintptr_t ra) {
-  uint32_t site = site_of(ra, BLOCK);
   WarpState& W = *S.warp;
-  int32_t prev = (int32_t)W.blocks.cursor[S.lane];
+  Matcher& m = W.blocks;
+  unsigned lane = S.lane;
+  int32_t prev = (int32_t)m.cursor[lane];
+  uint32_t j = m.cursor[lane];
+  if ((m.counting >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
+    // A counting lane whose execution is the instance after its last one (what match_counting
+    // checks first), found without looking the instruction up.
+    uint32_t site = (uint32_t)(m.keys[j] >> 32);
+    std::vector<uint32_t>& occ = m.occurrences[lane];
+    if (site < occ.size() && occ[site] == (uint32_t)m.keys[j]) {
+      occ[site]++;
+      m.cursor[lane] = j + 1;
+      W.instances[j + 1].mask |= 1u << lane;
+      go_to(prev, (int32_t)site, (int32_t)j + 1);
+      return;
+    }
+  }
+  uint32_t site = site_of(ra, BLOCK);
   bool created;
   int32_t slot = W.blocks.match(S.lane, site, ra, &created) + 1;  // instance 0 is the threads' start
   if (created) {
