@@ -789,9 +789,9 @@ void count_request(const WarpState& W, size_t index) {
     uint64_t sectors[64];
     unsigned n = 0;
     bool ascending = true;
-    for (unsigned l = 0; l < 32; ++l) {
-      if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t s = addr(l) >> 5; s <= (addr(l) + q.size - 1) >> 5 && n < 64; ++s) {
+    for (uint32_t m = q.mask; m; m &= m - 1) {
+      uint64_t a = addr((unsigned)__builtin_ctz(m)), last = (a + q.size - 1) >> 5;
+      for (uint64_t s = a >> 5; s <= last && n < 64; ++s) {
         if (n && s <= sectors[n - 1]) {
           if (s == sectors[n - 1]) continue;  // the lane before touched it too (a broadcast)
           ascending = false;
@@ -832,13 +832,29 @@ void count_request(const WarpState& W, size_t index) {
   unsigned per_phase = q.size <= 4 ? 32 : q.size <= 8 ? 16 : 8;
   uint64_t waves = 0, ideal = 0;
   for (unsigned first = 0; first < 32; first += per_phase) {
+    uint32_t phase = (uint32_t)(((1ull << per_phase) - 1) << first) & q.mask;
+    if (!phase) continue;
+    if (q.op != ATOM) {
+      // Mostly each bank is asked for one word at most (or lanes share it): one wavefront.
+      uint64_t bank_word[32];
+      uint32_t banks = 0;
+      bool one = true;
+      for (uint32_t m = phase; m && one; m &= m - 1) {
+        uint64_t a = addr((unsigned)__builtin_ctz(m)), last = (a + q.size - 1) >> 2;
+        for (uint64_t w = a >> 2; w <= last; ++w) {
+          unsigned b = (unsigned)(w & 31);
+          if (!(banks >> b & 1u)) { banks |= 1u << b; bank_word[b] = w; }
+          else if (bank_word[b] != w) { one = false; break; }
+        }
+      }
+      if (one) { ideal += 1; waves += 1; continue; }
+    }
     uint64_t words[128];
     unsigned n = 0;
-    for (unsigned l = first; l < first + per_phase; ++l) {
-      if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t w = addr(l) >> 2; w <= (addr(l) + q.size - 1) >> 2 && n < 128; ++w) words[n++] = w;
+    for (uint32_t m = phase; m; m &= m - 1) {
+      uint64_t a = addr((unsigned)__builtin_ctz(m)), last = (a + q.size - 1) >> 2;
+      for (uint64_t w = a >> 2; w <= last && n < 128; ++w) words[n++] = w;
     }
-    if (!n) continue;
     ideal += 1;
     unsigned per_bank[32] = {};
     if (q.op != ATOM) n = distinct(words, n);
