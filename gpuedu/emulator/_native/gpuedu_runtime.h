@@ -362,7 +362,7 @@ inline char* stack_top(unsigned i) {
 }
 
 // ---- the scheduler --------------------------------------------------------------
-inline void resume(unsigned pos, Fiber* me) {
+GPUEDU_PROF_QUIET inline void resume(unsigned pos, Fiber* me) {
   R.pos = pos;
   unsigned t = R.order[pos];
   if (me && t == R.cur) return;  // the caller is the next to run: carry on
@@ -384,7 +384,7 @@ inline void resume(unsigned pos, Fiber* me) {
 // Called by the running fiber once it can no longer run (barrier, warp
 // intrinsic, finished): run the next ready fiber in schedule order; release a
 // block barrier that every thread has reached; detect deadlock.
-inline void run_next() {
+GPUEDU_PROF_QUIET inline void run_next() {
   Fiber* me = &R.fibers[R.cur];
   unsigned n = R.nthreads;
   if (R.n_ready) {
