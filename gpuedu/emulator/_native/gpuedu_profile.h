@@ -66,7 +66,12 @@ struct Quiet {
 #endif
 // Atomics are inlined where they are called, so that each call is an instruction of its own.
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
+// A runtime function whose uninstrumented part is a function of its own (GPUEDU_PROF_QUIET) stays out of
+// line, as it was before that part moved out of it: inlined, its counted blocks would merge with the
+// kernel's, and the counts of basic-block instances would change.
+#define GPUEDU_PROF_OUTLINED __attribute__((noinline))
 #else
+#define GPUEDU_PROF_OUTLINED
 #define GPUEDU_PROF(call) ((void)0)
 namespace __gpuedu {
 [[noreturn]] void misaligned_atomic(const void* p, unsigned size);

@@ -474,12 +474,9 @@ inline void fiber_entry() {
        what);
 }
 
-// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
-inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
-  if (!R.fiber_mode) fail_loop_mode("__syncthreads");
-  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
-  // the profiler stops counting before them.
-  GPUEDU_PROF(leave());
+// A thread arrives at a block barrier: the runtime's own code, run between the thread's leave() and
+// enter(), which a profiled build leaves uninstrumented (the profiler counts nothing there).
+GPUEDU_PROF_QUIET inline Fiber* barrier_arrive(int predicate, int line, int site) {
   if (line) {
     // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
     // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
@@ -503,6 +500,16 @@ inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
   R.n_ready--;
   R.n_block++;
   R.barrier_count += predicate != 0;
+  return me;
+}
+
+// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
+GPUEDU_PROF_OUTLINED inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
+  if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
+  // the profiler stops counting before them.
+  GPUEDU_PROF(leave());
+  Fiber* me = barrier_arrive(predicate, line, site);
   // Fast path: the next thread in schedule order is ready (the common case).
   unsigned p = R.pos + 1;
   if (p < R.nthreads && R.state[R.order[p]] == READY) resume(p, me);
@@ -569,9 +576,10 @@ inline unsigned long long warp_result(const Warp& W, unsigned lane, unsigned nee
 
 // A warp-collective operation: wait for every lane of the mask (the lanes of
 // the warp that exist), then compute each lane's result.
-inline unsigned long long warp_collective(int op, unsigned mask, unsigned long long value, int arg, int width) {
-  if (!R.fiber_mode) fail_loop_mode(warp_op_names[op]);
-  GPUEDU_PROF(leave());
+// A lane arrives at a warp intrinsic (the runtime's own code, between leave() and enter(): uninstrumented in a
+// profiled build): it waits for the others (returns true once they came), or it is the last, which computes
+// every lane's result and wakes the others (returns false).
+GPUEDU_PROF_QUIET inline bool warp_arrive(int op, unsigned mask, unsigned long long value, int arg, int width) {
   unsigned t = R.cur, lane = t % 32;
   Warp& W = R.warps[t / 32];
   unsigned need = (mask & W.existing) | (1u << lane);
@@ -591,8 +599,7 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     R.n_ready--;
     R.n_warp++;
     run_next();
-    GPUEDU_PROF(enter(R.cur));
-    return W.result[lane];
+    return true;
   }
   // The last lane to arrive computes every lane's result and wakes the others.
   for (unsigned l = 0; l < 32; ++l) {
@@ -612,6 +619,19 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     R.n_warp--;
   }
   W.arrived &= ~need;
+  return false;
+}
+
+GPUEDU_PROF_OUTLINED inline unsigned long long warp_collective(int op, unsigned mask, unsigned long long value,
+                                                               int arg, int width) {
+  if (!R.fiber_mode) fail_loop_mode(warp_op_names[op]);
+  GPUEDU_PROF(leave());
+  unsigned t = R.cur, lane = t % 32;
+  Warp& W = R.warps[t / 32];
+  if (warp_arrive(op, mask, value, arg, width)) {
+    GPUEDU_PROF(enter(R.cur));
+    return W.result[lane];
+  }
   GPUEDU_PROF(warp_synced(t / 32));
   GPUEDU_PROF(enter(t));
   return W.result[lane];
