@@ -209,10 +209,11 @@ struct Matcher {
   }
 
   void reset() {
+    for (uint64_t key : keys)   // (the sites the common sequence counted)
+      if ((key >> 32) < common.size()) common[key >> 32] = 0;
     keys.clear();
     address.clear();
     stepping = ~0u;
-    std::fill(common.begin(), common.end(), 0);
     for (unsigned l = 0; l < 32; ++l) cursor[l] = 0;
     counting = 0;
     mapped = false;
