@@ -224,9 +224,9 @@ struct WarpState {
   bool live = false;
   unsigned existing = 0, done = 0;
   std::vector<Request> requests;
-  // [lane][request]: each lane's addresses in its own array, written in order as the lane runs
+  // [request * 32 + lane]: each request's lanes' addresses side by side, as count_request reads them
   // (global: allocation << 40 | offset; shared: the host address)
-  std::vector<uint64_t> addresses[32];
+  std::vector<uint64_t> addresses;
   std::vector<Instance> instances;
   std::vector<Split> splits;
   Matcher memory, blocks;   // blocks.cursor[lane]: the lane's last block instance (0: the threads' start)
@@ -492,6 +492,10 @@ void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
     memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
+__attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {
+  v.resize(std::max<size_t>(j + 1, 2 * v.size()));
+}
+
 __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
   uint8_t op = op_asked == RED ? ATOM : op_asked;  // what racecheck and memcheck see: an atomic either way
   size_t which;
@@ -534,9 +538,9 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
     }
   }
   W.requests[slot].mask |= 1u << S.lane;  // a lane meets each instance once (it is its k-th execution)
-  std::vector<uint64_t>& mine = W.addresses[S.lane];
-  if ((size_t)slot >= mine.size()) mine.resize(std::max<size_t>(slot + 1, 2 * mine.size()));
-  mine[slot] = where;
+  size_t at = (size_t)slot * 32 + S.lane;
+  if (at >= W.addresses.size()) grow(W.addresses, at);
+  W.addresses[at] = where;
   if (S.racecheck) {
     if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
@@ -548,10 +552,6 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
 // sequence down reached there: that lane settled the instruction's request, and this one only adds its
 // address. The rest (and everything racecheck or memcheck looks at) goes the full way (access_slow),
 // which classifies the address first and leaves out what is neither global nor shared memory.
-__attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {
-  v.resize(std::max<size_t>(j + 1, 2 * v.size()));
-}
-
 __attribute__((noinline)) void access_step(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked,
                                            bool maybe_shared) {
   if (S.fast) {
@@ -564,9 +564,9 @@ __attribute__((noinline)) void access_step(uintptr_t ra, uint64_t a, unsigned si
       const Request& q = W.requests[j];
       uint64_t offset = a - q.lo;
       if (offset < q.span && (q.space == SHARED || !maybe_shared)) {
-        std::vector<uint64_t>& mine = W.addresses[lane];
-        if (j >= mine.size()) grow(mine, j);
-        mine[j] = q.space == SHARED ? a : (q.range | offset);
+        size_t at = (size_t)j * 32 + lane;
+        if (at >= W.addresses.size()) grow(W.addresses, at);
+        W.addresses[at] = q.space == SHARED ? a : (q.range | offset);
         m.cursor[lane] = j + 1;
         return;
       }
@@ -784,7 +784,8 @@ unsigned distinct(uint64_t* v, unsigned n) {
 
 void count_request(const WarpState& W, size_t index) {
   const Request& q = W.requests[index];
-  auto addr = [&](unsigned lane) { return W.addresses[lane][index]; };
+  const uint64_t* lanes_at = &W.addresses[index * 32];
+  auto addr = [&](unsigned lane) { return lanes_at[lane]; };
   unsigned lanes = (unsigned)__builtin_popcount(q.mask);
   if (q.space == GLOBAL) {
     uint64_t sectors[64];
