@@ -474,11 +474,12 @@ inline void fiber_entry() {
        what);
 }
 
-// A thread arrives at a block barrier: the runtime's own code, run between the thread's leave() and
-// enter(), which a profiled build leaves uninstrumented (the profiler counts nothing there). Returns the
-// position of the thread to run next when it is the next in schedule order and ready (the common case),
-// else ~0u (run_next finds it).
-GPUEDU_PROF_QUIET inline unsigned barrier_arrive(int predicate, int line, int site) {
+// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
+inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
+  if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
+  // the profiler stops counting before them.
+  GPUEDU_PROF(leave());
   if (line) {
     // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
     // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
@@ -497,22 +498,14 @@ GPUEDU_PROF_QUIET inline unsigned barrier_arrive(int predicate, int line, int si
            threadIdx.x, threadIdx.y, threadIdx.z, line == R.barrier_line ? "another on line" : "line", line);
     }
   }
+  Fiber* me = &R.fibers[R.cur];
   R.state[R.cur] = AT_BLOCK;
   R.n_ready--;
   R.n_block++;
   R.barrier_count += predicate != 0;
+  // Fast path: the next thread in schedule order is ready (the common case).
   unsigned p = R.pos + 1;
-  return p < R.nthreads && R.state[R.order[p]] == READY ? p : ~0u;
-}
-
-// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
-GPUEDU_PROF_OUTLINED inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
-  if (!R.fiber_mode) fail_loop_mode("__syncthreads");
-  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
-  // the profiler stops counting before them.
-  GPUEDU_PROF(leave());
-  unsigned p = barrier_arrive(predicate, line, site);
-  if (p != ~0u) resume(p, &R.fibers[R.cur]);
+  if (p < R.nthreads && R.state[R.order[p]] == READY) resume(p, me);
   else run_next();
   GPUEDU_PROF(enter(R.cur));
   int count = R.barrier_result;
