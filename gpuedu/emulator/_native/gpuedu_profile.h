@@ -67,8 +67,9 @@ struct Quiet {
 // Atomics are inlined where they are called, so that each call is an instruction of its own.
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
 // A runtime function whose uninstrumented part is a function of its own (GPUEDU_PROF_QUIET) stays out of
-// line, as it was before that part moved out of it: inlined, its counted blocks would merge with the
-// kernel's, and the counts of basic-block instances would change.
+// line (warp_collective): small without that part, it would be inlined into kernels where the host compiler
+// keeps it whole out of line, and its counted blocks would merge with the kernel's (other counts of
+// basic-block instances).
 #define GPUEDU_PROF_OUTLINED __attribute__((noinline))
 #else
 #define GPUEDU_PROF_OUTLINED
