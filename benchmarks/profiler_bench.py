@@ -5,8 +5,10 @@
 For every kernel of the lessons' ladders (activation, transpose, the reduction ladder, the matmul
 ladder) at a lesson's size, the best of several plain launches and of several profiled launches
 (after a first profiled launch that builds the instrumented module) are timed, interleaved, on this
-machine's CPU: the ratio profiled / plain is the figure (target <= 20x), with the geometric mean over
-the kernels. Measured on the emulator's CPU; nothing here is a GPU figure.
+machine's CPU: the ratio profiled / plain is the figure, with the geometric mean over the kernels
+(target <= 10x) and the worst kernel (target <= 30x). Measured on the emulator's CPU; nothing here is a
+GPU figure. The machine's load average is recorded with the result: a busy machine slows both runs,
+but not alike, so rerun it when the load is high.
 """
 import argparse
 import json
@@ -22,7 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import gpuedu  # noqa: E402  (the benchmark measures the checkout it sits in)
 
-TARGET = 20.0
+TARGET = 10.0          # the geometric mean of profiled / plain over the kernels
+WORST_TARGET = 30.0    # any one kernel
 
 
 def best(fn, repeats):
@@ -32,6 +35,20 @@ def best(fn, repeats):
         fn()
         times.append(time.perf_counter() - t0)
     return min(times)
+
+
+def summary(rows):
+    """The geometric mean of the rows' ratios, the worst row, and how the rows stand against the targets."""
+    if not rows:
+        raise ValueError("no kernels were timed: the summary needs at least one row")
+    geomean = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
+    worst = max(rows, key=lambda r: r["ratio"])
+    return {
+        "target_ratio": TARGET, "worst_target_ratio": WORST_TARGET, "geometric_mean_ratio": geomean,
+        "worst": {"kernel": worst["kernel"], "ratio": worst["ratio"]},
+        "kernels_within_worst_target": sum(r["ratio"] <= WORST_TARGET for r in rows), "kernels": len(rows),
+        "targets_met": geomean <= TARGET and worst["ratio"] <= WORST_TARGET,
+    }
 
 
 def cases():
@@ -75,16 +92,14 @@ def main(argv=None):
                      "first_profiled_launch_s": first})
         print(f"{name:28s} plain {min(plain) * 1e3:8.2f} ms  profiled {min(profiled) * 1e3:9.2f} ms  "
               f"{ratio:6.1f}x   (first profiled launch {first:.1f} s)", flush=True)
-    geomean = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
-    worst = max(rows, key=lambda r: r["ratio"])
-    print(f"geometric mean {geomean:.1f}x, worst {worst['ratio']:.1f}x ({worst['kernel']}); target <= {TARGET:g}x")
+    totals = summary(rows)
+    print(f"geometric mean {totals['geometric_mean_ratio']:.1f}x (target <= {TARGET:g}x), worst "
+          f"{totals['worst']['ratio']:.1f}x ({totals['worst']['kernel']}; target <= {WORST_TARGET:g}x)")
     result = {
         "what": "profiled / plain emulator time per lesson kernel (measured on this machine's CPU)",
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "load_average": os.getloadavg()},
-        "backend": backend.name, "target_ratio": TARGET, "geometric_mean_ratio": geomean,
-        "worst": {"kernel": worst["kernel"], "ratio": worst["ratio"]},
-        "kernels_within_target": sum(r["ratio"] <= TARGET for r in rows), "kernels": len(rows), "rows": rows,
+        "backend": backend.name, "repeats": args.repeats, **totals, "rows": rows,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

@@ -39,6 +39,21 @@ def test_the_overhead_benchmark_covers_every_ladder_of_the_lessons(emulator):
     assert np.isfinite(load("profiler_bench").TARGET)
 
 
+def test_the_overhead_summary_takes_the_geometric_mean_and_the_worst_kernel_against_both_targets():
+    bench = load("profiler_bench")
+    rows = [{"kernel": "a", "ratio": 2.0}, {"kernel": "b", "ratio": 8.0}]
+    totals = bench.summary(rows)
+    assert totals["geometric_mean_ratio"] == pytest.approx(4.0)
+    assert totals["worst"] == {"kernel": "b", "ratio": 8.0}
+    assert totals["kernels"] == 2 and totals["kernels_within_worst_target"] == 2 and totals["targets_met"]
+    slow = bench.summary(rows + [{"kernel": "c", "ratio": bench.WORST_TARGET + 1}])
+    assert slow["worst"]["kernel"] == "c" and slow["kernels_within_worst_target"] == 2
+    assert not slow["targets_met"]   # one kernel over the worst-case target fails it, whatever the mean
+    assert not bench.summary([{"kernel": "d", "ratio": bench.TARGET * 2}])["targets_met"]
+    with pytest.raises(ValueError, match="at least one row"):
+        bench.summary([])
+
+
 @pytest.mark.skipif(not __import__("gpuedu.distributed").distributed.mpi_status()[0], reason="needs gpuedu[mpi]")
 def test_the_allreduce_benchmark_runs_on_two_ranks_and_compares_with_the_model(tmp_path):
     bench = load("allreduce_bench")

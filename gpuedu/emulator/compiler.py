@@ -348,12 +348,15 @@ def _profile_object(cxx, folder):
     A profiled module links it: the compiler's instrumentation of the module calls
     into it for every load, store and basic block of the kernels.
     """
-    return _runtime_object(cxx, folder, "gpuedu_profile.cpp", "profile", ["-O3", "-DGPUEDU_PROFILE=1"], "profiler")
+    # Its hooks run for every load, store and basic block of a profiled kernel: no stack canary in them.
+    return _runtime_object(cxx, folder, "gpuedu_profile.cpp", "profile",
+                           ["-O3", "-DGPUEDU_PROFILE=1", "-fno-stack-protector"], "profiler")
 
 
 def _runtime_object(cxx, folder, source, prefix, extra_flags, what):
     """``_native/<source>`` compiled once per prelude and compiler into ``<folder>/<prefix>-<key>.o``."""
-    key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
+    flags = "|" + " ".join(extra_flags) if extra_flags else ""   # (a change of them builds it again)
+    key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}{flags}".encode()).hexdigest()[:16]
     obj = os.path.join(folder, f"{prefix}-{key}.o")
     if os.path.isfile(obj):
         return obj

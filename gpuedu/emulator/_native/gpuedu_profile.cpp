@@ -51,13 +51,17 @@ enum Counter {
 // the last slot of a line's state is an L2 that never evicts (DRAM_READ_PAIRS).
 const int MAX_CAPACITIES = 8;
 const int UNBOUNDED = MAX_CAPACITIES - 1;
+const size_t LINE_HINTS = 1024;
 
 struct Range { uint64_t lo, hi; };
 
 struct Request {       // a warp-level memory instruction; its lanes' addresses are in WarpState::addresses
   uint32_t site;
   uint8_t space, op, size;
-  uint32_t mask;       // the lanes that executed it
+  uint32_t mask;       // the lanes that executed it (those that followed the common sequence: once done)
+  uintptr_t address;   // the instruction's (for the hooks' fast path)
+  uint64_t range;      // the allocation (global) its first lane's address lay in, << 40
+  uint64_t lo, span;   // ... or shared variable: where it starts, and its size
 };
 
 struct Instance {       // one warp-level execution of a basic block
@@ -82,8 +86,15 @@ struct Split {          // lanes of a divergent instance that went on to another
 // the instruction alone identifies the instance. A lane that leaves it (a data-dependent
 // branch) starts counting its executions per instruction, and a hash table of
 // (instruction, k) finds or makes the instance.
+// A lane that follows the common sequence only moves its cursor (the hooks' fast path compares the
+// instruction's address with the one at the cursor): which lanes executed an instance is settled when
+// the warp is done (in_step_lanes), from how far each lane followed the sequence, plus the lanes that
+// met it while counting.
 struct Matcher {
   std::vector<uint64_t> keys;            // (site << 32 | k) of each instance, in creation order
+  std::vector<uintptr_t> address;        // the instruction's address of each instance, in creation order
+  uint32_t stepping = ~0u;               // lanes that may take the fast path (not counting, not mapped)
+  uint32_t prefix[32] = {};              // [lane]: instances it followed in step before it began counting
   std::vector<uint32_t> common;          // [site]: executions in the common sequence so far
   uint32_t cursor[32] = {};
   uint32_t counting = 0;                 // lanes that count their own executions
@@ -107,10 +118,11 @@ struct Matcher {
     table.assign(size, 0);
     for (size_t i = 0; i < keys.size(); ++i) insert(keys[i], (int32_t)i);
     mapped = true;
+    stepping = 0;
   }
 
   // The instance of this execution, and whether it is new.
-  inline __attribute__((always_inline)) int32_t match(unsigned lane, uint32_t site, bool* created) {
+  inline __attribute__((always_inline)) int32_t match(unsigned lane, uint32_t site, uintptr_t ra, bool* created) {
     uint32_t j = cursor[lane];
     if (!(counting >> lane & 1u) && !mapped) {
       if (j < keys.size()) {
@@ -123,20 +135,23 @@ struct Matcher {
       } else {
         if (site >= common.size()) common.resize(site + 64, 0);
         keys.push_back((uint64_t)site << 32 | common[site]++);
+        address.push_back(ra);
         cursor[lane] = j + 1;
         *created = true;
         return (int32_t)j;
       }
     }
     in_step = false;
-    return match_counting(lane, site, created);
+    return match_counting(lane, site, ra, created);
   }
 
-  int32_t match_counting(unsigned lane, uint32_t site, bool* created) {
+  int32_t match_counting(unsigned lane, uint32_t site, uintptr_t ra, bool* created) {
     std::vector<uint32_t>& occ = occurrences[lane];
     uint32_t j = cursor[lane];
     if (!(counting >> lane & 1u)) {  // this lane's executions so far are keys[0, j): count them
       counting |= 1u << lane;
+      stepping &= ~(1u << lane);
+      prefix[lane] = j;
       occ.assign(occ.size(), 0);
       for (uint32_t i = 0; i < j; ++i) {
         uint32_t s = (uint32_t)(keys[i] >> 32);
@@ -161,15 +176,46 @@ struct Matcher {
       }
     int32_t index = (int32_t)keys.size();
     keys.push_back(key);
+    address.push_back(ra);
     if (keys.size() * 2 > table.size()) rebuild(); else insert(key, index);
     cursor[lane] = (uint32_t)index + 1;
     *created = true;
     return index;
   }
 
+  // Calls mark(index, lanes) for each instance, from the first, with the lanes that executed it while
+  // following the common sequence.
+  template <class Mark> void in_step_lanes(Mark mark) const {
+    uint32_t reach[32], order[32];
+    unsigned n = 0;
+    uint32_t lanes = 0, longest = 0, shortest = ~0u;
+    for (unsigned l = 0; l < 32; ++l) {
+      reach[l] = (counting >> l & 1u) ? prefix[l] : cursor[l];
+      if (reach[l]) {
+        order[n++] = l;
+        lanes |= 1u << l;
+        longest = std::max(longest, reach[l]);
+        shortest = std::min(shortest, reach[l]);
+      }
+    }
+    if (shortest == longest) {   // (the lanes that ran all followed the whole sequence)
+      for (uint32_t i = 0; i < longest; ++i) mark(i, lanes);
+      return;
+    }
+    std::sort(order, order + n, [&](uint32_t a, uint32_t b) { return reach[a] < reach[b]; });
+    unsigned k = 0;
+    for (uint32_t i = 0; i < longest; ++i) {
+      while (k < n && reach[order[k]] <= i) lanes &= ~(1u << order[k++]);
+      mark(i, lanes);
+    }
+  }
+
   void reset() {
+    for (uint64_t key : keys)   // (the sites the common sequence counted)
+      if ((key >> 32) < common.size()) common[key >> 32] = 0;
     keys.clear();
-    std::fill(common.begin(), common.end(), 0);
+    address.clear();
+    stepping = ~0u;
     for (unsigned l = 0; l < 32; ++l) cursor[l] = 0;
     counting = 0;
     mapped = false;
@@ -180,13 +226,12 @@ struct WarpState {
   bool live = false;
   unsigned existing = 0, done = 0;
   std::vector<Request> requests;
-  // [lane][request]: each lane's addresses in its own array, written in order as the lane runs
+  // [request * 32 + lane]: each request's lanes' addresses side by side, as count_request reads them
   // (global: allocation << 40 | offset; shared: the host address)
-  std::vector<uint64_t> addresses[32];
+  std::vector<uint64_t> addresses;
   std::vector<Instance> instances;
   std::vector<Split> splits;
-  Matcher memory, blocks;
-  int32_t previous[32];                                        // last block instance of each lane
+  Matcher memory, blocks;   // blocks.cursor[lane]: the lane's last block instance (0: the threads' start)
 };
 
 // Racecheck: the last write and two last reads of every 4-byte word.
@@ -229,6 +274,7 @@ struct State {
   std::vector<Range> ranges;              // device allocations, sorted
   bool racecheck = false;
   bool memcheck = false;
+  bool fast = true;                       // neither: the hooks may take their fast paths
   size_t dynamic_capacity = 0;            // the dynamic shared buffer's full size (shared= uses its start)
   std::vector<MemError> errors;
   // launch
@@ -246,6 +292,7 @@ struct State {
   std::vector<uint64_t> line_time;        // [line]: when it was last accessed
   std::vector<uint8_t> line_state;        // [line * MAX_CAPACITIES + k]: valid sectors | dirty sectors << 4
   std::vector<int32_t> line_table;        // open addressing: line + 1
+  uint64_t line_hint[2 * LINE_HINTS] = {};  // a direct-mapped cache in front of it (see l2_access)
   std::vector<int32_t> fenwick;           // marks at the lines' last-access times (once the footprint needs it)
   uint64_t now = 0;
   // the running lane
@@ -447,8 +494,11 @@ void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
     memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
-inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
-  if (!S.on) return;
+__attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {
+  v.resize(std::max<size_t>(j + 1, 2 * v.size()));
+}
+
+__attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
   uint8_t op = op_asked == RED ? ATOM : op_asked;  // what racecheck and memcheck see: an atomic either way
   size_t which;
   uint8_t space;
@@ -477,41 +527,89 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
   uint32_t site = site_of(ra, MEMORY);
   WarpState& W = *S.warp;
   bool created;
-  int32_t slot = W.memory.match(S.lane, site, &created);
+  int32_t slot = W.memory.match(S.lane, site, ra, &created);
   if (created) {
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
-    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
-    int32_t block = W.previous[S.lane];
-    if (block >= 0 && (size_t)block < W.instances.size()) {
+    const Range& r = space == GLOBAL ? S.ranges[which] : S.shared[which];
+    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0, ra,
+                                 space == GLOBAL ? (uint64_t)which << 40 : 0, r.lo, r.hi - r.lo});
+    uint32_t block = W.blocks.cursor[S.lane];
+    if ((size_t)block < W.instances.size()) {
       W.instances[block].requests++;
       if (space == GLOBAL && op != LD && op != ST) W.instances[block].global_atomic = 1;
     }
   }
   W.requests[slot].mask |= 1u << S.lane;  // a lane meets each instance once (it is its k-th execution)
-  std::vector<uint64_t>& mine = W.addresses[S.lane];
-  if ((size_t)slot >= mine.size()) mine.resize(std::max<size_t>(slot + 1, 2 * mine.size()));
-  mine[slot] = where;
+  size_t at = (size_t)slot * 32 + S.lane;
+  if (at >= W.addresses.size()) grow(W.addresses, at);
+  W.addresses[at] = where;
   if (S.racecheck) {
     if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
   }
 }
 
+// The hook. Most accesses are a lane's next step along the common sequence of its warp's memory
+// instructions (the matcher's cursor), to the allocation or shared variable that the lane which laid the
+// sequence down reached there: that lane settled the instruction's request, and this one only adds its
+// address. The rest (and everything racecheck or memcheck looks at) goes the full way (access_slow),
+// which classifies the address first and leaves out what is neither global nor shared memory.
+__attribute__((noinline)) void access_step(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked,
+                                           bool maybe_shared) {
+  if (S.fast) {
+    WarpState& W = *S.warp;
+    Matcher& m = W.memory;
+    unsigned lane = S.lane;
+    uint32_t j = m.cursor[lane];
+    // (requests[j] is the memory matcher's instance j: its address is address[j])
+    if ((m.stepping >> lane & 1u) && j < W.requests.size() && W.requests[j].address == ra) {
+      const Request& q = W.requests[j];
+      uint64_t offset = a - q.lo;
+      if (offset < q.span && (q.space == SHARED || !maybe_shared)) {
+        size_t at = (size_t)j * 32 + lane;
+        if (at >= W.addresses.size()) grow(W.addresses, at);
+        W.addresses[at] = q.space == SHARED ? a : (q.range | offset);
+        m.cursor[lane] = j + 1;
+        return;
+      }
+    }
+  }
+  access_slow(ra, a, size, op_asked);
+}
+
+// (Inlined into each hook, which saves no register before it knows the access is one to count.)
+inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
+  if (!S.on) return;
+  bool maybe_shared = a - S.shared_lo < S.shared_span;
+  if (!maybe_shared) {
+    uint64_t line = a >> 6;
+    if (S.miss_lines[line & 255] == line + 1 && !S.memcheck) return;  // lately neither global nor shared
+  }
+  access_step(ra, a, size, op_asked, maybe_shared);
+}
+
 void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
+  if (!S.on) return;
   for (size_t off = 0; off < size; off += 16) access(ra, a + off, (unsigned)std::min<size_t>(16, size - off), op);
 }
 
 // ---- a warp is done: turn its requests into counts --------------------------------------
-void mark_dram(uint64_t sector, bool read, bool write) {
-  size_t range = sector >> 35, bit = sector & ((1ull << 35) - 1);
-  auto mark = [&](std::vector<std::vector<uint64_t>>& maps) {
-    if (maps.size() <= range) maps.resize(range + 1);
-    std::vector<uint64_t>& m = maps[range];
-    if (m.empty()) m.assign(((S.ranges[range].hi - S.ranges[range].lo) / 32 + 2 + 63) / 64, 0);
-    if (bit / 64 < m.size()) m[bit / 64] |= 1ull << (bit % 64);
-  };
-  if (read) mark(S.dram_read);
-  if (write) mark(S.dram_write);
+std::vector<uint64_t>& dram_map(std::vector<std::vector<uint64_t>>& maps, size_t range) {
+  if (maps.size() <= range) maps.resize(range + 1);
+  std::vector<uint64_t>& m = maps[range];
+  if (m.empty()) m.assign(((S.ranges[range].hi - S.ranges[range].lo) / 32 + 2 + 63) / 64, 0);
+  return m;
+}
+
+// The sectors [0, n) (allocation << 35 | sector) are read from and/or written to DRAM.
+void mark_dram(const uint64_t* sectors, unsigned n, std::vector<std::vector<uint64_t>>& maps) {
+  size_t range = ~(size_t)0;
+  std::vector<uint64_t>* m = nullptr;
+  for (unsigned i = 0; i < n; ++i) {
+    if ((sectors[i] >> 35) != range) { range = sectors[i] >> 35; m = &dram_map(maps, range); }
+    uint64_t bit = sectors[i] & ((1ull << 35) - 1);
+    if (bit / 64 < m->size()) (*m)[bit / 64] |= 1ull << (bit % 64);
+  }
 }
 
 // ---- the L2 model ------------------------------------------------------------------------
@@ -527,7 +625,8 @@ void mark_dram(uint64_t sector, bool read, bool write) {
 // Residency comes from stack distances: a line is still in an LRU cache of C lines iff fewer than C
 // other lines were touched since its last access, so one pass answers for every capacity at once.
 // Until the launch has touched more lines than the smallest capacity holds, nothing can be evicted,
-// and the distances are not tracked at all.
+// and the distances are not tracked at all: every capacity's L2 then holds what the one that never
+// evicts holds, which alone is kept up to date; the others take its state when tracking begins.
 void fenwick_add(size_t i, int32_t v) {
   for (++i; i <= S.fenwick.size(); i += i & (~i + 1)) S.fenwick[i - 1] += v;
 }
@@ -571,18 +670,28 @@ inline uint8_t l2_serve(unsigned valid, unsigned dirty, unsigned sectors, uint8_
 
 void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
   if (S.line_table.empty()) S.line_table.assign(1 << 12, 0);
-  size_t mask = S.line_table.size() - 1;
-  size_t h = (size_t)((line_key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
-  while (S.line_table[h] && S.line_key[S.line_table[h] - 1] != line_key) h = (h + 1) & mask;
+  // the lines looked up lately, in front of the table: (line + 1, its index)
+  uint64_t* hint = &S.line_hint[2 * ((line_key ^ (line_key >> 8)) & (LINE_HINTS - 1))];
+  size_t h = 0;
+  bool known = hint[0] == line_key + 1;
+  if (!known) {
+    size_t mask = S.line_table.size() - 1;
+    h = (size_t)((line_key * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    while (S.line_table[h] && S.line_key[S.line_table[h] - 1] != line_key) h = (h + 1) & mask;
+    known = S.line_table[h] != 0;
+    if (known) { hint[0] = line_key + 1; hint[1] = (uint64_t)S.line_table[h] - 1; }
+  }
   uint64_t distance;           // other lines touched since this one's last access (~0: never touched)
   size_t x;
   bool tracking = !S.fenwick.empty();
-  if (!S.line_table[h]) {      // a line touched for the first time
+  if (!known) {                // a line touched for the first time
     x = S.line_key.size();
     S.line_key.push_back(line_key);
     S.line_time.push_back(S.now);
     S.line_state.resize(S.line_state.size() + MAX_CAPACITIES, 0);
     S.line_table[h] = (int32_t)x + 1;
+    hint[0] = line_key + 1;
+    hint[1] = x;
     if (S.line_key.size() * 2 > S.line_table.size()) {   // grow and rehash
       std::vector<int32_t> bigger(S.line_table.size() * 2, 0);
       size_t m2 = bigger.size() - 1;
@@ -596,9 +705,15 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
     distance = ~0ull;
     if (tracking) fenwick_add(S.now, 1);
     S.now++;
-    if (!tracking && S.n_capacities && S.line_key.size() > smallest_capacity()) fenwick_compact();
+    if (!tracking && S.n_capacities && S.line_key.size() > smallest_capacity()) {
+      fenwick_compact();
+      for (size_t y = 0; y < S.line_key.size(); ++y)
+        for (int k = 0; k < S.n_capacities; ++k)
+          S.line_state[y * MAX_CAPACITIES + k] = S.line_state[y * MAX_CAPACITIES + UNBOUNDED];
+      for (int k = 0; k < S.n_capacities; ++k) S.l2_read_pairs[k] = S.counters[DRAM_READ_PAIRS];
+    }
   } else {
-    x = (size_t)S.line_table[h] - 1;
+    x = (size_t)hint[1];
     uint64_t last = S.line_time[x];
     if (last + 1 == S.now) {
       distance = 0;            // the line touched last: nothing moves
@@ -614,7 +729,7 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
   }
   if (!S.fenwick.empty() && S.now >= S.fenwick.size()) fenwick_compact();
   uint8_t* state = &S.line_state[x * MAX_CAPACITIES];
-  for (int k = 0; k < S.n_capacities; ++k) {
+  for (int k = 0; k < (S.fenwick.empty() ? 0 : S.n_capacities); ++k) {
     unsigned valid = state[k] & 15u, dirty = state[k] >> 4;
     if (distance != ~0ull && distance >= S.capacity_lines[k]) {   // evicted since its last access
       S.l2_written_back[k] += (uint64_t)__builtin_popcount(dirty);
@@ -629,8 +744,11 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
 // What each capacity wrote back by the end of the launch: the evictions so far, and the dirty lines
 // that the lines touched after them pushed out.
 void l2_results(uint64_t* reads, uint64_t* writes) {
+  if (S.fenwick.empty()) {   // never more lines than the smallest capacity: nothing left L2
+    for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.counters[DRAM_READ_PAIRS]; writes[k] = 0; }
+    return;
+  }
   for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.l2_read_pairs[k]; writes[k] = S.l2_written_back[k]; }
-  if (S.fenwick.empty()) return;   // never more lines than the smallest capacity: nothing left L2
   uint64_t lines = S.line_key.size();
   for (size_t x = 0; x < lines; ++x) {
     uint64_t after = lines - (uint64_t)fenwick_upto(S.line_time[x]);
@@ -644,6 +762,7 @@ void l2_reset() {
   S.line_time.clear();
   S.line_state.clear();
   S.line_table.clear();
+  std::memset(S.line_hint, 0, sizeof S.line_hint);
   S.fenwick.clear();
   S.now = 0;
   for (int k = 0; k < MAX_CAPACITIES; ++k) S.l2_read_pairs[k] = S.l2_written_back[k] = 0;
@@ -667,15 +786,16 @@ unsigned distinct(uint64_t* v, unsigned n) {
 
 void count_request(const WarpState& W, size_t index) {
   const Request& q = W.requests[index];
-  auto addr = [&](unsigned lane) { return W.addresses[lane][index]; };
+  const uint64_t* lanes_at = &W.addresses[index * 32];
+  auto addr = [&](unsigned lane) { return lanes_at[lane]; };
   unsigned lanes = (unsigned)__builtin_popcount(q.mask);
   if (q.space == GLOBAL) {
     uint64_t sectors[64];
     unsigned n = 0;
     bool ascending = true;
-    for (unsigned l = 0; l < 32; ++l) {
-      if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t s = addr(l) >> 5; s <= (addr(l) + q.size - 1) >> 5 && n < 64; ++s) {
+    for (uint32_t m = q.mask; m; m &= m - 1) {
+      uint64_t a = addr((unsigned)__builtin_ctz(m)), last = (a + q.size - 1) >> 5;
+      for (uint64_t s = a >> 5; s <= last && n < 64; ++s) {
         if (n && s <= sectors[n - 1]) {
           if (s == sectors[n - 1]) continue;  // the lane before touched it too (a broadcast)
           ascending = false;
@@ -698,7 +818,8 @@ void count_request(const WarpState& W, size_t index) {
       S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
       S.counters[q.op == LD ? G_LD_LANES : q.op == ST ? G_ST_LANES : G_ATOM_LANES] += lanes;
     }
-    for (unsigned i = 0; i < n; ++i) mark_dram(sectors[i], q.op != ST, q.op != LD);
+    if (q.op != ST) mark_dram(sectors, n, S.dram_read);
+    if (q.op != LD) mark_dram(sectors, n, S.dram_write);
     // The L2 model sees the request's sectors line by line (4 sectors of 32 bytes a line).
     for (unsigned i = 0; i < n;) {
       uint64_t line = sectors[i] >> 2;
@@ -716,13 +837,29 @@ void count_request(const WarpState& W, size_t index) {
   unsigned per_phase = q.size <= 4 ? 32 : q.size <= 8 ? 16 : 8;
   uint64_t waves = 0, ideal = 0;
   for (unsigned first = 0; first < 32; first += per_phase) {
+    uint32_t phase = (uint32_t)(((1ull << per_phase) - 1) << first) & q.mask;
+    if (!phase) continue;
+    if (q.op != ATOM) {
+      // Mostly each bank is asked for one word at most (or lanes share it): one wavefront.
+      uint64_t bank_word[32];
+      uint32_t banks = 0;
+      bool one = true;
+      for (uint32_t m = phase; m && one; m &= m - 1) {
+        uint64_t a = addr((unsigned)__builtin_ctz(m)), last = (a + q.size - 1) >> 2;
+        for (uint64_t w = a >> 2; w <= last; ++w) {
+          unsigned b = (unsigned)(w & 31);
+          if (!(banks >> b & 1u)) { banks |= 1u << b; bank_word[b] = w; }
+          else if (bank_word[b] != w) { one = false; break; }
+        }
+      }
+      if (one) { ideal += 1; waves += 1; continue; }
+    }
     uint64_t words[128];
     unsigned n = 0;
-    for (unsigned l = first; l < first + per_phase; ++l) {
-      if (!(q.mask >> l & 1u)) continue;
-      for (uint64_t w = addr(l) >> 2; w <= (addr(l) + q.size - 1) >> 2 && n < 128; ++w) words[n++] = w;
+    for (uint32_t m = phase; m; m &= m - 1) {
+      uint64_t a = addr((unsigned)__builtin_ctz(m)), last = (a + q.size - 1) >> 2;
+      for (uint64_t w = a >> 2; w <= last && n < 128; ++w) words[n++] = w;
     }
-    if (!n) continue;
     ideal += 1;
     unsigned per_bank[32] = {};
     if (q.op != ATOM) n = distinct(words, n);
@@ -808,6 +945,8 @@ bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
 
 void finish_warp(WarpState& W) {
   if (!W.live) return;
+  W.memory.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.requests[i].mask |= lanes; });
+  W.blocks.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.instances[i + 1].mask |= lanes; });
   for (size_t i = 0; i < W.requests.size(); ++i) count_request(W, i);
   std::sort(W.splits.begin(), W.splits.end(), [](const Split& a, const Split& b) { return a.instance < b.instance; });
   for (size_t k = 0; k < W.splits.size();) {
@@ -831,10 +970,9 @@ void finish_all() {
   for (WarpState& W : S.warps) finish_warp(W);
 }
 
-void go_to(int32_t target, int32_t slot) {
+// The running lane went from block instance `prev` to instance `slot` of block `target`.
+void go_to(int32_t prev, int32_t target, int32_t slot) {
   WarpState& W = *S.warp;
-  int32_t prev = W.previous[S.lane];
-  if (prev < 0) return;
   Instance& i = W.instances[prev];
   if (i.target == -2) {
     i.target = target;
@@ -860,7 +998,14 @@ void launch_begin(const unsigned* grid, const unsigned* block, const void* dynam
   for (int i = 0; i < 3; ++i) { S.grid[i] = grid[i]; S.block[i] = block[i]; }
   S.nthreads = block[0] * block[1] * block[2];
   std::memset(S.counters, 0, sizeof S.counters);
-  for (WarpState& W : S.warps) { W.live = false; finish_warp(W); }
+  for (WarpState& W : S.warps) {   // what a launch that failed left behind is dropped
+    W.live = false;
+    W.requests.clear();
+    W.instances.clear();
+    W.splits.clear();
+    W.memory.reset();
+    W.blocks.reset();
+  }
   S.dram_read.clear();
   S.dram_write.clear();
   S.red_thread = 0;
@@ -895,9 +1040,8 @@ void enter(unsigned tid) {
     W.done = 0;
     // The threads' start is instance 0, so a branch in the first block recorded counts too.
     W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0, 0});
-    for (int32_t& p : W.previous) p = 0;
   }
-  if (W.previous[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
+  if (W.blocks.cursor[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
   S.on = true;
 }
 
@@ -913,7 +1057,7 @@ void resume(bool was_on) { S.on = was_on; }
 
 void thread_done(unsigned tid) {
   enter(tid);
-  go_to(-1, -1);
+  go_to((int32_t)S.warp->blocks.cursor[S.lane], -1, -1);
   S.on = false;
   S.counters[THREADS] += 1;
   WarpState& W = *S.warp;
@@ -952,25 +1096,56 @@ HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) {
 // discards: that atomic is a RED on the GPU.
 HIDDEN void __gpuedu_prof_red() { S.red_thread = S.on ? launch_thread() : 0; }
 
-HIDDEN void __sanitizer_cov_trace_pc() {
-  if (!S.on) return;
-  uint32_t site = site_of(RA, BLOCK);
+}  // extern "C"
+
+namespace {
+__attribute__((noinline)) void block_slow(uintptr_t ra) {
   WarpState& W = *S.warp;
+  Matcher& m = W.blocks;
+  unsigned lane = S.lane;
+  int32_t prev = (int32_t)m.cursor[lane];
+  uint32_t j = m.cursor[lane];
+  if ((m.counting >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
+    // A counting lane whose execution is the instance after its last one (what match_counting
+    // checks first), found without looking the instruction up.
+    uint32_t site = (uint32_t)(m.keys[j] >> 32);
+    std::vector<uint32_t>& occ = m.occurrences[lane];
+    if (site < occ.size() && occ[site] == (uint32_t)m.keys[j]) {
+      occ[site]++;
+      m.cursor[lane] = j + 1;
+      W.instances[j + 1].mask |= 1u << lane;
+      go_to(prev, (int32_t)site, (int32_t)j + 1);
+      return;
+    }
+  }
+  uint32_t site = site_of(ra, BLOCK);
   bool created;
-  int32_t slot = W.blocks.match(S.lane, site, &created) + 1;  // instance 0 is the threads' start
+  int32_t slot = W.blocks.match(S.lane, site, ra, &created) + 1;  // instance 0 is the threads' start
   if (created) {
     W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0, 0});
   } else {
     W.instances[slot].mask |= 1u << S.lane;
-    if (W.blocks.in_step) {
-      // A lane that follows the common sequence goes where the lane that laid it down went:
-      // nothing to record (that lane set the previous instance's target when it appended this one).
-      W.previous[S.lane] = slot;
-      return;
-    }
+    // A lane that follows the common sequence goes where the lane that laid it down went:
+    // nothing to record (that lane set the previous instance's target when it appended this one).
+    if (W.blocks.in_step) return;
   }
-  go_to((int32_t)site, slot);
-  W.previous[S.lane] = slot;
+  go_to(prev, (int32_t)site, slot);
+}
+}  // namespace
+
+extern "C" {
+HIDDEN void __sanitizer_cov_trace_pc() {
+  if (!S.on) return;
+  uintptr_t ra = RA;
+  Matcher& m = S.warp->blocks;
+  unsigned lane = S.lane;
+  uint32_t j = m.cursor[lane];
+  // The lane's next step along the common sequence: all there is to do is to move its cursor.
+  if ((m.stepping >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
+    m.cursor[lane] = j + 1;
+    return;
+  }
+  block_slow(ra);
 }
 
 #define GPUEDU_PLAIN(N)                                                                                   \
@@ -1046,6 +1221,7 @@ EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck, 
   for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
   for (size_t& r : S.recent) r = 0;
   S.racecheck = racecheck != 0;
+  S.fast = !S.racecheck && !S.memcheck;
 }
 
 EXPORT int gpuedu_prof_counters(uint64_t* out, int n) {

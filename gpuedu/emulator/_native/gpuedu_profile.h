@@ -66,7 +66,13 @@ struct Quiet {
 #endif
 // Atomics are inlined where they are called, so that each call is an instruction of its own.
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
+// A runtime function whose uninstrumented part is a function of its own (GPUEDU_PROF_QUIET) stays out of
+// line (warp_collective): small without that part, it would be inlined into kernels where the host compiler
+// keeps it whole out of line, and its counted blocks would merge with the kernel's (other counts of
+// basic-block instances).
+#define GPUEDU_PROF_OUTLINED __attribute__((noinline))
 #else
+#define GPUEDU_PROF_OUTLINED
 #define GPUEDU_PROF(call) ((void)0)
 namespace __gpuedu {
 [[noreturn]] void misaligned_atomic(const void* p, unsigned size);

@@ -362,7 +362,7 @@ inline char* stack_top(unsigned i) {
 }
 
 // ---- the scheduler --------------------------------------------------------------
-inline void resume(unsigned pos, Fiber* me) {
+GPUEDU_PROF_QUIET inline void resume(unsigned pos, Fiber* me) {
   R.pos = pos;
   unsigned t = R.order[pos];
   if (me && t == R.cur) return;  // the caller is the next to run: carry on
@@ -384,7 +384,7 @@ inline void resume(unsigned pos, Fiber* me) {
 // Called by the running fiber once it can no longer run (barrier, warp
 // intrinsic, finished): run the next ready fiber in schedule order; release a
 // block barrier that every thread has reached; detect deadlock.
-inline void run_next() {
+GPUEDU_PROF_QUIET inline void run_next() {
   Fiber* me = &R.fibers[R.cur];
   unsigned n = R.nthreads;
   if (R.n_ready) {
@@ -569,9 +569,10 @@ inline unsigned long long warp_result(const Warp& W, unsigned lane, unsigned nee
 
 // A warp-collective operation: wait for every lane of the mask (the lanes of
 // the warp that exist), then compute each lane's result.
-inline unsigned long long warp_collective(int op, unsigned mask, unsigned long long value, int arg, int width) {
-  if (!R.fiber_mode) fail_loop_mode(warp_op_names[op]);
-  GPUEDU_PROF(leave());
+// A lane arrives at a warp intrinsic (the runtime's own code, between leave() and enter(): uninstrumented in a
+// profiled build): it waits for the others (returns true once they came), or it is the last, which computes
+// every lane's result and wakes the others (returns false).
+GPUEDU_PROF_QUIET inline bool warp_arrive(int op, unsigned mask, unsigned long long value, int arg, int width) {
   unsigned t = R.cur, lane = t % 32;
   Warp& W = R.warps[t / 32];
   unsigned need = (mask & W.existing) | (1u << lane);
@@ -591,8 +592,7 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     R.n_ready--;
     R.n_warp++;
     run_next();
-    GPUEDU_PROF(enter(R.cur));
-    return W.result[lane];
+    return true;
   }
   // The last lane to arrive computes every lane's result and wakes the others.
   for (unsigned l = 0; l < 32; ++l) {
@@ -612,6 +612,19 @@ inline unsigned long long warp_collective(int op, unsigned mask, unsigned long l
     R.n_warp--;
   }
   W.arrived &= ~need;
+  return false;
+}
+
+GPUEDU_PROF_OUTLINED inline unsigned long long warp_collective(int op, unsigned mask, unsigned long long value,
+                                                               int arg, int width) {
+  if (!R.fiber_mode) fail_loop_mode(warp_op_names[op]);
+  GPUEDU_PROF(leave());
+  unsigned t = R.cur, lane = t % 32;
+  Warp& W = R.warps[t / 32];
+  if (warp_arrive(op, mask, value, arg, width)) {
+    GPUEDU_PROF(enter(R.cur));
+    return W.result[lane];
+  }
   GPUEDU_PROF(warp_synced(t / 32));
   GPUEDU_PROF(enter(t));
   return W.result[lane];
