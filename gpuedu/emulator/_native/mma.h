@@ -110,12 +110,12 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment
                      const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c,
                      bool = false) {
   using D = fragment<accumulator, M, N, K, TD, void>;
-  if (!__gpuedu::R.fiber_mode) {  // a plain loop runs one lane at a time: nobody to share the work with
+  if (!__gpuedu::rt().fiber_mode) {  // a plain loop runs one lane at a time: nobody to share the work with
     __mma_tile(d.x, a, b, c);
     return;
   }
-  unsigned t = __gpuedu::R.cur, lane = t % 32;
-  const __gpuedu::Warp& W = __gpuedu::R.warps[t / 32];
+  unsigned t = __gpuedu::rt().cur, lane = t % 32;
+  const __gpuedu::Warp& W = __gpuedu::rt().warps[t / 32];
   __mma_meeting[t / 32][lane] = d.x;
   // The last lane to arrive (every other lane of the warp waits here, at this intrinsic)
   // computes the product once, from its own fragments, which are every lane's, and
