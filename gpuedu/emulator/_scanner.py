@@ -324,8 +324,12 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     storage = "[[maybe_unused]] const bool" if profile else "static const bool"
     if profile:
         source = mark_reductions(source)
-    # (A __shared__ that a macro brings is not rewritten: it stays one variable of the module.)
-    single[0] = bool(re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", NOT_CODE.sub(" ", source), re.M))
+    # (A __shared__ that a macro brings is not rewritten: it stays one variable of the module.) A source may
+    # also ask for its blocks in the grid's order: `#define GPUEDU_BLOCKS_IN_ORDER` (e.g. a float sum made with
+    # atomicAdd across blocks, the same to the last bit every run).
+    code = NOT_CODE.sub(" ", source)
+    single[0] = bool(re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", code, re.M)
+                     or re.search(r"^[ \t]*#[ \t]*define[ \t]+GPUEDU_BLOCKS_IN_ORDER\b", code, re.M))
     source = _mark_file_scope(source)
 
     def register(m):

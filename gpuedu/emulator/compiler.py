@@ -30,6 +30,8 @@ Environment variables:
 - ``GPUEDU_CACHE_DIR``: the kernel cache (default ``gpuedu/kernels`` in the platform's cache folder:
   ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS);
 - ``GPUEDU_SCHEDULE``: ``forward`` (default), ``reverse`` or ``random``;
+- ``GPUEDU_THREADS``: how many worker threads run a launch's blocks at once (default ``auto``, one per core;
+  ``1`` runs them one after another, in the grid's order; ``set_threads``/``get_threads`` at run time);
 - ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError
   (``set_kernel_timeout``/``get_kernel_timeout`` change and read it at run time);
 - ``GPUEDU_FIBERS=always`` (or ``auto``, the default): run every kernel's threads as fibers (if the analysis
@@ -191,6 +193,17 @@ def get_kernel_timeout():
             set_kernel_timeout(previous)
     """
     return _module.get_kernel_timeout()
+
+
+def set_threads(count):
+    """Run a launch's blocks on ``count`` worker threads at once (None or "auto": one per core; 1: one after another,
+    in the grid's order; env ``GPUEDU_THREADS``)."""
+    _module.set_threads(count)
+
+
+def get_threads():
+    """How many worker threads a launch's blocks run on."""
+    return _module.get_threads()
 
 
 # ---- options -------------------------------------------------------------------------

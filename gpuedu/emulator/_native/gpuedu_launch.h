@@ -324,6 +324,9 @@ inline int run_grid_on(LaunchBody* body, int workers) {
   G.blocks = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
   G.next = 0;
   if (workers > 1 && (unsigned long long)workers > G.blocks) workers = (int)G.blocks;
+  // Some 16 shares per worker: few trips to the shared counter, and the last blocks still spread.
+  G.chunk = workers > 1 ? G.blocks / ((unsigned long long)workers * 16) : 1;
+  if (G.chunk < 1) G.chunk = 1;
   if (workers <= 1) {
     int code = host::run_guarded(run_on_launch_stack, body);
     if (code) E_launch = E;

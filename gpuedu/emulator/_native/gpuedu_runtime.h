@@ -192,6 +192,7 @@ alignas(128) GPUEDU_HIDDEN unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES] __
 struct Grid {
   unsigned long long blocks;  // in the grid
   unsigned long long next;    // the next block a worker takes (atomically)
+  unsigned long long chunk;   // how many blocks a worker takes at once
   volatile int stop_reason;   // TIMEOUT when the watchdog asked the launch to stop, INTERRUPT on Ctrl-C,
                               // STOPPED when a worker failed
   unsigned grid;              // which grid of the launch runs: 0, then those launched from device code
@@ -971,13 +972,17 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     R.thread_arg = &args;
   }
   fill_watches();
-  // Each worker takes the next block not yet taken, in the grid's order (x fastest): one worker runs them in
-  // that order.
+  // Each worker takes the next blocks not yet taken (a few at a time: taking them costs the cache line the
+  // workers share), in the grid's order (x fastest): one worker runs them in that order.
   const unsigned long long per_plane = (unsigned long long)gridDim.x * gridDim.y;
-  for (;;) {
+  unsigned long long b = 0, taken_end = 0;
+  for (;; ++b) {
     if (G.stop_reason == TIMEOUT || G.stop_reason == INTERRUPT) fail(G.stop_reason, "stopped");
     if (G.stop_reason) break;   // another worker failed: its error is the launch's
-    unsigned long long b = __atomic_fetch_add(&G.next, 1, __ATOMIC_RELAXED);
+    if (b >= taken_end) {
+      b = __atomic_fetch_add(&G.next, G.chunk, __ATOMIC_RELAXED);
+      taken_end = b + G.chunk < G.blocks ? b + G.chunk : G.blocks;
+    }
     if (b >= G.blocks) break;
     unsigned bz = (unsigned)(b / per_plane), by = (unsigned)(b % per_plane / gridDim.x),
              bx = (unsigned)(b % gridDim.x);
