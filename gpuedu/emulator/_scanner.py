@@ -33,6 +33,7 @@ _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
 _STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}\n]*);")   # one-line declarations
 _FILE_SCOPE_SHARED_DECLARATION = re.compile(r"\b__gpuedu_file_scope_shared__\b([^;{}\n]*);")
 _DYNAMIC_FALLBACK = '__asm__("__gpuedu_dynamic_shared")'
+_FILE_SCOPE_DYNAMIC_SHARED = re.compile(r"\bextern\s+__gpuedu_file_scope_shared__\b([^;]*);")
 #: Comments, string and character literals: what rewrites and hints must not look into.
 NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|alignas\s*\([^()]*\)")
@@ -273,8 +274,9 @@ SINGLE_WORKER_SYMBOL = "gpuedu_single_worker"
 
 
 def _mark_file_scope(source):
-    """``source`` with ``__shared__`` of the static declarations outside every function body renamed to
-    _FILE_SCOPE_SHARED (``extern __shared__`` is left alone). A brace opens a function body when what precedes
+    """``source`` with ``__shared__`` of the declarations outside every function body renamed to
+    _FILE_SCOPE_SHARED (``extern __shared__`` too: there a pointer to the running worker's buffer could not be
+    kept, so the array names the module's own buffer, and the module runs on one worker). A brace opens a function body when what precedes
     it ends a parameter list (``) const {``, ``) : x(1) {``, a lambda's ``] {``); braces inside a body are the
     body's; any other brace (a namespace, ``extern "C"``, a class, an initialiser) is not a body."""
     blank = NOT_CODE.sub(lambda m: " " * len(m.group(0)), source)
@@ -295,8 +297,8 @@ def _mark_file_scope(source):
             last = k + 1
         elif ch == "_" and blank.startswith("__shared__", k) and not (stack and stack[-1]):
             before = blank[max(0, k - 1):k]
-            if (not before or not (before.isalnum() or before == "_")) and \
-                    not re.search(r"\bextern\s*$", blank[:k]) and not re.match(r"__shared__\w", blank[k:k + 11]):
+            if (not before or not (before.isalnum() or before == "_")) and not re.match(r"__shared__\w",
+                                                                                      blank[k:k + 11]):
                 marks.append(k)
     for k in reversed(marks):
         source = source[:k] + _FILE_SCOPE_SHARED + source[k + len("__shared__"):]
@@ -374,6 +376,7 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
         if device_launches:
             code = _DEVICE_LAUNCH.sub(r"__gpuedu::device_launch(\g<kernel>, \g<config>)", code)
         code = re.sub(r"\bstatic(\s+)(__shared__|" + _FILE_SCOPE_SHARED + r")\b", r"\1\2", code)
+        code = _FILE_SCOPE_DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} {_DYNAMIC_FALLBACK};', code)
         code = _DYNAMIC_SHARED.sub(_dynamic_shared, code)
         if _DYNAMIC_FALLBACK in code:
             single[0] = True

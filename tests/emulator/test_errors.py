@@ -504,5 +504,8 @@ def test_file_scope_is_told_from_function_bodies():
     ]
     for src in outside:
         assert SINGLE_WORKER_SYMBOL in rewrite_source(src), src
-    # extern __shared__ (the dynamic buffer) is each worker's at any scope
-    assert SINGLE_WORKER_SYMBOL not in rewrite_source("extern __shared__ float buf[];\n__global__ void k() {}")
+    # extern __shared__ (the dynamic buffer): in a function, a pointer to the running worker's; at file scope the
+    # module's own buffer, on one worker
+    assert SINGLE_WORKER_SYMBOL not in rewrite_source("__global__ void k() { extern __shared__ float buf[]; }")
+    out = rewrite_source("extern __shared__ float buf[];\n__global__ void k() {}")
+    assert out.startswith('extern float buf[] __asm__("__gpuedu_dynamic_shared");') and SINGLE_WORKER_SYMBOL in out

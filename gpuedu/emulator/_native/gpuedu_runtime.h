@@ -146,6 +146,7 @@ struct Runtime {
   int watched_shared[257];    // which R.shared entry a guard follows
   int n_watched;
   int barrier_site;           // which __syncthreads the waiting threads reached (two may share a line)
+  void* mma_meeting[MAX_THREADS / 32][32];   // where each warp's lanes leave their accumulators at mma_sync (mma.h)
 };
 
 // The launch's own stack (gpuedu_launch.h): where a worker's switch to it saved its caller's stack pointer.
