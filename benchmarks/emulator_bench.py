@@ -9,6 +9,10 @@ Figures (targets in brackets):
   fiber_switch_ns          one fiber switch, from a kernel that only does __syncthreads            [<= 20 ns]
   cached_load_vs_compile   loading a module from the kernel cache vs compiling it the first time    [<= 1/20]
   launch_overhead_us       prepared_call of a 1-thread kernel (informational)
+  workers                  each of vector add, the barrier reduction and the matmul ladder (versions 1-7,
+                           512^3) with its blocks on one worker thread and on one per core (GPUEDU_THREADS),
+                           the speed-up as a ratio in the same run  [barrier reduction and matmul: >= 0.9 x
+                           the cores (1.8x on 2); vector add: no slower]; results bit for bit the same
 CPU timings are noisy: each time is the best of several runs (emulator and NumPy runs interleaved),
 the least disturbed measurement on a shared machine; the load average is recorded with the results.
 """
@@ -26,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from gpuedu.emulator import compiler, hooks  # noqa: E402  (the benchmark measures the emulator itself)
+from gpuedu.emulator import _module, compiler, hooks  # noqa: E402  (the benchmark measures the emulator itself)
 from gpuedu.emulator.driver import DeviceAllocation  # noqa: E402
 
 BENCH_SRC = r"""
@@ -82,6 +86,73 @@ def best_ratio(fn, baseline, repeats=9):
         ours.append(t1 - t0)
         theirs.append(t2 - t1)
     return min(ours) / min(theirs)
+
+
+def best_pair(fn, first, second, repeats=5):
+    """(best time of fn under first(), best under second()), the two interleaved run by run."""
+    times = ([], [])
+    for _ in range(repeats):
+        for k, setting in enumerate((first, second)):
+            setting()
+            fn()                      # (a warm-up run under this setting, not timed)
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return min(times[0]), min(times[1])
+
+
+def read(allocation, like):
+    out = np.empty_like(like)
+    ctypes.memmove(out.ctypes.data, int(allocation), out.nbytes)
+    return out
+
+
+def worker_speedups(mod, rng, cores, n=1 << 22, m=1 << 20, size=512):
+    """Each case timed with its blocks on one worker thread and on `cores`, in one run: rows of seconds and the
+    speed-up, each case's results checked bit for bit between the two."""
+    import gpuedu
+    gpuedu.setup("cpu", verbose=False)
+    import pycuda.gpuarray as gpuarray
+
+    from gpuedu import ops
+    cases = []
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    da, db, dc = to_device(a), to_device(b), DeviceAllocation(n * 4)
+    add = mod.get_function("vector_add").prepare("PPPi")
+    cases.append((f"vector add (2^{n.bit_length() - 1})", lambda: add.prepared_call(((n + 255) // 256, 1), (256, 1, 1), da, db, dc,
+                                                                   np.int32(n)), lambda: read(dc, a)))
+    x = rng.random(m, dtype=np.float32)
+    dx, dpart = to_device(x), DeviceAllocation((m // 256) * 4)
+    red = mod.get_function("block_reduce").prepare("PPi")
+    cases.append((f"barrier reduction (2^{m.bit_length() - 1})", lambda: red.prepared_call((m // 256, 1), (256, 1, 1), dx, dpart,
+                                                                         np.int32(m)),
+                  lambda: read(dpart, np.empty(m // 256, np.float32))))
+    ma = gpuarray.to_gpu(rng.random((size, size), dtype=np.float32))
+    mb = gpuarray.to_gpu(rng.random((size, size), dtype=np.float32))
+    for v in sorted(ops.MATMUL_VERSIONS):
+        out = gpuarray.empty((size, size), np.float32)
+        cases.append((f"matmul v{v} ({size}^3)", lambda v=v, out=out: ops.matmul(ma, mb, version=v, out=out),
+                      lambda out=out: out.get()))
+    rows = []
+    before = _module.get_threads()
+    try:
+        for name, run, result in cases:
+            def one():
+                _module.set_threads(1)
+
+            def all_cores():
+                _module.set_threads(cores)
+            one()
+            run()
+            single = result()
+            all_cores()
+            run()
+            assert np.array_equal(result(), single), f"{name}: results differ with {cores} workers"
+            t1, tn = best_pair(run, one, all_cores, repeats=3 if name.startswith("matmul v1") else 5)
+            rows.append({"kernel": name, "one_worker_s": t1, "all_cores_s": tn, "speedup": t1 / tn})
+    finally:
+        _module.set_threads(before)
+    return rows
 
 
 def to_device(array):
@@ -166,6 +237,14 @@ def main():
     results["cached_load_vs_compile"] = t_load / t_compile
     results["first_compile_s"] = t_compile
 
+    # 6. one worker thread against one per core
+    cores = min(_module.available_cores(), _module.MAX_WORKERS)
+    rows = worker_speedups(mod, rng, cores)
+    speedup_target = 0.9 * cores
+    for row in rows:
+        row["target"] = 1.0 if row["kernel"].startswith("vector add") else speedup_target
+        row["met"] = bool(row["speedup"] >= row["target"])
+
     targets = {"vector_add_vs_numpy": 3.0, "reduction_vs_numpy": 500.0, "fiber_switch_ns": 20.0,
                "cached_load_vs_compile": 1 / 20}
     print(f"gpuedu CPU emulator on {platform.machine()}, {os.cpu_count()} cores, {compiler.find_cxx()[1]}")
@@ -173,9 +252,17 @@ def main():
         target = targets.get(key)
         verdict = "" if target is None else ("  ok" if value <= target else f"  MISSED (target <= {target:g})")
         print(f"  {key:26s} {value:10.4g}{verdict}")
+    print(f"  blocks on 1 worker thread vs {cores} (one per core), the speed-up:")
+    for row in rows:
+        verdict = "ok" if row["met"] else f"MISSED (target >= {row['target']:.2g}x)"
+        print(f"    {row['kernel']:26s} {row['one_worker_s'] * 1e3:9.2f} ms {row['all_cores_s'] * 1e3:9.2f} ms "
+              f"{row['speedup']:6.2f}x  {verdict}")
     record = {"machine": platform.machine(), "cpus": os.cpu_count(), "compiler": compiler.find_cxx()[1],
               "load_average": os.getloadavg(),
-              "python": platform.python_version(), "results": results, "targets": targets}
+              "python": platform.python_version(), "results": results, "targets": targets,
+              "workers": {"cores": cores, "what": "seconds with a launch's blocks on one worker thread and on one "
+                                                  "per core, best of interleaved runs, measured in one run on "
+                                                  "this machine's CPU", "rows": rows}}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=2)

@@ -68,3 +68,16 @@ def test_the_allreduce_benchmark_runs_on_two_ranks_and_compares_with_the_model(t
         assert row["ring_seconds"] > 0 and row["modelled_ring_seconds"] > 0
         assert row["measured_over_modelled"] == pytest.approx(row["ring_seconds"] / row["modelled_ring_seconds"])
     assert result["labels"]["modelled_ring_seconds"] == "modelled"
+
+
+def test_the_emulator_bench_times_one_worker_against_several_and_checks_the_results(emulator):
+    bench = load("emulator_bench")
+    from gpuedu.emulator import compiler
+    rows = bench.worker_speedups(compiler.SourceModule(bench.BENCH_SRC), np.random.default_rng(0), 2,
+                                 n=1 << 14, m=1 << 12, size=128)
+    names = [row["kernel"] for row in rows]
+    assert names[:2] == ["vector add (2^14)", "barrier reduction (2^12)"]
+    assert names[2:] == [f"matmul v{v} (128^3)" for v in range(1, 8)]
+    for row in rows:
+        assert row["one_worker_s"] > 0 and row["all_cores_s"] > 0
+        assert row["speedup"] == row["one_worker_s"] / row["all_cores_s"]

@@ -49,7 +49,7 @@ DEVICE_CALLABLE = frozenset("""
     _ITM_registerTMCloneTable _ITM_deregisterTMCloneTable
     _Unwind_Resume __gxx_personality_v0 __gcc_personality_v0 __cxa_call_terminate
     __tls_get_addr __emutls_get_address __stack_chk_fail __stack_chk_guard __chk_fail
-    _GLOBAL_OFFSET_TABLE_ _DYNAMIC
+    _GLOBAL_OFFSET_TABLE_ _DYNAMIC __gpuedu_worker
     _ZTVN10__cxxabiv117__class_type_infoE _ZTVN10__cxxabiv120__si_class_type_infoE
     _ZTVN10__cxxabiv121__vmi_class_type_infoE
 """.split()) | frozenset((

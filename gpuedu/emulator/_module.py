@@ -122,6 +122,44 @@ def get_kernel_timeout():
 
 _from_environment("GPUEDU_KERNEL_TIMEOUT", set_kernel_timeout, None)
 
+MAX_WORKERS = 64   # host::MAX_WORKERS (gpuedu_host.h)
+
+
+def available_cores():
+    """The CPU cores this process may run on (its affinity, which a container's limit narrows)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def set_threads(count):
+    """Run a launch's blocks on ``count`` worker threads at once (None: one per core this process may use; 1: one
+    after another, in the grid's order). ``GPUEDU_THREADS`` sets it when the emulator is imported.
+
+    Blocks are independent by CUDA's rules, so results do not depend on it, except where a kernel's blocks race
+    (atomics in an order, a value one block writes and another reads), as on a GPU. The profiler's instrumented
+    launches (``gpuedu.profile()``, racecheck, memcheck) and modules with launches from device code run on one."""
+    if count is None or count == "" or count == "auto":
+        count = available_cores()
+    try:
+        count = int(count)
+    except (TypeError, ValueError):
+        raise ValueError(f"the number of worker threads must be a whole number from 1 to {MAX_WORKERS} (or "
+                         f"'auto': one per core), got {count!r}") from None
+    if not 1 <= count <= MAX_WORKERS:
+        raise ValueError(f"the number of worker threads must be from 1 to {MAX_WORKERS} (or 'auto': one per "
+                         f"core), got {count}")
+    _settings["threads"] = min(count, MAX_WORKERS)
+
+
+def get_threads():
+    """How many worker threads a launch's blocks run on."""
+    return _settings["threads"]
+
+
+_from_environment("GPUEDU_THREADS", set_threads, "auto")
+
 
 # What runs each launch instead of the plain module, while one is set: gpuedu.profile()'s
 # recorder, called as observer(function, dims, argbuf) (see set_launch_observer).
@@ -145,7 +183,16 @@ class _StackPool(ctypes.Structure):
                 ("launch_base", ctypes.c_void_p), ("launch_bytes", ctypes.c_size_t)]
 
 
-_STACK_POOL = _StackPool()
+_STACK_POOLS = (_StackPool * MAX_WORKERS)()   # one per worker thread
+
+
+class _Workers(ctypes.Structure):
+    # Mirrors __gpuedu::host::Workers: the process's pool of worker threads, started by the first launch that
+    # runs on several.
+    _fields_ = [("impl", ctypes.c_void_p), ("states", ctypes.c_void_p * MAX_WORKERS)]
+
+
+_WORKERS = _Workers()
 _POINTER = struct.Struct("P")
 _NO_ADDRESS = 2    # ErrorInfo.fault_is_write when the CPU gave no address (gpuedu_host.h)
 
@@ -178,7 +225,7 @@ class Module:
         lib = ctypes.CDLL(library_path)
         self._lib = lib
         lib.gpuedu_launch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_ulonglong,
-                                        ctypes.c_int, ctypes.c_char_p]
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
         lib.gpuedu_launch.restype = ctypes.c_int
         lib.gpuedu_take_output.restype = ctypes.c_void_p
         lib.gpuedu_error.restype = ctypes.POINTER(_ErrorInfo)
@@ -189,7 +236,15 @@ class Module:
         lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
-        lib.gpuedu_use_stack_pool(ctypes.addressof(_STACK_POOL))
+        lib.gpuedu_use_stack_pool(ctypes.addressof(_STACK_POOLS))
+        lib.gpuedu_use_workers.argtypes = [ctypes.c_void_p]
+        lib.gpuedu_use_workers(ctypes.addressof(_WORKERS))
+        # One worker for a module whose shared memory a second could not have a copy of (_scanner's
+        # SINGLE_WORKER_SYMBOL), launches from device code (their order), the profiler's twins, and off Linux.
+        try:
+            self.single_worker = bool(ctypes.c_int.in_dll(lib, "gpuedu_single_worker").value)
+        except ValueError:
+            self.single_worker = not sys.platform.startswith("linux")
         lib.gpuedu_use_heap.argtypes = [ctypes.c_void_p]
         lib.gpuedu_use_heap(ctypes.addressof(HEAP))
         self._printf_len = ctypes.c_size_t.in_dll(lib, "gpuedu_printf_len")
@@ -595,8 +650,9 @@ class Function:
             # One launch at a time in the process: launches share the signal handlers, and a
             # module's runtime state (the emulated device runs one grid at a time anyway).
             with _launch_lock:
+                workers = 1 if module.single_worker else _settings["threads"]
                 code = module._lib.gpuedu_launch(info_address, dims, _settings["schedule"], _settings["seed"],
-                                                  _force_fibers, argbuf)
+                                                  _force_fibers, argbuf, workers)
         finally:
             if timer is not None:
                 timer.cancel()

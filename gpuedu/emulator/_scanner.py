@@ -31,6 +31,9 @@ BARRIER_NAMES = frozenset("""
 
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")
 _STATIC_SHARED = re.compile(r"\b__shared__\b([^;{}\n]*);")   # one-line declarations
+_FILE_SCOPE_SHARED_DECLARATION = re.compile(r"\b__gpuedu_file_scope_shared__\b([^;{}\n]*);")
+_DYNAMIC_FALLBACK = '__asm__("__gpuedu_dynamic_shared")'
+_FILE_SCOPE_DYNAMIC_SHARED = re.compile(r"\bextern\s+__gpuedu_file_scope_shared__\b([^;]*);")
 #: Comments, string and character literals: what rewrites and hints must not look into.
 NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|alignas\s*\([^()]*\)")
@@ -258,30 +261,107 @@ def mark_reductions(source):
     return "".join(out)
 
 
+# What may stand between a function's parameter list and its body: qualifiers, a trailing return type, a
+# constructor's member initialisers.
+_BODY_AFTER_PARAMETERS = re.compile(r"[)\]]\s*(?:const|volatile|noexcept|override|final|mutable|&|\s)*"
+                                    r"(?:->[^;{}]*|:[^;{}]*)?$")
+# The marker a static __shared__ declaration outside any function gets before the rewrite (_mark_file_scope).
+_FILE_SCOPE_SHARED = "__gpuedu_file_scope_shared__"
+#: A module whose shared memory a second worker thread could not have its own copy of says so with this
+#: symbol (``_module.Module.single_worker``): a static ``__shared__`` variable at file scope, or a declaration
+#: the rewrite did not understand, stays one variable of the module.
+SINGLE_WORKER_SYMBOL = "gpuedu_single_worker"
+
+
+def _mark_file_scope(source):
+    """``source`` with ``__shared__`` of the declarations outside every function body renamed to
+    _FILE_SCOPE_SHARED (``extern __shared__`` too: there a pointer to the running worker's buffer could not be
+    kept, so the array names the module's own buffer, and the module runs on one worker). A brace opens a function body when what precedes
+    it ends a parameter list (``) const {``, ``) : x(1) {``, a lambda's ``] {``); braces inside a body are the
+    body's; any other brace (a namespace, ``extern "C"``, a class, an initialiser) is not a body."""
+    blank = NOT_CODE.sub(lambda m: " " * len(m.group(0)), source)
+    inside, stack, marks, last = [], [], [], 0
+    for k, ch in enumerate(blank):
+        if ch == "{":
+            in_body = bool(stack and stack[-1])
+            if not in_body:
+                head = blank[last:k].strip()
+                in_body = bool(_BODY_AFTER_PARAMETERS.search(head)) if head else False
+            stack.append(in_body)
+            last = k + 1
+        elif ch == "}":
+            if stack:
+                stack.pop()
+            last = k + 1
+        elif ch == ";":
+            last = k + 1
+        elif ch == "_" and blank.startswith("__shared__", k) and not (stack and stack[-1]):
+            before = blank[max(0, k - 1):k]
+            if (not before or not (before.isalnum() or before == "_")) and not re.match(r"__shared__\w",
+                                                                                      blank[k:k + 11]):
+                marks.append(k)
+    for k in reversed(marks):
+        source = source[:k] + _FILE_SCOPE_SHARED + source[k + len("__shared__"):]
+    return source
+
+
 def rewrite_source(source, profile=False, tag="", device_launches=False):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
     ``extern __shared__`` arrays all name the runtime's dynamic shared buffer;
-    each static ``__shared__`` variable registers itself (so the runtime can fill
-    shared memory with garbage before each block); ``static __shared__`` is the
-    same as ``__shared__``.  Comments and string literals are left alone.
+    ``static __shared__`` is the same as ``__shared__``. A static ``__shared__``
+    variable in a function is a slot of the running worker thread's shared memory
+    (``__gpuedu::shared_var``: blocks run on several threads at once, each with its
+    own shared memory), registered the first time it runs so that the runtime can
+    fill shared memory with garbage before each block; a single array is followed
+    by watched bytes. At file scope a variable stays one variable of the module
+    (registered when the module loads), and the module says it must run on one
+    worker (SINGLE_WORKER_SYMBOL). Comments and string literals are left alone.
     A profiled build registers on every execution of the declaration, so that
     every thread runs the same branches (a static guard would send only the
     first thread into the registration).
     """
     counter = [0]
+    single = [False]
     storage = "[[maybe_unused]] const bool" if profile else "static const bool"
     if profile:
         source = mark_reductions(source)
+    # (A __shared__ that a macro brings is not rewritten: it stays one variable of the module.) A source may
+    # also ask for its blocks in the grid's order: `#define GPUEDU_BLOCKS_IN_ORDER` (e.g. a float sum made with
+    # atomicAdd across blocks, the same to the last bit every run).
+    code = NOT_CODE.sub(" ", source)
+    single[0] = bool(re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", code, re.M)
+                     or re.search(r"^[ \t]*#[ \t]*define[ \t]+GPUEDU_BLOCKS_IN_ORDER\b", code, re.M))
+    source = _mark_file_scope(source)
 
     def register(m):
         names = _declared_names(m.group(1))
         guarded = _guarded_array(m.group(1), names)
+        counter[0] += 1
+        n = f"{tag}{counter[0]}"
         if guarded:
-            counter[0] += 1
+            name, type_id, align = guarded
+            holder = f"__gpuedu::GuardedShared<{type_id}, {align}>"
+            return (f"static long long __gpuedu_shared_key_{n}; "
+                    f"auto& {name} = __gpuedu::shared_var<{holder}>(&__gpuedu_shared_key_{n}, \"{name}\").value;")
+        if not names or "=" in m.group(1):
+            single[0] = True        # one variable of the module, as written
+            return m.group(0)
+        slot = f"__gpuedu_shared_t_{n}"
+        refs = " ".join(f"auto& {name} = __gpuedu_shared_v_{n}.{name};" for name in names)
+        return (f"struct {slot} {{ {m.group(1)}; }}; static long long __gpuedu_shared_key_{n}; "
+                f"auto& __gpuedu_shared_v_{n} = __gpuedu::shared_var<{slot}>(&__gpuedu_shared_key_{n}, nullptr); "
+                f"{refs}")
+
+    def register_file_scope(m):
+        single[0] = True
+        names = _declared_names(m.group(1))
+        guarded = _guarded_array(m.group(1), names)
+        counter[0] += 1
+        if guarded:
             name, type_id, align = guarded
             holder = f"__gpuedu_shared_array_{tag}{counter[0]}"
-            return (f"__shared__ __gpuedu::GuardedShared<{type_id}, {align}> {holder}; "
+            return (f"{_FILE_SCOPE_SHARED} __gpuedu::GuardedShared<{type_id}, {align}> {holder}; "
                     f"static auto& {name} = {holder}.value; "
                     f"{storage} __gpuedu_shared_{tag}{counter[0]} = __gpuedu::register_shared((void*)&{name}, "
                     f"sizeof({name}), {holder}.guard, \"{name}\");")
@@ -290,14 +370,18 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
             counter[0] += 1
             regs.append(f"{storage} __gpuedu_shared_{tag}{counter[0]} = "
                         f"__gpuedu::register_shared((void*)&{name}, sizeof({name}));")
-        return m.group(0) + " ".join(regs)
+        return f"{_FILE_SCOPE_SHARED}{m.group(1)};" + " ".join(regs)
 
     def rewrite_code(code):
         if device_launches:
             code = _DEVICE_LAUNCH.sub(r"__gpuedu::device_launch(\g<kernel>, \g<config>)", code)
-        code = re.sub(r"\bstatic(\s+)__shared__\b", r"\1__shared__", code)
+        code = re.sub(r"\bstatic(\s+)(__shared__|" + _FILE_SCOPE_SHARED + r")\b", r"\1\2", code)
+        code = _FILE_SCOPE_DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} {_DYNAMIC_FALLBACK};', code)
         code = _DYNAMIC_SHARED.sub(_dynamic_shared, code)
+        if _DYNAMIC_FALLBACK in code:
+            single[0] = True
         code = _device_heap(code)
+        code = _FILE_SCOPE_SHARED_DECLARATION.sub(register_file_scope, code)
         return _STATIC_SHARED.sub(register, code)
 
     out, last = [], 0
@@ -306,6 +390,9 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
         out.append(m.group(0))
         last = m.end()
     out.append(rewrite_code(source[last:]))
+    if single[0]:
+        out.append(f'\n#ifndef GPUEDU_SINGLE_WORKER\n#define GPUEDU_SINGLE_WORKER\nextern "C" '
+                   f'__attribute__((visibility("default"))) const int {SINGLE_WORKER_SYMBOL} = 1;\n#endif\n')
     return "".join(out)
 
 

@@ -30,6 +30,8 @@ Environment variables:
 - ``GPUEDU_CACHE_DIR``: the kernel cache (default ``gpuedu/kernels`` in the platform's cache folder:
   ``$XDG_CACHE_HOME`` or ``~/.cache`` on Linux, ``~/Library/Caches`` on macOS);
 - ``GPUEDU_SCHEDULE``: ``forward`` (default), ``reverse`` or ``random``;
+- ``GPUEDU_THREADS``: how many worker threads run a launch's blocks at once (default ``auto``, one per core;
+  ``1`` runs them one after another, in the grid's order; ``set_threads``/``get_threads`` at run time);
 - ``GPUEDU_KERNEL_TIMEOUT``: seconds after which a launch stops with a LaunchError
   (``set_kernel_timeout``/``get_kernel_timeout`` change and read it at run time);
 - ``GPUEDU_FIBERS=always`` (or ``auto``, the default): run every kernel's threads as fibers (if the analysis
@@ -37,6 +39,7 @@ Environment variables:
 - ``GPUEDU_CXXFLAGS``: extra host-compiler flags; ``GPUEDU_FIBER_IMPL=ucontext``
   uses the portable (slower) context switch.
 """
+import ctypes
 import hashlib
 import json
 import os
@@ -44,6 +47,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 
 from . import _linkcheck, _scanner
@@ -189,6 +193,17 @@ def get_kernel_timeout():
             set_kernel_timeout(previous)
     """
     return _module.get_kernel_timeout()
+
+
+def set_threads(count):
+    """Run a launch's blocks on ``count`` worker threads at once (None or "auto": one per core; 1: one after another,
+    in the grid's order; env ``GPUEDU_THREADS``)."""
+    _module.set_threads(count)
+
+
+def get_threads():
+    """How many worker threads a launch's blocks run on."""
+    return _module.get_threads()
 
 
 # ---- options -------------------------------------------------------------------------
@@ -342,6 +357,36 @@ def _host_object(cxx, folder):
     return _runtime_object(cxx, folder, "gpuedu_host.cpp", "host", [], "runtime")
 
 
+_worker_library_loaded = []
+
+
+def load_worker_library(folder=None):
+    """Load, once per process and before any kernel module, the library that holds the emulator's one
+    thread-local variable (``_native/gpuedu_worker.cpp``: the running worker's state, which every module reaches
+    at a fixed offset from the thread pointer), built once per prelude and compiler. Linux only: elsewhere a
+    module keeps the pointer itself and runs its blocks on one worker."""
+    if _worker_library_loaded or not sys.platform.startswith("linux"):
+        return
+    cxx, _ = find_cxx()
+    folder = folder or cache_dir()
+    key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
+    path = os.path.join(folder, f"worker-{key}.so")
+    if not os.path.isfile(path):
+        tmp = f"{path}.{os.getpid()}.tmp.so"
+        cmd = [cxx] + [f for f in CXX_FLAGS if f not in UB_CHECKS] + [
+            "-I" + NATIVE_DIR, os.path.join(NATIVE_DIR, "gpuedu_worker.cpp"), "-o", tmp]
+        proc = _run(cmd, folder)
+        if proc.returncode != 0 or not os.path.isfile(tmp):
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise CompileError("compiling the emulator's worker library (gpuedu_worker.cpp) failed: the C++ "
+                               "compiler may be too old (C++17 is needed)", command_line=" ".join(cmd),
+                               stdout=proc.stdout, stderr=proc.stderr)
+        os.replace(tmp, path)
+    ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # its symbol is then every later module's
+    _worker_library_loaded.append(path)
+
+
 def _profile_object(cxx, folder):
     """The profiler's counters (``_native/gpuedu_profile.cpp``), compiled once, uninstrumented.
 
@@ -396,12 +441,13 @@ def profile_flags(version):
                     "--param=tsan-instrument-func-entry-exit=0"]
 
 
-def _rewrite_headers(files, build_dir):
+def _rewrite_headers(files, build_dir, profile):
     """Rewrite the learner's headers as kernel.cu is rewritten, into the build folder.
 
     ``#include "x.cuh"`` looks in the including file's folder first, so kernel.cu
     (and each copied header) finds these copies: the ``__shared__`` variables they
-    declare register themselves too, and the profiler counts their accesses as shared.
+    declare are each worker thread's own and register themselves too, and the profiler
+    counts their accesses as shared.
     """
     for k, fname in enumerate(sorted(files)):
         path = fname if os.path.isabs(fname) else os.path.join(build_dir, fname)
@@ -411,7 +457,7 @@ def _rewrite_headers(files, build_dir):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         with open(target, "w", encoding="utf-8") as f:
-            f.write(_scanner.rewrite_source(text, profile=True, tag=f"h{k}_"))
+            f.write(_scanner.rewrite_source(text, profile=profile, tag=f"h{k}_"))
 
 
 def _translation_unit(no_extern_c):
@@ -486,6 +532,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     if profile:  # the instrumentation's flags are part of what the cached module is
         flags = flags + profile_flags(find_cxx()[1])
     folder = trusted_folder(os.path.abspath(cache_dir_)) if cache_dir_ else cache_dir()
+    load_worker_library(folder)
     key = hashlib.sha256(json.dumps(
         [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten, bool(profile)]).encode()
     ).hexdigest()[:40]
@@ -516,8 +563,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             twice = sorted({name for name in plain if plain.count(name) > 1})
             if twice:
                 raise CompileError("error: " + " ".join(_OVERLOAD_HINT.format(name=name) for name in twice))
-        if profile:
-            _rewrite_headers(files, build_dir)
+        _rewrite_headers(files, build_dir, profile)
         with open(tu, "a") as f:
             f.write(_scanner.entry_points(analysis))
         out = os.path.join(build_dir, "module.so")
@@ -616,6 +662,8 @@ class SourceModule(Module):
         path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
         super().__init__(path)
         self.source = source
+        # Grids launched from device code run in launch order, which blocks on several workers would not keep.
+        self.single_worker = self.single_worker or _relocatable(options or [])
         # What building it again, instrumented, takes (gpuedu.profile() does so when it first runs it).
         self._build_args = (source, options, no_extern_c, tuple(include_dirs or ()),
                             cache_dir if isinstance(cache_dir, str) else None)
@@ -679,6 +727,7 @@ class DynamicModule:
         source = "".join(wrap(text) for text, _, _ in self._sources)
         path = build(source, options, True, self.include_dirs, self.cache_dir)
         self.module = Module(path)
+        self.module.single_worker = True   # grids launched from device code run in launch order
         self.module.source = source
         self.module._build_args = (source, options, True, tuple(self.include_dirs), self.cache_dir)
         return self

@@ -305,9 +305,9 @@ register(Exercise(
     text="Many threads may add to the same bin at once; a plain `++` is a read-modify-write that "
          "loses counts when two threads interleave, so use atomicAdd. Counting straight into the "
          "global histogram makes every block fight over 256 addresses; each block instead keeps its "
-         "own 256 bins in shared memory and merges them once at the end. (The emulator runs the "
-         "threads of a barrier-free stretch one after another, so a `++` loses no counts there, though "
-         "it would on a GPU; the check's racecheck names the two threads that race instead.)",
+         "own 256 bins in shared memory and merges them once at the end. (The emulator runs a "
+         "block's threads one after another between barriers, so a `++` among them loses no counts, "
+         "though it would on a GPU; the check's racecheck names the two threads that race instead.)",
     kernel="histogram", params=("hist", "x", "n"), outputs=("hist",),
     reference=histogram_spec, cases=histogram_cases, stub=HISTOGRAM_STUB, solution=HISTOGRAM_SOLUTION,
     launch=f"block = ({BINS}, 1, 1), grid = (ceil_div(n, {BINS}), 1); hist: 256 uint32 starting at 0",

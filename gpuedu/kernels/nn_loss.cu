@@ -11,6 +11,12 @@
 //                 the metrics, and says what was wrong.
 //   argmax_rows   out[b] = argmax_j z[b, j] (the first one on ties).
 // One thread per row: C is small (10 classes), and a row's three passes stay in the thread.
+//
+// The rows' losses meet in one float through atomicAdd, whose order on a GPU is the order the blocks run in, so
+// the sum's last bits vary from run to run there. The emulator runs a module's blocks on several CPU cores at
+// once; this line asks it to run these in the grid's order instead, so that a loss is the same every run (nvcc
+// ignores it).
+#define GPUEDU_BLOCKS_IN_ORDER
 
 // Row b: loss m + log(sum_j exp(z_j - m)) - z_y (m the row maximum), the gradient (softmax - onehot) / B,
 // and the loss and the hit (argmax == label) added to the device accumulators.

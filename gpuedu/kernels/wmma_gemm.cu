@@ -194,9 +194,6 @@ __device__ __forceinline__ void v2_load_tile(__half* s, int s_ld, int rows, int 
 template <bool TRANSPOSED> struct v2_layout { typedef wmma::row_major type; };
 template <> struct v2_layout<true> { typedef wmma::col_major type; };
 
-// The block's dynamic shared memory: STAGES x (A tile, B tile), then the epilogue's staging tiles.
-extern __shared__ __align__(128) __half v2_smem[];
-
 // C = alpha * op(A) @ op(B) on a BM x BN tile per block.
 // A is stored M x K (TRANS_A false) or K x M (true, op(A) = A^T), row stride lda;
 // B is stored K x N (TRANS_B false) or N x K (true), row stride ldb; C is M x N,
@@ -207,6 +204,8 @@ __device__ __forceinline__ void wmma_gemm_pipelined(int M, int N, int K, float a
                                                     const __half* __restrict__ B, int ldb,
                                                     void* __restrict__ C, int c_half)
 {
+    // The block's dynamic shared memory: STAGES x (A tile, B tile), then the epilogue's staging tiles.
+    extern __shared__ __align__(128) __half v2_smem[];
     constexpr int THREADS = 32 * WARPS_ALONG_M * WARPS_ALONG_N;
     constexpr int WM = BM / WARPS_ALONG_M;           // warp tile: 64 x 32 (v2) or 64 x 64 (v3)
     constexpr int WN = BN / WARPS_ALONG_N;

@@ -461,12 +461,51 @@ def test_a_module_with_a_file_scope_shared_array_loads_in_a_process_that_goes_on
 
 
 def test_only_single_static_shared_arrays_get_a_guard_and_lines_stay_where_they_were():
-    from gpuedu.emulator._scanner import rewrite_source
-    src = ("__shared__ float tile[16][17];\n__shared__ int count;\n__shared__ float a[4], b[4];\n"
-           "volatile __shared__ __align__(32) double v[8];\n")
-    lines = rewrite_source(src).splitlines()
-    assert len(lines) == 4
-    assert lines[0].startswith("__shared__ __gpuedu::GuardedShared<float [16][17], 16> __gpuedu_shared_array_1; "
-                               "static auto& tile = __gpuedu_shared_array_1.value;")
+    from gpuedu.emulator._scanner import SINGLE_WORKER_SYMBOL, rewrite_source
+    decls = ("__shared__ float tile[16][17];\n__shared__ int count;\n__shared__ float a[4], b[4];\n"
+             "volatile __shared__ __align__(32) double v[8];\n")
+    # At file scope: variables of the module, and the module runs its blocks on one worker thread.
+    out = rewrite_source(decls)
+    lines = out.splitlines()
+    assert lines[0].startswith("__gpuedu_file_scope_shared__ __gpuedu::GuardedShared<float [16][17], 16> "
+                               "__gpuedu_shared_array_1; static auto& tile = __gpuedu_shared_array_1.value;")
     assert "GuardedShared" not in lines[1] and "GuardedShared" not in lines[2]
-    assert lines[3].startswith("volatile __shared__ __gpuedu::GuardedShared<double [8], 32>")
+    assert lines[3].startswith("volatile __gpuedu_file_scope_shared__ __gpuedu::GuardedShared<double [8], 32>")
+    assert f"const int {SINGLE_WORKER_SYMBOL} = 1;" in "\n".join(lines[4:])
+    # In a function: each a slot of the running worker's shared memory, the array with its guard; lines stay.
+    src = "__global__ void k() {\n" + decls + "}\n"
+    lines = rewrite_source(src).splitlines()
+    assert len(lines) == 6 and SINGLE_WORKER_SYMBOL not in rewrite_source(src)
+    assert lines[1] == ("static long long __gpuedu_shared_key_1; auto& tile = "
+                        "__gpuedu::shared_var<__gpuedu::GuardedShared<float [16][17], 16>>(&__gpuedu_shared_key_1, "
+                        "\"tile\").value;")
+    assert "GuardedShared" not in lines[2] and "auto& count = __gpuedu_shared_v_2.count;" in lines[2]
+    assert "struct __gpuedu_shared_t_3 {  float a[4], b[4]; };" in lines[3]
+    assert "auto& a = __gpuedu_shared_v_3.a; auto& b = __gpuedu_shared_v_3.b;" in lines[3]
+    assert "GuardedShared<double [8], 32>>(&__gpuedu_shared_key_4, \"v\")" in lines[4]
+
+
+def test_file_scope_is_told_from_function_bodies():
+    from gpuedu.emulator._scanner import SINGLE_WORKER_SYMBOL, rewrite_source
+    inside = [
+        "struct S { __device__ void f() const { __shared__ int x; x = 1; } };",
+        "template <int N> __device__ auto g(int i) -> int { __shared__ int y[N]; return y[i]; }",
+        "namespace n { extern \"C\" __global__ void k(int* p) { if (p) { __shared__ int z; z = 1; } } }",
+        "struct T { int v; __device__ T() : v(0) { __shared__ int w; w = 0; } };",
+    ]
+    for src in inside:
+        assert SINGLE_WORKER_SYMBOL not in rewrite_source(src), src
+    outside = [
+        "__shared__ int x;",
+        "namespace n { __shared__ float s[4]; }",
+        "extern \"C\" { __shared__ float s[4]; }",
+        "struct S { int a; }; __shared__ S s;",
+        "#define SMEM __shared__\n__global__ void k() { SMEM int x; }",   # a macro's is not rewritten
+    ]
+    for src in outside:
+        assert SINGLE_WORKER_SYMBOL in rewrite_source(src), src
+    # extern __shared__ (the dynamic buffer): in a function, a pointer to the running worker's; at file scope the
+    # module's own buffer, on one worker
+    assert SINGLE_WORKER_SYMBOL not in rewrite_source("__global__ void k() { extern __shared__ float buf[]; }")
+    out = rewrite_source("extern __shared__ float buf[];\n__global__ void k() {}")
+    assert out.startswith('extern float buf[] __asm__("__gpuedu_dynamic_shared");') and SINGLE_WORKER_SYMBOL in out

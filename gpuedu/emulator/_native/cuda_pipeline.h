@@ -37,10 +37,11 @@ namespace __gpuedu {
 // variable registered so far, or the dynamic (extern __shared__) buffer?
 inline bool in_shared_memory(const void* p, size_t n) {
   const unsigned char* b = (const unsigned char*)p;
-  if (b >= dynamic_shared && b + n <= dynamic_shared + R.dynamic_shared_bytes) return true;
-  for (int i = 0; i < R.n_shared; ++i) {
-    const unsigned char* s = (const unsigned char*)R.shared[i].p;
-    if (b >= s && b + n <= s + R.shared[i].n) return true;
+  const Runtime& r = rt();
+  if (b >= r.dyn && b + n <= r.dyn + r.dynamic_shared_bytes) return true;
+  for (int i = 0, k = shared_count(); i < k; ++i) {
+    const unsigned char* s = shared_address(S.at[i]);
+    if (b >= s && b + n <= s + S.at[i].n) return true;
   }
   return false;
 }

@@ -116,8 +116,9 @@ GPUEDU_PROF_QUIET inline void apply(const Matrix& m, const unsigned int* in, uns
 // M^(2^i) for i = 0 .. 130: offsets use i < 64, subsequences (2^67 draws each) i = 67 .. 130.
 constexpr int POWERS = 131;
 GPUEDU_PROF_QUIET inline const Matrix* powers() {
+  // (Built once; workers that race to it each build one, and one is kept: published whole, with release order.)
   static Matrix* table = nullptr;
-  if (table) return table;
+  if (Matrix* ready = __atomic_load_n(&table, __ATOMIC_ACQUIRE)) return ready;
   Matrix* p = (Matrix*)malloc(sizeof(Matrix) * POWERS);
   for (int j = 0; j < 160; ++j) {
     unsigned int v[5] = {0, 0, 0, 0, 0};
@@ -127,8 +128,8 @@ GPUEDU_PROF_QUIET inline const Matrix* powers() {
   }
   for (int i = 1; i < POWERS; ++i)  // (A^2) e_j = A (A e_j)
     for (int j = 0; j < 160; ++j) apply(p[i - 1], p[i - 1].col[j], p[i].col[j]);
-  table = p;
-  return table;
+  __atomic_store_n(&table, p, __ATOMIC_RELEASE);
+  return p;
 }
 
 inline void xorwow_jump(curandStateXORWOW_t* s, unsigned long long n, int first_power) {
@@ -195,8 +196,8 @@ GPUEDU_PROF_QUIET inline void mat3_apply(const Mat3& x, unsigned int* v, unsigne
 constexpr int MRG_POWERS = 191, MRG_SUBSEQUENCE = 76, MRG_SEQUENCE = 127;
 struct MrgPowers { Mat3 p1[MRG_POWERS], p2[MRG_POWERS]; };
 GPUEDU_PROF_QUIET inline const MrgPowers* mrg_powers() {
-  static MrgPowers* table = nullptr;
-  if (table) return table;
+  static MrgPowers* table = nullptr;   // (as powers())
+  if (MrgPowers* ready = __atomic_load_n(&table, __ATOMIC_ACQUIRE)) return ready;
   MrgPowers* t = (MrgPowers*)malloc(sizeof(MrgPowers));
   t->p1[0] = Mat3{{{0, 1, 0}, {0, 0, 1}, {MRG_M1 - 810728u, 1403580u, 0}}};
   t->p2[0] = Mat3{{{0, 1, 0}, {0, 0, 1}, {MRG_M2 - 1370589u, 0, 527612u}}};
@@ -204,8 +205,8 @@ GPUEDU_PROF_QUIET inline const MrgPowers* mrg_powers() {
     t->p1[i] = mat3_mul(t->p1[i - 1], t->p1[i - 1], MRG_M1);
     t->p2[i] = mat3_mul(t->p2[i - 1], t->p2[i - 1], MRG_M2);
   }
-  table = t;
-  return table;
+  __atomic_store_n(&table, t, __ATOMIC_RELEASE);
+  return t;
 }
 GPUEDU_PROF_QUIET inline void mrg_jump(curandStateMRG32k3a_t* s, unsigned long long n, int first_power) {
   const MrgPowers* t = mrg_powers();

@@ -46,9 +46,12 @@
 #define __device__
 #define __host__
 #define __constant__
-// One copy per block: blocks run one at a time, so a static variable is the
-// block's shared memory, seen by every thread (fiber) of the block.
+// The block's shared memory: a static __shared__ declaration in a function becomes a slot of the running
+// worker's shared memory (the compiler rewrites it: _scanner.rewrite_source), seen by every thread (fiber) of
+// the block; one at file scope (or brought by a macro) stays a static variable of the module, which then runs
+// its blocks on one worker.
 #define __shared__ static
+#define __gpuedu_file_scope_shared__ static
 #define __managed__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
@@ -96,9 +99,25 @@ struct dim3 {
 };
 
 // ---- built-in variables -----------------------------------------------------
-// Set by the runtime before each thread runs (and on every fiber switch).
-static uint3 threadIdx;
-static uint3 blockIdx;
+// Set by the runtime before each thread runs (and on every fiber switch). A launch's blocks run on several
+// OS threads at once (its workers), each with a state of its own (__gpuedu::Worker, gpuedu_runtime.h) whose
+// head holds its threadIdx and blockIdx; the thread-local __gpuedu_worker points at it. It is the one
+// thread-local variable there is, in a library of its own that every module shares
+// (_native/gpuedu_worker.cpp), reached as a fixed offset from the thread pointer.
+namespace __gpuedu {
+struct WorkerHead {
+  uint3 tid;
+  uint3 bid;
+};
+}  // namespace __gpuedu
+#if defined(__linux__)
+extern "C" __thread __gpuedu::WorkerHead* __gpuedu_worker __attribute__((tls_model("initial-exec")));
+#else
+// (Elsewhere one worker runs every block: a plain variable of the module.)
+extern "C" __attribute__((visibility("hidden"))) __gpuedu::WorkerHead* __gpuedu_worker;
+#endif
+#define threadIdx (__gpuedu_worker->tid)
+#define blockIdx (__gpuedu_worker->bid)
 static dim3 blockDim;
 static dim3 gridDim;
 static constexpr int warpSize = 32;

@@ -3,6 +3,7 @@
 // Fortified siglongjmp (-D_FORTIFY_SOURCE, a default of several distributions' compilers) refuses to
 // jump from a fiber's stack back to the launch's: never fortified, whatever the command line says.
 #undef _FORTIFY_SOURCE
+#include <algorithm>
 #include <csetjmp>
 #include <csignal>
 #include <cstdint>
@@ -20,15 +21,39 @@ namespace __gpuedu {
 namespace host {
 namespace {
 
-sigjmp_buf jump;
-pthread_t launch_thread;
+// Each worker of the running launch: its thread, where a fault or interrupt on it jumps to, whether it runs
+// the launch's code now, and whether it was asked to stop already.
+struct Slot {
+  pthread_t thread;
+  sigjmp_buf jump;
+  volatile sig_atomic_t active;
+  volatile sig_atomic_t kicked;
+};
+Slot slots[MAX_WORKERS];
 volatile sig_atomic_t in_launch;
-struct sigaction old_segv, old_bus, old_fpe, old_int, old_ill, old_trap, old_abrt;
+struct sigaction old_segv, old_bus, old_fpe, old_int, old_ill, old_trap, old_abrt, old_urg;
 alignas(16) char alt_stack[64 * 1024];
 thread_local bool altstack_checked;
 
+// Which worker this thread is, if it runs the launch's code now (-1: none). Async-signal-safe.
+int my_slot() {
+  pthread_t self = pthread_self();
+  for (int i = 0; i < MAX_WORKERS; ++i)
+    if (slots[i].active && pthread_equal(slots[i].thread, self)) return i;
+  return -1;
+}
+
+// Ask every other worker to stop where it is (SIGURG, whose handler jumps out of its launch; ignored by
+// default, so one that arrives after the launch has ended does nothing).
+void kick_others(int me) {
+  for (int i = 0; i < MAX_WORKERS; ++i)
+    if (i != me && slots[i].active && !__atomic_exchange_n(&slots[i].kicked, 1, __ATOMIC_SEQ_CST))
+      pthread_kill(slots[i].thread, SIGURG);
+}
+
 void fault_handler(int sig, siginfo_t* info, void* ctx) {
-  if (!in_launch || !pthread_equal(pthread_self(), launch_thread)) {
+  int me = in_launch ? my_slot() : -1;
+  if (me < 0) {
     // Not ours: put the previous handler back and let the access fault again.
     sigaction(sig, sig == SIGSEGV ? &old_segv : sig == SIGBUS ? &old_bus : &old_fpe, nullptr);
     return;
@@ -44,20 +69,21 @@ void fault_handler(int sig, siginfo_t* info, void* ctx) {
   // (a float4 or double2 that is not 16-byte aligned) or a non-canonical pointer.
   if (sig == SIGSEGV && info->si_code == SI_KERNEL) is_write = NO_ADDRESS;
 #endif
-  siglongjmp(jump, on_fault(sig == SIGFPE, info->si_addr, is_write));
+  siglongjmp(slots[me].jump, on_fault(sig == SIGFPE, info->si_addr, is_write));
 }
 
 // An illegal instruction (__builtin_trap), a breakpoint or abort() in a kernel: stop the launch
 // with what it was, instead of the process.
 void trap_handler(int sig, siginfo_t* info, void* ctx) {
-  if (!in_launch || !pthread_equal(pthread_self(), launch_thread)) {
+  int me = in_launch ? my_slot() : -1;
+  if (me < 0) {
     sigaction(sig, sig == SIGILL ? &old_ill : sig == SIGTRAP ? &old_trap : &old_abrt, nullptr);
     if (sig == SIGABRT) raise(sig);   // abort() outside a launch: let it do what it does
     return;
   }
   (void)info;
   (void)ctx;
-  siglongjmp(jump, on_signal(sig == SIGILL ? 0 : sig == SIGTRAP ? 1 : 2));
+  siglongjmp(slots[me].jump, on_signal(sig == SIGILL ? 0 : sig == SIGTRAP ? 1 : 2));
 }
 
 void interrupt_handler(int sig, siginfo_t* info, void* ctx) {
@@ -70,11 +96,16 @@ void interrupt_handler(int sig, siginfo_t* info, void* ctx) {
     }
     return;
   }
-  if (!pthread_equal(pthread_self(), launch_thread)) {
-    pthread_kill(launch_thread, sig);  // the kernel runs on the launching thread: stop it there
-    return;
-  }
-  siglongjmp(jump, on_interrupt());
+  // Ctrl-C stops every worker of the launch, wherever it arrives.
+  int me = my_slot();
+  kick_others(me);
+  if (me >= 0) siglongjmp(slots[me].jump, on_interrupt());
+}
+
+// A worker asked to stop (interrupt_launch, or Ctrl-C on another worker).
+void kick_handler(int, siginfo_t*, void*) {
+  int me = in_launch ? my_slot() : -1;
+  if (me >= 0) siglongjmp(slots[me].jump, on_interrupt());
 }
 
 void install_handlers() {
@@ -106,6 +137,8 @@ void install_handlers() {
   sigaction(SIGABRT, &sa, &old_abrt);
   sa.sa_sigaction = interrupt_handler;
   sigaction(SIGINT, &sa, &old_int);
+  sa.sa_sigaction = kick_handler;
+  sigaction(SIGURG, &sa, &old_urg);
 }
 
 void restore_handlers() {
@@ -116,29 +149,60 @@ void restore_handlers() {
   sigaction(SIGILL, &old_ill, nullptr);
   sigaction(SIGTRAP, &old_trap, nullptr);
   sigaction(SIGABRT, &old_abrt, nullptr);
+  sigaction(SIGURG, &old_urg, nullptr);
+}
+
+// body(arg) as worker `w`: a fault, an interrupt or jump_out() on this thread comes back here.
+int run_slot(int w, void (*body)(void*), void* arg) {
+  Slot& slot = slots[w];
+  slot.thread = pthread_self();
+  slot.kicked = 0;
+  // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
+  // one leaves the mask as it was (and saves a system call per launch).
+  int code = sigsetjmp(slot.jump, 0);
+  if (code == 0) {
+    slot.active = 1;
+    body(arg);
+  }
+  slot.active = 0;
+  return code;
 }
 
 }  // namespace
 
-int run_guarded(void (*body)(void*), void* arg) {
-  launch_thread = pthread_self();
+void enter_launch() {
   install_handlers();
   in_launch = 1;
-  // No signal mask to save: the handlers run with SA_NODEFER, so jumping out of
-  // one leaves the mask as it was (and saves a system call per launch).
-  int code = sigsetjmp(jump, 0);
-  if (code == 0) body(arg);
+}
+
+void leave_launch() {
   in_launch = 0;
   restore_handlers();
+}
+
+int run_guarded(void (*body)(void*), void* arg) {
+  enter_launch();
+  int code = run_slot(0, body, arg);
+  leave_launch();
   return code;
 }
 
-void jump_out(int code) { siglongjmp(jump, code); }
+int run_guarded_worker(int worker, void (*body)(void*), void* arg) { return run_slot(worker, body, arg); }
+
+void jump_out(int code) {
+  int me = my_slot();
+  siglongjmp(slots[me < 0 ? 0 : me].jump, code);
+}
 
 bool launching() { return in_launch != 0; }
 
 void interrupt_launch() {
-  if (in_launch) pthread_kill(launch_thread, SIGINT);
+  if (in_launch) kick_others(-1);
+}
+
+void* reserve(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
 }
 
 char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above) {
@@ -171,8 +235,15 @@ Heap* heap;
 
 Blocks* blocks() {
   if (!heap) return nullptr;
-  if (!heap->blocks) heap->blocks = new Blocks;   // launches run one at a time: no race here
-  return (Blocks*)heap->blocks;
+  void* current = __atomic_load_n(&heap->blocks, __ATOMIC_ACQUIRE);
+  if (!current) {   // the first allocation of the process (several workers may race to it)
+    Blocks* made = new Blocks;
+    if (__atomic_compare_exchange_n(&heap->blocks, &current, (void*)made, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      current = made;
+    else
+      delete made;
+  }
+  return (Blocks*)current;
 }
 
 struct Locked {
@@ -308,5 +379,147 @@ bool take_child(const void** kernel, unsigned* dims, const void** args) {
 }
 
 void clear_children() { pending.clear(); }
+}  // namespace host
+}  // namespace __gpuedu
+
+// ---- the worker pool ---------------------------------------------------------------------------------
+// Threads kept for the process, parked on a condition variable between launches. A launch hands them a job
+// and a generation number; each runs its share and counts itself out.
+#include <cstdlib>
+
+namespace __gpuedu {
+namespace host {
+namespace {
+struct Pool {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t start = PTHREAD_COND_INITIALIZER;
+  pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
+  int threads = 0;                  // started so far (workers 1 .. threads)
+  unsigned long long generation = 0;
+  int wanted = 0;                   // workers 1 .. wanted-1 take part in this generation's job
+  int running = 0;                  // of them, not yet finished
+  void (*job)(void*, int) = nullptr;
+  void* arg = nullptr;
+};
+struct Started {
+  Pool* pool;
+  int worker;
+  unsigned long long generation;   // the pool's when the thread was made: the next job is its first
+};
+Workers* workers;
+
+void* worker_main(void* p) {
+  Started s = *(Started*)p;
+  delete (Started*)p;
+  // The fault handler runs on an alternate stack (a fiber that overflows its stack cannot run it): one per thread.
+  stack_t ss;
+  ss.ss_size = 64 * 1024;
+  ss.ss_sp = malloc(ss.ss_size);
+  ss.ss_flags = 0;
+  if (ss.ss_sp) sigaltstack(&ss, nullptr);
+  Pool& pool = *s.pool;
+  unsigned long long seen = s.generation;
+  pthread_mutex_lock(&pool.lock);
+  for (;;) {
+    while (pool.generation == seen) pthread_cond_wait(&pool.start, &pool.lock);
+    seen = pool.generation;
+    if (s.worker >= pool.wanted) continue;
+    void (*job)(void*, int) = pool.job;
+    void* arg = pool.arg;
+    pthread_mutex_unlock(&pool.lock);
+    job(arg, s.worker);
+    pthread_mutex_lock(&pool.lock);
+    if (--pool.running == 0) pthread_cond_signal(&pool.finished);
+  }
+  return nullptr;
+}
+}  // namespace
+
+void use_workers(Workers* w) { workers = w; }
+
+Workers* workers_of_process() { return workers; }
+
+bool run_parallel(int n, void (*job)(void*, int), void* arg) {
+  if (!workers || n < 1 || n > MAX_WORKERS) return false;
+  if (!workers->impl) workers->impl = new Pool;   // launches run one at a time: no race here
+  Pool& pool = *(Pool*)workers->impl;
+  pthread_mutex_lock(&pool.lock);
+  while (pool.threads < n - 1) {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 20);   // the blocks run on stacks of their own (gpuedu_launch.h)
+    pthread_t t;
+    Started* s = new Started{&pool, pool.threads + 1, pool.generation};
+    int failed = pthread_create(&t, &attr, worker_main, s);
+    pthread_attr_destroy(&attr);
+    if (failed) {
+      delete s;
+      pthread_mutex_unlock(&pool.lock);
+      return false;
+    }
+    pthread_detach(t);
+    ++pool.threads;
+  }
+  pool.job = job;
+  pool.arg = arg;
+  pool.wanted = n;
+  pool.running = n - 1;
+  ++pool.generation;
+  pthread_cond_broadcast(&pool.start);
+  pthread_mutex_unlock(&pool.lock);
+  job(arg, 0);
+  pthread_mutex_lock(&pool.lock);
+  while (pool.running) pthread_cond_wait(&pool.finished, &pool.lock);
+  pthread_mutex_unlock(&pool.lock);
+  return true;
+}
+
+// ---- printf's records, per worker ----------------------------------------------------------------------
+namespace {
+struct Record {
+  unsigned grid;
+  unsigned long long block;
+  size_t start, length;
+};
+struct Printed {
+  std::vector<char> text;
+  std::vector<Record> records;
+};
+Printed printed[MAX_WORKERS];
+std::vector<char> collected;
+}  // namespace
+
+void printf_add(int worker, unsigned grid, unsigned long long block, const char* text, size_t n) {
+  Printed& p = printed[worker];
+  p.records.push_back(Record{grid, block, p.text.size(), n});
+  p.text.insert(p.text.end(), text, text + n);
+}
+
+const char* printf_collect(size_t limit, size_t* length, size_t* dropped) {
+  // Each worker's records are in its own order, its blocks rising: merge them by grid and block.
+  std::vector<std::pair<const Printed*, const Record*>> all;
+  for (const Printed& p : printed)
+    for (const Record& r : p.records) all.push_back({&p, &r});
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.second->grid != b.second->grid ? a.second->grid < b.second->grid : a.second->block < b.second->block;
+  });
+  collected.clear();
+  size_t lost = 0;
+  for (const auto& [p, r] : all) {
+    if (collected.size() + r->length > limit) {   // a whole record is kept or dropped, as a GPU's are
+      lost += r->length;
+      continue;
+    }
+    collected.insert(collected.end(), p->text.begin() + r->start, p->text.begin() + r->start + r->length);
+  }
+  for (Printed& p : printed) {
+    p.text.clear();
+    p.records.clear();
+  }
+  *length = collected.size();
+  *dropped = lost;
+  collected.push_back(0);
+  return collected.data();
+}
 }  // namespace host
 }  // namespace __gpuedu

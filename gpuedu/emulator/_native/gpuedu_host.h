@@ -15,19 +15,51 @@
 namespace __gpuedu {
 namespace host {
 
-// Run body(arg) on this thread with the fault and Ctrl-C handlers installed;
+// A launch's blocks may run on several OS threads at once, its workers: worker 0 is the thread that
+// launched, the others come from a pool of threads kept for the process (Workers).
+constexpr int MAX_WORKERS = 64;
+// Run body(arg) on this thread, as worker 0, with the fault and Ctrl-C handlers installed;
 // returns 0, or the code that a fault, an interrupt or jump_out() ended it with.
 GPUEDU_HIDDEN int run_guarded(void (*body)(void*), void* arg);
-// Leave the running launch for run_guarded's caller with `code` (never returns).
+// A launch on several workers: enter_launch installs the handlers, then each worker runs its part with
+// run_guarded_worker (worker 0 too, on the launching thread), and leave_launch puts the handlers back.
+GPUEDU_HIDDEN void enter_launch();
+GPUEDU_HIDDEN void leave_launch();
+GPUEDU_HIDDEN int run_guarded_worker(int worker, void (*body)(void*), void* arg);
+// Leave the running launch for this worker's run_guarded with `code` (never returns).
 [[noreturn]] GPUEDU_HIDDEN void jump_out(int code);
 // Whether a launch is running (set and cleared by run_guarded).
 GPUEDU_HIDDEN bool launching();
-// Interrupt the running launch on its thread (from any thread); nothing if none runs.
+// Interrupt the running launch on every worker (from any thread); nothing if none runs.
 GPUEDU_HIDDEN void interrupt_launch();
+
+// The pool of worker threads: one per process (Python owns it and hands it to every module, as the heap), the
+// threads started by the first launch that needs them. run_parallel runs job(arg, w) for w = 0 .. n-1, worker 0
+// on the calling thread, and returns when all have finished; false if the threads could not be started (then
+// nothing ran).
+struct Workers {
+  void* impl;
+  void* states[MAX_WORKERS];   // each worker's state (__gpuedu::Worker), made by the first launch it runs in
+};
+// The bytes a worker's state may take (the thread-local pointer's first target has as many: gpuedu_worker.cpp).
+constexpr size_t WORKER_BYTES = 1 << 20;
+GPUEDU_HIDDEN Workers* workers_of_process();
+GPUEDU_HIDDEN void use_workers(Workers* workers);
+GPUEDU_HIDDEN bool run_parallel(int n, void (*job)(void*, int), void* arg);
+
+// printf's output of a launch: each worker keeps what its blocks print, record by record, with the grid's number
+// in the launch (grids launched from device code come after it) and the block's index; when the launch ends,
+// printf_collect lays the records out in that order (the order one worker gives),
+// keeping whole records while they fit in `limit` bytes. Returns the text (valid until the next launch) and sets
+// its length and the bytes dropped.
+GPUEDU_HIDDEN void printf_add(int worker, unsigned grid, unsigned long long block, const char* text, size_t n);
+GPUEDU_HIDDEN const char* printf_collect(size_t limit, size_t* length, size_t* dropped);
 // Map `count` stacks of `stack_bytes` with an inaccessible guard page below each;
 // returns the base (nullptr on failure) and sets the stride and the total size.
 // `above` more bytes are reserved, inaccessible, over the last stack (the launch's stack keeps 1 MiB there,
 // so that what a local array written far past its end hits is its own, never another mapping).
+// `bytes` of address space, readable and writable, its pages made as they are first touched; nullptr if none.
+GPUEDU_HIDDEN void* reserve(size_t bytes);
 GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above = 0);
 
 // Watched bytes (after static __shared__ arrays, past the dynamic shared memory a launch asked for):

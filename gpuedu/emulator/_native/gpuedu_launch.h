@@ -86,7 +86,8 @@ int on_signal(int what) {
 }
 
 int on_interrupt() {
-  int code = R.stop_reason == TIMEOUT ? TIMEOUT : INTERRUPT;
+  if (!G.stop_reason) G.stop_reason = INTERRUPT;   // Ctrl-C: the other workers stop too
+  int code = G.stop_reason == TIMEOUT ? TIMEOUT : INTERRUPT;
   E.code = code;
   E.block[0] = blockIdx.x; E.block[1] = blockIdx.y; E.block[2] = blockIdx.z;
   E.thread[0] = threadIdx.x; E.thread[1] = threadIdx.y; E.thread[2] = threadIdx.z;
@@ -113,12 +114,6 @@ inline void run_launch(void* p) {
 // Python interpreter's): a kernel that overruns a local array or recurses too deep then damages
 // only that stack, and the fault or the stack protector's check stops the launch, not the process.
 // (Fibers have their own stacks already; this one holds the grid loop and barrier-free threads.)
-struct LaunchStack {
-  void* sp;
-  void* host_sp;
-  void* body;
-};
-GPUEDU_HIDDEN LaunchStack L;
 
 #ifndef GPUEDU_UCONTEXT
 [[noreturn]] inline void launch_stack_entry() {
@@ -207,23 +202,29 @@ extern "C" GPUEDU_HIDDEN void __ubsan_handle_builtin_unreachable(UbPlace* d) { u
 // ---- the launch entry ------------------------------------------------------------------
 extern "C" __attribute__((visibility("default"))) int gpuedu_launch(const __gpuedu::KernelInfo* k,
                                                                      const unsigned* dims, int schedule, unsigned long long seed,
-                                                                     int force_fibers, const void* args);
-extern "C" __attribute__((visibility("default"))) const __gpuedu::ErrorInfo* gpuedu_error() { return &__gpuedu::E; }
+                                                                     int force_fibers, const void* args, int workers);
+extern "C" __attribute__((visibility("default"))) const __gpuedu::ErrorInfo* gpuedu_error() { return &__gpuedu::E_launch; }
+namespace __gpuedu { GPUEDU_HIDDEN const char* printed = ""; }  // the last launch's printf output
 extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output() {
   // The caller copies the text before the next launch; the length is reset here.
   gpuedu_printf_len = 0;
-  return __gpuedu::R.out ? __gpuedu::R.out : "";
+  return __gpuedu::printed;
 }
 extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(const __gpuedu::KernelInfo* k) {
   return __gpuedu::static_shared_of(k);
 }
-// Share the process-wide fiber stack pool (see StackPool); called once at load.
+// Share the process-wide fiber stack pools, one per worker (see StackPool); called once at load.
+namespace __gpuedu { GPUEDU_HIDDEN StackPool* pools; }
 // The process-wide device heap, owned by Python (shared by every module, like the stacks).
 extern "C" __attribute__((visibility("default"))) void gpuedu_use_heap(__gpuedu::host::Heap* heap) {
   __gpuedu::host::use_heap(heap);
 }
-extern "C" __attribute__((visibility("default"))) void gpuedu_use_stack_pool(__gpuedu::StackPool* pool) {
-  __gpuedu::R.pool = pool;
+extern "C" __attribute__((visibility("default"))) void gpuedu_use_stack_pool(__gpuedu::StackPool* pools) {
+  __gpuedu::pools = pools;
+}
+// Share the process-wide pool of worker threads; called once at load.
+extern "C" __attribute__((visibility("default"))) void gpuedu_use_workers(__gpuedu::host::Workers* workers) {
+  __gpuedu::host::use_workers(workers);
 }
 // Whether `address` lies in a block of the device heap (malloc/new in a kernel): device memory too.
 extern "C" __attribute__((visibility("default"))) int gpuedu_heap_holds(const void* address) {
@@ -234,7 +235,7 @@ extern "C" __attribute__((visibility("default"))) int gpuedu_heap_holds(const vo
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
   if (!__gpuedu::host::launching()) return;
-  __gpuedu::R.stop_reason = reason;
+  __gpuedu::G.stop_reason = reason;
   __gpuedu::host::interrupt_launch();
 }
 
@@ -252,23 +253,128 @@ inline void begin_grid(const KernelInfo* k, const unsigned* dims) {
 
 // The kernel whose grid was running last (a failed launch's: the one launched, or a grid it launched).
 extern "C" __attribute__((visibility("default"))) const char* gpuedu_running_kernel() {
-  return __gpuedu::R.kernel ? ((const __gpuedu::KernelInfo*)__gpuedu::R.kernel)->name : "";
+  return R.kernel ? ((const __gpuedu::KernelInfo*)R.kernel)->name : "";
 }
 
+namespace __gpuedu {
+// A grid's blocks on `workers` OS threads at once (each with its own runtime state, fibers, stacks and shared
+// memory), as a GPU's SMs run blocks at once; one worker runs them in the grid's order, as before.
+struct GridJob {
+  LaunchBody* body;
+  const Runtime* launcher;    // worker 0's state: the launch's sizes and settings, copied by the others
+  int codes[host::MAX_WORKERS];
+  ErrorInfo errors[host::MAX_WORKERS];
+};
+
+// Worker w's state (made the first time it runs), this thread's from now on; false (and E_launch says why)
+// when there is no memory for it.
+inline bool become_worker(int w) {
+  host::Workers* all = host::workers_of_process();
+  if (!all->states[w]) {
+    char* p = (char*)calloc(1, sizeof(Worker) + 128);
+    if (!p) {
+      E_launch = ErrorInfo{DEADLOCK, {0, 0, 0}, {0, 0, 0}, -1, 0, "no memory for a worker thread's state"};
+      return false;
+    }
+    all->states[w] = p + (128 - (uintptr_t)p % 128);
+  }
+  __gpuedu_worker = (WorkerHead*)all->states[w];
+  R.worker = w;
+  if (pools) R.pool = &pools[w];
+  R.dyn = w ? worker().own_dynamic_shared : dynamic_shared;
+  if (!R.arena) R.arena = (unsigned char*)host::reserve(ARENA_BYTES);
+  if (!R.arena) {
+    E_launch = ErrorInfo{DEADLOCK, {0, 0, 0}, {0, 0, 0}, -1, 0,
+                         "no address space left for the static __shared__ variables of a worker thread"};
+    return false;
+  }
+  return true;
+}
+
+inline void run_worker(void* p, int w) {
+  GridJob& job = *(GridJob*)p;
+  if (w) {
+    if (!become_worker(w)) {
+      job.codes[w] = DEADLOCK;
+      job.errors[w] = E_launch;
+      if (!G.stop_reason) G.stop_reason = STOPPED;
+      return;
+    }
+    const Runtime& from = *job.launcher;
+    R.nthreads = from.nthreads;
+    R.schedule = from.schedule;
+    R.seed = from.seed;
+    R.kernel = from.kernel;
+    R.shared_limit = from.shared_limit;
+    R.dynamic_shared_bytes = from.dynamic_shared_bytes;
+    E.code = 0;
+    E.message[0] = 0;
+  }
+  int code = host::run_guarded_worker(w, run_on_launch_stack, job.body);
+  job.codes[w] = code;
+  if (code) {
+    job.errors[w] = E;
+    // The other workers stop before their next block (a GPU abandons the grid); Ctrl-C and the timeout
+    // stopped them already.
+    if (code != INTERRUPT && code != TIMEOUT && !G.stop_reason) G.stop_reason = STOPPED;
+  }
+}
+
+inline int run_grid_on(LaunchBody* body, int workers) {
+  G.blocks = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
+  G.next = 0;
+  if (workers > 1 && (unsigned long long)workers > G.blocks) workers = (int)G.blocks;
+  // Some 16 shares per worker: few trips to the shared counter, and the last blocks still spread.
+  G.chunk = workers > 1 ? G.blocks / ((unsigned long long)workers * 16) : 1;
+  if (G.chunk < 1) G.chunk = 1;
+  if (workers <= 1) {
+    int code = host::run_guarded(run_on_launch_stack, body);
+    if (code) E_launch = E;
+    return code;
+  }
+  static GridJob job;   // (launches run one at a time)
+  job.body = body;
+  job.launcher = &R;
+  host::enter_launch();
+  bool ran = host::run_parallel(workers, run_worker, &job);
+  host::leave_launch();
+  if (!ran) return host::run_guarded(run_on_launch_stack, body);   // no threads to be had: one worker
+  // The failure to report: the first in the grid's order among the workers' own (not a stop they were asked
+  // for), else the first stop.
+  int chosen = -1;
+  auto linear = [](const ErrorInfo& e) {
+    return ((unsigned long long)e.block[2] * gridDim.y + e.block[1]) * gridDim.x + e.block[0];
+  };
+  for (int pass = 0; pass < 2 && chosen < 0; ++pass)
+    for (int w = 0; w < workers; ++w) {
+      int code = job.codes[w];
+      if (!code || (pass == 0 && (code == INTERRUPT || code == TIMEOUT))) continue;
+      if (chosen < 0 || linear(job.errors[w]) < linear(job.errors[chosen])) chosen = w;
+    }
+  if (chosen < 0) return 0;
+  E_launch = job.errors[chosen];
+  return job.codes[chosen];
+}
+}  // namespace __gpuedu
+
 int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int schedule,
-                    unsigned long long seed, int force_fibers, const void* args) {
+                    unsigned long long seed, int force_fibers, const void* args, int workers) {
   using namespace __gpuedu;
+  // (The launching thread is worker 0; its state may serve another module's launch next.)
+  if (!become_worker(0)) return DEADLOCK;
   begin_grid(k, dims);
   // Declarations registered by earlier launches count now, before any block runs.
   size_t known_static = __gpuedu::static_shared_of(k);
   R.schedule = schedule;
-  R.rng = seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
-  R.stop_reason = 0;
+  R.seed = seed * 2654435761ULL + 0x9E3779B97F4A7C15ULL;
+  G.stop_reason = 0;
+  G.grid = 0;
   E.code = 0;
   E.message[0] = 0;
-  GPUEDU_PROF(launch_begin(dims, dims + 3, dynamic_shared, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
+  E_launch.code = 0;
+  GPUEDU_PROF(launch_begin(dims, dims + 3, R.dyn, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
   LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
-  int code = host::run_guarded(run_on_launch_stack, &body);
+  int code = run_grid_on(&body, workers);
   // The grids its threads launched from device code, in launch order (each may launch more): part of this launch,
   // as on a GPU, where a grid is complete only when its children are.
   const void* child;
@@ -277,10 +383,19 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   while (code == 0 && host::take_child(&child, child_dims, &child_args)) {
     const KernelInfo* ck = (const KernelInfo*)child;
     begin_grid(ck, child_dims);
+    ++G.grid;
     LaunchBody grid{ck, child_args, force_fibers || ck->needs_fibers, __gpuedu::static_shared_of(ck)};
-    code = host::run_guarded(run_on_launch_stack, &grid);
+    code = run_grid_on(&grid, 1);
   }
   host::clear_children();
+  size_t length = 0, dropped = 0;
+  printed = host::printf_collect(gpuedu_printf_limit, &length, &dropped);
+  gpuedu_printf_len = length;
+  gpuedu_printf_dropped += dropped;
   return code;
 }
+// R, E and L were the runtime's words for the running worker's state: not the names of the kernel's code.
+#undef R
+#undef E
+#undef L
 #endif  // GPUEDU_SCAN

@@ -31,6 +31,7 @@ enum : int {
   LOOP_BARRIER = 6, WARP_EXITED = 7, WARP_MISMATCH = 8, STACK_OVERFLOW = 9, ASSERT = 10, TOO_MUCH_SHARED = 11,
   DIVIDE_BY_ZERO = 12, SIGNALLED = 13, STACK_SMASHED = 14, DEVICE_MISUSE = 15, DYNAMIC_SHARED_OVERRUN = 16,
   STATIC_SHARED_OVERRUN = 17,
+  STOPPED = 100,  // (not a launch's code) why a worker stops: another failed
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
@@ -109,8 +110,10 @@ struct Runtime {
   unsigned nthreads;
   int schedule;
   unsigned long long rng;
+  unsigned long long seed;    // the launch's (GPUEDU_SEED): each block's shuffle is drawn from it and the block
   bool fiber_mode;
-  volatile int stop_reason;   // TIMEOUT when the watchdog asked the launch to stop
+  int worker;                 // which of the launch's workers this thread is (0: the thread that launched)
+  unsigned long long block_linear;  // the running block's index in the grid (x fastest)
   // fibers of the current block
   Fiber* fibers;
   char* stacks;
@@ -130,11 +133,11 @@ struct Runtime {
   int barrier_line;           // source line of the __syncthreads the waiting threads reached (0: none yet)
   unsigned barrier_first;     // the first thread that reached it
   Warp warps[MAX_THREADS / 32];
-  // shared memory: the block's static __shared__ variables and the dynamic buffer's size
-  struct { void* p; size_t n; const void* kernel; unsigned char* guard; const char* name; } shared[256];
   const void* kernel;         // the KernelInfo of the running launch
   size_t shared_limit;        // static + dynamic shared memory allowed per block
-  int n_shared;
+  int n_known;                // static __shared__ variables whose guards this worker has filled (SharedVars)
+  unsigned char* dyn;         // this worker's dynamic shared memory (worker 0: the module's dynamic_shared)
+  unsigned char* arena;       // this worker's static __shared__ variables, at the offsets their module gave
   size_t dynamic_shared_bytes;
   bool dynamic_used;          // an extern __shared__ declaration ran in this launch
   // watched bytes: [0] past the dynamic shared memory, then the guards after static __shared__ arrays
@@ -142,17 +145,85 @@ struct Runtime {
   size_t watched_bytes[257];
   int watched_shared[257];    // which R.shared entry a guard follows
   int n_watched;
-  // printf
-  char* out;
-  size_t out_cap;
   int barrier_site;           // which __syncthreads the waiting threads reached (two may share a line)
+  void* mma_meeting[MAX_THREADS / 32][32];   // where each warp's lanes leave their accumulators at mma_sync (mma.h)
 };
 
-GPUEDU_HIDDEN Runtime R;
-GPUEDU_HIDDEN ErrorInfo E;
-// Every `extern __shared__` array names this storage (the compiler rewrites
-// them to this assembler name), as CUDA makes them all alias one buffer.
+// The launch's own stack (gpuedu_launch.h): where a worker's switch to it saved its caller's stack pointer.
+struct LaunchStack {
+  void* sp;
+  void* host_sp;
+  void* body;
+};
+
+// A worker: an OS thread running blocks of a launch, with a state of its own, as each SM of a GPU has its own
+// (threadIdx and blockIdx first, then the scheduler's state, its error record, its launch stack and its dynamic
+// shared memory). Launches run one at a time, so a worker's state serves every module (they share the prelude's
+// layout); the process's Workers hold them, and __gpuedu_worker points at this thread's.
+struct Worker {
+  WorkerHead head;
+  Runtime r;
+  ErrorInfo e;
+  LaunchStack l;
+  alignas(128) unsigned char own_dynamic_shared[DYNAMIC_SHARED_BYTES];   // (workers but the first)
+};
+static_assert(sizeof(Worker) <= host::WORKER_BYTES, "a worker's state must fit where the thread-local pointer starts");
+static_assert(__builtin_offsetof(Worker, head) == 0, "threadIdx and blockIdx are at the worker's start");
+
+#if !defined(__linux__)
+alignas(128) GPUEDU_HIDDEN unsigned char only_worker[sizeof(Worker)];
+extern "C" GPUEDU_HIDDEN WorkerHead* __gpuedu_worker = (WorkerHead*)only_worker;
+#endif
+inline Worker& worker() { return *(Worker*)__gpuedu_worker; }
+inline Runtime& rt() { return worker().r; }
+inline ErrorInfo& err() { return worker().e; }
+// Within the runtime's headers (undefined again at their end), R is the running worker's runtime state and E its
+// error record.
+#define R (::__gpuedu::rt())
+#define E (::__gpuedu::err())
+#define L (::__gpuedu::worker().l)
+
+// What Python reads after a failed launch: the error record of the worker whose failure stopped it.
+GPUEDU_HIDDEN ErrorInfo E_launch;
+// Every `extern __shared__` array the compiler could not rewrite as a pointer names this storage (by this
+// assembler name): worker 0's dynamic shared memory, in a module whose blocks then run on worker 0 alone.
 alignas(128) GPUEDU_HIDDEN unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES] __asm__("__gpuedu_dynamic_shared");
+
+// What the workers of a launch share: the next block to run, and whether to stop.
+struct Grid {
+  unsigned long long blocks;  // in the grid
+  unsigned long long next;    // the next block a worker takes (atomically)
+  unsigned long long chunk;   // how many blocks a worker takes at once
+  volatile int stop_reason;   // TIMEOUT when the watchdog asked the launch to stop, INTERRUPT on Ctrl-C,
+                              // STOPPED when a worker failed
+  unsigned grid;              // which grid of the launch runs: 0, then those launched from device code
+};
+GPUEDU_HIDDEN Grid G;
+
+// The module's static __shared__ variables declared so far (each registers the first time its declaration runs,
+// or when the module loads for one at file scope). One in a function is a slot of each worker's arena, at the
+// offset it was given; one at file scope is a variable of the module (absolute), whose blocks then run on one
+// worker.
+constexpr size_t ARENA_BYTES = 64 << 20;   // reserved per worker, touched as used (static shared memory is 48 KiB
+                                            // a kernel; a module's kernels each have theirs)
+struct SharedVar {
+  size_t offset;              // in the arena
+  unsigned char* absolute;    // or its address (file scope)
+  size_t n;
+  const void* kernel;         // the kernel whose launch declared it (nullptr: at file scope, every kernel's)
+  ptrdiff_t guard;            // the watched bytes after it, from its start (GuardedShared), or -1
+  const char* name;
+};
+struct SharedVars {
+  SharedVar at[256];
+  int n;                      // entries [0, n) are complete (set with release order, read with acquire)
+  int lock;
+  size_t arena_used;
+};
+GPUEDU_HIDDEN SharedVars S;
+
+inline unsigned char* shared_address(const SharedVar& v) { return v.absolute ? v.absolute : R.arena + v.offset; }
+inline int shared_count() { return __atomic_load_n(&S.n, __ATOMIC_ACQUIRE); }
 }  // namespace __gpuedu
 
 // Bytes of printf output waiting to be shown; Python polls it after each launch.
@@ -167,23 +238,9 @@ size_t gpuedu_printf_dropped = 0;
 
 namespace __gpuedu {
 
-inline void printf_append(const char* text, size_t n) {
-  if (gpuedu_printf_len + n > gpuedu_printf_limit) {   // a whole line is kept or dropped, as a GPU's records are
-    gpuedu_printf_dropped += n;
-    return;
-  }
-  if (gpuedu_printf_len + n + 1 > R.out_cap) {
-    size_t cap = R.out_cap ? R.out_cap : 4096;
-    while (cap < gpuedu_printf_len + n + 1) cap *= 2;
-    char* grown = (char*)realloc(R.out, cap);
-    if (!grown) return;  // out of memory: drop the text rather than the launch
-    R.out = grown;
-    R.out_cap = cap;
-  }
-  memcpy(R.out + gpuedu_printf_len, text, n);
-  gpuedu_printf_len += n;
-  R.out[gpuedu_printf_len] = 0;
-}
+// Kept by the worker with its block's index; the launch lays the records out in block order when it ends
+// (host::printf_collect), keeping whole records within gpuedu_printf_limit, as a GPU's FIFO does.
+inline void printf_append(const char* text, size_t n) { host::printf_add(R.worker, G.grid, R.block_linear, text, n); }
 
 // ---- shared memory -------------------------------------------------------------------
 // Shared memory starts each block with garbage on a GPU, often the previous
@@ -197,8 +254,8 @@ inline size_t static_shared_of(const void* kernel) {
   size_t total = 0;
   // A variable declared at file scope registers when the module loads, outside any kernel: every
   // kernel counts it.
-  for (int i = 0; i < R.n_shared; ++i)
-    if (R.shared[i].kernel == kernel || !R.shared[i].kernel) total += R.shared[i].n;
+  for (int i = 0, n = shared_count(); i < n; ++i)
+    if (S.at[i].kernel == kernel || !S.at[i].kernel) total += S.at[i].n;
   return total;
 }
 
@@ -213,10 +270,10 @@ template <typename T, size_t Align> struct GuardedShared {
   unsigned char guard[SHARED_GUARD_BYTES];
 };
 
-// The guard after R.shared[i] joins the watched bytes (check_watches).
+// The guard after S.at[i] joins this worker's watched bytes (check_watches).
 inline void watch_guard(int i) {
   if (R.n_watched >= 257) return;
-  R.watched[R.n_watched] = R.shared[i].guard;
+  R.watched[R.n_watched] = shared_address(S.at[i]) + S.at[i].guard;
   R.watched_bytes[R.n_watched] = SHARED_GUARD_BYTES;
   R.watched_shared[R.n_watched] = i;
   ++R.n_watched;
@@ -225,37 +282,119 @@ inline void watch_guard(int i) {
 // A profiled build registers on every execution of the declaration (not once, behind a
 // static guard whose branch only the first thread would take) and keeps this function
 // out of the counters.
-GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* guard = nullptr,
-                                              const char* name = nullptr) {
-  for (int i = 0; i < R.n_shared; ++i)
-    if (R.shared[i].p == p) return true;
-#ifdef GPUEDU_PROFILE
-  bool counting = prof::suspend();  // what runs below once per variable is the runtime's, not the thread's
-  prof::shared_range(p, n);
-#endif
-  bool added = R.n_shared < 256;
-  if (added) {
-    R.shared[R.n_shared].p = p;
-    R.shared[R.n_shared].n = n;
-    R.shared[R.n_shared].kernel = R.kernel;
-    R.shared[R.n_shared].guard = guard;
-    R.shared[R.n_shared].name = name;
-    ++R.n_shared;
+// A new entry of S (under its lock); the registering worker's copy is garbage from now, its guard filled and
+// watched (fill_watches adds it when later launches start; poison_shared for the other workers).
+GPUEDU_PROF_QUIET inline int add_shared(const SharedVar& v) {
+  while (__atomic_exchange_n(&S.lock, 1, __ATOMIC_ACQUIRE)) {}
+  int i = -1;
+  if (S.n < 256) {
+    i = S.n;
+    S.at[i] = v;
+    __atomic_store_n(&S.n, i + 1, __ATOMIC_RELEASE);
   }
+  __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
+  return i;
+}
+
+GPUEDU_PROF_QUIET inline void shared_registered(int i, unsigned char* p, size_t n) {
   memset(p, 0xff, n);
 #ifndef GPUEDU_PROFILE
-  if (guard) memset(guard, host::WATCH_PATTERN, SHARED_GUARD_BYTES);
-  // In a launch, watched from now on (fill_watches adds it when later launches start).
-  if (guard && added && host::launching() && R.n_watched >= 1) watch_guard(R.n_shared - 1);
+  if (i >= 0 && S.at[i].guard >= 0) {
+    memset(p + S.at[i].guard, host::WATCH_PATTERN, SHARED_GUARD_BYTES);
+    // In a launch, watched from now on.
+    if (host::launching() && R.n_watched >= 1) {
+      watch_guard(i);
+      if (R.n_known == i) R.n_known = i + 1;   // (else poison_shared adds those before it first)
+    }
+  }
 #endif
   size_t static_bytes = static_shared_of(R.kernel);
   // (At file scope the declaration registers while the module loads: no launch to fail yet.)
   if (host::launching() && static_bytes + R.dynamic_shared_bytes > R.shared_limit)
     fail_too_much_shared(static_bytes);
+}
+
+// A static __shared__ variable at file scope (the compiler adds this after its declaration).
+GPUEDU_PROF_QUIET inline bool register_shared(void* p, size_t n, unsigned char* guard = nullptr,
+                                              const char* name = nullptr) {
+  for (int i = 0, k = shared_count(); i < k; ++i)
+    if (S.at[i].absolute == p) return true;
+#ifdef GPUEDU_PROFILE
+  bool counting = prof::suspend();  // what runs below once per variable is the runtime's, not the thread's
+  prof::shared_range(p, n);
+#endif
+  // (While the module loads no kernel runs: the variable is every kernel's.)
+  int i = add_shared(SharedVar{0, (unsigned char*)p, n, host::launching() ? R.kernel : nullptr,
+                               guard ? (ptrdiff_t)(guard - (unsigned char*)p) : (ptrdiff_t)-1, name});
+  shared_registered(i, (unsigned char*)p, n);
 #ifdef GPUEDU_PROFILE
   prof::resume(counting);
 #endif
   return true;
+}
+
+// The slot a static __shared__ variable in a function has in every worker's arena: its offset + 1 kept in the
+// declaration's key (0 until the first time it runs). The compiler rewrites the declaration to
+// `auto& name = shared_var<T>(&key, "name")`.
+template <typename T> struct SlotOf {
+  static constexpr size_t value_bytes = sizeof(T);
+  static constexpr ptrdiff_t guard = -1;
+};
+template <typename T, size_t A> struct SlotOf<GuardedShared<T, A>> {
+  static constexpr size_t value_bytes = sizeof(T);
+  using Holder = GuardedShared<T, A>;
+  static constexpr ptrdiff_t guard = __builtin_offsetof(Holder, guard);
+};
+
+[[noreturn]] void fail_arena_full(size_t bytes);
+
+GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long long* key, size_t bytes, size_t align,
+                                                                      size_t value_bytes, ptrdiff_t guard,
+                                                                      const char* name) {
+  long long k = __atomic_load_n(key, __ATOMIC_ACQUIRE);
+  if (k) return k;
+#ifdef GPUEDU_PROFILE
+  bool counting = prof::suspend();
+#endif
+  while (__atomic_exchange_n(&S.lock, 1, __ATOMIC_ACQUIRE)) {}
+  k = *key;   // (two workers may both run a declaration's first time: the second finds the first's slot)
+  size_t offset = 0;
+  bool fresh = !k;
+  if (fresh) {
+    if (align < 16) align = 16;
+    offset = (S.arena_used + align - 1) / align * align;
+    if (offset + bytes > ARENA_BYTES) {
+      __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
+      fail_arena_full(offset + bytes);
+    }
+    S.arena_used = offset + bytes;
+    k = (long long)offset + 1;
+  }
+  __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
+  if (fresh) {
+    int i = add_shared(SharedVar{offset, nullptr, value_bytes, R.kernel, guard, name});
+#ifdef GPUEDU_PROFILE
+    prof::shared_range(R.arena + offset, value_bytes);
+#endif
+    __atomic_store_n(key, k, __ATOMIC_RELEASE);
+    shared_registered(i, R.arena + offset, value_bytes);
+  }
+#ifdef GPUEDU_PROFILE
+  prof::resume(counting);
+#endif
+  return k;
+}
+
+template <typename T> inline T& shared_var(long long* key, const char* name) {
+#ifdef GPUEDU_PROFILE
+  // (Every thread calls the runtime here, so that the counters see no branch that only the first thread takes.)
+  long long k = shared_slot(key, sizeof(T), alignof(T), SlotOf<T>::value_bytes, SlotOf<T>::guard, name);
+#else
+  long long k = *key;
+  if (__builtin_expect(!k, 0))
+    k = shared_slot(key, sizeof(T), alignof(T), SlotOf<T>::value_bytes, SlotOf<T>::guard, name);
+#endif
+  return *(T*)(R.arena + (k - 1));
 }
 
 // The bytes of the dynamic buffer just past what the launch asked for (shared=) are watched: a block that
@@ -275,22 +414,33 @@ inline size_t dynamic_watch_bytes() {
 // What an extern __shared__ declaration evaluates to (the compiler rewrites it so): the dynamic buffer.
 inline unsigned char* dynamic_shared_used() {
   R.dynamic_used = true;
-  return dynamic_shared;
+  return R.dyn;
 }
 
+// Before each block: its shared memory is garbage (0xff bytes). The guards of variables another worker has
+// registered since this worker last looked are filled and watched from now on.
 inline void poison_shared() {
-  for (int i = 0; i < R.n_shared; ++i) memset(R.shared[i].p, 0xff, R.shared[i].n);
-  if (R.dynamic_shared_bytes) memset(dynamic_shared, 0xff, R.dynamic_shared_bytes);
+  int n = shared_count();
+  for (int i = 0; i < n; ++i) memset(shared_address(S.at[i]), 0xff, S.at[i].n);
+  if (R.dynamic_shared_bytes) memset(R.dyn, 0xff, R.dynamic_shared_bytes);
+#ifndef GPUEDU_PROFILE
+  for (; R.n_known < n; ++R.n_known)
+    if (S.at[R.n_known].guard >= 0) {
+      memset(shared_address(S.at[R.n_known]) + S.at[R.n_known].guard, host::WATCH_PATTERN, SHARED_GUARD_BYTES);
+      watch_guard(R.n_known);
+    }
+#endif
 }
 
 inline void fill_watches() {
 #ifndef GPUEDU_PROFILE
   R.dynamic_used = false;
-  R.watched[0] = dynamic_shared + R.dynamic_shared_bytes;
+  R.watched[0] = R.dyn + R.dynamic_shared_bytes;
   R.watched_bytes[0] = dynamic_watch_bytes();
   R.n_watched = 1;
-  for (int i = 0; i < R.n_shared; ++i)
-    if (R.shared[i].guard) watch_guard(i);
+  R.n_known = shared_count();
+  for (int i = 0; i < R.n_known; ++i)
+    if (S.at[i].guard >= 0) watch_guard(i);
   host::fill_watched(R.watched, R.watched_bytes, R.n_watched);
 #endif
 }
@@ -363,20 +513,21 @@ inline char* stack_top(unsigned i) {
 
 // ---- the scheduler --------------------------------------------------------------
 GPUEDU_PROF_QUIET inline void resume(unsigned pos, Fiber* me) {
-  R.pos = pos;
-  unsigned t = R.order[pos];
-  if (me && t == R.cur) return;  // the caller is the next to run: carry on
-  Fiber* to = &R.fibers[t];
-  R.cur = t;
+  Runtime& r = R;  // (this worker's: its address found once)
+  r.pos = pos;
+  unsigned t = r.order[pos];
+  if (me && t == r.cur) return;  // the caller is the next to run: carry on
+  Fiber* to = &r.fibers[t];
+  r.cur = t;
   threadIdx = to->tid;
   // The fibers after this one in schedule order usually run next: start loading
   // the saved registers and frame of the one after next now (each stack top is a
   // cache and TLB miss; one switch ahead is too late to hide it).
-  unsigned after = pos + 2 < R.nthreads ? pos + 2 : 0;
-  const char* next_sp = (const char*)R.fibers[R.order[after]].sp;
+  unsigned after = pos + 2 < r.nthreads ? pos + 2 : 0;
+  const char* next_sp = (const char*)r.fibers[r.order[after]].sp;
   __builtin_prefetch(next_sp);
   __builtin_prefetch(next_sp + 64);
-  switch_to(me, me ? &me->sp : &R.main_sp, to);
+  switch_to(me, me ? &me->sp : &r.main_sp, to);
 }
 
 [[noreturn]] void report_deadlock();
@@ -385,32 +536,33 @@ GPUEDU_PROF_QUIET inline void resume(unsigned pos, Fiber* me) {
 // intrinsic, finished): run the next ready fiber in schedule order; release a
 // block barrier that every thread has reached; detect deadlock.
 GPUEDU_PROF_QUIET inline void run_next() {
-  Fiber* me = &R.fibers[R.cur];
-  unsigned n = R.nthreads;
-  if (R.n_ready) {
+  Runtime& r = R;  // (this worker's: its address found once)
+  Fiber* me = &r.fibers[r.cur];
+  unsigned n = r.nthreads;
+  if (r.n_ready) {
     for (unsigned k = 1; k <= n; ++k) {
-      unsigned p = R.pos + k;
+      unsigned p = r.pos + k;
       if (p >= n) p -= n;
-      if (R.state[R.order[p]] == READY) { resume(p, me); return; }
+      if (r.state[r.order[p]] == READY) { resume(p, me); return; }
     }
   }
-  if (R.n_done == n) { switch_to_main(me); return; }
-  if (R.n_block && !R.n_warp && R.n_block + R.n_done == n) {
-    if (R.n_done) {
+  if (r.n_done == n) { switch_to_main(me); return; }
+  if (r.n_block && !r.n_warp && r.n_block + r.n_done == n) {
+    if (r.n_done) {
       threadIdx = me->tid;
       fail(BARRIER_PARTIAL,
            "__syncthreads reached by %u of %u threads; %u exited - __syncthreads must be reached by every "
            "thread of the block (look for a return, or an if around the barrier, that not every thread takes)",
-           R.n_block, n, R.n_done);
+           r.n_block, n, r.n_done);
     }
     // Everyone arrived: release the barrier and start again from the first thread in schedule order.
-    R.barrier_result = R.barrier_count;
-    R.barrier_count = 0;
-    R.barrier_line = 0;
+    r.barrier_result = r.barrier_count;
+    r.barrier_count = 0;
+    r.barrier_line = 0;
     GPUEDU_PROF(barrier_released());
-    memset(R.state, READY, n);  // one vector store per 32 threads
-    R.n_ready = n;
-    R.n_block = 0;
+    memset(r.state, READY, n);  // one vector store per 32 threads
+    r.n_ready = n;
+    r.n_block = 0;
     resume(0, me);
     return;
   }
@@ -446,14 +598,15 @@ inline void report_deadlock() {
 // fiber waits (DONE) until the next block makes it READY, then runs it again
 // from the top of its stack, so fibers are prepared once per launch.
 inline void fiber_entry() {
+  Runtime& r = R;  // (this worker's: its address found once)
   for (;;) {
-    GPUEDU_PROF(enter(R.cur));
-    R.thread_fn(R.thread_arg);
-    GPUEDU_PROF(thread_done(R.cur));
-    R.state[R.cur] = DONE;
-    R.n_ready--;
-    R.n_done++;
-    R.warps[R.cur / 32].exited |= 1u << (R.cur % 32);
+    GPUEDU_PROF(enter(r.cur));
+    r.thread_fn(r.thread_arg);
+    GPUEDU_PROF(thread_done(r.cur));
+    r.state[r.cur] = DONE;
+    r.n_ready--;
+    r.n_done++;
+    r.warps[r.cur / 32].exited |= 1u << (r.cur % 32);
     // A lane that exits may leave lanes waiting for it forever; run_next finds out.
     run_next();
   }
@@ -476,41 +629,42 @@ inline void fiber_entry() {
 
 // Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
 inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
-  if (!R.fiber_mode) fail_loop_mode("__syncthreads");
+  Runtime& r = R;  // (this worker's: its address found once)
+  if (!r.fiber_mode) fail_loop_mode("__syncthreads");
   // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
   // the profiler stops counting before them.
   GPUEDU_PROF(leave());
   if (line) {
     // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
     // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
-    if (R.n_block == 0) {
-      R.barrier_line = line;
-      R.barrier_site = site;
-      R.barrier_first = R.cur;
-    } else if (R.barrier_line && site != R.barrier_site) {   // (each __syncthreads has a site of its own)
-      const uint3 a = R.fibers[R.barrier_first].tid;
+    if (r.n_block == 0) {
+      r.barrier_line = line;
+      r.barrier_site = site;
+      r.barrier_first = r.cur;
+    } else if (r.barrier_line && site != r.barrier_site) {   // (each __syncthreads has a site of its own)
+      const uint3 a = r.fibers[r.barrier_first].tid;
       fail(BARRIER_PARTIAL,
            "threads of the block wait at different __syncthreads(): thread (%u,%u,%u) at %s %d, thread "
            "(%u,%u,%u) at %s %d - each __syncthreads is a barrier of its own, which every thread must reach "
            "(undefined on a GPU: compute-sanitizer's synccheck reports it); move the barrier out of the if/else "
            "so that all threads take the same one",
-           a.x, a.y, a.z, line == R.barrier_line ? "one on line" : "line", R.barrier_line,
-           threadIdx.x, threadIdx.y, threadIdx.z, line == R.barrier_line ? "another on line" : "line", line);
+           a.x, a.y, a.z, line == r.barrier_line ? "one on line" : "line", r.barrier_line,
+           threadIdx.x, threadIdx.y, threadIdx.z, line == r.barrier_line ? "another on line" : "line", line);
     }
   }
-  Fiber* me = &R.fibers[R.cur];
-  R.state[R.cur] = AT_BLOCK;
-  R.n_ready--;
-  R.n_block++;
-  R.barrier_count += predicate != 0;
+  Fiber* me = &r.fibers[r.cur];
+  r.state[r.cur] = AT_BLOCK;
+  r.n_ready--;
+  r.n_block++;
+  r.barrier_count += predicate != 0;
   // Fast path: the next thread in schedule order is ready (the common case).
-  unsigned p = R.pos + 1;
-  if (p < R.nthreads && R.state[R.order[p]] == READY) resume(p, me);
+  unsigned p = r.pos + 1;
+  if (p < r.nthreads && r.state[r.order[p]] == READY) resume(p, me);
   else run_next();
-  GPUEDU_PROF(enter(R.cur));
-  int count = R.barrier_result;
+  GPUEDU_PROF(enter(r.cur));
+  int count = r.barrier_result;
   if (op == 1) return count;
-  if (op == 2) return count == (int)R.nthreads;
+  if (op == 2) return count == (int)r.nthreads;
   if (op == 3) return count != 0;
   return 0;
 }
@@ -573,8 +727,9 @@ inline unsigned long long warp_result(const Warp& W, unsigned lane, unsigned nee
 // profiled build): it waits for the others (returns true once they came), or it is the last, which computes
 // every lane's result and wakes the others (returns false).
 GPUEDU_PROF_QUIET inline bool warp_arrive(int op, unsigned mask, unsigned long long value, int arg, int width) {
-  unsigned t = R.cur, lane = t % 32;
-  Warp& W = R.warps[t / 32];
+  Runtime& r = R;  // (this worker's: its address found once)
+  unsigned t = r.cur, lane = t % 32;
+  Warp& W = r.warps[t / 32];
   unsigned need = (mask & W.existing) | (1u << lane);
   if (need & W.exited)
     fail(WARP_EXITED,
@@ -588,9 +743,9 @@ GPUEDU_PROF_QUIET inline bool warp_arrive(int op, unsigned mask, unsigned long l
   W.need[lane] = need;
   W.arrived |= 1u << lane;
   if ((W.arrived & need) != need) {
-    R.state[t] = AT_WARP;
-    R.n_ready--;
-    R.n_warp++;
+    r.state[t] = AT_WARP;
+    r.n_ready--;
+    r.n_warp++;
     run_next();
     return true;
   }
@@ -607,9 +762,9 @@ GPUEDU_PROF_QUIET inline bool warp_arrive(int op, unsigned mask, unsigned long l
     if ((need >> l) & 1u) W.result[l] = warp_result(W, l, need);
   for (unsigned l = 0; l < 32; ++l) {
     if (!((need >> l) & 1u) || l == lane) continue;
-    R.state[(t / 32) * 32 + l] = READY;
-    R.n_ready++;
-    R.n_warp--;
+    r.state[(t / 32) * 32 + l] = READY;
+    r.n_ready++;
+    r.n_warp--;
   }
   W.arrived &= ~need;
   return false;
@@ -677,6 +832,14 @@ inline unsigned coalesce(const void* site) {
 }
 
 // ---- running a grid -------------------------------------------------------------
+// The xorshift state a block's shuffle starts from (a splitmix64 step over the launch's seed and the block).
+inline unsigned long long block_seed(unsigned long long seed, unsigned long long block) {
+  unsigned long long x = seed + (block + 1) * 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return (x ^ (x >> 31)) | 1;   // never 0, where xorshift would stay
+}
+
 inline unsigned long long next_random() {
   R.rng ^= R.rng << 13;
   R.rng ^= R.rng >> 7;
@@ -698,11 +861,12 @@ inline uint3 thread_of(unsigned linear) {
 }
 
 inline void run_block_fibers() {
-  unsigned n = R.nthreads;
+  Runtime& r = R;  // (this worker's: its address found once)
+  unsigned n = r.nthreads;
   make_order(n);
-  memset(R.state, READY, n);  // each fiber was prepared, and its tid set, once for the launch (run_grid)
+  memset(r.state, READY, n);  // each fiber was prepared, and its tid set, once for the launch (run_grid)
   for (unsigned w = 0; w < (n + 31) / 32; ++w) {
-    Warp& W = R.warps[w];
+    Warp& W = r.warps[w];
     unsigned left = n - w * 32;
     W.existing = left >= 32 ? 0xffffffffu : (1u << left) - 1u;
     W.arrived = 0;
@@ -710,11 +874,11 @@ inline void run_block_fibers() {
     W.coalescing = 0;
     W.coalesced_done = 0;
   }
-  R.n_ready = n;
-  R.n_block = R.n_warp = R.n_done = 0;
-  R.barrier_count = 0;
-  R.barrier_line = 0;
-  R.cur = R.order[0];
+  r.n_ready = n;
+  r.n_block = r.n_warp = r.n_done = 0;
+  r.barrier_count = 0;
+  r.barrier_line = 0;
+  r.cur = r.order[0];
   resume(0, nullptr);  // returns once every thread of the block is done
 }
 
@@ -723,16 +887,17 @@ inline void run_block_fibers() {
 // instead of garbling the arguments of the next thread first (clang++ kept this loop a function apart).
 template <typename Body>
 __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
+  uint3* const tid = &threadIdx;   // this worker's (thread_local): its address found once, not per thread
   if (R.schedule == SCHED_FORWARD) {
     for (unsigned z = 0; z < blockDim.z; ++z)
       for (unsigned y = 0; y < blockDim.y; ++y) {
-        threadIdx.y = y;   // kernels never write threadIdx: only x changes in the inner loop
-        threadIdx.z = z;
+        tid->y = y;   // kernels never write threadIdx: only x changes in the inner loop
+        tid->z = z;
         // One thread at a time, with threadIdx in memory before each runs (a volatile store: not kept
         // in a register, not vectorised across threads), where the fault handler reads it: a fault
         // then names the thread that made it, whatever the compiler.
         for (unsigned x = 0; x < blockDim.x; ++x) {
-          *(volatile unsigned*)&threadIdx.x = x;
+          *(volatile unsigned*)&tid->x = x;
           body();
         }
       }
@@ -740,9 +905,9 @@ __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
     make_order(R.nthreads);
     for (unsigned i = 0; i < R.nthreads; ++i) {
       uint3 t = thread_of(R.order[i]);
-      *(volatile unsigned*)&threadIdx.x = t.x;
-      *(volatile unsigned*)&threadIdx.y = t.y;
-      *(volatile unsigned*)&threadIdx.z = t.z;
+      *(volatile unsigned*)&tid->x = t.x;
+      *(volatile unsigned*)&tid->y = t.y;
+      *(volatile unsigned*)&tid->z = t.z;
       body();
     }
   }
@@ -821,38 +986,56 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     R.thread_arg = &args;
   }
   fill_watches();
-  for (unsigned bz = 0; bz < gridDim.z; ++bz)
-    for (unsigned by = 0; by < gridDim.y; ++by)
-      for (unsigned bx = 0; bx < gridDim.x; ++bx) {
-        blockIdx = uint3{bx, by, bz};
-        GPUEDU_PROF(block_begin((bz * gridDim.y + by) * gridDim.x + bx));
-        poison_shared();
-        if (R.fiber_mode) {
-          run_block_fibers();
-        } else {
-          // A copy whose address never escapes: the compiler may keep the
-          // arguments in registers across the kernel's stores.
-          typename P::Tuple local = args;
-          run_block_loop([&] {
-            GPUEDU_PROF(enter((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
-            std::apply(F, local);
-            GPUEDU_PROF(thread_done((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
-          });
-        }
-        if (R.stop_reason) fail(R.stop_reason, "stopped");
-        check_watches(false);
-      }
+  // Each worker takes the next blocks not yet taken (a few at a time: taking them costs the cache line the
+  // workers share), in the grid's order (x fastest): one worker runs them in that order.
+  const unsigned long long per_plane = (unsigned long long)gridDim.x * gridDim.y;
+  unsigned long long b = 0, taken_end = 0;
+  for (;; ++b) {
+    if (G.stop_reason == TIMEOUT || G.stop_reason == INTERRUPT) fail(G.stop_reason, "stopped");
+    if (G.stop_reason) break;   // another worker failed: its error is the launch's
+    if (b >= taken_end) {
+      b = __atomic_fetch_add(&G.next, G.chunk, __ATOMIC_RELAXED);
+      taken_end = b + G.chunk < G.blocks ? b + G.chunk : G.blocks;
+    }
+    if (b >= G.blocks) break;
+    unsigned bz = (unsigned)(b / per_plane), by = (unsigned)(b % per_plane / gridDim.x),
+             bx = (unsigned)(b % gridDim.x);
+    blockIdx = uint3{bx, by, bz};
+    R.block_linear = b;
+    // A shuffled schedule draws each block's order from the seed and the block, whichever worker runs it.
+    R.rng = block_seed(R.seed, b);
+    GPUEDU_PROF(block_begin(b));
+    poison_shared();
+    if (R.fiber_mode) {
+      run_block_fibers();
+    } else {
+      // A copy whose address never escapes: the compiler may keep the
+      // arguments in registers across the kernel's stores.
+      typename P::Tuple local = args;
+      run_block_loop([&] {
+        GPUEDU_PROF(enter((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
+        std::apply(F, local);
+        GPUEDU_PROF(thread_done((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
+      });
+    }
+    check_watches(false);
+  }
   check_watches(true);
 }
 
 inline void fail_static_shared_overrun(int which, size_t first, size_t last) {
   threadIdx = uint3{0, 0, 0};
-  size_t n = R.shared[which].n;
+  size_t n = S.at[which].n;
   fail(STATIC_SHARED_OVERRUN,
        "wrote past the end of the __shared__ array '%s' (%zu bytes): bytes %zu to %zu from its start changed, "
        "which on a GPU overwrites other shared data or faults; check each index against the array's size. "
-       "gpuedu.memcheck() names the thread and the line", R.shared[which].name ? R.shared[which].name : "?", n,
+       "gpuedu.memcheck() names the thread and the line", S.at[which].name ? S.at[which].name : "?", n,
        n + first, n + last);
+}
+
+inline void fail_arena_full(size_t bytes) {
+  fail(TOO_MUCH_SHARED, "the module's static __shared__ variables take %zu bytes in all, more than the emulator "
+       "keeps for them (%zu); split the kernels into several modules", bytes, ARENA_BYTES);
 }
 
 inline void fail_dynamic_shared_overrun(size_t first, size_t last) {

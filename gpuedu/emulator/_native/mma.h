@@ -102,21 +102,20 @@ inline void __mma_tile(E* d,
   for (int i = 0; i < M * N; ++i) d[i] = acc[i];
 }
 
-// Where the lanes of each warp leave their accumulators' addresses at mma_sync.
-static void* __mma_meeting[__gpuedu::MAX_THREADS / 32][32];
-
 template <int M, int N, int K, typename TA, typename LA, typename TB, typename LB, typename TC, typename TD>
 inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
                      const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c,
                      bool = false) {
   using D = fragment<accumulator, M, N, K, TD, void>;
-  if (!__gpuedu::R.fiber_mode) {  // a plain loop runs one lane at a time: nobody to share the work with
+  if (!__gpuedu::rt().fiber_mode) {  // a plain loop runs one lane at a time: nobody to share the work with
     __mma_tile(d.x, a, b, c);
     return;
   }
-  unsigned t = __gpuedu::R.cur, lane = t % 32;
-  const __gpuedu::Warp& W = __gpuedu::R.warps[t / 32];
-  __mma_meeting[t / 32][lane] = d.x;
+  unsigned t = __gpuedu::rt().cur, lane = t % 32;
+  const __gpuedu::Warp& W = __gpuedu::rt().warps[t / 32];
+  // Where the lanes of each warp leave their accumulators' addresses (this worker's).
+  void* (&meeting)[__gpuedu::MAX_THREADS / 32][32] = __gpuedu::rt().mma_meeting;
+  meeting[t / 32][lane] = d.x;
   // The last lane to arrive (every other lane of the warp waits here, at this intrinsic)
   // computes the product once, from its own fragments, which are every lane's, and
   // hands it to each lane before releasing them (d may be c: into a copy first).
@@ -128,7 +127,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment
     typename D::element_type out[D::num_elements];
     __mma_tile(out, a, b, c);
     for (unsigned l = 0; l < 32; ++l)
-      if ((W.existing >> l) & 1u) memcpy(__mma_meeting[t / 32][l], out, sizeof out);
+      if ((W.existing >> l) & 1u) memcpy(meeting[t / 32][l], out, sizeof out);
   }
   // Wait for every lane of the warp (a lane that exited or waits elsewhere is reported).
   __gpuedu::warp_collective(__gpuedu::W_MMA, 0xffffffffu, 0, 0, 32);
