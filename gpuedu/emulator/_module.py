@@ -352,25 +352,37 @@ def _read_elf_dynsym_sizes(path):
     return {name: size for name, (size, _) in read_dynamic_symbols(path).items()}
 
 
-def read_dynamic_symbols(path):
-    """{name: (st_size, is_defined_object)} of an ELF shared library's dynamic symbols ({} if not ELF64)."""
+def read_dynamic_symbols(path, writable=False):
+    """{name: (st_size, is_defined_object)} of an ELF shared library's dynamic symbols ({} if not ELF64);
+    ``writable=True``: is_defined_object only for objects a loaded library lets the process write (in a writable
+    section, and not in the part the loader makes read-only once it has relocated it: PT_GNU_RELRO, where
+    typeinfo and other constants that hold addresses are)."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         return {}
     end = "<" if data[5] == 1 else ">"
-    shoff, = struct.unpack_from(end + "Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
+    phoff, shoff = struct.unpack_from(end + "QQ", data, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from(end + "HHHH", data, 0x36)
     sections = [struct.unpack_from(end + "IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    relro = []
+    for i in range(phnum):
+        p_type, _, _, p_vaddr, _, _, p_memsz, _ = struct.unpack_from(end + "IIQQQQQQ", data, phoff + i * phentsize)
+        if p_type == 0x6474E552:   # PT_GNU_RELRO
+            relro.append((p_vaddr, p_vaddr + p_memsz))
     symbols = {}
     for sec in sections:
         if sec[1] != 11:  # SHT_DYNSYM
             continue
         str_off = sections[sec[6]][4]
         for k in range(sec[5] // 24):
-            st_name, st_info, _, st_shndx, _, st_size = struct.unpack_from(end + "IBBHQQ", data, sec[4] + 24 * k)
+            st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from(end + "IBBHQQ", data,
+                                                                                 sec[4] + 24 * k)
             stop = data.index(b"\0", str_off + st_name)
             is_object = st_info & 0xF == 1 and st_shndx != 0   # STT_OBJECT, defined in this file
+            if writable and is_object:
+                in_section = st_shndx < len(sections) and sections[st_shndx][2] & 1   # SHF_WRITE
+                is_object = bool(in_section) and not any(lo <= st_value < hi for lo, hi in relro)
             symbols[data[str_off + st_name:stop].decode()] = (st_size, is_object)
     return symbols
 
