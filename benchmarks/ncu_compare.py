@@ -10,8 +10,9 @@ Anywhere (the emulator counts the same launches), compare:
     python benchmarks/ncu_compare.py compare ncu.csv [--gpu H200] [--out comparison.json]
 
 The workload is a fixed list of launches: the reduction ladder's passes (versions 1-6 one pass each, version 7
-whole), the ReLU ladder, the SGEMM ladder's first three versions and the transpose ladder, on fixed sizes and
-seeds. ``compare`` runs it under ``gpuedu.profile(gpu=...)`` on the emulator and prints, for every metric both
+whole), the ReLU ladder, the SGEMM ladder's first three versions, the transpose ladder, and the FP16 GEMMs
+(naive, tiled, the two pipelined WMMA versions and the WMMA GEMM that loads its fragments from global memory), on
+fixed sizes and seeds. ``compare`` runs it under ``gpuedu.profile(gpu=...)`` on the emulator and prints, for every metric both
 sides have, how many launches agree exactly, and each disagreement with both values. Launches match by kernel
 name and order (PyCUDA's own helper kernels, e.g. ``fill``, are left out on both sides).
 """
@@ -51,6 +52,10 @@ def workload():
     m = gpuarray.to_gpu(rng.standard_normal((512, 512)).astype(np.float32))
     for version in ops.TRANSPOSE_VERSIONS:
         ops.transpose(m, version=version)
+    h = gpuarray.to_gpu(rng.standard_normal((256, 256)).astype(np.float16))
+    for version in (2, 3, 4, 5):          # the FP16 ladder: naive and tiled FP32 sums, the pipelined WMMA GEMMs
+        ops.fp16.matmul(h, h, version=version)
+    ops.fp16.wmma_matmul(h, h)            # WMMA fragments loaded straight from global memory
     backend.active().driver.Context.synchronize()
 
 

@@ -40,8 +40,10 @@ The host compiler's own count of splits is in ``KernelRecord.reasons``.
 
 The counts follow the host compiler's code for the kernel at -O2 (its basic blocks and the
 loads it keeps), which may differ in detail from nvcc's; module ``__device__`` and
-``__constant__`` variables are not counted; WMMA fragment loads count as every lane loading
-the whole tile (the emulator's mma.h), so tensor-core kernels' counts are overstated.
+``__constant__`` variables are not counted; a WMMA fragment load or store counts as the GPU's lanes make it
+(each lane two neighbours in each 8 x 8 block of the tile, mma.sync's fragment layout: the emulator's mma.h),
+which matches ncu's shared-memory wavefronts and global sectors, though not its instructions (nvcc moves a
+fragment with fewer, wider ones).
 """
 
 # Nsight Compute name -> how it follows from the emulator's raw counts (_instrument.COUNTERS).

@@ -54,9 +54,48 @@ inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value) {
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = v;
 }
 
-template <typename F, typename P> inline void __load(F& f, const P* p, unsigned ldm, bool col) {
+template <typename F, typename P> GPUEDU_PROF_QUIET inline void __load_tile(F& f, const P* p, unsigned ldm, bool col) {
   for (int r = 0; r < F::rows; ++r)
     for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = col ? p[(size_t)c * ldm + r] : p[(size_t)r * ldm + c];
+}
+
+#ifdef GPUEDU_PROFILE
+// What a lane moves of a tile on a GPU, for the counters: the warp moves the tile together, each lane its 32nd,
+// in the layout of the tensor cores' fragments (PTX's mma.m16n8k16 fragments, which WMMA's are made of): in
+// each 8 x 8 block of the tile, lane l holds the two neighbours at row l / 4, columns 2 (l % 4) and the next, a
+// 4-byte access for halves, 8 for floats, taken along the way the tile lies in memory (rows, or columns when
+// col). The emulator's lanes each hold the whole tile, moved uncounted (__load_tile, __store_tile); these
+// accesses, each lane its share, are what the counters see.
+template <typename F> inline unsigned __share_lane() {
+  return ((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) % 32;
+}
+template <typename F> constexpr int __share_pairs() { return F::num_elements / 64; }   // 8 x 8 blocks
+// The first of the pair lane `lane` holds in block k (its element index along and across the memory's rows).
+template <typename F> inline void __share_pair(bool col, unsigned lane, int k, int* major, int* minor) {
+  int across = (col ? F::rows : F::cols) / 8;   // blocks along a memory row
+  *major = k / across * 8 + (int)lane / 4;
+  *minor = k % across * 8 + 2 * ((int)lane % 4);
+}
+template <int Bytes> struct __share_word;
+template <> struct __share_word<4> { using type = unsigned; };
+template <> struct __share_word<8> { using type = uint2; };
+template <typename F, typename P> inline void __count_share_load(const P* p, unsigned ldm, bool col) {
+  using W = typename __share_word<2 * sizeof(P)>::type;
+  unsigned lane = __share_lane<F>();
+  for (int k = 0; k < __share_pairs<F>(); ++k) {
+    int major, minor;
+    __share_pair<F>(col, lane, k, &major, &minor);
+    W v = *(const W*)(p + (size_t)major * ldm + minor);
+    __asm__ volatile("" : : "m"(v));   // (the access is kept: what it read goes to an empty asm statement)
+  }
+}
+#endif
+
+template <typename F, typename P> inline void __load(F& f, const P* p, unsigned ldm, bool col) {
+  __load_tile(f, p, ldm, col);
+#ifdef GPUEDU_PROFILE
+  __count_share_load<F>(p, ldm, col);
+#endif
 }
 
 template <typename Use, int M, int N, int K, typename T, typename P>
@@ -72,15 +111,35 @@ inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const P
   __load(f, p, ldm, layout == mem_col_major);
 }
 
-template <int M, int N, int K, typename T, typename P>
-inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm, layout_t layout) {
-  using F = fragment<accumulator, M, N, K, T, void>;
+template <typename F, typename P> GPUEDU_PROF_QUIET inline void __store_tile(P* p, const F& f, unsigned ldm, bool col) {
   for (int r = 0; r < F::rows; ++r)
     for (int c = 0; c < F::cols; ++c) {
       P v = f.x[r * F::cols + c];
-      if (layout == mem_col_major) p[(size_t)c * ldm + r] = v;
+      if (col) p[(size_t)c * ldm + r] = v;
       else p[(size_t)r * ldm + c] = v;
     }
+}
+
+template <int M, int N, int K, typename T, typename P>
+inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm, layout_t layout) {
+  using F = fragment<accumulator, M, N, K, T, void>;
+  bool col = layout == mem_col_major;
+  __store_tile(p, f, ldm, col);
+#ifdef GPUEDU_PROFILE
+  // The lane's share again, the same values, as the counters see a GPU's lane store them (__count_share_load).
+  using W = typename __share_word<2 * sizeof(P)>::type;
+  unsigned lane = __share_lane<F>();
+  for (int k = 0; k < __share_pairs<F>(); ++k) {
+    int major, minor;
+    __share_pair<F>(col, lane, k, &major, &minor);
+    alignas(8) P pair[2];
+    for (int j = 0; j < 2; ++j) {
+      int r = col ? minor + j : major, c = col ? major : minor + j;
+      pair[j] = f.x[r * F::cols + c];
+    }
+    *(W*)(p + (size_t)major * ldm + minor) = *(const W*)pair;
+  }
+#endif
 }
 
 // d = a * b + c, products and sums in float (as tensor cores accumulate); each
