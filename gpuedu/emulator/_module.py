@@ -189,7 +189,7 @@ _STACK_POOLS = (_StackPool * MAX_WORKERS)()   # one per worker thread
 class _Workers(ctypes.Structure):
     # Mirrors __gpuedu::host::Workers: the process's pool of worker threads, started by the first launch that
     # runs on several.
-    _fields_ = [("impl", ctypes.c_void_p), ("states", ctypes.c_void_p * MAX_WORKERS)]
+    _fields_ = [("impl", ctypes.c_void_p), ("states", (ctypes.c_void_p * MAX_WORKERS) * 2)]
 
 
 _WORKERS = _Workers()

@@ -166,3 +166,23 @@ def test_the_number_of_workers_is_checked(workers):
     done = subprocess.run([sys.executable, "-c", "from gpuedu.emulator import _module; print(_module.get_threads())"],
                           env=env, capture_output=True, text=True)
     assert done.stdout.strip() == "3"
+
+
+def test_a_child_made_by_fork_runs_its_launches_on_threads_of_its_own(mod, workers):
+    # The parent's pool of worker threads exists (a launch above used it); the child has none of its threads.
+    workers(4)
+    c = np.zeros(5, np.uint32)
+    s, f = np.zeros(1, np.uint64), np.zeros(1, np.float32)
+    mod.get_function("count")(InOut(c), InOut(s), InOut(f), block=(64, 1, 1), grid=(64, 1))
+    pid = os.fork()
+    if pid == 0:   # the child: a launch on several workers must finish (an alarm ends a child that would hang)
+        import signal
+        signal.alarm(20)
+        try:
+            c = np.zeros(5, np.uint32)
+            mod.get_function("count")(InOut(c), InOut(s), InOut(f), block=(64, 1, 1), grid=(64, 1))
+            os._exit(0 if c[0] == 64 * 64 else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

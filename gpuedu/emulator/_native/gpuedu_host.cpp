@@ -391,6 +391,7 @@ namespace __gpuedu {
 namespace host {
 namespace {
 struct Pool {
+  pid_t owner = getpid();           // the process whose threads these are (a fork's child has none of them)
   pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   pthread_cond_t start = PTHREAD_COND_INITIALIZER;
   pthread_cond_t finished = PTHREAD_COND_INITIALIZER;
@@ -441,7 +442,9 @@ Workers* workers_of_process() { return workers; }
 
 bool run_parallel(int n, void (*job)(void*, int), void* arg) {
   if (!workers || n < 1 || n > MAX_WORKERS) return false;
-  if (!workers->impl) workers->impl = new Pool;   // launches run one at a time: no race here
+  // (Launches run one at a time: no race here.) A child made by fork() inherits the pool's memory but none of its
+  // threads, and perhaps a lock one of them held: it starts a pool of its own.
+  if (!workers->impl || ((Pool*)workers->impl)->owner != getpid()) workers->impl = new Pool;
   Pool& pool = *(Pool*)workers->impl;
   pthread_mutex_lock(&pool.lock);
   while (pool.threads < n - 1) {

@@ -37,9 +37,12 @@ GPUEDU_HIDDEN void interrupt_launch();
 // threads started by the first launch that needs them. run_parallel runs job(arg, w) for w = 0 .. n-1, worker 0
 // on the calling thread, and returns when all have finished; false if the threads could not be started (then
 // nothing ran).
+// Each worker's state (__gpuedu::Worker), made by the first launch it runs in: one set for modules built with the
+// hand-written fiber switch, one for those with ucontext's (GPUEDU_UCONTEXT), whose state is laid out otherwise.
+constexpr int WORKER_LAYOUTS = 2;
 struct Workers {
   void* impl;
-  void* states[MAX_WORKERS];   // each worker's state (__gpuedu::Worker), made by the first launch it runs in
+  void* states[WORKER_LAYOUTS][MAX_WORKERS];
 };
 // The bytes a worker's state may take (the thread-local pointer's first target has as many: gpuedu_worker.cpp).
 constexpr size_t WORKER_BYTES = 1 << 20;

@@ -270,15 +270,20 @@ struct GridJob {
 // when there is no memory for it.
 inline bool become_worker(int w) {
   host::Workers* all = host::workers_of_process();
-  if (!all->states[w]) {
+#ifdef GPUEDU_UCONTEXT
+  void*& state = all->states[1][w];
+#else
+  void*& state = all->states[0][w];
+#endif
+  if (!state) {
     char* p = (char*)calloc(1, sizeof(Worker) + 128);
     if (!p) {
       E_launch = ErrorInfo{DEADLOCK, {0, 0, 0}, {0, 0, 0}, -1, 0, "no memory for a worker thread's state"};
       return false;
     }
-    all->states[w] = p + (128 - (uintptr_t)p % 128);
+    state = p + (128 - (uintptr_t)p % 128);
   }
-  __gpuedu_worker = (WorkerHead*)all->states[w];
+  __gpuedu_worker = (WorkerHead*)state;
   R.worker = w;
   if (pools) R.pool = &pools[w];
   R.dyn = w ? worker().own_dynamic_shared : dynamic_shared;

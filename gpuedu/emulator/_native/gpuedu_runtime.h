@@ -158,8 +158,9 @@ struct LaunchStack {
 
 // A worker: an OS thread running blocks of a launch, with a state of its own, as each SM of a GPU has its own
 // (threadIdx and blockIdx first, then the scheduler's state, its error record, its launch stack and its dynamic
-// shared memory). Launches run one at a time, so a worker's state serves every module (they share the prelude's
-// layout); the process's Workers hold them, and __gpuedu_worker points at this thread's.
+// shared memory). Launches run one at a time, so a worker's state serves every module that shares its layout (the
+// prelude's; ucontext's fibers, GPUEDU_UCONTEXT, lay it out otherwise and have a set of their own); the process's
+// Workers hold them, and __gpuedu_worker points at this thread's.
 struct Worker {
   WorkerHead head;
   Runtime r;
