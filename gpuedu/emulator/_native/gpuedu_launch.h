@@ -332,18 +332,19 @@ inline int run_grid_on(LaunchBody* body, int workers) {
   // Some 16 shares per worker: few trips to the shared counter, and the last blocks still spread.
   G.chunk = workers > 1 ? G.blocks / ((unsigned long long)workers * 16) : 1;
   if (G.chunk < 1) G.chunk = 1;
-  if (workers <= 1) {
+  auto on_one_worker = [body] {
     int code = host::run_guarded(run_on_launch_stack, body);
     if (code) E_launch = E;
     return code;
-  }
+  };
+  if (workers <= 1) return on_one_worker();
   static GridJob job;   // (launches run one at a time)
   job.body = body;
   job.launcher = &R;
   host::enter_launch();
   bool ran = host::run_parallel(workers, run_worker, &job);
   host::leave_launch();
-  if (!ran) return host::run_guarded(run_on_launch_stack, body);   // no threads to be had: one worker
+  if (!ran) return on_one_worker();   // no threads to be had: one worker
   // The failure to report: the first in the grid's order among the workers' own (not a stop they were asked
   // for), else the first stop.
   int chosen = -1;
