@@ -138,7 +138,6 @@ class Twin:
     def __init__(self, module, path):
         from ._module import Module
         self.module = Module(path)
-        self.module.single_worker = True   # the counters and the L2 model follow the grid's order, one block at a time
         lib = self.module._lib
         lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.gpuedu_prof_errors.argtypes = [ctypes.c_void_p, ctypes.c_int]

@@ -239,8 +239,7 @@ class Module:
         lib.gpuedu_use_stack_pool(ctypes.addressof(_STACK_POOLS))
         lib.gpuedu_use_workers.argtypes = [ctypes.c_void_p]
         lib.gpuedu_use_workers(ctypes.addressof(_WORKERS))
-        # One worker for a module whose shared memory a second could not have a copy of (_scanner's
-        # SINGLE_WORKER_SYMBOL), launches from device code (their order), the profiler's twins, and off Linux.
+        # One worker for a module whose source said so (_scanner's SINGLE_WORKER_SYMBOL), and off Linux.
         try:
             self.single_worker = bool(ctypes.c_int.in_dll(lib, "gpuedu_single_worker").value)
         except ValueError:

@@ -267,9 +267,11 @@ _BODY_AFTER_PARAMETERS = re.compile(r"[)\]]\s*(?:const|volatile|noexcept|overrid
                                     r"(?:->[^;{}]*|:[^;{}]*)?$")
 # The marker a static __shared__ declaration outside any function gets before the rewrite (_mark_file_scope).
 _FILE_SCOPE_SHARED = "__gpuedu_file_scope_shared__"
-#: A module whose shared memory a second worker thread could not have its own copy of says so with this
-#: symbol (``_module.Module.single_worker``): a static ``__shared__`` variable at file scope, or a declaration
-#: the rewrite did not understand, stays one variable of the module.
+#: A module whose blocks must run on one worker thread says so with this symbol (``_module.Module.single_worker``):
+#: one whose shared memory a second worker could not have its own copy of (a static ``__shared__`` variable at
+#: file scope, or a declaration the rewrite did not understand, stays one variable of the module), one that launches
+#: grids from device code (they run in launch order), a profiled build (its counters and L2 model follow the grid's
+#: order), and a source that asks for it.
 SINGLE_WORKER_SYMBOL = "gpuedu_single_worker"
 
 
@@ -330,7 +332,7 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     # also ask for its blocks in the grid's order: `#define GPUEDU_BLOCKS_IN_ORDER` (e.g. a float sum made with
     # atomicAdd across blocks, the same to the last bit every run).
     code = NOT_CODE.sub(" ", source)
-    single[0] = bool(re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", code, re.M)
+    single[0] = bool(profile or device_launches or re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", code, re.M)
                      or re.search(r"^[ \t]*#[ \t]*define[ \t]+GPUEDU_BLOCKS_IN_ORDER\b", code, re.M))
     source = _mark_file_scope(source)
 

@@ -662,8 +662,6 @@ class SourceModule(Module):
         path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
         super().__init__(path)
         self.source = source
-        # Grids launched from device code run in launch order, which blocks on several workers would not keep.
-        self.single_worker = self.single_worker or _relocatable(options or [])
         # What building it again, instrumented, takes (gpuedu.profile() does so when it first runs it).
         self._build_args = (source, options, no_extern_c, tuple(include_dirs or ()),
                             cache_dir if isinstance(cache_dir, str) else None)
@@ -727,7 +725,6 @@ class DynamicModule:
         source = "".join(wrap(text) for text, _, _ in self._sources)
         path = build(source, options, True, self.include_dirs, self.cache_dir)
         self.module = Module(path)
-        self.module.single_worker = True   # grids launched from device code run in launch order
         self.module.source = source
         self.module._build_args = (source, options, True, tuple(self.include_dirs), self.cache_dir)
         return self

@@ -495,6 +495,9 @@ def test_file_scope_is_told_from_function_bodies():
     ]
     for src in inside:
         assert SINGLE_WORKER_SYMBOL not in rewrite_source(src), src
+        # a profiled build, and a source that launches grids from device code, run on one worker whatever they hold
+        assert SINGLE_WORKER_SYMBOL in rewrite_source(src, profile=True), src
+        assert SINGLE_WORKER_SYMBOL in rewrite_source(src, device_launches=True), src
     outside = [
         "__shared__ int x;",
         "namespace n { __shared__ float s[4]; }",

@@ -66,7 +66,7 @@ template <typename F, typename P> GPUEDU_PROF_QUIET inline void __load_tile(F& f
 // 4-byte access for halves, 8 for floats, taken along the way the tile lies in memory (rows, or columns when
 // col). The emulator's lanes each hold the whole tile, moved uncounted (__load_tile, __store_tile); these
 // accesses, each lane its share, are what the counters see.
-template <typename F> inline unsigned __share_lane() {
+inline unsigned __share_lane() {
   return ((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) % 32;
 }
 template <typename F> constexpr int __share_pairs() { return F::num_elements / 64; }   // 8 x 8 blocks
@@ -81,7 +81,7 @@ template <> struct __share_word<4> { using type = unsigned; };
 template <> struct __share_word<8> { using type = uint2; };
 template <typename F, typename P> inline void __count_share_load(const P* p, unsigned ldm, bool col) {
   using W = typename __share_word<2 * sizeof(P)>::type;
-  unsigned lane = __share_lane<F>();
+  unsigned lane = __share_lane();
   for (int k = 0; k < __share_pairs<F>(); ++k) {
     int major, minor;
     __share_pair<F>(col, lane, k, &major, &minor);
@@ -128,7 +128,7 @@ inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void
 #ifdef GPUEDU_PROFILE
   // The lane's share again, the same values, as the counters see a GPU's lane store them (__count_share_load).
   using W = typename __share_word<2 * sizeof(P)>::type;
-  unsigned lane = __share_lane<F>();
+  unsigned lane = __share_lane();
   for (int k = 0; k < __share_pairs<F>(); ++k) {
     int major, minor;
     __share_pair<F>(col, lane, k, &major, &minor);
