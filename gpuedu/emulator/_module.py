@@ -141,7 +141,7 @@ def set_threads(count):
     (atomics in an order, a value one block writes and another reads), as on a GPU. The profiler's instrumented
     launches (``gpuedu.profile()``, racecheck, memcheck) and modules with launches from device code run on one."""
     if count is None or count == "" or count == "auto":
-        count = available_cores()
+        count = min(available_cores(), MAX_WORKERS)   # (a machine with more cores uses the first 64)
     try:
         count = int(count)
     except (TypeError, ValueError):
@@ -150,7 +150,7 @@ def set_threads(count):
     if not 1 <= count <= MAX_WORKERS:
         raise ValueError(f"the number of worker threads must be from 1 to {MAX_WORKERS} (or 'auto': one per "
                          f"core), got {count}")
-    _settings["threads"] = min(count, MAX_WORKERS)
+    _settings["threads"] = count
 
 
 def get_threads():
