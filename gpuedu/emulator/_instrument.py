@@ -364,7 +364,8 @@ def _address(lib, name):
 def _variables(path):
     """{name: size} of the variables a module exports (its __device__ and __constant__ data): objects the process
     may write (a toolchain that links with full RELRO leaves constants such as typeinfo read-only; copying into
-    them faulted), not the runtime's own."""
+    them faulted), not the runtime's own nor what the compiler's rewrite adds (``__gpuedu_shared_key_*``: each
+    module's own slots for its static __shared__ variables)."""
     from ._module import read_dynamic_symbols
     return {name: size for name, (size, is_object) in read_dynamic_symbols(path, writable=True).items()
-            if is_object and size and not name.startswith(("gpuedu_", "__gpuedu", "_ZN8__gpuedu", "_ZZN8__gpuedu"))}
+            if is_object and size and not name.startswith("gpuedu_") and "__gpuedu" not in name}

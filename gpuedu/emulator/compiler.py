@@ -320,6 +320,11 @@ def _run(cmd, cwd):
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
 
 
+def _is_gxx(version):
+    """Whether the C++ compiler whose version line this is is g++ (not clang++, nor another)."""
+    return "clang" not in version.lower() and bool(re.search(r"g\+\+|gcc|GCC", version))
+
+
 def _precompiled_prelude(cxx, version, folder):
     """A folder holding ``gpuedu_prelude.h.gch`` for g++, built once per prelude; None if unavailable.
 
@@ -327,7 +332,7 @@ def _precompiled_prelude(cxx, version, folder):
     g++ picks the precompiled header up by itself when its folder comes first on
     the include path (and ignores it if the flags do not match).
     """
-    if "clang" in version.lower() or not re.search(r"g\+\+|gcc|GCC", version):
+    if not _is_gxx(version):
         return None
     key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
     pch_dir = os.path.join(folder, f"pch-{key}")
@@ -526,6 +531,11 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
                            f"'ucontext' (the portable fiber switch) or 'native'. Unset it or give it a valid value.")
     if fiber_impl == "ucontext":
         flags.append("-DGPUEDU_UCONTEXT=1")  # the portable (slower) context switch, e.g. to test it
+    if _is_gxx(find_cxx()[1]):
+        # A static variable of an inline function (the key of a static __shared__ declaration in a __device__
+        # helper of a header) is one object for the whole process under g++'s default (STB_GNU_UNIQUE), even across
+        # modules loaded apart: each module must keep its own, as clang++'s weak symbols are kept.
+        flags.append("-fno-gnu-unique")
     relocatable = _relocatable(options)
     _check_source(source, relocatable)
     rewritten = _scanner.rewrite_source(source, profile, device_launches=relocatable)
