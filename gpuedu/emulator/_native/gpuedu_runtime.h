@@ -362,7 +362,9 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
   size_t offset = 0;
   bool fresh = !k;
   if (fresh) {
-    if (align < 16) align = 16;
+    // Each variable starts a 128-byte line of its own, as a kernel's shared memory starts at 0 on a GPU: how many
+    // wavefronts an access takes then depends on the kernel alone, not on which variables registered before it.
+    if (align < 128) align = 128;
     offset = (S.arena_used + align - 1) / align * align;
     if (offset + bytes > ARENA_BYTES) {
       __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
