@@ -53,7 +53,13 @@
 #define __shared__ static
 #define __gpuedu_file_scope_shared__ static
 #define __managed__
+#if defined(GPUEDU_PROFILE)
+// The profiled build inlines what nvcc inlines: a __forceinline__ helper that takes a thread's accumulators by
+// reference (gemm_warptile.cuh) would otherwise keep them in memory, each use a counted access of its own.
+#define __forceinline__ inline __attribute__((always_inline))
+#else
 #define __forceinline__ inline
+#endif
 #define __noinline__ __attribute__((noinline))
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
