@@ -116,7 +116,12 @@ struct WorkerHead {
   uint3 bid;
 };
 }  // namespace __gpuedu
-#if defined(__linux__)
+#if defined(__linux__) && defined(GPUEDU_PROFILE) && !defined(__clang__) && !defined(GPUEDU_SCAN)
+// In g++'s profiled build the module sees the pointer as const: a thread's pointer never changes once its worker
+// has set it (through a cast, gpuedu_launch.h), and g++ instruments no read of a const object, so that threadIdx
+// costs the counters one call (its field) instead of two. (clang++ instruments such reads all the same.)
+extern "C" __thread __gpuedu::WorkerHead* const __gpuedu_worker __attribute__((tls_model("initial-exec")));
+#elif defined(__linux__)
 extern "C" __thread __gpuedu::WorkerHead* __gpuedu_worker __attribute__((tls_model("initial-exec")));
 #else
 // (Elsewhere one worker runs every block: a plain variable of the module.)

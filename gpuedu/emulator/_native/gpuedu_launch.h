@@ -283,7 +283,7 @@ inline bool become_worker(int w) {
     }
     state = p + (128 - (uintptr_t)p % 128);
   }
-  __gpuedu_worker = (WorkerHead*)state;
+  *const_cast<WorkerHead**>(&__gpuedu_worker) = (WorkerHead*)state;   // (const to a profiled build's reads)
   R.worker = w;
   if (pools) R.pool = &pools[w];
   R.dyn = w ? worker().own_dynamic_shared : dynamic_shared;
