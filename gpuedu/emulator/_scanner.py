@@ -307,6 +307,19 @@ def _mark_file_scope(source):
     return source
 
 
+# CUDA's `#pragma unroll [n]` before a loop. A profiled build asks the host compiler for the same in its own
+# spelling, `#pragma GCC unroll n` (which g++ and clang++ both read): nvcc unrolls such a loop, so that each
+# turn's loads and stores are instructions of their own, and a lane that skips a turn (`continue`) does not
+# pair its next turn's access with the other lanes' access of this one. It is also far cheaper to count (one
+# basic block for the whole loop). A plain build leaves the loop to the host compiler (g++ vectorises it).
+_UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b[ \t]*(?:\(?[ \t]*(\d+)[ \t]*\)?)?[ \t]*$", re.M)
+UNROLL_ALL = 16   # what `#pragma unroll` without a count asks for: whole loops of up to 16 turns (the course's)
+
+
+def _gcc_unroll(m):
+    return f"{m.group(1)}#pragma GCC unroll {m.group(2) or UNROLL_ALL}"
+
+
 def rewrite_source(source, profile=False, tag="", device_launches=False):
     """Adapt CUDA declarations to the prelude, keeping every line where it was.
 
@@ -375,6 +388,8 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
         return f"{_FILE_SCOPE_SHARED}{m.group(1)};" + " ".join(regs)
 
     def rewrite_code(code):
+        if profile:
+            code = _UNROLL.sub(_gcc_unroll, code)
         if device_launches:
             code = _DEVICE_LAUNCH.sub(r"__gpuedu::device_launch(\g<kernel>, \g<config>)", code)
         code = re.sub(r"\bstatic(\s+)(__shared__|" + _FILE_SCOPE_SHARED + r")\b", r"\1\2", code)

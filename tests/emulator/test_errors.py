@@ -512,3 +512,14 @@ def test_file_scope_is_told_from_function_bodies():
     assert SINGLE_WORKER_SYMBOL not in rewrite_source("__global__ void k() { extern __shared__ float buf[]; }")
     out = rewrite_source("extern __shared__ float buf[];\n__global__ void k() {}")
     assert out.startswith('extern float buf[] __asm__("__gpuedu_dynamic_shared");') and SINGLE_WORKER_SYMBOL in out
+
+def test_a_profiled_build_spells_cuda_s_pragma_unroll_as_the_host_compiler_s():
+    from gpuedu.emulator._scanner import UNROLL_ALL, rewrite_source
+    src = ("__global__ void k(float* o) {\n#pragma unroll\n  for (int i = 0; i < 4; i++) o[i] = 0;\n"
+           "  #pragma unroll 2\n  for (int i = 0; i < 4; i++) o[i] = 1;\n#pragma unroll (8)\n"
+           "  for (int i = 0; i < 8; i++) o[i] = 2;\n  // #pragma unroll\n}\n")
+    lines = rewrite_source(src, profile=True).splitlines()
+    assert lines[1] == f"#pragma GCC unroll {UNROLL_ALL}"
+    assert lines[3] == "  #pragma GCC unroll 2" and lines[5] == "#pragma GCC unroll 8"
+    assert lines[7] == "  // #pragma unroll"           # a comment stays one
+    assert rewrite_source(src).splitlines()[1] == "#pragma unroll"   # a plain build leaves it to the compiler

@@ -53,6 +53,21 @@ __global__ void count_atomics(unsigned int* global_counter, const unsigned char*
   __syncthreads();
   if (threadIdx.x < 4) atomicAdd(&global_counter[threadIdx.x], local[threadIdx.x]);
 }
+__global__ void skip_first_turn_unrolled(float* out) {
+  int lane = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    if (i < lane % 2) continue;   // odd lanes skip turn 0
+    out[i * 32 + lane] = 1.0f;
+  }
+}
+__global__ void skip_first_turn(float* out) {
+  int lane = threadIdx.x;
+  for (int i = 0; i < 4; i++) {
+    if (i < lane % 2) continue;
+    out[i * 32 + lane] = 1.0f;
+  }
+}
 __global__ void transpose_naive(float* out, const float* in, int n) {
   int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
   out[x * n + y] = in[y * n + x];
@@ -319,3 +334,23 @@ def test_a_float4_load_whose_parts_are_used_one_by_one_is_still_one_request():
     assert scalar[LD_REQ] == 4 * vector[LD_REQ]
     assert scalar[LD_SECT] == vector[LD_SECT]          # the same bytes, in a quarter of the requests
     assert vector[LD_SECT] == 16 * vector[LD_REQ]
+
+
+def test_an_unrolled_loop_counts_each_turn_s_store_as_an_instruction_of_its_own(emu):
+    # nvcc unrolls a `#pragma unroll` loop: four store instructions, one per turn. Turn 0's is made by the 16
+    # even lanes (16 words of one 128-byte row: 4 sectors), turns 1-3's by all 32 lanes (4 sectors each).
+    mod, gpuarray = emu
+    out = gpuarray.zeros(128, np.float32)
+    m = profiled(mod.get_function("skip_first_turn_unrolled"), out, block=(32, 1, 1), grid=(1, 1))
+    assert m[ST_REQ] == 4 and m[ST_SECT] == 16
+    assert m["smsp__sass_inst_executed_op_global_st.sum"] == 4
+    expected = np.ones((4, 32), np.float32)
+    expected[0, 1::2] = 0
+    np.testing.assert_array_equal(out.get().reshape(4, 32), expected)
+    # Without the pragma the host compiler keeps the loop, one store instruction, and a lane's k-th store is
+    # paired with the other lanes' k-th: an odd lane's first store (row 1) with an even lane's (row 0), so
+    # each of the first three requests spans two rows (8 sectors), the last only the even lanes' row 3.
+    out.fill(0)
+    m = profiled(mod.get_function("skip_first_turn"), out, block=(32, 1, 1), grid=(1, 1))
+    assert m[ST_REQ] == 4 and m[ST_SECT] == 3 * 8 + 4
+    np.testing.assert_array_equal(out.get().reshape(4, 32), expected)
