@@ -140,6 +140,7 @@ extern "C" __global__ void matmul_kernel4(float* C, const float* A, const float*
         __syncthreads();  // tiles complete
         for (int k = 0; k < BK4; k++) {
             float b = Bs[k][thread_col];  // one shared load, reused TM4 times from a register
+#pragma unroll
             for (int i = 0; i < TM4; i++)
                 acc[i] += As[thread_row * TM4 + i][k] * b;
         }
@@ -176,10 +177,15 @@ extern "C" __global__ void matmul_kernel5(float* C, const float* A, const float*
         __syncthreads();  // tiles complete
         for (int k = 0; k < BK5; k++) {
             // TM + TN shared loads feed TM * TN multiply-adds: the outer product of a column of
-            // the A tile and a row of the B tile.
+            // the A tile and a row of the B tile. Unrolled (nvcc unrolls a loop of a constant count by
+            // itself; the pragma says so), the loops leave acc, a_reg and b_reg in registers.
+#pragma unroll
             for (int i = 0; i < TM; i++) a_reg[i] = As[thread_row * TM + i][k];
+#pragma unroll
             for (int j = 0; j < TN; j++) b_reg[j] = Bs[k][thread_col * TN + j];
+#pragma unroll
             for (int i = 0; i < TM; i++)
+#pragma unroll
                 for (int j = 0; j < TN; j++)
                     acc[i][j] += a_reg[i] * b_reg[j];
         }
@@ -252,9 +258,13 @@ extern "C" __global__ void matmul_kernel6(float* C, const float* A, const float*
         }
         __syncthreads();  // tiles complete
         for (int k = 0; k < BK5; k++) {
+#pragma unroll
             for (int i = 0; i < TM; i++) a_reg[i] = As[k][thread_row * TM + i];  // consecutive now
+#pragma unroll
             for (int j = 0; j < TN; j++) b_reg[j] = Bs[k][thread_col * TN + j];
+#pragma unroll
             for (int i = 0; i < TM; i++)
+#pragma unroll
                 for (int j = 0; j < TN; j++)
                     acc[i][j] += a_reg[i] * b_reg[j];
         }
