@@ -60,6 +60,13 @@ def test_every_rung_is_within_tolerance_but_the_named_misses(mvm, record):
         assert 1 / mvm.A6000_TOLERANCE <= r["modelled_gflops"] / r["published_gflops"] <= mvm.A6000_TOLERANCE
 
 
+def test_the_tensor_core_rungs_carry_their_counted_mma_syncs(mvm, record):
+    # A 4096^3 GEMM of 16 x 16 x 16 tiles: (4096 / 16)^3 mma_sync, whatever the warps' tiles; none on the CUDA cores.
+    rows = {r["figure"]: r for r in record["h200"]["fp16 gemm"]["rows"]}
+    for figure, row in rows.items():
+        assert row["counted"]["mma_sync"] == ((mvm.GEMM_N // 16) ** 3 if figure in mvm.TENSOR_FIGURES else 0), figure
+
+
 def test_the_measured_figures_are_the_h200_records(mvm, record):
     measured = mvm.measured_h200()
     for result in record["h200"].values():

@@ -46,6 +46,9 @@ class GPU:
     register_file_partitions: int = 4     # an SM's four sub-partitions each hold a quarter of the registers
     max_threads_per_block: int = 1024
     warp_size: int = 32
+    # Clocks a warp spends on each WMMA mma_sync (16 x 16 x 16, two mma.sync.m16n8k16 on sm_80 and later) before
+    # it goes on, its mma_syncs being independent: None where no measurement says (the time model leaves it out).
+    mma_sync_cycles: float = None
     aliases: tuple = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -87,6 +90,8 @@ def _sources(datasheet, whitepaper, **specific):
         "max_registers_per_thread": _GUIDE, "register_allocation_unit": _OCCUPANCY,
         "register_allocation_granularity": _OCCUPANCY, "register_file_partitions": _OCCUPANCY,
         "max_threads_per_block": _GUIDE, "warp_size": _GUIDE,
+        "mma_sync_cycles": "not known: no measurement of a warp's WMMA mma_sync on this GPU here, so the time model "
+                           "leaves the wait out",
     }
     common.update(specific)
     return common
@@ -94,6 +99,21 @@ def _sources(datasheet, whitepaper, **specific):
 
 # A100's whitepaper gives its L2 read bandwidth as 5120 bytes/clock; per SM that is:
 _A100_L2_PER_SM = 5120 / 108
+
+# A warp's WMMA mma_sync on Hopper, from the H200's sweep of the pipelined WMMA GEMM (gpu_probe.py tiles,
+# benchmarks/results/nvidia-h200-probe-tiles.json, 2026-11-26): two shapes that differ only in the warps' tiles,
+# 128 x 128 x 64 blocks, 4 stages, one block an SM, 8 waves at 4096^3, took 0.970 ms with 8 warps of 64 x 32 (8
+# mma_sync a warp per 16-wide K step) and 1.456 ms with 4 warps of 64 x 64 (16): 8 more mma_syncs a warp per step,
+# 256 steps, 8 waves, at the 1,980 MHz boost clock the model runs at, is 58.7 clocks each (57.7 and 62.3 for the
+# transposed layouts), though they are independent (nvcc issues their HMMA.16816s back to back): a warp waits on
+# each. Its fragment loads (two more a step) are in the figure too. Not a rate the tensor cores top out at: with
+# more warps an SM the waits overlap (the sweep's speed follows the warps an SM holds).
+_HOPPER_MMA_SYNC_CYCLES = 59
+_HOPPER_MMA_SYNC = ("59 clocks a warp per WMMA mma_sync; the H200's tile sweep (gpu_probe.py tiles, "
+                    "benchmarks/results/nvidia-h200-probe-tiles.json, 2026-11-26): 128 x 128 x 64 tiles, 4 stages, "
+                    "one block an SM, took 0.970 ms with 8 warps of 64 x 32 and 1.456 ms with 4 warps of 64 x 64, "
+                    "whose warps issue 8 more mma_syncs each 16-wide K step: 58.7 clocks each at the 1,980 MHz "
+                    "boost clock (57.7 and 62.3 in the transposed layouts)")
 
 T4 = GPU(
     name="T4", arch="sm_75", sms=40, boost_clock_mhz=1590, dram_bytes_per_s=320e9,
@@ -130,7 +150,7 @@ H100 = GPU(
     memory_bytes=80 * GiB, l2_bytes=50 * MiB, l2_bytes_per_clock=_A100_L2_PER_SM * 132,
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
-    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32,
+    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
     aliases=("h100", "h100 sxm5", "h100 80gb"),
     sources=_sources(
         "NVIDIA H100 Tensor Core GPU datasheet",
@@ -138,7 +158,8 @@ H100 = GPU(
         dram_bytes_per_s="NVIDIA H100 Tensor Core GPU datasheet (SXM5: 3.35 TB/s HBM3)",
         l2_bytes="NVIDIA H100 Tensor Core GPU architecture whitepaper (50 MB L2 on the H100 SXM5)",
         l2_bytes_per_clock="assumption: A100's published 5120 bytes/clock per SM (47.4) x 132 SMs "
-                           "(NVIDIA publishes no H100 L2 bandwidth)"),
+                           "(NVIDIA publishes no H100 L2 bandwidth)",
+        mma_sync_cycles=f"assumption: as measured on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}"),
 )
 
 H200 = GPU(
@@ -146,7 +167,7 @@ H200 = GPU(
     memory_bytes=141 * 10**9, l2_bytes=60 * MiB, l2_bytes_per_clock=_A100_L2_PER_SM * 132,
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
-    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32,
+    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
     aliases=("h200",),
     sources=_sources(
         "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e at 4.8 TB/s)",
@@ -154,7 +175,8 @@ H200 = GPU(
         l2_bytes="measured: 62,914,560 bytes (60 MB) of L2 on an NVIDIA H200, the CUDA device attribute "
                  "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (gpuedu bench, 2026-11-26), as Nsight Compute reported there; "
                  "the GH100 chip's full 60 MB, where the H100 SXM5 enables 50 MB",
-        l2_bytes_per_clock="assumption: as H100 (the same chip; NVIDIA publishes no L2 bandwidth)"),
+        l2_bytes_per_clock="assumption: as H100 (the same chip; NVIDIA publishes no L2 bandwidth)",
+        mma_sync_cycles=f"measured: {_HOPPER_MMA_SYNC}"),
 )
 
 RTX_A6000 = GPU(

@@ -225,13 +225,14 @@ class KernelRecord:
             raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
                              f"emulator (GPUEDU_BACKEND=cpu)")
         from .gpus import get_gpu
-        from .time_model import BARRIERS, GLOBAL_LINES, predict
+        from .time_model import BARRIERS, GLOBAL_LINES, MMA_SYNC, predict
         g = get_gpu(gpu)
         occ = None
         m = dict(self.metrics)
         m["dram__bytes_read.sum"], m["dram__bytes_write.sum"] = self.dram_bytes(g)
         m[BARRIERS] = self._counts.get("barriers")   # None in counts from before the emulator counted them
         m[GLOBAL_LINES] = self._counts.get("global_lines")
+        m[MMA_SYNC] = self._counts.get("mma_sync")       # None in counts from before the emulator counted them
         regs = self.ptxas_registers if self.ptxas_registers is not None else m.get("launch__registers_per_thread")
         if regs is not None:
             from .occupancy import theoretical_occupancy

@@ -14,10 +14,12 @@ share of the work, if it ran at its own top speed, and how long the waits of one
   FLOPs on the FP32 pipe) at four a clock per SM, one per scheduler;
 - latency/occupancy: the waits. An SM holds only so many blocks at once (the occupancy); each wave of
   them takes as long as one block's chain of waits: its start, its rounds of global loads (a DRAM or an
-  L2 round trip each, as the counted DRAM bytes say), and a barrier plus a shared-memory round trip per
-  ``__syncthreads``. The SM's shared-memory wavefronts, the replays of global requests scattered over
-  several 128-byte lines, and its memory and barrier instructions add to that: a warp busy with them is
-  not waiting on memory, and a barrier lets no warp run ahead into the next step.
+  L2 round trip each, as the counted DRAM bytes say), a barrier plus a shared-memory round trip per
+  ``__syncthreads``, and, on the tensor cores, each warp's WMMA ``mma_sync`` operations one after another
+  (the emulator counts them; ``GPU.mma_sync_cycles`` each, 59 clocks on Hopper as an H200 measured them).
+  The SM's shared-memory wavefronts, the replays of global requests scattered over several 128-byte
+  lines, and its memory and barrier instructions add to that: a warp busy with them is not waiting on
+  memory, and a barrier lets no warp run ahead into the next step.
 
 The parts work at the same time, so the slowest sets the pace: modelled time = launch + the largest
 of the others, and the largest term names the *limiter*. A call of several launches adds the host's side:
@@ -75,6 +77,10 @@ SECTORS_PER_LINE = 4           # a 128-byte cache line
 #: The counted ``__syncthreads`` released, summed over the blocks: the emulator's own count (Nsight Compute has
 #: no metric of this name), which ``KernelRecord.predict`` passes in.
 BARRIERS = "gpuedu__barriers_released.sum"
+#: WMMA ``mma_sync`` operations, one per warp per call: the emulator's own count (mma.h), which
+#: ``KernelRecord.predict`` passes in. On sm_80 and later each is two ``mma.sync.m16n8k16`` (SASS HMMA.16816), 8,192
+#: FLOPs.
+MMA_SYNC = "gpuedu__mma_sync.sum"
 #: The distinct 128-byte lines each global request touched, summed over the requests: the emulator's own count,
 #: which ``KernelRecord.predict`` passes in. The L1 takes a pass (a wavefront) per line, so a request whose 32 lanes
 #: fall in 32 lines costs 32 where a coalesced one costs 1.
@@ -194,6 +200,27 @@ def _instructions(metrics, barriers, blocks, threads, gpu):
     return total
 
 
+def _mma_chain(metrics, warps, gpu, notes):
+    """Clocks each warp's WMMA mma_syncs add to its block's chain: the counted mma_syncs a warp, one after another,
+    ``gpu.mma_sync_cycles`` each (0 where none are counted, or the GPU has no such figure: the notes say which)."""
+    mma = metrics.get(MMA_SYNC, 0)
+    if mma is None:
+        notes.append("mma_sync unknown: no tensor-core wait charged (KernelRecord.predict passes the emulator's count)")
+        return 0.0
+    if not mma:
+        return 0.0
+    per_warp = float(mma) / warps
+    if gpu.mma_sync_cycles is None:
+        notes.append(f"tensor cores: {float(mma):,.0f} WMMA mma_sync counted ({per_warp:,.4g} a warp); the wait on "
+                     f"each is not modelled on the {gpu.name} ({gpu.sources['mma_sync_cycles']})")
+        return 0.0
+    notes.append(f"tensor cores: {float(mma):,.0f} WMMA mma_sync counted, {per_warp:,.4g} a warp, one after another on "
+                 f"its chain at {gpu.mma_sync_cycles:g} clocks each ({gpu.sources['mma_sync_cycles']}); that "
+                 f"measurement is the warp's wait, not a rate the tensor cores top out at: their roof stays the dense "
+                 f"peak, and more warps an SM hide the waits")
+    return per_warp * gpu.mma_sync_cycles
+
+
 def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_share, occ, gpu, notes):
     """Seconds of the waits on the busiest SM: each wave of resident blocks as long as one block's chain, plus the
     SM's shared wavefronts, scattered requests' replays and counted instructions, which do not hide under them."""
@@ -216,7 +243,8 @@ def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_sha
     rounds = max(math.ceil(per_warp / LOADS_IN_FLIGHT_PER_WARP), ordered) if loads else 0
     dram_share = min(1.0, read / (load_sectors * SECTOR_BYTES)) if load_sectors else 0.0
     round_trip = dram_share * DRAM_LATENCY_S * clock + (1 - dram_share) * L2_LATENCY_CYCLES
-    chain = L2_LATENCY_CYCLES + rounds * round_trip + syncs * (BARRIER_CYCLES + SHARED_LATENCY_CYCLES)
+    chain = (L2_LATENCY_CYCLES + rounds * round_trip + syncs * (BARRIER_CYCLES + SHARED_LATENCY_CYCLES)
+             + _mma_chain(metrics, warps, gpu, notes))
     waves = math.ceil(math.ceil(blocks / gpu.sms) / occ.blocks_per_sm)
     serial = ((shared + replays) / WAVEFRONTS_PER_CLOCK + instructions / ISSUE_PER_CLOCK) * busiest_share
     notes.append(
@@ -308,7 +336,12 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_wa
         where = "the FP32 peak" if pipe == "fp32" else "the dense FP16 tensor-core peak"
         terms["compute"] = flops * busiest_share / (peak / gpu.sms)
         notes.append(f"compute: your count of {flops:.4g} FLOPs at {where} of {peak / 1e12:.3g} "
-                     f"TFLOP/s (a napkin count: address arithmetic and other instructions are not counted)")
+                     f"TFLOP/s (a napkin count: address arithmetic and other instructions are not counted)"
+                     + ("" if pipe == "fp32" else
+                        "; an upper bound: on Hopper only the warpgroup instructions (wgmma) come near it, and "
+                        "WMMA's warp-level mma.sync is held back by each warp's wait on it (the latency term): the "
+                        "best WMMA tile an H200 ran reached 224 TFLOP/s, 23% of it "
+                        "(benchmarks/results/nvidia-h200-probe-tiles-blocks.json, 2026-11-26)"))
 
     barriers = metrics.get(BARRIERS)
     instructions = _instructions(metrics, barriers, blocks, threads, gpu)

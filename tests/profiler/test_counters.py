@@ -244,6 +244,67 @@ def test_each_block_s_released_barriers_are_counted_and_charged_by_the_model(emu
     assert "barriers unknown" not in text
 
 
+MMA_SOURCE = r"""
+#include <mma.h>
+using namespace nvcuda;
+// Warp w of each block multiplies its tiles w + 1 times: a block of 3 warps makes 1 + 2 + 3 = 6 mma_syncs.
+extern "C" __global__ void uneven_mma(float* out, const half* tile) {
+  int warp = threadIdx.x / 32;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> b;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 0.0f);
+  wmma::load_matrix_sync(a, tile, 16);
+  wmma::load_matrix_sync(b, tile, 16);
+  for (int k = 0; k <= warp; ++k) wmma::mma_sync(acc, a, b, acc);
+  wmma::store_matrix_sync(out + (blockIdx.x * (blockDim.x / 32) + warp) * 256, acc, 16, wmma::mem_row_major);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mma_emu():
+    if gpuedu.setup(verbose=False).name != "cpu":
+        pytest.skip("the counters are the emulator's")
+    from pycuda.compiler import SourceModule
+    import pycuda.gpuarray as gpuarray
+    return SourceModule(MMA_SOURCE, no_extern_c=True), gpuarray
+
+
+def test_each_warp_s_mma_sync_is_counted_once_with_one_worker_or_several(mma_emu):
+    from gpuedu.emulator import _module
+    mod, gpuarray = mma_emu
+    tile = gpuarray.to_gpu(np.ones(256, np.float16))
+    out = gpuarray.zeros(5 * 3 * 256, np.float32)
+    before = _module.get_threads()
+    counted = []
+    try:
+        for workers in (1, 4):
+            _module.set_threads(workers)
+            with gpuedu.profile() as prof:
+                mod.get_function("uneven_mma")(out, tile, block=(96, 1, 1), grid=(5, 1))
+            counted.append(prof.kernels[0])
+    finally:
+        _module.set_threads(before)
+    # 5 blocks of 6: 30, the same with either; each warp's product is 16 (ones) times its w + 1 steps.
+    assert [rec._counts["mma_sync"] for rec in counted] == [30, 30]
+    assert dict(counted[0].metrics) == dict(counted[1].metrics)
+    assert np.array_equal(out.get().reshape(5, 3, 256), np.broadcast_to(16.0 * np.arange(1, 4)[None, :, None],
+                                                                        (5, 3, 256)))
+    text = "\n".join(counted[0].predict("H200").assumptions)
+    assert "30 WMMA mma_sync counted, 2 a warp, one after another on its chain at 59 clocks each" in text
+
+
+def test_a_kernel_without_wmma_counts_no_mma_sync(emu):
+    mod, gpuarray = emu
+    x, y = gpuarray.to_gpu(np.ones(1024, np.float32)), gpuarray.empty(1024, np.float32)
+    with gpuedu.profile() as prof:
+        mod.get_function("read_strided")(y, x, np.int32(1024), np.int32(1), block=(256, 1, 1), grid=(4, 1))
+    (rec,) = prof.kernels
+    assert rec._counts["mma_sync"] == 0
+    assert not any("mma_sync" in note for note in rec.predict("H200").assumptions)
+
+
 def test_a_warm_l2_is_refused_for_a_launch_whose_lines_do_not_fit(emu):
     mod, gpuarray = emu
     x, y = gpuarray.to_gpu(np.ones(1024, np.float32)), gpuarray.empty(1024, np.float32)

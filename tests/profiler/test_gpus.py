@@ -57,6 +57,28 @@ def test_h200_is_h100_with_faster_larger_memory_and_the_chip_s_whole_l2():
     assert "62,914,560" in h200.sources["l2_bytes"]
 
 
+def test_hopper_s_mma_sync_wait_is_the_h200_s_tile_sweep_and_other_gpus_have_none():
+    # Two measured shapes that differ only in the warps' tiles (one block an SM, 8 waves at 4096^3): 8 more
+    # mma_syncs a warp per 16-wide K step, 256 steps, at the model's 1,980 MHz.
+    import json
+    import os
+    record = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results",
+                          "nvidia-h200-probe-tiles.json")
+    with open(record) as f:
+        rows = {r["kernel"]: r for r in json.load(f)["result"]["rows"]}
+    h200 = get_gpu("H200")
+    extra = {layout: (rows[f"tile_128x128x64_s4_w2x2_{layout}"]["seconds"]
+                      - rows[f"tile_128x128x64_s4_w2x4_{layout}"]["seconds"]) * h200.clock_hz / (8 * 256 * 8)
+             for layout in ("nn", "tn", "nt")}
+    assert round(extra["nn"]) == h200.mma_sync_cycles == get_gpu("H100").mma_sync_cycles == 59
+    assert 57 < min(extra.values()) and max(extra.values()) < 63
+    assert h200.sources["mma_sync_cycles"].startswith("measured: 59 clocks")
+    assert get_gpu("H100").sources["mma_sync_cycles"].startswith("assumption: as measured on an H200")
+    for name in ("T4", "A100", "A6000"):
+        assert get_gpu(name).mma_sync_cycles is None
+        assert get_gpu(name).sources["mma_sync_cycles"].startswith("not known")
+
+
 def test_each_gpu_s_l2_is_the_published_size_with_its_source():
     sizes = {gpu.name: gpu.l2_bytes // 2**20 for gpu in GPUS}
     assert sizes == {"T4": 4, "A100 SXM4 80GB": 40, "RTX A6000": 6, "H100 SXM": 50, "H200 SXM": 60}

@@ -5,7 +5,7 @@ import pytest
 
 from gpuedu.profiler.gpus import get_gpu
 from gpuedu.profiler.time_model import (BARRIER_CYCLES, BARRIERS, DRAM_EFFICIENCY, DRAM_LATENCY_S, GLOBAL_LINES,
-                                       HOST_LAUNCH_S,
+                                       HOST_LAUNCH_S, MMA_SYNC,
                                        L2_LATENCY_CYCLES, LAUNCH_OVERHEAD_S, ROOFS, SHARED_LATENCY_CYCLES,
                                        arithmetic_intensity, compute_peak, format_seconds, predict, roofline,
                                        timeline)
@@ -195,6 +195,53 @@ def test_tensor_core_flops_run_at_the_dense_fp16_tensor_peak():
     assert compute_peak("H100", "tensor") == 989e12 and compute_peak("H100") == 67e12
     with pytest.raises(ValueError, match="pipe must be one of"):
         predict(COPY, COPY_LAUNCH, "H100", flops=flops, pipe="fp16")
+
+
+def test_each_warp_s_mma_syncs_wait_one_after_another_on_its_block_s_chain():
+    # 132 blocks of 4 warps, 100 mma_sync a warp, nothing else: one wave, whose chain is a block's start and end
+    # (an L2 round trip) and the warp's 100 mma_syncs at Hopper's 59 clocks each.
+    launch = {"grid": (132, 1, 1), "block": (128, 1, 1)}
+    p = predict(counters(**{MMA_SYNC: 132 * 4 * 100}), launch, "H100")
+    assert H100.mma_sync_cycles == 59 == get_gpu("H200").mma_sync_cycles
+    assert p.terms["latency/occupancy"] * CLOCK == pytest.approx(L2_LATENCY_CYCLES + 100 * 59)
+    assert p.limiter == "latency/occupancy"
+    assert any("52,800 WMMA mma_sync counted, 100 a warp, one after another on its chain at 59 clocks each" in note
+               for note in p.assumptions)
+    # Twice the blocks with room for one an SM: two waves, each a block's whole chain.
+    one_an_sm = theoretical_occupancy("H100", 128, 32, 150 * 1024)   # shared memory for one block an SM
+    assert one_an_sm.blocks_per_sm == 1
+    q = predict(counters(**{MMA_SYNC: 264 * 4 * 100}), {"grid": (264, 1, 1), "block": (128, 1, 1)}, "H100",
+                occupancy=one_an_sm)
+    assert q.terms["latency/occupancy"] * CLOCK == pytest.approx(2 * (L2_LATENCY_CYCLES + 100 * 59))
+
+
+def test_mma_syncs_add_to_the_other_waits_of_the_chain():
+    # 2 barriers a block and 10 mma_sync a warp (8 warps): the chain is start + 2 barrier steps + 10 x 59; the SM's
+    # barrier instructions (8 warps x 2, four a clock) come on top, as without the mma_syncs.
+    launch = {"grid": (132, 1, 1), "block": (256, 1, 1)}
+    plain = predict(counters(**{BARRIERS: 132 * 2}), launch, "H200")
+    tensor = predict(counters(**{BARRIERS: 132 * 2, MMA_SYNC: 132 * 8 * 10}), launch, "H200")
+    assert (tensor.terms["latency/occupancy"] - plain.terms["latency/occupancy"]) * CLOCK == pytest.approx(590)
+    assert plain.terms["latency/occupancy"] * CLOCK == pytest.approx(
+        L2_LATENCY_CYCLES + 2 * (BARRIER_CYCLES + SHARED_LATENCY_CYCLES) + 8 * 2 / 4)
+    # The compute roof stays the dense peak: the wait is a warp's, not the tensor cores' rate.
+    flops = 132 * 8 * 10 * 8192
+    assert tensor.terms["latency/occupancy"] > predict(counters(**{BARRIERS: 132 * 2, MMA_SYNC: 132 * 8 * 10}), launch,
+                                                       "H200", flops=flops, pipe="tensor").terms["compute"]
+
+
+def test_mma_syncs_are_not_charged_where_the_gpu_has_no_measured_wait_or_the_count_is_unknown():
+    launch = {"grid": (108, 1, 1), "block": (128, 1, 1)}
+    counted = predict(counters(**{MMA_SYNC: 108 * 4 * 100}), launch, "A100")
+    none = predict(counters(), launch, "A100")
+    assert get_gpu("A100").mma_sync_cycles is None
+    assert counted.terms["latency/occupancy"] == none.terms["latency/occupancy"]
+    assert any("43,200 WMMA mma_sync counted (100 a warp); the wait on each is not modelled on the A100 SXM4 80GB"
+               in note for note in counted.assumptions)
+    # A count from before the emulator counted mma_syncs (None) is said to be unknown; an absent one is 0.
+    unknown = predict(counters(**{MMA_SYNC: None}), {"grid": (132, 1, 1), "block": (128, 1, 1)}, "H100")
+    assert any("mma_sync unknown" in note for note in unknown.assumptions)
+    assert not any("mma_sync" in note for note in predict(counters(), launch, "H100").assumptions)
 
 
 def test_the_launch_term_says_it_is_the_gpus_side_and_names_the_measured_host_cost():

@@ -44,7 +44,8 @@ enum Counter {
   DRAM_READ_PAIRS = 36,   // 64-byte pairs an L2 that evicted nothing would read from DRAM
   BARRIERS = 37,          // __syncthreads released, summed over the blocks (one per block per barrier)
   GLOBAL_LINES = 38,      // distinct 128-byte lines each global request touched, summed over the requests
-  N_COUNTERS = 39
+  MMA_SYNC = 39,          // WMMA mma_sync operations, one per warp per call (mma.h)
+  N_COUNTERS = 40
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -1068,6 +1069,8 @@ void barrier_released() {
   S.epoch++;
   S.counters[BARRIERS]++;
 }
+
+void mma_synced() { S.counters[MMA_SYNC]++; }
 
 void warp_synced(unsigned warp) { S.warp_gen[warp & 31]++; }
 

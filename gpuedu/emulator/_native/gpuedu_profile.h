@@ -31,6 +31,8 @@ GPUEDU_HIDDEN void thread_done(unsigned tid);
 // Every thread of the block passed a __syncthreads; the lanes of `warp` met at a warp intrinsic.
 GPUEDU_HIDDEN void barrier_released();
 GPUEDU_HIDDEN void warp_synced(unsigned warp);
+// A warp's lanes met at a WMMA mma_sync and its product was computed (once per warp per call: mma.h).
+GPUEDU_HIDDEN void mma_synced();
 // A static __shared__ variable of `n` bytes at `p` exists (registered when its declaration first runs).
 GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
 }  // namespace prof

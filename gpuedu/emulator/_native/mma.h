@@ -9,6 +9,8 @@
 // writes the result into each lane's accumulator. A kernel that calls
 // mma_sync therefore runs as fibers (the compiler's scan lists mma_sync among
 // the warp intrinsics); run as a plain loop, each lane computes it alone.
+// A profiled build counts each warp's mma_sync once (gpuedu_profile.cpp's
+// MMA_SYNC), which the GPU time model charges to the warp's chain of waits.
 //
 // A C++ header, like NVIDIA's: include it with no_extern_c=True.
 #pragma once
@@ -168,6 +170,10 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment
   using D = fragment<accumulator, M, N, K, TD, void>;
   if (!__gpuedu::rt().fiber_mode) {  // a plain loop runs one lane at a time: nobody to share the work with
     __mma_tile(d.x, a, b, c);
+#ifdef GPUEDU_PROFILE
+    // The profiler counts one mma_sync per warp: the warp's first lane's.
+    if (((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x) % 32 == 0) GPUEDU_PROF(mma_synced());
+#endif
     return;
   }
   unsigned t = __gpuedu::rt().cur, lane = t % 32;
@@ -187,6 +193,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment
     __mma_tile(out, a, b, c);
     for (unsigned l = 0; l < 32; ++l)
       if ((W.existing >> l) & 1u) memcpy(meeting[t / 32][l], out, sizeof out);
+    GPUEDU_PROF(mma_synced());   // the profiler's count: one mma_sync of the warp
   }
   // Wait for every lane of the warp (a lane that exited or waits elsewhere is reported).
   __gpuedu::warp_collective(__gpuedu::W_MMA, 0xffffffffu, 0, 0, 32);
