@@ -888,10 +888,12 @@ inline void run_block_fibers() {
 // Always inlined into run_grid: the kernel's local arrays then share one frame with the arguments it
 // reads, below the stack protector's guard, so an overrun of a local array is found when run_grid returns
 // instead of garbling the arguments of the next thread first (clang++ kept this loop a function apart).
+// body(t) runs thread t (linear in the block), with threadIdx set.
 template <typename Body>
 __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
   uint3* const tid = &threadIdx;   // this worker's (thread_local): its address found once, not per thread
   if (R.schedule == SCHED_FORWARD) {
+    unsigned linear = 0;
     for (unsigned z = 0; z < blockDim.z; ++z)
       for (unsigned y = 0; y < blockDim.y; ++y) {
         tid->y = y;   // kernels never write threadIdx: only x changes in the inner loop
@@ -899,9 +901,9 @@ __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
         // One thread at a time, with threadIdx in memory before each runs (a volatile store: not kept
         // in a register, not vectorised across threads), where the fault handler reads it: a fault
         // then names the thread that made it, whatever the compiler.
-        for (unsigned x = 0; x < blockDim.x; ++x) {
+        for (unsigned x = 0; x < blockDim.x; ++x, ++linear) {
           *(volatile unsigned*)&tid->x = x;
-          body();
+          body(linear);
         }
       }
   } else {
@@ -911,7 +913,7 @@ __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
       *(volatile unsigned*)&tid->x = t.x;
       *(volatile unsigned*)&tid->y = t.y;
       *(volatile unsigned*)&tid->z = t.z;
-      body();
+      body(R.order[i]);
     }
   }
 }
@@ -1015,10 +1017,12 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
       // A copy whose address never escapes: the compiler may keep the
       // arguments in registers across the kernel's stores.
       typename P::Tuple local = args;
-      run_block_loop([&] {
-        GPUEDU_PROF(enter((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
+      // (The thread's number comes from the loop: read back from threadIdx, it would be ten counted
+      // reads a thread in a profiled build, each a call to a hook.)
+      run_block_loop([&]([[maybe_unused]] unsigned me) {
+        GPUEDU_PROF(enter(me));
         std::apply(F, local);
-        GPUEDU_PROF(thread_done((threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x));
+        GPUEDU_PROF(thread_done(me));
       });
     }
     check_watches(false);
