@@ -308,16 +308,59 @@ def _mark_file_scope(source):
 
 
 # CUDA's `#pragma unroll [n]` before a loop. A profiled build asks the host compiler for the same in its own
-# spelling, `#pragma GCC unroll n` (which g++ and clang++ both read): nvcc unrolls such a loop, so that each
-# turn's loads and stores are instructions of their own, and a lane that skips a turn (`continue`) does not
-# pair its next turn's access with the other lanes' access of this one. It is also far cheaper to count (one
-# basic block for the whole loop). A plain build leaves the loop to the host compiler (g++ vectorises it).
+# spelling, `#pragma GCC unroll n` (which g++ and clang++ both read), for an innermost loop: nvcc unrolls such a
+# loop, so that each turn's loads and stores are instructions of their own, and a lane that skips a turn
+# (`continue`) does not pair its next turn's access with the other lanes' access of this one; and it is far
+# cheaper to count (one basic block for the whole loop, its accumulators in registers). A loop around other
+# loops stays a loop: unrolled with them, the instrumented build of a GEMM's main loop took several times as long
+# to compile. A plain build leaves every loop to the host compiler (g++ vectorises it).
 _UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b[ \t]*(?:\(?[ \t]*(\d+)[ \t]*\)?)?[ \t]*$", re.M)
 UNROLL_ALL = 16   # what `#pragma unroll` without a count asks for: whole loops of up to 16 turns (the course's)
+_LOOP_HEAD = re.compile(r"\s*(?:for|while)\s*\(")
+_LOOP_INSIDE = re.compile(r"\b(?:for|while|do)\b|#")
 
 
-def _gcc_unroll(m):
-    return f"{m.group(1)}#pragma GCC unroll {m.group(2) or UNROLL_ALL}"
+def _closing(text, start, opening, closing):
+    """The index of the bracket that closes the one at ``start`` (None: it is never closed)."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == opening:
+            depth += 1
+        elif text[i] == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _innermost_loop_at(code, pos):
+    """Whether a for or while loop starts at ``pos`` of ``code`` (comments and strings blanked) whose body holds
+    no other loop (nor a directive)."""
+    m = _LOOP_HEAD.match(code, pos)
+    if not m:
+        return False
+    head_end = _closing(code, m.end() - 1, "(", ")")
+    if head_end is None:
+        return False
+    k = head_end + 1
+    while k < len(code) and code[k].isspace():
+        k += 1
+    if k < len(code) and code[k] == "{":
+        end = _closing(code, k, "{", "}")
+    else:   # one statement, to its semicolon
+        end = code.find(";", k)
+    return end is not None and end >= 0 and not _LOOP_INSIDE.search(code, k, end + 1)
+
+
+def _gcc_unroll(source):
+    """``#pragma unroll [n]`` before an innermost loop becomes ``#pragma GCC unroll n``."""
+    code = NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    out, last = [], 0
+    for m in _UNROLL.finditer(code):
+        if _innermost_loop_at(code, m.end()):
+            out += [source[last:m.start()], f"{m.group(1)}#pragma GCC unroll {m.group(2) or UNROLL_ALL}"]
+            last = m.end()
+    return "".join(out) + source[last:]
 
 
 def rewrite_source(source, profile=False, tag="", device_launches=False):
@@ -340,7 +383,7 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     single = [False]
     storage = "[[maybe_unused]] const bool" if profile else "static const bool"
     if profile:
-        source = mark_reductions(source)
+        source = _gcc_unroll(mark_reductions(source))
     # (A __shared__ that a macro brings is not rewritten: it stays one variable of the module.) A source may
     # also ask for its blocks in the grid's order: `#define GPUEDU_BLOCKS_IN_ORDER` (e.g. a float sum made with
     # atomicAdd across blocks, the same to the last bit every run).
@@ -388,8 +431,6 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
         return f"{_FILE_SCOPE_SHARED}{m.group(1)};" + " ".join(regs)
 
     def rewrite_code(code):
-        if profile:
-            code = _UNROLL.sub(_gcc_unroll, code)
         if device_launches:
             code = _DEVICE_LAUNCH.sub(r"__gpuedu::device_launch(\g<kernel>, \g<config>)", code)
         code = re.sub(r"\bstatic(\s+)(__shared__|" + _FILE_SCOPE_SHARED + r")\b", r"\1\2", code)

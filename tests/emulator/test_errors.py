@@ -513,13 +513,21 @@ def test_file_scope_is_told_from_function_bodies():
     out = rewrite_source("extern __shared__ float buf[];\n__global__ void k() {}")
     assert out.startswith('extern float buf[] __asm__("__gpuedu_dynamic_shared");') and SINGLE_WORKER_SYMBOL in out
 
-def test_a_profiled_build_spells_cuda_s_pragma_unroll_as_the_host_compiler_s():
+def test_a_profiled_build_spells_cuda_s_pragma_unroll_as_the_host_compiler_s_for_innermost_loops():
     from gpuedu.emulator._scanner import UNROLL_ALL, rewrite_source
     src = ("__global__ void k(float* o) {\n#pragma unroll\n  for (int i = 0; i < 4; i++) o[i] = 0;\n"
-           "  #pragma unroll 2\n  for (int i = 0; i < 4; i++) o[i] = 1;\n#pragma unroll (8)\n"
-           "  for (int i = 0; i < 8; i++) o[i] = 2;\n  // #pragma unroll\n}\n")
+           "  #pragma unroll 2\n  for (int i = 0; i < 4; i++) { o[i] = 1; }\n#pragma unroll (8)\n"
+           "  for (int i = 0; i < 8; i++) o[i] = 2;\n  // #pragma unroll\n"
+           "#pragma unroll\n  for (int i = 0; i < 4; i++) {  // for the rows\n"
+           "#pragma unroll\n    for (int j = 0; j < 4; j++) o[i * 4 + j] = 3;\n  }\n"
+           "#pragma unroll\n  for (int i = 0; i < 4; i++)\n    for (int j = 0; j < 4; j++) o[j] = 4;\n}\n")
     lines = rewrite_source(src, profile=True).splitlines()
     assert lines[1] == f"#pragma GCC unroll {UNROLL_ALL}"
     assert lines[3] == "  #pragma GCC unroll 2" and lines[5] == "#pragma GCC unroll 8"
     assert lines[7] == "  // #pragma unroll"           # a comment stays one
+    # a loop around another loop stays a loop (a comment naming one in a body is no loop); the inner one unrolls
+    assert lines[8] == "#pragma unroll" and lines[10] == f"#pragma GCC unroll {UNROLL_ALL}"
+    assert lines[13] == "#pragma unroll"
+    assert lines[:17] == [rewritten if i in (1, 3, 5, 10) else line for i, (line, rewritten) in
+                          enumerate(zip(src.splitlines(), lines))]   # every other line as it was, where it was
     assert rewrite_source(src).splitlines()[1] == "#pragma unroll"   # a plain build leaves it to the compiler
