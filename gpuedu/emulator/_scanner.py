@@ -199,10 +199,11 @@ def _blank(source):
     return NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
 
 
-def _matching(text, start, step):
-    """Index of the bracket matching the one at ``start`` (``step`` 1: ``(`` forwards, -1: ``)`` back)."""
+def _matching(text, start, step, pair="()"):
+    """Index of the bracket matching the one at ``start`` (``step`` 1: ``pair[0]`` forwards, -1: ``pair[1]``
+    back); None where there is none."""
     depth = 0
-    opening, closing = ("(", ")") if step == 1 else (")", "(")
+    opening, closing = (pair[0], pair[1]) if step == 1 else (pair[1], pair[0])
     k = start
     while 0 <= k < len(text):
         if text[k] == opening:
@@ -320,33 +321,20 @@ _LOOP_HEAD = re.compile(r"\s*(?:for|while)\s*\(")
 _LOOP_INSIDE = re.compile(r"\b(?:for|while|do)\b|#")
 
 
-def _closing(text, start, opening, closing):
-    """The index of the bracket that closes the one at ``start`` (None: it is never closed)."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == opening:
-            depth += 1
-        elif text[i] == closing:
-            depth -= 1
-            if depth == 0:
-                return i
-    return None
-
-
 def _innermost_loop_at(code, pos):
     """Whether a for or while loop starts at ``pos`` of ``code`` (comments and strings blanked) whose body holds
     no other loop (nor a directive)."""
     m = _LOOP_HEAD.match(code, pos)
     if not m:
         return False
-    head_end = _closing(code, m.end() - 1, "(", ")")
+    head_end = _matching(code, m.end() - 1, 1)
     if head_end is None:
         return False
     k = head_end + 1
     while k < len(code) and code[k].isspace():
         k += 1
     if k < len(code) and code[k] == "{":
-        end = _closing(code, k, "{", "}")
+        end = _matching(code, k, 1, "{}")
     else:   # one statement, to its semicolon
         end = code.find(";", k)
     return end is not None and end >= 0 and not _LOOP_INSIDE.search(code, k, end + 1)
