@@ -342,7 +342,7 @@ def _innermost_loop_at(code, pos):
 
 def _gcc_unroll(source):
     """``#pragma unroll [n]`` before an innermost loop becomes ``#pragma GCC unroll n``."""
-    code = NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    code = _blank(source)
     out, last = [], 0
     for m in _UNROLL.finditer(code):
         if _innermost_loop_at(code, m.end()):
