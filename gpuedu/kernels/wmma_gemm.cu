@@ -75,6 +75,10 @@ using namespace nvcuda;
 #define WARPS_N 2                      // and along N
 #define BLOCK_M (WMMA_M * WARPS_M)     // 32 rows of C per block
 #define BLOCK_N (WMMA_N * WARPS_N)     // 32 columns of C per block
+#define THREADS1 (32 * WARPS_M * WARPS_N)              // version 1's blockDim.x: 128
+#define STAGE_LOADS (BLOCK_M * WMMA_K / THREADS1)      // elements of each tile a thread stages: 4
+static_assert(BLOCK_M * WMMA_K == WMMA_K * BLOCK_N && BLOCK_M * WMMA_K % THREADS1 == 0,
+              "version 1 stages A's and B's tiles with the same number of loads per thread");
 
 extern "C" __global__ void wmma_gemm_kernel1(float* __restrict__ C,
                                      const __half* __restrict__ A,
@@ -100,16 +104,27 @@ extern "C" __global__ void wmma_gemm_kernel1(float* __restrict__ C,
     wmma::fill_fragment(acc, 0.0f);
 
     for (int k0 = 0; k0 < K; k0 += WMMA_K) {
-        // 128 threads stage 512 elements of each tile, 4 each, zero past the edges.
-        for (int idx = threadIdx.x; idx < BLOCK_M * WMMA_K; idx += blockDim.x) {
-            int i = idx / WMMA_K, k = idx % WMMA_K;
+        // 128 threads stage 512 elements of each tile, 4 each, zero past the edges.  The loop's
+        // count is a constant, so nvcc unrolls it and each thread's 8 loads are in flight together
+        // before the first store waits for one; a loop stepping by blockDim.x (known only at run
+        // time) stays a loop, and each load then waits out the memory latency alone (on an H200
+        // that made this kernel about twice as slow).
+        __half a_val[STAGE_LOADS], b_val[STAGE_LOADS];
+        #pragma unroll
+        for (int r = 0; r < STAGE_LOADS; ++r) {
+            int idx = threadIdx.x + r * THREADS1;
+            int i = idx / WMMA_K, k = idx % WMMA_K;          // A's tile: row i, column k
             int gi = row0 + i, gk = k0 + k;
-            As[i][k] = (gi < M && gk < K) ? A[gi * K + gk] : zero;
+            a_val[r] = (gi < M && gk < K) ? A[gi * K + gk] : zero;
+            int kb = idx / BLOCK_N, j = idx % BLOCK_N;       // B's tile: row kb, column j
+            int gkb = k0 + kb, gj = col0 + j;
+            b_val[r] = (gkb < K && gj < N) ? B[gkb * N + gj] : zero;
         }
-        for (int idx = threadIdx.x; idx < WMMA_K * BLOCK_N; idx += blockDim.x) {
-            int k = idx / BLOCK_N, j = idx % BLOCK_N;
-            int gk = k0 + k, gj = col0 + j;
-            Bs[k][j] = (gk < K && gj < N) ? B[gk * N + gj] : zero;
+        #pragma unroll
+        for (int r = 0; r < STAGE_LOADS; ++r) {
+            int idx = threadIdx.x + r * THREADS1;
+            As[idx / WMMA_K][idx % WMMA_K] = a_val[r];
+            Bs[idx / BLOCK_N][idx % BLOCK_N] = b_val[r];
         }
         __syncthreads();   // tiles complete before the warps load fragments from them
 
