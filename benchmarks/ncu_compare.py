@@ -9,6 +9,11 @@ Anywhere (the emulator counts the same launches), compare:
 
     python benchmarks/ncu_compare.py compare ncu.csv [--gpu H200] [--out comparison.json]
 
+or count them with ``gpuedu profile`` on any script, and compare the two files of the same script:
+
+    GPUEDU_BACKEND=cpu gpuedu profile --gpu H200 --csv counted.csv script.py
+    python benchmarks/ncu_compare.py compare ncu.csv --counted counted.csv
+
 The workload is a fixed list of launches: the reduction ladder's passes (versions 1-6 one pass each, version 7
 whole), the ReLU ladder, the SGEMM ladder's first three versions, the transpose ladder, and the FP16 GEMMs
 (naive, tiled, the two pipelined WMMA versions and the WMMA GEMM that loads its fragments from global memory), on
@@ -120,6 +125,9 @@ def main(argv=None):
     cmp_.add_argument("csv")
     cmp_.add_argument("--gpu", default="H200", help="the GPU whose L2 the DRAM model uses (default H200)")
     cmp_.add_argument("--out", help="write the comparison as JSON here")
+    cmp_.add_argument("--counted", metavar="CSV",
+                      help="the emulator's side from `gpuedu profile --csv CSV` of the same script, instead of "
+                           "counting the workload here")
     args = parser.parse_args(argv)
     if args.command == "metrics":
         print(",".join(metric_names()))
@@ -132,7 +140,12 @@ def main(argv=None):
     measured = read_ncu_csv(args.csv)
     if not measured:
         raise SystemExit(f"{args.csv} holds no ncu --csv rows")
-    counted = emulator_launches(args.gpu)
+    if args.counted:
+        counted = read_ncu_csv(args.counted)
+        if not counted:
+            raise SystemExit(f"{args.counted} holds no gpuedu profile --csv rows")
+    else:
+        counted = emulator_launches(args.gpu)
     course = {name for name, _ in counted}
     per_metric, differences = compare(measured, counted, ours=lambda name: name in course)
     width = max(len(m) for m in per_metric)
@@ -145,7 +158,9 @@ def main(argv=None):
         print(f"  {d['kernel']:<28} {d['metric']:<{width}} ncu {d['ncu']:>14,.0f}  emulator {d['emulator']:>14,.0f}")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"gpu": args.gpu, "csv": os.path.basename(args.csv), "equal": agree, "pairs": total,
+            json.dump({"gpu": args.gpu, "csv": os.path.basename(args.csv),
+                       "counted": os.path.basename(args.counted) if args.counted else "counted here",
+                       "equal": agree, "pairs": total,
                        "per_metric": per_metric, "differences": differences}, f, indent=1)
     return 0
 

@@ -19,6 +19,9 @@ def build_parser(parser):
                                                        "(default: the GPU's, sm_90 without --gpu)")
     parser.add_argument("--gpu", default=None, help="the GPU whose L2 and occupancy rules the figures follow, "
                                                     "with each launch's modelled time on it (e.g. H200)")
+    parser.add_argument("--csv", default=None, metavar="FILE",
+                        help="also write every launch's figures to FILE, one row each, as ncu --csv lays them out "
+                             "(benchmarks/ncu_compare.py compares the two)")
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return parser
@@ -37,6 +40,10 @@ def run(args):
     if backend.name != "cpu":
         print("gpuedu profile: on this GPU the counters come from Nsight Compute; measure them with:\n  "
               + metrics.ncu_command(" ".join([script] + list(args.args))), flush=True)
+    if args.csv and not os.path.isdir(os.path.dirname(os.path.abspath(args.csv))):
+        print(f"gpuedu profile: --csv {args.csv}: no such folder; make it first, or name a file in an existing one",
+              file=sys.stderr)
+        return 2
     if args.gpu:
         from .gpus import get_gpu
         try:
@@ -68,6 +75,13 @@ def run(args):
     print(prof)
     if args.gpu and backend.name == "cpu":
         print(modelled_times(prof, args.gpu))
+    if args.csv:
+        try:
+            rows = prof.write_csv(args.csv)
+        except OSError as exc:
+            print(f"gpuedu profile: could not write {args.csv}: {exc}", file=sys.stderr)
+            return status or 2
+        print(f"==PROF== {rows} figures of {len(prof.kernels)} launches written to {args.csv}")
     if args.racecheck and prof.hazards:
         status = status or 1
     return status

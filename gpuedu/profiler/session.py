@@ -6,6 +6,7 @@ counters count (gpuedu/profiler/metrics.py). On a real GPU the launches run as t
 are and each record holds its time measured with CUDA events, plus the ``ncu``
 command that gives the counters there.
 """
+import os
 
 from .. import launch as _launch
 from . import metrics as _metrics
@@ -320,6 +321,32 @@ class Profile:
     def __str__(self):
         from .report import table
         return table(self)
+
+    #: ``write_csv``'s columns: ``ncu --csv``'s names for the ones both have, and each figure's kind.
+    CSV_COLUMNS = ("ID", "Kernel Name", "Block Size", "Grid Size", "Metric Name", "Metric Kind", "Metric Value")
+
+    def write_csv(self, file):
+        """Every known figure of every launch, one row each, laid out as ``ncu --csv`` lays out its rows.
+
+        ``file`` is a path or an open text file. A row's ``ID`` is the launch's place in the run (from 0,
+        as ncu numbers them), ``Metric Kind`` says whether the figure is counted, modelled or from the
+        compiler; figures that are unknown for a launch are left out (``KernelRecord.reasons`` says why).
+        ``benchmarks/ncu_compare.py compare ncu.csv --counted this.csv`` sets it beside ncu's rows.
+        """
+        import csv
+        if isinstance(file, (str, os.PathLike)):
+            with open(file, "w", newline="", encoding="utf-8") as f:
+                return self.write_csv(f)
+        out = csv.writer(file, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        out.writerow(self.CSV_COLUMNS)
+        rows = 0
+        for i, rec in enumerate(self.kernels):
+            for name, value in sorted(rec.metrics.items()):
+                if value is None:
+                    continue
+                out.writerow((i, rec.name, str(rec.block), str(rec.grid), name, rec.kind(name), value))
+                rows += 1
+        return rows
 
     def _repr_pretty_(self, p, cycle):
         p.text(str(self))

@@ -51,3 +51,27 @@ def test_ncu_is_asked_for_every_counted_and_modelled_metric(nc):
     names = nc.metric_names()
     assert set(metrics.COUNTED) | set(metrics.MODELLED) <= set(names)
     assert "launch__registers_per_thread" in names
+
+
+def test_compare_reads_the_counted_side_from_gpuedu_profile_csv(nc, tmp_path, capsys):
+    ncu = tmp_path / "ncu.csv"
+    ncu.write_text(CSV)
+    counted = tmp_path / "counted.csv"
+    counted.write_text(
+        '"ID","Kernel Name","Block Size","Grid Size","Metric Name","Metric Kind","Metric Value"\n'
+        '"0","reduce_kernel1","(256, 1, 1)","(32, 1, 1)","smsp__sass_branch_targets_threads_divergent.sum","counted","0"\n'
+        '"0","reduce_kernel1","(256, 1, 1)","(32, 1, 1)","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","counted","8000"\n'
+        '"1","reduce_kernel2","(256, 1, 1)","(32, 1, 1)","launch__registers_per_thread","compiler","16"\n')
+    out = tmp_path / "cmp.json"
+    assert nc.main(["compare", str(ncu), "--counted", str(counted), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 of 3 (launch, metric) pairs equal over 2 launches" in printed     # PyCUDA's fill left out
+    import json
+    record = json.loads(out.read_text())
+    assert record["counted"] == "counted.csv" and record["equal"] == 2 and record["pairs"] == 3
+    assert record["differences"] == [{"kernel": "reduce_kernel1",
+                                      "metric": "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                                      "ncu": 8192.0, "emulator": 8000.0}]
+    counted.write_text("==PROF== nothing\n")
+    with pytest.raises(SystemExit, match="no gpuedu profile --csv rows"):
+        nc.main(["compare", str(ncu), "--counted", str(counted)])

@@ -182,6 +182,37 @@ def test_gpuedu_profile_command_runs_a_script_and_prints_the_table(tmp_path):
     assert missing.returncode == 2 and "no such script" in missing.stderr
 
 
+def test_gpuedu_profile_csv_writes_each_launchs_figures_as_ncu_lays_out_its_rows(tmp_path):
+    import csv
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import numpy as np\nimport gpuedu\ngpuedu.setup(verbose=False)\nfrom gpuedu import ops\n"
+        "import pycuda.gpuarray as gpuarray\nx = gpuarray.to_gpu(np.arange(-100, 100, dtype=np.float32))\n"
+        "ops.relu(x, version=1)\nops.relu(x, version=2)\n")
+    env = dict(os.environ, GPUEDU_BACKEND="cpu")
+    table = tmp_path / "counted.csv"
+    out = subprocess.run([sys.executable, "-m", "gpuedu", "profile", "--gpu", "H200", "--csv", str(table),
+                          str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"written to {table}" in out.stdout
+    with open(table, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["ID"] for r in rows} == {"0", "1"}
+    by = {(r["ID"], r["Metric Name"]): r for r in rows}
+    # 200 floats in blocks of 256: one block of 8 warps, 200 threads do work; ReLU v1 reads each element once:
+    # 200 floats = 800 bytes = 25 sectors, in 7 requests (the 7 warps with a lane below 200)
+    ld = by[("0", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")]
+    assert ld["Kernel Name"] == "activation_kernel1" and ld["Metric Kind"] == "counted"
+    assert int(ld["Metric Value"]) == 25
+    assert int(by[("0", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")]["Metric Value"]) == 7
+    assert by[("0", "dram__bytes_read.sum")]["Metric Kind"] == "modelled"
+    assert int(by[("1", "smsp__threads_launched.sum")]["Metric Value"]) > 0
+    # a folder that is not there is refused before the script runs
+    refused = subprocess.run([sys.executable, "-m", "gpuedu", "profile", "--csv", str(tmp_path / "no" / "x.csv"),
+                              str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert refused.returncode == 2 and "no such folder" in refused.stderr and "==PROF==" not in refused.stdout
+
+
 
 def test_counts_extrapolate_exactly_from_two_sizes_to_a_third(emu):
     _, gpuarray = emu
