@@ -18,6 +18,10 @@ DOCTOR_WITHOUT_PYCUDA = ("-c", "import sys, gpuedu.preflight, gpuedu.machine\n"
                                "sys.exit(main(['doctor']))\n")
 
 
+# `gpuedu doctor` as it is: on a GPU machine it finds the real PyCUDA and the device.
+REAL_DOCTOR = ("-m", "gpuedu", "doctor")
+
+
 def doctor(fake=None, backend_env=None, path=None, args=DOCTOR_WITHOUT_PYCUDA):
     """``gpuedu doctor`` in a child process; without ``fake`` (a stand-in PyCUDA) the child sees no PyCUDA."""
     if fake is not None and args is DOCTOR_WITHOUT_PYCUDA:
@@ -180,7 +184,7 @@ def test_doctor_reports_a_kernel_cache_the_emulator_would_refuse(tmp_path, monke
 
 @pytest.mark.gpu
 def test_doctor_lists_the_device_and_passes():
-    proc = doctor()
+    proc = doctor(args=REAL_DOCTOR)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ": yes" in line(proc.stdout, "GPU 0")
     assert "cuda (real GPU)" in line(proc.stdout, "Lessons will use")
@@ -188,7 +192,7 @@ def test_doctor_lists_the_device_and_passes():
 
 @pytest.mark.gpu
 def test_doctor_on_a_gpu_reports_the_bench_yardsticks():
-    proc = doctor()
+    proc = doctor(args=REAL_DOCTOR)
     assert "Bench yardsticks:" in proc.stdout
     assert "CUDA (driver API)" in proc.stdout
 
