@@ -1,5 +1,6 @@
 """The emulator on the toolchains learners have, beside the one `make test` uses: the emulator's tests
-(tests/emulator) and lessons 01, 03 and 04 under nbval, once per toolchain. `make toolchains` runs every leg;
+(tests/emulator) and lessons 01, 03 and 04 under nbval, once per toolchain, and on the g++ legs the profiler's
+tests too (tests/profiler: its counts must not depend on the g++). `make toolchains` runs every leg;
 CI runs it after `make test` (.ci/run). README.md, "Platforms", lists what each leg is.
 
     python scripts/toolchains.py [clang] [hardened] [debian13] [--bench]
@@ -37,6 +38,10 @@ LESSONS = ["lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb"
 # As `make test` runs them: one worker per core, a notebook's cells together.
 PYTEST = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cacheprovider", "--timeout=600",
           "--timeout-method=thread", "tests/emulator", *LESSONS, "--nbval", "--nbval-cell-timeout=900"]
+# The g++ legs count as well: the profiler's counts must be the same whatever g++ builds its instrumented twin
+# (g++ 13's jump threader once split ReLU v1's load into two sites). Not on clang, which merges the stores of an
+# if/else into one where nvcc keeps two (test_counters' warp-uniform branch test; README, "Platforms").
+PYTEST_GXX = PYTEST + ["tests/profiler"]
 CLANG = "clang++-19"
 
 # What the Debian 13 chroot is made of; a change here makes a new one.
@@ -98,7 +103,7 @@ def leg_hardened(log):
     env = _host_env(CXX=os.path.join(ROOT, "scripts", "hardened-g++"),
                     GPUEDU_CACHE_DIR=os.path.join(LOGS, "kernel-cache-hardened"))
     shutil.rmtree(env["GPUEDU_CACHE_DIR"], ignore_errors=True)
-    return _run([sys.executable, *PYTEST], log, env)
+    return _run([sys.executable, *PYTEST_GXX], log, env)
 
 
 # ---- the Debian 13 chroot ----------------------------------------------------------------------------
@@ -197,7 +202,7 @@ def _chroot_ready(log):
 def leg_debian13(log):
     with _chroot_ready(log) as (target, ca):
         _in_chroot(target, "g++ --version | head -1; ldd --version | head -1; python --version", log, ca)
-        return _in_chroot(target, "python " + " ".join(map(shlex.quote, PYTEST)), log, ca)
+        return _in_chroot(target, "python " + " ".join(map(shlex.quote, PYTEST_GXX)), log, ca)
 
 
 # ---- the runtime benchmark, here and in the chroot ----------------------------------------------------

@@ -442,7 +442,14 @@ def profile_flags(version):
         return flags + ["-fsanitize-coverage=bb,no-prune", "-fno-unroll-loops", "-fno-vectorize", "-fno-slp-vectorize",
                         "-mllvm", "-tsan-instrument-func-entry-exit=0",
                         "-mllvm", "-tsan-instrument-read-before-write=1"]
-    return flags + ["-fno-tree-sra", "-fno-tree-vectorize", "-fno-tree-slp-vectorize",
+    # An access is one instruction site by its return address, and nvcc's code keeps each access where the
+    # source puts it, so no pass may copy an access or merge two. -fno-thread-jumps: g++ 13's jump threader
+    # gives each block's first thread a copy of ReLU v1's load on a path of its own, so each block's warp 0
+    # made two requests (36,864 against ncu's 32,768 at 2^20 floats, with g++ 13 and 14;
+    # g++ 12 does not thread that path). -fno-tree-sink: g++ 14 sinks the two stores of
+    # `if (c) out[i] = 1; else out[i] = 2;` into one after the branch, where nvcc keeps two (16 requests).
+    return flags + ["-fno-tree-sra", "-fno-tree-vectorize", "-fno-tree-slp-vectorize", "-fno-thread-jumps",
+                    "-fno-tree-sink",
                     "--param=tsan-instrument-func-entry-exit=0"]
 
 

@@ -173,6 +173,24 @@ def test_a_partial_last_warp_behind_a_bounds_guard(emu):
     assert m[DIVERGENT] == 0
 
 
+def test_relu_v1_reads_each_element_in_one_request_a_warp_in_every_block(emu):
+    # lesson 02's kernel: 2^16 floats, 256 blocks of 256 threads, one coalesced 128-byte read a warp. A host
+    # compiler that copies the load onto a path of its own (g++ 13's jump threader did, for each block's first
+    # thread) would count each block's warp 0 twice: 2,304 requests and 8,448 sectors
+    _, gpuarray = emu
+    from gpuedu import ops
+    n = 1 << 16
+    x = gpuarray.to_gpu(np.random.default_rng(3).standard_normal(n).astype(np.float32))
+    with gpuedu.profile() as prof:
+        y = ops.relu(x, version=1)
+    (rec,) = prof.kernels
+    m = rec.metrics
+    assert m[LD_REQ] == n // 32 and m[LD_SECT] == n * 4 // 32
+    assert m[ST_REQ] == n // 32 and m[ST_SECT] == n * 4 // 32
+    assert m["smsp__sass_thread_inst_executed_op_global_ld.sum"] == n
+    np.testing.assert_array_equal(y.get(), np.maximum(x.get(), 0))
+
+
 def test_sectors_count_from_the_allocation_start_as_cudamalloc_aligns_it(emu):
     mod, gpuarray = emu
     n = 64

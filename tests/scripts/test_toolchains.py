@@ -48,6 +48,8 @@ def test_the_legs_run_the_emulators_tests_and_three_lessons(toolchains):
         "lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb", "lessons/04_matmul.ipynb"]
     for lesson in toolchains.LESSONS:
         assert os.path.isfile(os.path.join(REPO, lesson))
+    # the g++ legs run the profiler's tests too; clang's leg does not (it merges an if/else's stores)
+    assert toolchains.PYTEST_GXX == args + ["tests/profiler"] and "tests/profiler" not in args
 
 
 def test_an_unknown_leg_is_refused_with_the_legs_named(toolchains):
