@@ -165,34 +165,37 @@ def test_a_kernel_from_launch_kernel_is_named_even_where_the_function_carries_no
     assert launch.function_name(Nameless(), default="?") == "?"
 
 
-def test_gpuedu_profile_command_runs_a_script_and_prints_the_table(tmp_path):
+PREAMBLE = ("import sys\nimport numpy as np\nimport gpuedu\ngpuedu.setup(verbose=False)\nfrom gpuedu import ops\n"
+            "import pycuda.gpuarray as gpuarray\n")
+
+
+def profile_command(tmp_path, body, *args):
+    """``gpuedu profile ARGS`` on the emulator, where "job.py" in ARGS is a script of the imports above and ``body``
+    in ``tmp_path`` (any other name, a script that is not there)."""
     script = tmp_path / "job.py"
-    script.write_text(
-        "import sys\nimport numpy as np\nimport gpuedu\ngpuedu.setup(verbose=False)\nfrom gpuedu import ops\n"
-        "import pycuda.gpuarray as gpuarray\na = gpuarray.to_gpu(np.ones((16, 16), np.float32))\n"
-        "ops.matmul(a, a, version=int(sys.argv[1]))\nprint('ran version', sys.argv[1])\n")
+    script.write_text(PREAMBLE + body)
     env = dict(os.environ, GPUEDU_BACKEND="cpu")
-    out = subprocess.run([sys.executable, "-m", "gpuedu", "profile", str(script), "2"], capture_output=True,
-                         text=True, env=env, timeout=300)
+    args = [str(tmp_path / a) if a.endswith(".py") else a for a in args]
+    return subprocess.run([sys.executable, "-m", "gpuedu", "profile", *args], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+def test_gpuedu_profile_command_runs_a_script_and_prints_the_table(tmp_path):
+    out = profile_command(tmp_path, "a = gpuarray.to_gpu(np.ones((16, 16), np.float32))\n"
+                                    "ops.matmul(a, a, version=int(sys.argv[1]))\nprint('ran version', sys.argv[1])\n",
+                          "job.py", "2")
     assert out.returncode == 0, out.stderr
     assert "ran version 2" in out.stdout
     assert "1 kernel launch in" in out.stdout and "matmul_kernel2" in out.stdout
-    missing = subprocess.run([sys.executable, "-m", "gpuedu", "profile", str(tmp_path / "nope.py")],
-                             capture_output=True, text=True, env=env, timeout=300)
+    missing = profile_command(tmp_path, "", "nope.py")
     assert missing.returncode == 2 and "no such script" in missing.stderr
 
 
 def test_gpuedu_profile_csv_writes_each_launchs_figures_as_ncu_lays_out_its_rows(tmp_path):
     import csv
-    script = tmp_path / "job.py"
-    script.write_text(
-        "import numpy as np\nimport gpuedu\ngpuedu.setup(verbose=False)\nfrom gpuedu import ops\n"
-        "import pycuda.gpuarray as gpuarray\nx = gpuarray.to_gpu(np.arange(-100, 100, dtype=np.float32))\n"
-        "ops.relu(x, version=1)\nops.relu(x, version=2)\n")
-    env = dict(os.environ, GPUEDU_BACKEND="cpu")
     table = tmp_path / "counted.csv"
-    out = subprocess.run([sys.executable, "-m", "gpuedu", "profile", "--gpu", "H200", "--csv", str(table),
-                          str(script)], capture_output=True, text=True, env=env, timeout=300)
+    body = "x = gpuarray.to_gpu(np.arange(-100, 100, dtype=np.float32))\nops.relu(x, version=1)\nops.relu(x, version=2)\n"
+    out = profile_command(tmp_path, body, "--gpu", "H200", "--csv", str(table), "job.py")
     assert out.returncode == 0, out.stderr
     assert f"written to {table}" in out.stdout
     with open(table, newline="") as f:
@@ -208,10 +211,8 @@ def test_gpuedu_profile_csv_writes_each_launchs_figures_as_ncu_lays_out_its_rows
     assert by[("0", "dram__bytes_read.sum")]["Metric Kind"] == "modelled"
     assert int(by[("1", "smsp__threads_launched.sum")]["Metric Value"]) > 0
     # a folder that is not there is refused before the script runs
-    refused = subprocess.run([sys.executable, "-m", "gpuedu", "profile", "--csv", str(tmp_path / "no" / "x.csv"),
-                              str(script)], capture_output=True, text=True, env=env, timeout=300)
+    refused = profile_command(tmp_path, body, "--csv", str(tmp_path / "no" / "x.csv"), "job.py")
     assert refused.returncode == 2 and "no such folder" in refused.stderr and "==PROF==" not in refused.stdout
-
 
 
 def test_counts_extrapolate_exactly_from_two_sizes_to_a_third(emu):
