@@ -15,9 +15,10 @@
 //   A is M x K, B is K x N (row-major FP16), C is M x N row-major FP32.
 //   blockDim must be (128, 1, 1); grid = (ceil(N/32), ceil(M/32)).
 //
-//   This is the plain version: no double buffering, no cp.async, so it reaches only a
-//   small fraction of the tensor cores' peak (about 8% of cuBLAS on an H100); it
-//   shows the programming model.
+//   This is the plain version: no double buffering, no cp.async, one mma_sync per loaded
+//   fragment, so it reaches only a small fraction of the tensor cores' peak (4.8 % of
+//   cuBLAS's FP16 GEMM on an H200 at 4096^3, measured: benchmarks/results/nvidia-h200-fp16.json);
+//   it shows the programming model.
 //
 // versions 2 and 3 (wmma_gemm_kernel2_nn, _tn, _nt, _tt; wmma_gemm_kernel3_*): C = alpha * op(A) @ op(B),
 //   the design fast tensor-core GEMMs share (about 95% of cuBLAS on Ada with these pieces):
