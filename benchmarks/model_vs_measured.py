@@ -65,7 +65,8 @@ COPY_FIGURE = "copy_dtod"
 
 
 def measured_h200():
-    """{figure: (its measured median, unit, which record)} for every rung of LADDERS and the copy."""
+    """{figure: (its measured median, unit, which record, its median time in seconds)} for every rung of LADDERS
+    and the copy."""
     records = {}
     for path in (H200_RECORD, *sorted({path for path, _ in LATER.values()})):
         with open(path) as f:
@@ -76,7 +77,7 @@ def measured_h200():
         fig = records[where][name]
         if fig.get("status") != "ok":
             raise RuntimeError(f"{name} in {where} was not measured ({fig.get('status')})")
-        out[name] = (float(fig["median"]), fig["unit"], os.path.basename(where))
+        out[name] = (float(fig["median"]), fig["unit"], os.path.basename(where), float(fig["seconds_median"]))
     return out
 
 
@@ -176,9 +177,7 @@ def model_rung(figure, launches, measured, gpu="H200"):
     """One row: the rung's launches modelled on ``gpu`` (each launch's roofs, the host's launches in between:
     ``time_model.timeline``) beside its measurement."""
     from gpuedu.profiler.time_model import timeline
-    value, unit, record = measured
-    with open(os.path.join(RESULTS, record)) as f:
-        seconds = next(fig["seconds_median"] for fig in json.load(f)["figures"] if fig["name"] == figure)
+    value, unit, record, seconds = measured
     flops = 2 * GEMM_N ** 3 if unit == "GFLOP/s" else None
     pipe = "tensor" if figure in TENSOR_FIGURES else "fp32"
     # A GEMM's FLOPs are its one launch's; the passes of a reduction have none counted (bandwidth figures).

@@ -6,6 +6,7 @@ counters count (gpuedu/profiler/metrics.py). On a real GPU the launches run as t
 are and each record holds its time measured with CUDA events, plus the ``ncu``
 command that gives the counters there.
 """
+import csv
 import os
 
 from .. import launch as _launch
@@ -333,7 +334,6 @@ class Profile:
         compiler; figures that are unknown for a launch are left out (``KernelRecord.reasons`` says why).
         ``benchmarks/ncu_compare.py compare ncu.csv --counted this.csv`` sets it beside ncu's rows.
         """
-        import csv
         if isinstance(file, (str, os.PathLike)):
             with open(file, "w", newline="", encoding="utf-8") as f:
                 return self.write_csv(f)
