@@ -118,8 +118,9 @@ struct WorkerHead {
 }  // namespace __gpuedu
 #if defined(__linux__) && defined(GPUEDU_PROFILE) && !defined(__clang__) && !defined(GPUEDU_SCAN)
 // In g++'s profiled build the module sees the pointer as const: a thread's pointer never changes once its worker
-// has set it (through a cast, gpuedu_launch.h), and g++ instruments no read of a const object, so that threadIdx
-// costs the counters one call (its field) instead of two. (clang++ instruments such reads all the same.)
+// has set it (through a cast, gpuedu_launch.h), and g++ instruments no read of a const object, so that reading
+// threadIdx costs the counters no call (its field is read unseen, below). (clang++ instruments such reads all the
+// same: one call.)
 extern "C" __thread __gpuedu::WorkerHead* const __gpuedu_worker __attribute__((tls_model("initial-exec")));
 #elif defined(__linux__)
 extern "C" __thread __gpuedu::WorkerHead* __gpuedu_worker __attribute__((tls_model("initial-exec")));
@@ -127,10 +128,41 @@ extern "C" __thread __gpuedu::WorkerHead* __gpuedu_worker __attribute__((tls_mod
 // (Elsewhere one worker runs every block: a plain variable of the module.)
 extern "C" __attribute__((visibility("hidden"))) __gpuedu::WorkerHead* __gpuedu_worker;
 #endif
-#define threadIdx (__gpuedu_worker->tid)
-#define blockIdx (__gpuedu_worker->bid)
-static dim3 blockDim;
-static dim3 gridDim;
+// (The runtime sets them by these names.)
+#define __gpuedu_threadIdx (__gpuedu_worker->tid)
+#define __gpuedu_blockIdx (__gpuedu_worker->bid)
+static dim3 __gpuedu_blockDim;
+static dim3 __gpuedu_gridDim;
+#if defined(GPUEDU_PROFILE) && !defined(GPUEDU_SCAN)
+// A GPU reads them from registers. In the profiled build every read of memory is a call to the counters,
+// which turn these away (they are neither global nor shared memory) at the cost of the call, a few a thread,
+// and one in each turn of a loop that reads blockDim: there each is read by an instruction the
+// instrumentation does not see.
+namespace __gpuedu {
+__attribute__((always_inline)) inline unsigned unseen(const unsigned& v) {
+  unsigned r;
+#if defined(__x86_64__)
+  __asm__("movl %1, %0" : "=r"(r) : "m"(v));
+#elif defined(__aarch64__)
+  __asm__("ldr %w0, %1" : "=r"(r) : "m"(v));
+#else
+  r = v;
+#endif
+  return r;
+}
+__attribute__((always_inline)) inline uint3 unseen(const uint3& v) { return uint3{unseen(v.x), unseen(v.y), unseen(v.z)}; }
+__attribute__((always_inline)) inline dim3 unseen(const dim3& v) { return dim3(unseen(v.x), unseen(v.y), unseen(v.z)); }
+}  // namespace __gpuedu
+#define threadIdx (::__gpuedu::unseen(__gpuedu_threadIdx))
+#define blockIdx (::__gpuedu::unseen(__gpuedu_blockIdx))
+#define blockDim (::__gpuedu::unseen(__gpuedu_blockDim))
+#define gridDim (::__gpuedu::unseen(__gpuedu_gridDim))
+#else
+#define threadIdx __gpuedu_threadIdx
+#define blockIdx __gpuedu_blockIdx
+#define blockDim __gpuedu_blockDim
+#define gridDim __gpuedu_gridDim
+#endif
 static constexpr int warpSize = 32;
 
 // ---- math -------------------------------------------------------------------

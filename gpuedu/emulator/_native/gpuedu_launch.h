@@ -242,8 +242,8 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int r
 namespace __gpuedu {
 // dims: grid x, y, z, block x, y, z, the dynamic shared memory size and the shared memory limit (bytes)
 inline void begin_grid(const KernelInfo* k, const unsigned* dims) {
-  gridDim = dim3(dims[0], dims[1], dims[2]);
-  blockDim = dim3(dims[3], dims[4], dims[5]);
+  __gpuedu_gridDim = dim3(dims[0], dims[1], dims[2]);
+  __gpuedu_blockDim = dim3(dims[3], dims[4], dims[5]);
   R.nthreads = dims[3] * dims[4] * dims[5];
   R.dynamic_shared_bytes = dims[6];
   R.shared_limit = dims[7];

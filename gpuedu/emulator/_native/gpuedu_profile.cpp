@@ -60,9 +60,16 @@ struct Request {       // a warp-level memory instruction; its lanes' addresses 
   uint32_t site;
   uint8_t space, op, size;
   uint32_t mask;       // the lanes that executed it (those that followed the common sequence: once done)
-  uintptr_t address;   // the instruction's (for the hooks' fast path)
-  uint64_t range;      // the allocation (global) its first lane's address lay in, << 40
-  uint64_t lo, span;   // ... or shared variable: where it starts, and its size
+};
+
+// What the hooks' fast path needs of a request (one 32-byte entry): the allocation (global) or shared variable
+// its first lane's address lay in, [lo, lo + span), and how a following lane's address a there is kept:
+// a + delta (allocation << 40 | offset for global memory, the host address itself for shared).
+struct Step {
+  uintptr_t address;   // the instruction's
+  uint64_t lo, delta;
+  uint32_t span;       // (a larger variable's lanes past 4 GiB go the full way)
+  uint32_t shared;
 };
 
 struct Instance {       // one warp-level execution of a basic block
@@ -227,12 +234,26 @@ struct WarpState {
   bool live = false;
   unsigned existing = 0, done = 0;
   std::vector<Request> requests;
+  std::vector<Step> steps;               // [request]: for the hooks' fast path
   // [request * 32 + lane]: each request's lanes' addresses side by side, as count_request reads them
   // (global: allocation << 40 | offset; shared: the host address)
   std::vector<uint64_t> addresses;
   std::vector<Instance> instances;
   std::vector<Split> splits;
   Matcher memory, blocks;   // blocks.cursor[lane]: the lane's last block instance (0: the threads' start)
+};
+
+// The running lane's view of its warp, for the hooks' fast paths: where its cursors are, and how far along
+// its warp's common sequences it may step without the full way (0: not at all). refresh() sets it whenever
+// the lane starts or resumes, and after anything that may move the vectors it points into (the full ways).
+struct Running {
+  uint32_t* memory_cursor = nullptr;      // &memory.cursor[lane]
+  const Step* steps = nullptr;
+  uint64_t* addresses = nullptr;          // &addresses[lane]: request j's entry is addresses[j * 32]
+  uint32_t memory_steps = 0;              // requests [0, this) have a Step and room for the lane's address
+  uint32_t* block_cursor = nullptr;       // &blocks.cursor[lane]
+  const uintptr_t* block_address = nullptr;
+  uint32_t block_steps = 0;               // block instances [0, this) are the common sequence's
 };
 
 // Racecheck: the last write and two last reads of every 4-byte word.
@@ -301,6 +322,7 @@ struct State {
   unsigned tid = 0, lane = 0;
   WarpState* warp = nullptr;
   WarpState warps[32];
+  Running run;
   uint16_t warp_gen[32] = {};
   // address lookups
   std::vector<Range> shared;              // [0] the dynamic buffer, then the static __shared__ variables
@@ -319,6 +341,20 @@ struct State {
 };
 
 State S;
+
+void refresh() {
+  WarpState& W = *S.warp;
+  unsigned lane = S.lane;
+  Running& R = S.run;
+  R.memory_cursor = &W.memory.cursor[lane];
+  R.steps = W.steps.data();
+  R.addresses = W.addresses.empty() ? nullptr : W.addresses.data() + lane;
+  R.memory_steps = S.fast && (W.memory.stepping >> lane & 1u)
+                       ? (uint32_t)std::min(W.steps.size(), W.addresses.size() / 32) : 0;
+  R.block_cursor = &W.blocks.cursor[lane];
+  R.block_address = W.blocks.address.data();
+  R.block_steps = (W.blocks.stepping >> lane & 1u) ? (uint32_t)W.blocks.address.size() : 0;
+}
 
 uint32_t new_site(uintptr_t address, uint8_t kind);
 
@@ -495,8 +531,8 @@ void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
     memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
-__attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {
-  v.resize(std::max<size_t>(j + 1, 2 * v.size()));
+__attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {   // (in whole requests of 32 lanes)
+  v.resize((std::max<size_t>(j + 1, 2 * v.size()) + 31) & ~(size_t)31);
 }
 
 __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
@@ -532,8 +568,9 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
   if (created) {
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
     const Range& r = space == GLOBAL ? S.ranges[which] : S.shared[which];
-    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0, ra,
-                                 space == GLOBAL ? (uint64_t)which << 40 : 0, r.lo, r.hi - r.lo});
+    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
+    W.steps.push_back(Step{ra, r.lo, space == GLOBAL ? ((uint64_t)which << 40) - r.lo : 0,
+                           (uint32_t)std::min<uint64_t>(r.hi - r.lo, ~0u), space == SHARED});
     uint32_t block = W.blocks.cursor[S.lane];
     if ((size_t)block < W.instances.size()) {
       W.instances[block].requests++;
@@ -544,49 +581,38 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
   size_t at = (size_t)slot * 32 + S.lane;
   if (at >= W.addresses.size()) grow(W.addresses, at);
   W.addresses[at] = where;
+  refresh();
   if (S.racecheck) {
     if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
   }
 }
 
-// The hook. Most accesses are a lane's next step along the common sequence of its warp's memory
-// instructions (the matcher's cursor), to the allocation or shared variable that the lane which laid the
-// sequence down reached there: that lane settled the instruction's request, and this one only adds its
-// address. The rest (and everything racecheck or memcheck looks at) goes the full way (access_slow),
-// which classifies the address first and leaves out what is neither global nor shared memory.
-__attribute__((noinline)) void access_step(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked,
-                                           bool maybe_shared) {
-  if (S.fast) {
-    WarpState& W = *S.warp;
-    Matcher& m = W.memory;
-    unsigned lane = S.lane;
-    uint32_t j = m.cursor[lane];
-    // (requests[j] is the memory matcher's instance j: its address is address[j])
-    if ((m.stepping >> lane & 1u) && j < W.requests.size() && W.requests[j].address == ra) {
-      const Request& q = W.requests[j];
-      uint64_t offset = a - q.lo;
-      if (offset < q.span && (q.space == SHARED || !maybe_shared)) {
-        size_t at = (size_t)j * 32 + lane;
-        if (at >= W.addresses.size()) grow(W.addresses, at);
-        W.addresses[at] = q.space == SHARED ? a : (q.range | offset);
-        m.cursor[lane] = j + 1;
-        return;
-      }
-    }
-  }
-  access_slow(ra, a, size, op_asked);
-}
-
-// (Inlined into each hook, which saves no register before it knows the access is one to count.)
+// The hook (inlined into each of the compiler's). Most accesses are a lane's next step along the common
+// sequence of its warp's memory instructions (the matcher's cursor), to the allocation or shared variable that
+// the lane which laid the sequence down reached there: that lane settled the instruction's request, and this
+// one only adds its address. (Allocations and shared variables never overlap, so an address within the
+// request's own is one of the same kind.) Of the rest, what is neither global nor shared memory (mostly the
+// thread's own stack and the kernel's parameters: the miss lines) is turned away here; the others (the lane
+// that lays the sequence down, one off it, and everything racecheck or memcheck looks at) go the full way
+// (access_slow), which classifies the address first. The first two save no register.
 inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
   if (!S.on) return;
-  bool maybe_shared = a - S.shared_lo < S.shared_span;
-  if (!maybe_shared) {
+  Running& R = S.run;
+  uint32_t j = *R.memory_cursor;
+  if (j < R.memory_steps) {
+    const Step& q = R.steps[j];
+    if (q.address == ra && a - q.lo < q.span) {
+      R.addresses[(size_t)j * 32] = a + q.delta;
+      *R.memory_cursor = j + 1;
+      return;
+    }
+  }
+  if (a - S.shared_lo >= S.shared_span) {
     uint64_t line = a >> 6;
     if (S.miss_lines[line & 255] == line + 1 && !S.memcheck) return;  // lately neither global nor shared
   }
-  access_step(ra, a, size, op_asked, maybe_shared);
+  access_slow(ra, a, size, op_asked);
 }
 
 void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
@@ -960,6 +986,7 @@ void finish_warp(WarpState& W) {
   S.counters[BLOCK_INSTANCES] += W.instances.size() - 1;
   S.counters[WARPS] += 1;
   W.requests.clear();
+  W.steps.clear();
   W.instances.clear();
   W.splits.clear();
   W.memory.reset();
@@ -1002,6 +1029,7 @@ void launch_begin(const unsigned* grid, const unsigned* block, const void* dynam
   for (WarpState& W : S.warps) {   // what a launch that failed left behind is dropped
     W.live = false;
     W.requests.clear();
+    W.steps.clear();
     W.instances.clear();
     W.splits.clear();
     W.memory.reset();
@@ -1029,7 +1057,8 @@ void block_begin(unsigned block_linear) {
   std::memset(S.warp_gen, 0, sizeof S.warp_gen);
 }
 
-void enter(unsigned tid) {
+// The running thread is `tid` (linear in its block): its warp and lane.
+void select_thread(unsigned tid) {
   S.tid = tid;
   S.lane = tid & 31u;
   WarpState& W = S.warps[tid >> 5];
@@ -1043,6 +1072,11 @@ void enter(unsigned tid) {
     W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0, 0});
   }
   if (W.blocks.cursor[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
+}
+
+void enter(unsigned tid) {
+  select_thread(tid);
+  refresh();
   S.on = true;
 }
 
@@ -1057,7 +1091,7 @@ bool suspend() {
 void resume(bool was_on) { S.on = was_on; }
 
 void thread_done(unsigned tid) {
-  enter(tid);
+  select_thread(tid);
   go_to((int32_t)S.warp->blocks.cursor[S.lane], -1, -1);
   S.on = false;
   S.counters[THREADS] += 1;
@@ -1124,6 +1158,7 @@ __attribute__((noinline)) void block_slow(uintptr_t ra) {
   uint32_t site = site_of(ra, BLOCK);
   bool created;
   int32_t slot = W.blocks.match(S.lane, site, ra, &created) + 1;  // instance 0 is the threads' start
+  refresh();
   if (created) {
     W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0, 0});
   } else {
@@ -1140,12 +1175,11 @@ extern "C" {
 HIDDEN void __sanitizer_cov_trace_pc() {
   if (!S.on) return;
   uintptr_t ra = RA;
-  Matcher& m = S.warp->blocks;
-  unsigned lane = S.lane;
-  uint32_t j = m.cursor[lane];
+  Running& R = S.run;
+  uint32_t j = *R.block_cursor;
   // The lane's next step along the common sequence: all there is to do is to move its cursor.
-  if ((m.stepping >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
-    m.cursor[lane] = j + 1;
+  if (j < R.block_steps && R.block_address[j] == ra) {
+    *R.block_cursor = j + 1;
     return;
   }
   block_slow(ra);

@@ -522,7 +522,7 @@ GPUEDU_PROF_QUIET inline void resume(unsigned pos, Fiber* me) {
   if (me && t == r.cur) return;  // the caller is the next to run: carry on
   Fiber* to = &r.fibers[t];
   r.cur = t;
-  threadIdx = to->tid;
+  __gpuedu_threadIdx = to->tid;
   // The fibers after this one in schedule order usually run next: start loading
   // the saved registers and frame of the one after next now (each stack top is a
   // cache and TLB miss; one switch ahead is too late to hide it).
@@ -552,7 +552,7 @@ GPUEDU_PROF_QUIET inline void run_next() {
   if (r.n_done == n) { switch_to_main(me); return; }
   if (r.n_block && !r.n_warp && r.n_block + r.n_done == n) {
     if (r.n_done) {
-      threadIdx = me->tid;
+      __gpuedu_threadIdx = me->tid;
       fail(BARRIER_PARTIAL,
            "__syncthreads reached by %u of %u threads; %u exited - __syncthreads must be reached by every "
            "thread of the block (look for a return, or an if around the barrier, that not every thread takes)",
@@ -582,7 +582,7 @@ inline void report_deadlock() {
     unsigned waiting = (unsigned)__builtin_popcount(W.arrived & need);
     unsigned exited = (unsigned)__builtin_popcount(W.exited & need);
     unsigned elsewhere = (unsigned)__builtin_popcount(need & ~W.arrived & ~W.exited);
-    threadIdx = R.fibers[w * 32 + lane].tid;
+    __gpuedu_threadIdx = R.fibers[w * 32 + lane].tid;
     if (exited)
       fail(WARP_EXITED,
            "warp %u: %u threads at %s(mask=0x%08x), %u exited - every lane named in the mask must reach the "
@@ -891,7 +891,7 @@ inline void run_block_fibers() {
 // body(t) runs thread t (linear in the block), with threadIdx set.
 template <typename Body>
 __attribute__((always_inline)) inline void run_block_loop(Body&& body) {
-  uint3* const tid = &threadIdx;   // this worker's (thread_local): its address found once, not per thread
+  uint3* const tid = &__gpuedu_threadIdx;   // this worker's (thread_local): its address found once, not per thread
   if (R.schedule == SCHED_FORWARD) {
     unsigned linear = 0;
     for (unsigned z = 0; z < blockDim.z; ++z)
@@ -1005,7 +1005,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     if (b >= G.blocks) break;
     unsigned bz = (unsigned)(b / per_plane), by = (unsigned)(b % per_plane / gridDim.x),
              bx = (unsigned)(b % gridDim.x);
-    blockIdx = uint3{bx, by, bz};
+    __gpuedu_blockIdx = uint3{bx, by, bz};
     R.block_linear = b;
     // A shuffled schedule draws each block's order from the seed and the block, whichever worker runs it.
     R.rng = block_seed(R.seed, b);
@@ -1031,7 +1031,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
 }
 
 inline void fail_static_shared_overrun(int which, size_t first, size_t last) {
-  threadIdx = uint3{0, 0, 0};
+  __gpuedu_threadIdx = uint3{0, 0, 0};
   size_t n = S.at[which].n;
   fail(STATIC_SHARED_OVERRUN,
        "wrote past the end of the __shared__ array '%s' (%zu bytes): bytes %zu to %zu from its start changed, "
@@ -1046,7 +1046,7 @@ inline void fail_arena_full(size_t bytes) {
 }
 
 inline void fail_dynamic_shared_overrun(size_t first, size_t last) {
-  threadIdx = uint3{0, 0, 0};   // the block is done: which of its threads wrote there is not known
+  __gpuedu_threadIdx = uint3{0, 0, 0};   // the block is done: which of its threads wrote there is not known
   fail(DYNAMIC_SHARED_OVERRUN,
        "wrote past the dynamic shared memory the launch asked for (shared=%zu bytes): bytes %zu to %zu of the "
        "dynamic buffer changed, which faults on a GPU; pass a larger shared= (in bytes, not elements) or check "
