@@ -867,7 +867,16 @@ void count_request(const WarpState& W, size_t index) {
     uint32_t phase = (uint32_t)(((1ull << per_phase) - 1) << first) & q.mask;
     if (!phase) continue;
     if (q.op != ATOM) {
-      // Mostly each bank is asked for one word at most (or lanes share it): one wavefront.
+      // Mostly each bank is asked for one word at most (or lanes share it): one wavefront. So it is when the
+      // words lie within 32 of each other (a bank is a word's number mod 32: distinct words, distinct banks),
+      // which is found without a loop that waits on its last turn.
+      uint64_t lo = ~0ull, hi = 0;
+      for (uint32_t m = phase; m; m &= m - 1) {
+        uint64_t a = addr((unsigned)__builtin_ctz(m));
+        lo = std::min(lo, a >> 2);
+        hi = std::max(hi, (a + q.size - 1) >> 2);
+      }
+      if (hi - lo < 32) { ideal += 1; waves += 1; continue; }
       uint64_t bank_word[32];
       uint32_t banks = 0;
       bool one = true;
