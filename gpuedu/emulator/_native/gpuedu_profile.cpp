@@ -1100,7 +1100,7 @@ bool suspend() {
 void resume(bool was_on) { S.on = was_on; }
 
 void thread_done(unsigned tid) {
-  select_thread(tid);
+  if (S.tid != tid || S.warp != &S.warps[tid >> 5]) select_thread(tid);   // (it ran last: enter chose it)
   go_to((int32_t)S.warp->blocks.cursor[S.lane], -1, -1);
   S.on = false;
   S.counters[THREADS] += 1;
