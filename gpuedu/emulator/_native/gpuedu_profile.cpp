@@ -244,8 +244,9 @@ struct WarpState {
 };
 
 // The running lane's view of its warp, for the hooks' fast paths: where its cursors are, and how far along
-// its warp's common sequences it may step without the full way (0: not at all). refresh() sets it whenever
-// the lane starts or resumes, and after anything that may move the vectors it points into (the full ways).
+// its warp's common sequences it may step without the full way (0: not at all). refresh_memory() and
+// refresh_blocks() set it whenever the lane starts or resumes, and after anything that may move the vectors
+// it points into (the full ways).
 struct Running {
   uint32_t* memory_cursor = nullptr;      // &memory.cursor[lane]
   const Step* steps = nullptr;
@@ -342,7 +343,8 @@ struct State {
 
 State S;
 
-void refresh() {
+// (The memory side after the memory matcher or its vectors changed, the blocks' after theirs.)
+inline void refresh_memory() {
   WarpState& W = *S.warp;
   unsigned lane = S.lane;
   Running& R = S.run;
@@ -351,6 +353,12 @@ void refresh() {
   R.addresses = W.addresses.empty() ? nullptr : W.addresses.data() + lane;
   R.memory_steps = S.fast && (W.memory.stepping >> lane & 1u)
                        ? (uint32_t)std::min(W.steps.size(), W.addresses.size() / 32) : 0;
+}
+
+inline void refresh_blocks() {
+  WarpState& W = *S.warp;
+  unsigned lane = S.lane;
+  Running& R = S.run;
   R.block_cursor = &W.blocks.cursor[lane];
   R.block_address = W.blocks.address.data();
   R.block_steps = (W.blocks.stepping >> lane & 1u) ? (uint32_t)W.blocks.address.size() : 0;
@@ -581,7 +589,7 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
   size_t at = (size_t)slot * 32 + S.lane;
   if (at >= W.addresses.size()) grow(W.addresses, at);
   W.addresses[at] = where;
-  refresh();
+  refresh_memory();
   if (S.racecheck) {
     if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
@@ -1085,7 +1093,8 @@ void select_thread(unsigned tid) {
 
 void enter(unsigned tid) {
   select_thread(tid);
-  refresh();
+  refresh_memory();
+  refresh_blocks();
   S.on = true;
 }
 
@@ -1167,7 +1176,7 @@ __attribute__((noinline)) void block_slow(uintptr_t ra) {
   uint32_t site = site_of(ra, BLOCK);
   bool created;
   int32_t slot = W.blocks.match(S.lane, site, ra, &created) + 1;  // instance 0 is the threads' start
-  refresh();
+  refresh_blocks();
   if (created) {
     W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0, 0});
   } else {
