@@ -98,6 +98,8 @@ struct Split {          // lanes of a divergent instance that went on to another
 // instruction's address with the one at the cursor): which lanes executed an instance is settled when
 // the warp is done (in_step_lanes), from how far each lane followed the sequence, plus the lanes that
 // met it while counting.
+const uint32_t LOOK_AHEAD = 4;   // (Matcher::match_counting)
+
 struct Matcher {
   std::vector<uint64_t> keys;            // (site << 32 | k) of each instance, in creation order
   std::vector<uintptr_t> address;        // the instruction's address of each instance, in creation order
@@ -169,11 +171,14 @@ struct Matcher {
     }
     if (site >= occ.size()) occ.resize(site + 64, 0);
     uint64_t key = (uint64_t)site << 32 | occ[site]++;
-    if (j < keys.size() && keys[j] == key) {
-      cursor[lane] = j + 1;
-      *created = false;
-      return (int32_t)j;
-    }
+    // Mostly the instance is one of the next few the lanes before laid down after the lane's last (a lane that
+    // skipped a branch's body goes on to the instance after it): those are looked at before the table.
+    for (uint32_t k = j; k < j + LOOK_AHEAD && k < keys.size(); ++k)
+      if (keys[k] == key) {
+        cursor[lane] = k + 1;
+        *created = false;
+        return (int32_t)k;
+      }
     if (!mapped) rebuild();
     size_t mask = table.size() - 1;
     for (size_t i = hash(key) & mask; table[i]; i = (i + 1) & mask)
@@ -1160,17 +1165,21 @@ __attribute__((noinline)) void block_slow(uintptr_t ra) {
   unsigned lane = S.lane;
   int32_t prev = (int32_t)m.cursor[lane];
   uint32_t j = m.cursor[lane];
-  if ((m.counting >> lane & 1u) && j < m.address.size() && m.address[j] == ra) {
-    // A counting lane whose execution is the instance after its last one (what match_counting
-    // checks first), found without looking the instruction up.
-    uint32_t site = (uint32_t)(m.keys[j] >> 32);
-    std::vector<uint32_t>& occ = m.occurrences[lane];
-    if (site < occ.size() && occ[site] == (uint32_t)m.keys[j]) {
-      occ[site]++;
-      m.cursor[lane] = j + 1;
-      W.instances[j + 1].mask |= 1u << lane;
-      go_to(prev, (int32_t)site, (int32_t)j + 1);
-      return;
+  if (m.counting >> lane & 1u) {
+    // A counting lane whose execution is one of the next few instances after its last one (what
+    // match_counting looks at first), found without looking the instruction up.
+    for (uint32_t k = j; k < j + LOOK_AHEAD && k < m.address.size(); ++k) {
+      if (m.address[k] != ra) continue;
+      uint32_t site = (uint32_t)(m.keys[k] >> 32);
+      std::vector<uint32_t>& occ = m.occurrences[lane];
+      if (site < occ.size() && occ[site] == (uint32_t)m.keys[k]) {
+        occ[site]++;
+        m.cursor[lane] = k + 1;
+        W.instances[k + 1].mask |= 1u << lane;
+        go_to(prev, (int32_t)site, (int32_t)k + 1);
+        return;
+      }
+      break;   // (the instruction's next instance for this lane is elsewhere)
     }
   }
   uint32_t site = site_of(ra, BLOCK);
