@@ -73,8 +73,12 @@ struct Quiet {
 // keeps it whole out of line, and its counted blocks would merge with the kernel's (other counts of
 // basic-block instances).
 #define GPUEDU_PROF_OUTLINED __attribute__((noinline))
+// The runtime's part of a function the kernel calls, made a function of its own so that a profiled build does
+// not instrument it: an ordinary build inlines it back, and its code is what it was before the split.
+#define GPUEDU_PROF_QUIET_PART GPUEDU_PROF_QUIET
 #else
 #define GPUEDU_PROF_OUTLINED
+#define GPUEDU_PROF_QUIET_PART __attribute__((always_inline))
 #define GPUEDU_PROF(call) ((void)0)
 namespace __gpuedu {
 [[noreturn]] void misaligned_atomic(const void* p, unsigned size);

@@ -630,13 +630,10 @@ inline void fiber_entry() {
        what);
 }
 
-// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction.
-inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
+// The waiting at a block-wide barrier (after the thread has stopped counting): the runtime's, not the kernel's,
+// so that a profiled build counts none of it and calls no hook in it. Returns the barrier's count.
+GPUEDU_PROF_QUIET_PART inline int barrier_wait(int predicate, int line, int site) {
   Runtime& r = R;  // (this worker's: its address found once)
-  if (!r.fiber_mode) fail_loop_mode("__syncthreads");
-  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
-  // the profiler stops counting before them.
-  GPUEDU_PROF(leave());
   if (line) {
     // Every thread of a block must wait at the same __syncthreads: two in the branches of an if are two
     // barriers, and a GPU hangs or lets threads run on past each other there (compute-sanitizer synccheck).
@@ -664,8 +661,20 @@ inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
   unsigned p = r.pos + 1;
   if (p < r.nthreads && r.state[r.order[p]] == READY) resume(p, me);
   else run_next();
+  return r.barrier_result;
+}
+
+// Block-wide barrier; op 0 plain, 1 count, 2 and, 3 or. Returns the reduction. (Out of line in a profiled
+// build, as it was before its waiting became a function of its own: the kernels' counted blocks stay as they
+// were.)
+GPUEDU_PROF_OUTLINED inline int block_barrier(int op, int predicate, int line = 0, int site = 0) {
+  Runtime& r = R;  // (this worker's: its address found once)
+  if (!r.fiber_mode) fail_loop_mode("__syncthreads");
+  // The barrier's own branches (the first thread to arrive notes its place) are not the kernel's:
+  // the profiler stops counting before them.
+  GPUEDU_PROF(leave());
+  int count = barrier_wait(predicate, line, site);
   GPUEDU_PROF(enter(r.cur));
-  int count = r.barrier_result;
   if (op == 1) return count;
   if (op == 2) return count == (int)r.nthreads;
   if (op == 3) return count != 0;
