@@ -54,6 +54,24 @@ def test_the_overhead_summary_takes_the_geometric_mean_and_the_worst_kernel_agai
         bench.summary([])
 
 
+def test_the_committed_overhead_record_covers_every_kernel_and_meets_both_targets(emulator):
+    """The recorded run (benchmarks/results/cpu-emulator-profiler.json): its rows are the benchmark's kernels, its
+    summary is the one its rows give, and that summary meets the geometric-mean and the worst-kernel targets."""
+    import json
+    import os
+    bench = load("profiler_bench")
+    path = os.path.join(os.path.dirname(bench.__file__), "results", "cpu-emulator-profiler.json")
+    with open(path) as f:
+        record = json.load(f)
+    assert [row["kernel"] for row in record["rows"]] == [name for name, _ in bench.cases()]
+    for row in record["rows"]:
+        assert row["ratio"] == pytest.approx(row["profiled_s"] / row["plain_s"])
+    totals = bench.summary(record["rows"])
+    assert record["geometric_mean_ratio"] == pytest.approx(totals["geometric_mean_ratio"])
+    assert record["worst"] == totals["worst"]
+    assert totals["targets_met"] and record["targets_met"], (totals["geometric_mean_ratio"], totals["worst"])
+
+
 @pytest.mark.skipif(not __import__("gpuedu.distributed").distributed.mpi_status()[0], reason="needs gpuedu[mpi]")
 def test_the_allreduce_benchmark_runs_on_two_ranks_and_compares_with_the_model(tmp_path):
     bench = load("allreduce_bench")
