@@ -134,10 +134,12 @@ extern "C" __attribute__((visibility("hidden"))) __gpuedu::WorkerHead* __gpuedu_
 static dim3 __gpuedu_blockDim;
 static dim3 __gpuedu_gridDim;
 #if defined(GPUEDU_PROFILE) && !defined(GPUEDU_SCAN)
-// A GPU reads them from registers. In the profiled build every read of memory is a call to the counters,
-// which turn these away (they are neither global nor shared memory) at the cost of the call, a few a thread,
-// and one in each turn of a loop that reads blockDim: there each is read by an instruction the
-// instrumentation does not see.
+// A GPU reads threadIdx and blockIdx from registers. In the profiled build every read of memory is a call to
+// the counters, which turn these away (they are neither global nor shared memory) at the cost of the call, a
+// few a thread: there they (the running thread's, in its worker) are read by an instruction the
+// instrumentation does not see. blockDim and gridDim, the module's own variables, are read plainly: read by
+// such an instruction, they would be memory its operand lets escape, and g++ would no longer keep values
+// across stores through __restrict__ pointers (lesson 09's fused Adam loaded g, m and v again after storing m).
 namespace __gpuedu {
 __attribute__((always_inline)) inline unsigned unseen(const unsigned& v) {
   unsigned r;
@@ -151,18 +153,15 @@ __attribute__((always_inline)) inline unsigned unseen(const unsigned& v) {
   return r;
 }
 __attribute__((always_inline)) inline uint3 unseen(const uint3& v) { return uint3{unseen(v.x), unseen(v.y), unseen(v.z)}; }
-__attribute__((always_inline)) inline dim3 unseen(const dim3& v) { return dim3(unseen(v.x), unseen(v.y), unseen(v.z)); }
 }  // namespace __gpuedu
 #define threadIdx (::__gpuedu::unseen(__gpuedu_threadIdx))
 #define blockIdx (::__gpuedu::unseen(__gpuedu_blockIdx))
-#define blockDim (::__gpuedu::unseen(__gpuedu_blockDim))
-#define gridDim (::__gpuedu::unseen(__gpuedu_gridDim))
 #else
 #define threadIdx __gpuedu_threadIdx
 #define blockIdx __gpuedu_blockIdx
+#endif
 #define blockDim __gpuedu_blockDim
 #define gridDim __gpuedu_gridDim
-#endif
 static constexpr int warpSize = 32;
 
 // ---- math -------------------------------------------------------------------
