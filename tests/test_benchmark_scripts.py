@@ -1,4 +1,7 @@
 """The benchmark scripts (profiler, model, all-reduce): their arithmetic and a small run of their core, no timings asserted."""
+import json
+import os
+
 import numpy as np
 import pytest
 from benchmark_helpers import load_benchmark as load
@@ -57,8 +60,6 @@ def test_the_overhead_summary_takes_the_geometric_mean_and_the_worst_kernel_agai
 def test_the_committed_overhead_record_covers_every_kernel_and_meets_both_targets(emulator):
     """The recorded run (benchmarks/results/cpu-emulator-profiler.json): its rows are the benchmark's kernels, its
     summary is the one its rows give, and that summary meets the geometric-mean and the worst-kernel targets."""
-    import json
-    import os
     bench = load("profiler_bench")
     path = os.path.join(os.path.dirname(bench.__file__), "results", "cpu-emulator-profiler.json")
     with open(path) as f:
@@ -77,7 +78,6 @@ def test_the_allreduce_benchmark_runs_on_two_ranks_and_compares_with_the_model(t
     bench = load("allreduce_bench")
     out = tmp_path / "allreduce.json"
     assert bench.main(["--quick", "--out", str(out)]) == 0
-    import json
     result = json.loads(out.read_text())
     (run,) = result["runs"]
     assert run["ranks"] == 2 and run["alpha_seconds"] >= 0 and run["beta_bytes_per_second"] > 0
