@@ -75,6 +75,13 @@ _EXCEPTIONS = re.compile(r"^(__cxa_(throw|rethrow|allocate_exception|free_except
 # __mulodi4...) and its CPU-feature tests (__builtin_cpu_supports).
 _COMPILER_HELPER = re.compile(r"^(__[a-z]+[0-9]|__cpu_model|__cpu_features2|__cpu_indicator_init)$")
 
+# aarch64's outline atomics: g++ (10 and later) and clang lower every atomic operation on aarch64 to a call into
+# a helper that libgcc (or compiler-rt) links into the module, __aarch64_<op><bytes>_<memory order>; the helper
+# uses the CPU's LSE instructions when it has them (ARMv8.1 and later) and a load-exclusive/store-exclusive loop
+# when it does not (a Raspberry Pi 4's Cortex-A72). The compiler's lowering of an atomicAdd, never a learner's
+# host call: accepted on every target, as only an aarch64 compiler emits them.
+_OUTLINE_ATOMIC = re.compile(r"^__aarch64_(cas|swp|ldadd|ldclr|ldeor|ldset)(1|2|4|8|16)_(relax|acq|rel|acq_rel|sync)$")
+
 # How a C library or a compiler may spell a C name in an object file: glibc's C23 (and C99) redirections
 # (__isoc23_strtoul), _FORTIFY_SOURCE's checking wrappers (__memcpy_chk), the finite-math entry points
 # of older glibc (__expf_finite) and libmvec's vector variants of math functions (_ZGVbN4v_sinf).
@@ -144,7 +151,8 @@ def _demangle(names):
 
 def allowed(name):
     """Whether device code may refer to ``name``, as the source wrote it (see ``source_name``)."""
-    return name in MATH or name in DEVICE_CALLABLE or bool(_COMPILER_HELPER.match(name))
+    return (name in MATH or name in DEVICE_CALLABLE or bool(_COMPILER_HELPER.match(name))
+            or bool(_OUTLINE_ATOMIC.match(name)))
 
 
 def check(obj, runtime_objects=()):

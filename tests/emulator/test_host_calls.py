@@ -85,6 +85,18 @@ def test_the_allow_list_knows_math_and_compiler_helpers_and_refuses_host_functio
     assert _linkcheck.HOST_ONLY.isdisjoint(_linkcheck.DEVICE_CALLABLE | _linkcheck.MATH)
 
 
+def test_aarch64_outline_atomics_are_the_compilers_lowering_not_host_calls():
+    # What g++ and clang on aarch64 call for an atomicAdd, atomicExch, atomicCAS or __syncthreads' own atomics
+    # (libgcc's helpers, linked into the module): a kernel that uses them is not calling the host.
+    helpers = ["__aarch64_ldadd4_relax", "__aarch64_ldadd8_acq_rel", "__aarch64_swp4_acq", "__aarch64_cas4_relax",
+               "__aarch64_cas16_sync", "__aarch64_ldset1_rel", "__aarch64_ldclr2_acq", "__aarch64_ldeor8_relax"]
+    assert _linkcheck.problems(set(helpers)) == []
+    # The naming scheme, not a prefix: anything else under __aarch64_ is still refused, as is a misspelt order.
+    for name in ("__aarch64_ldadd3_relax", "__aarch64_ldadd4_seq", "__aarch64_fopen", "__aarch64_cas4_relax_x"):
+        assert not _linkcheck.allowed(name), name
+        assert _linkcheck.problems({name}), name
+
+
 SHARED_MEMORY_SAMPLE = r'''
 template <class T> struct SharedMemory {
   __device__ inline operator T*() { extern __shared__ int __smem[]; return (T*)__smem; }
