@@ -44,9 +44,14 @@ PYTEST = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cach
 PYTEST_GXX = PYTEST + ["tests/profiler"]
 CLANG = "clang++-19"
 
-# What the Debian 13 chroot is made of; a change here makes a new one.
+# What each chroot is made of; a change here makes a new one.
 DEBIAN13 = {"suite": "trixie", "variant": "minbase",
             "include": ["g++", "binutils", "make", "python3", "python3-venv", "ca-certificates"]}
+# Debian 12 for arm64: what an Apple-silicon Mac's container, a Graviton instance or a Raspberry Pi runs. On an
+# x86-64 machine its programs run through qemu-user (registered with binfmt_misc), some 5-10x slower.
+ARM64 = {"suite": "bookworm", "arch": "arm64", "variant": "minbase",
+         "include": ["g++", "binutils", "make", "python3", "python3-venv", "ca-certificates"]}
+CHROOTS = {"debian13": DEBIAN13, "arm64": ARM64}
 
 
 class SetupError(Exception):
@@ -108,23 +113,58 @@ def leg_hardened(log):
 
 # ---- the Debian 13 chroot ----------------------------------------------------------------------------
 
-def _chroot_dir():
+def _chroot_dir(name="debian13"):
     cache = os.environ.get("GPUEDU_CHROOT_CACHE", "/var/cache/gpuedu-ci")
-    key = hashlib.sha256(json.dumps(DEBIAN13, sort_keys=True).encode()).hexdigest()[:12]
-    return cache, os.path.join(cache, f"debian13-{key}")
+    key = hashlib.sha256(json.dumps(CHROOTS[name], sort_keys=True).encode()).hexdigest()[:12]
+    return cache, os.path.join(cache, f"{name}-{key}")
 
 
-def _make_chroot(target, log):
+def _foreign_arch(spec):
+    """The chroot's architecture where it is not this machine's (debootstrap's name for it), else None."""
+    native = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+    arch = spec.get("arch")
+    return arch if arch and arch != native else None
+
+
+BINFMT = "/proc/sys/fs/binfmt_misc"
+
+
+def _binfmt_ready(arch, log):
+    """Programs of ``arch`` run here through qemu-user: Debian's qemu-user-static registers its handler with
+    binfmt_misc (mounted first where it is not, as on a fresh VM), so that a chroot's /bin/sh just runs."""
+    qemu = {"arm64": "aarch64"}[arch]
+    if shutil.which(f"qemu-{qemu}-static") is None or shutil.which("update-binfmts") is None:
+        for package in ("qemu-user-static", "binfmt-support"):
+            _apt_install(package, log)
+    if not os.path.exists(os.path.join(BINFMT, "status")):
+        _run(_as_root(["mount", "-t", "binfmt_misc", "binfmt_misc", BINFMT]), log)
+    _run(_as_root(["update-binfmts", "--enable", f"qemu-{qemu}"]), log)
+    try:
+        with open(os.path.join(BINFMT, f"qemu-{qemu}")) as f:
+            if f.readline().strip() == "enabled":
+                return
+    except OSError:
+        pass
+    raise SetupError(f"{arch} programs cannot run here: qemu-{qemu} is not registered with binfmt_misc "
+                     f"(see {log}; as root: mount -t binfmt_misc binfmt_misc {BINFMT} && "
+                     f"update-binfmts --enable qemu-{qemu})")
+
+
+def _make_chroot(name, target, log):
+    spec = CHROOTS[name]
+    foreign = _foreign_arch(spec)
+    if foreign:
+        _binfmt_ready(foreign, log)      # the chroot's programs run through qemu, debootstrap's own included
     if os.path.isfile(os.path.join(target, ".gpuedu-ready")):
         return
     if shutil.which("debootstrap") is None:
         _apt_install("debootstrap", log)
     partial = target + ".partial"
     _run(_as_root(["rm", "-rf", partial]), log)
-    command = ["debootstrap", f"--variant={DEBIAN13['variant']}", "--include=" + ",".join(DEBIAN13["include"]),
-               DEBIAN13["suite"], partial]
+    command = ["debootstrap", f"--variant={spec['variant']}", "--include=" + ",".join(spec["include"]),
+               *([f"--arch={spec['arch']}"] if "arch" in spec else []), spec["suite"], partial]
     if _run(_as_root(command), log) != 0:
-        raise SetupError(f"debootstrap could not make the Debian 13 chroot (see {log})")
+        raise SetupError(f"debootstrap could not make the {name} chroot (see {log})")
     _run(_as_root(["touch", os.path.join(partial, ".gpuedu-ready")]), log)
     if _run(_as_root(["mv", partial, target]), log) != 0:
         raise SetupError(f"could not move the chroot into {target}")
@@ -181,21 +221,21 @@ def _in_chroot(target, script, log, ca=None):
 
 
 @contextlib.contextmanager
-def _chroot_ready(log):
-    """The Debian 13 chroot with this checkout in it and its test dependencies installed; locked while used."""
-    cache, target = _chroot_dir()
+def _chroot_ready(log, name="debian13"):
+    """The chroot ``name`` with this checkout in it and its test dependencies installed; locked while used."""
+    cache, target = _chroot_dir(name)
     if _run(_as_root(["mkdir", "-p", cache]), log) != 0:
         raise SetupError(f"cannot make {cache}: run as root, or give sudo -n, or set GPUEDU_CHROOT_CACHE")
-    lock_path = os.path.join(LOGS, "debian13.lock")
+    lock_path = os.path.join(LOGS, f"{name}.lock")
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _make_chroot(target, log)
+        _make_chroot(name, target, log)
         _copy_checkout(target, log)
         ca = _network_files(target, log)
         setup = ("{ test -x /opt/venv/bin/python || python3 -m venv /opt/venv; } && "
                  "pip install -q -e '.[test]' && rm -rf /tmp/gpuedu-kernel-cache")
         if _in_chroot(target, setup, log, ca) != 0:
-            raise SetupError(f"could not install gpuedu's test dependencies in the Debian 13 chroot (see {log})")
+            raise SetupError(f"could not install gpuedu's test dependencies in the {name} chroot (see {log})")
         yield target, ca
 
 

@@ -84,6 +84,17 @@ def test_a_new_recipe_makes_a_new_chroot(toolchains, monkeypatch):
     assert toolchains._chroot_dir()[1] != before
 
 
+def test_each_chroot_has_its_own_folder_and_only_a_foreign_one_needs_qemu(toolchains, monkeypatch):
+    monkeypatch.setenv("GPUEDU_CHROOT_CACHE", "/somewhere")
+    folders = {name: toolchains._chroot_dir(name)[1] for name in toolchains.CHROOTS}
+    assert folders["arm64"].startswith("/somewhere/arm64-") and folders["debian13"].startswith("/somewhere/debian13-")
+    assert toolchains._chroot_dir() == toolchains._chroot_dir("debian13")
+    assert toolchains._foreign_arch(toolchains.DEBIAN13) is None            # debootstrap's default: this machine's
+    native = {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+    assert toolchains._foreign_arch(toolchains.ARM64) == (None if native == "arm64" else "arm64")
+    assert toolchains._foreign_arch({"arch": native}) is None
+
+
 def test_the_bench_comparison_keeps_each_sides_best_round(toolchains):
     rounds = {"here": [{"results": {"fiber_switch_ns": 6.0, "vector_add_vs_numpy": 1.9}},
                        {"results": {"fiber_switch_ns": 5.0, "vector_add_vs_numpy": 2.1}}],
