@@ -51,6 +51,43 @@ void kick_others(int me) {
       pthread_kill(slots[i].thread, SIGURG);
 }
 
+#if defined(__aarch64__) && defined(__linux__)
+// Whether the A64 instruction `insn`, which faulted, writes memory (1), only reads it (0), or is none of the
+// loads and stores below (-1). x86 says so in the page fault's error code; aarch64's kernel puts it in an ESR
+// record of the signal frame, which qemu-user (how CI runs aarch64) does not write. The instruction itself is
+// there on both, so it is read instead (Arm ARM, "Loads and Stores" encodings).
+int a64_writes(uint32_t insn) {
+  auto bit = [insn](int b) { return (insn >> b) & 1u; };
+  auto field = [insn](int hi, int lo) { return (insn >> lo) & ((1u << (hi - lo + 1)) - 1); };
+  // Single registers: a SIMD&FP register is stored when opc's low bit is clear; a general register only when
+  // opc is 00 (10 and 11 load with sign extension, or prefetch, which never faults).
+  auto single = [&]() { return bit(26) ? (bit(22) ? 0 : 1) : (field(23, 22) == 0 ? 1 : 0); };
+  if (!bit(27) || bit(25)) return -1;                         // not in the loads-and-stores group
+  unsigned op = field(29, 24);
+  if (op == 0x08) {                                           // exclusive and ordered: LDXR, STLXR, LDAR, CAS
+    bool o2 = bit(23), o1 = bit(21);
+    if ((o2 && o1) || (!bit(31) && !o2 && o1)) return 1;      // CAS, CASP: read and write
+    return bit(22) ? 0 : 1;
+  }
+  if (!bit(31) && (op == 0x0C || op == 0x0D)) return bit(22) ? 0 : 1;   // SIMD structures: LD1-LD4, ST1-ST4
+  switch (field(29, 27)) {
+    case 3:                                                   // LDR (literal); LDAPUR/STLUR
+      if (!bit(24)) return 0;
+      return (!bit(26) && field(11, 10) == 0) ? single() : -1;
+    case 5:                                                   // pairs: LDP, STP, LDNP, STNP
+      return bit(22) ? 0 : 1;
+    case 7:                                                   // single registers, every addressing mode
+      if (!bit(24) && bit(21)) {
+        unsigned kind = field(11, 10);
+        if (kind == 0) return bit(26) ? -1 : (bit(15) && field(14, 12) == 4) ? 0 : 1;  // LSE atomics; LDAPR reads
+        if (kind & 1) return 0;                               // LDRAA, LDRAB
+      }
+      return single();
+  }
+  return -1;
+}
+#endif
+
 void fault_handler(int sig, siginfo_t* info, void* ctx) {
   int me = in_launch ? my_slot() : -1;
   if (me < 0) {
@@ -61,6 +98,10 @@ void fault_handler(int sig, siginfo_t* info, void* ctx) {
   int is_write = -1;  // unknown unless the CPU tells
 #if defined(__x86_64__) && defined(__linux__)
   is_write = (((ucontext_t*)ctx)->uc_mcontext.gregs[REG_ERR] & 2) ? 1 : 0;
+#elif defined(__aarch64__) && defined(__linux__)
+  // The faulting instruction, unless fetching it was the fault (a jump to a bad address): then no data access.
+  uintptr_t pc = ((ucontext_t*)ctx)->uc_mcontext.pc;
+  if ((void*)pc != info->si_addr) is_write = a64_writes(*(const uint32_t*)pc);
 #else
   (void)ctx;
 #endif
