@@ -7,6 +7,7 @@ pieces are not errors (the emulator runs everything); the exit code is 0 wheneve
 the lessons will get can build and run kernels.
 """
 import os
+import platform
 import sys
 from dataclasses import dataclass
 
@@ -32,6 +33,15 @@ def check_python(described):
     ok = sys.version_info[:2] >= MIN_PYTHON
     return Finding("Python", f"{described['python']} ({described['python_executable']})", ok,
                    "" if ok else f"gpuedu needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer")
+
+
+def check_architecture(described):
+    """The CPU the emulator compiles kernels for, and on aarch64 how their atomics are built (each way is
+    ``gpuedu.emulator.compiler.atomics_path``'s)."""
+    from ..emulator import compiler
+    value = f"{platform.machine() or 'unknown'}, {described['host_cpu_count']} cores ({described['host_os']})"
+    atomics = compiler.atomics_path()[1]
+    return Finding("Architecture", value + (f"; atomics: {atomics}" if atomics else ""))
 
 
 def check_numpy(described):
@@ -173,7 +183,7 @@ def check_backend():
 def collect():
     """Every finding, in the order the report prints them, and the chosen backend (or None)."""
     described = machine.describe()
-    findings = [check_python(described), check_numpy(described), check_pycuda(described), check_driver(described),
+    findings = [check_python(described), check_architecture(described), check_numpy(described), check_pycuda(described), check_driver(described),
                 check_nvcc(described)]
     findings += check_gpu_devices(described)
     chosen, backend_finding = check_backend()

@@ -1,5 +1,6 @@
 """`gpuedu doctor` in the situations this machine can produce, each in a child process."""
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,10 @@ def test_doctor_on_this_machine_reports_everything_and_passes():
     assert "not installed" in line(out, "PyCUDA")
     assert "pip install 'gpuedu[cuda]'" in out       # what to do about it
     assert "[ok ]" in line(out, "C++ compiler")
+    arch = line(out, "Architecture")
+    assert platform.machine() in arch and f"{os.cpu_count()} cores" in arch
+    # aarch64 names the way its atomics are built (LSE or exclusive loops, inline); x86-64 has only one way
+    assert ("atomics: " in arch) == (platform.machine() == "aarch64"), arch
     assert "compute capability" in line(out, "Emulated device")
     assert "cpu (CPU emulator), because no usable GPU: pycuda is not installed" in line(out, "Lessons will use")
     assert "Result: ready" in out
