@@ -3,7 +3,7 @@
 tests too (tests/profiler: its counts must not depend on the g++). `make toolchains` runs every leg;
 CI runs it after `make test` (.ci/run). README.md, "Platforms", lists what each leg is.
 
-    python scripts/toolchains.py [clang] [hardened] [debian13] [--bench]
+    python scripts/toolchains.py [clang] [hardened] [debian13] [arm64] [--bench [debian13|arm64]]
 
 Legs (all of them when none is named):
   clang     clang++-19 on this machine (`apt-get install clang-19` when it is missing)
@@ -11,8 +11,14 @@ Legs (all of them when none is named):
   debian13  Debian 13 "trixie" (g++ 14, glibc 2.41, Python 3.13) in a chroot made with debootstrap from
             Debian's default mirror; the chroot (and its virtual environment) is kept between runs in
             $GPUEDU_CHROOT_CACHE (default /var/cache/gpuedu-ci), keyed by what goes into it
---bench   runs benchmarks/emulator_bench.py here and in the Debian 13 chroot, alternately, three times each,
-          and writes both sides' best and their ratios to benchmarks/results/cpu-emulator-runtime-toolchains.json
+  arm64     Debian 12 for arm64 (aarch64, g++ 12, Python 3.11) in a chroot, its programs run through qemu-user
+            (binfmt_misc, registered here); kept like Debian 13's. Under emulation everything is some 5-10x
+            slower, so it runs a part of the emulator's tests (ARM64_TESTS says which and why) and lessons 01
+            and 03
+--bench   runs benchmarks/emulator_bench.py here and in a chroot (Debian 13's unless named), alternately, three
+          times each, and writes both sides' best and their ratios to benchmarks/results/: Debian 13's to
+          cpu-emulator-runtime-toolchains.json; arm64's to cpu-emulator-runtime-arm64.json, with
+          benchmarks/atomics_bench.py's three ways of building atomics in cpu-emulator-atomics-arm64.json
           (alone, it runs no leg; with legs named, after them)
 
 apt-get, debootstrap and chroot need root: as another user each runs through `sudo -n`. Each leg's output is
@@ -33,7 +39,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "build", "toolchains")
-LEGS = ("clang", "hardened", "debian13")
+LEGS = ("clang", "hardened", "debian13", "arm64")
 LESSONS = ["lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb", "lessons/04_matmul.ipynb"]
 # As `make test` runs them: one worker per core, a notebook's cells together.
 PYTEST = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cacheprovider", "--timeout=600",
@@ -42,6 +48,11 @@ PYTEST = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cach
 # (g++ 13's jump threader once split ReLU v1's load into two sites). Not on clang, which merges the stores of an
 # if/else into one where nvcc keeps two (test_counters' warp-uniform branch test; README, "Platforms").
 PYTEST_GXX = PYTEST + ["tests/profiler"]
+# The arm64 leg, through qemu: what it runs is chosen below, after the whole of tests/emulator, tests/profiler and
+# lessons 01 and 03 were measured there (README.md, "Platforms").
+ARM64_TESTS = ["tests/emulator", "lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb"]
+PYTEST_ARM64 = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cacheprovider", "--timeout=1200",
+                "--timeout-method=thread", *ARM64_TESTS, "--nbval", "--nbval-cell-timeout=1200"]
 CLANG = "clang++-19"
 
 # What each chroot is made of; a change here makes a new one.
@@ -239,10 +250,20 @@ def _chroot_ready(log, name="debian13"):
         yield target, ca
 
 
+def _versions(target, log, ca):
+    _in_chroot(target, "uname -m; g++ --version | head -1; ldd --version | head -1; python --version", log, ca)
+
+
 def leg_debian13(log):
     with _chroot_ready(log) as (target, ca):
-        _in_chroot(target, "g++ --version | head -1; ldd --version | head -1; python --version", log, ca)
+        _versions(target, log, ca)
         return _in_chroot(target, "python " + " ".join(map(shlex.quote, PYTEST_GXX)), log, ca)
+
+
+def leg_arm64(log):
+    with _chroot_ready(log, "arm64") as (target, ca):
+        _versions(target, log, ca)
+        return _in_chroot(target, "python " + " ".join(map(shlex.quote, PYTEST_ARM64)), log, ca)
 
 
 # ---- the runtime benchmark, here and in the chroot ----------------------------------------------------
@@ -250,54 +271,79 @@ def leg_debian13(log):
 BENCH_ROUNDS = 3
 
 
-def compare(rounds):
+def compare(rounds, side="debian13"):
     """Each side's best round of every figure (all are times or ratios of times: the least is the least
-    disturbed), and Debian 13's best over this machine's."""
-    best = {side: {k: min(r["results"][k] for r in runs) for k in runs[0]["results"]} for side, runs in rounds.items()}
-    return best, {k: best["debian13"][k] / best["here"][k] for k in best["here"] if best["here"][k]}
+    disturbed), and the chroot's (``side``) best over this machine's."""
+    best = {name: {k: min(r["results"][k] for r in runs) for k in runs[0]["results"]} for name, runs in rounds.items()}
+    return best, {k: best[side][k] / best["here"][k] for k in best["here"] if best["here"][k]}
 
 
-def bench(log):
-    """benchmarks/emulator_bench.py on this machine and in the Debian 13 chroot, alternately, BENCH_ROUNDS
+# Where each chroot's record goes, and what it says of the machine beside "measured".
+BENCH_RECORDS = {
+    "debian13": ("cpu-emulator-runtime-toolchains.json", "in a Debian 13 chroot"),
+    "arm64": ("cpu-emulator-runtime-arm64.json",
+              "in a Debian 12 arm64 chroot whose programs ran under qemu-user on this x86-64 machine: measured under "
+              "qemu, so its times and its ratios to NumPy (NumPy under qemu too) are not a native ARM machine's"),
+}
+
+
+def bench(log, side="debian13"):
+    """benchmarks/emulator_bench.py on this machine and in the chroot ``side``, alternately, BENCH_ROUNDS
     times each; every figure is a time or a ratio of times (lower is better), and each side keeps its best
-    round, the least disturbed on a shared machine. Writes both sides, every round and the ratios."""
+    round, the least disturbed on a shared machine. Writes both sides, every round and the ratios. In the
+    arm64 chroot, benchmarks/atomics_bench.py then measures the three ways of building atomics there."""
     env = _host_env(GPUEDU_CACHE_DIR=os.path.join(LOGS, "kernel-cache-bench"))
     here_out = os.path.join(LOGS, "bench-here.json")
-    rounds = {"here": [], "debian13": []}
-    with _chroot_ready(log) as (target, ca):
+    name, where = BENCH_RECORDS[side]
+    rounds = {"here": [], side: []}
+    with _chroot_ready(log, side) as (target, ca):
         for _ in range(BENCH_ROUNDS):
             if _run([sys.executable, "benchmarks/emulator_bench.py", "--out", here_out], log, env) != 0:
                 raise SetupError(f"the benchmark failed on this machine (see {log})")
             with open(here_out) as f:
                 rounds["here"].append(json.load(f))
             if _in_chroot(target, "python benchmarks/emulator_bench.py --out /tmp/bench.json", log, ca) != 0:
-                raise SetupError(f"the benchmark failed in the Debian 13 chroot (see {log})")
+                raise SetupError(f"the benchmark failed in the {side} chroot (see {log})")
             with open(os.path.join(target, "tmp", "bench.json")) as f:
-                rounds["debian13"].append(json.load(f))
-    best, ratios = compare(rounds)
+                rounds[side].append(json.load(f))
+        if side == "arm64":
+            atomics = "benchmarks/results/cpu-emulator-atomics-arm64.json"
+            command = (f"python benchmarks/atomics_bench.py --out /tmp/atomics.json --where "
+                       f"{shlex.quote('qemu-user on an x86-64 machine (' + _cpu() + ')')}")
+            if _in_chroot(target, command, log, ca) != 0:
+                raise SetupError(f"the atomics benchmark failed in the arm64 chroot (see {log})")
+            shutil.copyfile(os.path.join(target, "tmp", "atomics.json"), os.path.join(ROOT, atomics))
+            print(f"written to {atomics}")
+    best, ratios = compare(rounds, side)
     record = {"when": time.strftime("%Y-%m-%d"),
-              "what": f"benchmarks/emulator_bench.py on one machine, alternately on its own toolchain and in a "
-                      f"Debian 13 chroot, {BENCH_ROUNDS} rounds each; best round of each figure (all are times "
-                      f"or ratios of times: lower is better)",
+              "what": f"benchmarks/emulator_bench.py on one machine ({_cpu()}, {os.cpu_count()} cores), alternately "
+                      f"on its own toolchain and {where}; {BENCH_ROUNDS} rounds each; best round of each figure (all "
+                      f"are times or ratios of times: lower is better)",
               "here": {"compiler": rounds["here"][0]["compiler"], "python": rounds["here"][0]["python"],
                        "best": best["here"]},
-              "debian13": {"compiler": rounds["debian13"][0]["compiler"], "python": rounds["debian13"][0]["python"],
-                           "best": best["debian13"]},
-              "debian13_over_here": ratios, "rounds": rounds}
-    out = os.path.join(ROOT, "benchmarks", "results", "cpu-emulator-runtime-toolchains.json")
+              side: {"compiler": rounds[side][0]["compiler"], "python": rounds[side][0]["python"],
+                     "best": best[side]},
+              f"{side}_over_here": ratios, "rounds": rounds}
+    out = os.path.join(ROOT, "benchmarks", "results", name)
     with open(out, "w") as f:
         json.dump(record, f, indent=2)
         f.write("\n")
-    print(f"{'figure (best of ' + str(BENCH_ROUNDS) + ')':26s} {'here':>10s} {'Debian 13':>10s} {'ratio':>7s}")
+    print(f"{'figure (best of ' + str(BENCH_ROUNDS) + ')':26s} {'here':>10s} {side:>10s} {'ratio':>7s}")
     for key, ratio in ratios.items():
-        print(f"{key:26s} {best['here'][key]:10.4g} {best['debian13'][key]:10.4g} {ratio:7.3f}")
+        print(f"{key:26s} {best['here'][key]:10.4g} {best[side][key]:10.4g} {ratio:7.3f}")
     print(f"written to {os.path.relpath(out, ROOT)}")
+
+
+def _cpu():
+    from gpuedu.machine import host_cpu_model      # the venv's gpuedu: make toolchains runs this with it
+    return host_cpu_model()
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("legs", nargs="*", metavar="LEG", help=f"which legs to run: {', '.join(LEGS)} (default: all)")
-    parser.add_argument("--bench", action="store_true", help="compare the runtime benchmark with Debian 13's")
+    parser.add_argument("--bench", nargs="?", const="debian13", choices=sorted(BENCH_RECORDS), metavar="CHROOT",
+                        help="compare the runtime benchmark with a chroot's: debian13 (the default) or arm64")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.legs) - set(LEGS))
     if unknown:
@@ -323,7 +369,7 @@ def main(argv=None):
                 print("".join(f.readlines()[-60:]), flush=True)
     if args.bench:
         try:
-            bench(os.path.join(LOGS, "bench.log"))
+            bench(os.path.join(LOGS, "bench.log"), args.bench)
         except SetupError as e:
             print(f"toolchains: bench NOT SET UP: {e}")
             status = max(status, 2)

@@ -41,7 +41,7 @@ def test_the_emulators_flags_win_over_those_defaults():
 
 
 def test_the_legs_run_the_emulators_tests_and_three_lessons(toolchains):
-    assert toolchains.LEGS == ("clang", "hardened", "debian13")
+    assert toolchains.LEGS == ("clang", "hardened", "debian13", "arm64")
     args = toolchains.PYTEST
     assert "tests/emulator" in args and "--nbval" in args and "--dist" in args
     assert [a for a in args if a.startswith("lessons/")] == [
@@ -50,13 +50,18 @@ def test_the_legs_run_the_emulators_tests_and_three_lessons(toolchains):
         assert os.path.isfile(os.path.join(REPO, lesson))
     # the g++ legs run the profiler's tests too; clang's leg does not (it merges an if/else's stores)
     assert toolchains.PYTEST_GXX == args + ["tests/profiler"] and "tests/profiler" not in args
+    # arm64, under qemu: the part of the emulator's tests it has time for, and lessons 01 and 03
+    arm = toolchains.PYTEST_ARM64
+    assert "--nbval" in arm and [a for a in arm if a.startswith("lessons/")] == [
+        "lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb"]
+    assert all(os.path.exists(os.path.join(REPO, path.split("::")[0])) for path in toolchains.ARM64_TESTS)
 
 
 def test_an_unknown_leg_is_refused_with_the_legs_named(toolchains):
     done = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "toolchains.py"), "ubuntu"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
-    assert "no leg called ubuntu: the legs are clang, hardened, debian13" in done.stderr
+    assert "no leg called ubuntu: the legs are clang, hardened, debian13, arm64" in done.stderr
 
 
 def test_a_legs_summary_is_pytests_last_line(toolchains, tmp_path):
