@@ -142,15 +142,20 @@ def step_base(arch, log):
     return 0, f"{BASE} from {target}"
 
 
+# Left out of the image: what debootstrap kept for its own use (the downloaded packages, apt's lists) or took from
+# this machine (its name, its DNS), and what toolchains.py's legs put into a chroot they share with this script
+# (the checkout in /opt/gpuedu, its /opt/venv, pip's cache; the arm64 root is one).
+LEFT_OUT = ["./proc", "./dev", "./sys", "./.gpuedu-ready", "./etc/hostname", "./etc/resolv.conf",
+            "./var/cache/apt/archives/*.deb", "./var/lib/apt/lists/*", "./opt/*", "./tmp/*", "./var/tmp/*",
+            "./root/.cache", "./etc/gpuedu-pip-ca.crt"]
+
+
 def _import_root(target, arch, log):
-    """The root's files in a new image, as the registry's debian:12 has them: without what debootstrap left for
-    its own use (the downloaded packages, apt's lists) or took from this machine (its name, its DNS)."""
+    """The root's files in a new image, as the registry's debian:12 has them (less LEFT_OUT)."""
     container = _output(["buildah", "from", "scratch"], log)
     try:
         mount = _output(["buildah", "mount", container], log)
-        left_out = ["./proc", "./dev", "./sys", "./.gpuedu-ready", "./etc/hostname", "./etc/resolv.conf",
-                    "./var/cache/apt/archives/*.deb", "./var/lib/apt/lists/*"]
-        pack = subprocess.Popen(_as_root(["tar", "-C", target, *[f"--exclude={x}" for x in left_out], "-c", "."]),
+        pack = subprocess.Popen(_as_root(["tar", "-C", target, *[f"--exclude={x}" for x in LEFT_OUT], "-c", "."]),
                                 stdout=subprocess.PIPE)
         unpack = subprocess.run(_as_root(["tar", "-x", "-C", mount]), stdin=pack.stdout)
         pack.stdout.close()

@@ -208,3 +208,21 @@ def test_make_container_runs_the_script():
 def test_a_root_for_an_arch_it_has_none_for_is_a_setup_error(container):
     with pytest.raises(container.SetupError, match="no Debian 12 root for riscv64"):
         container.base_chroot("riscv64")
+
+
+def test_the_base_leaves_out_what_debootstrap_and_the_toolchain_legs_left_in_the_root(container, tmp_path):
+    # the arm64 root is shared with scripts/toolchains.py, whose legs put the checkout and a venv into /opt
+    root = tmp_path / "root"
+    kept = ["etc/os-release", "root/.bashrc", "usr/bin/sh", "var/lib/dpkg/status", "var/cache/apt/archives/lock"]
+    dropped = ["opt/gpuedu/setup.py", "opt/venv/bin/python", "etc/gpuedu-pip-ca.crt", "root/.cache/pip/x",
+               "var/cache/apt/archives/g++_12.2.0_amd64.deb", "var/lib/apt/lists/bookworm_InRelease",
+               "etc/resolv.conf", "etc/hostname", ".gpuedu-ready", "proc/1", "dev/null", "tmp/x"]
+    for name in kept + dropped:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("")
+    listing = subprocess.run(["tar", "-C", str(root), *[f"--exclude={x}" for x in container.LEFT_OUT], "-c", "."],
+                             capture_output=True, check=True)
+    names = subprocess.run(["tar", "-t"], input=listing.stdout, capture_output=True, check=True).stdout.decode()
+    names = {n[2:].rstrip("/") for n in names.split()}
+    assert set(kept) <= names and not names & set(dropped), names & set(dropped)
+    assert {"opt", "tmp"} <= names                 # the folders stay, empty
