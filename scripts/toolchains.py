@@ -62,7 +62,10 @@ DEBIAN13 = {"suite": "trixie", "variant": "minbase",
 # x86-64 machine its programs run through qemu-user (registered with binfmt_misc), some 5-10x slower.
 ARM64 = {"suite": "bookworm", "arch": "arm64", "variant": "minbase",
          "include": ["g++", "binutils", "make", "python3", "python3-venv", "ca-certificates"]}
-CHROOTS = {"debian13": DEBIAN13, "arm64": ARM64}
+# Debian 12 as debootstrap makes it, for this machine's architecture: the base of the course's container image
+# (scripts/container.py imports it as docker.io/library/debian:12, so that the image builds with no registry).
+DEBIAN12 = {"suite": "bookworm", "variant": "minbase", "include": ["ca-certificates"]}
+CHROOTS = {"debian13": DEBIAN13, "arm64": ARM64, "debian12": DEBIAN12}
 
 
 class SetupError(Exception):
@@ -205,11 +208,18 @@ def _copy_checkout(target, log):
         raise SetupError(f"could not copy the checkout into {dest}")
 
 
-def _network_files(target, log):
-    """DNS, and the CA bundle this machine's pip trusts (a proxy's CA may be in it), for pip in the chroot."""
-    _run(_as_root(["cp", "-L", "/etc/resolv.conf", os.path.join(target, "etc", "resolv.conf")]), log)
+def pip_ca_bundle():
+    """The CA bundle this machine's pip trusts (a proxy's CA may be in it, which Debian's own bundle lacks),
+    or None."""
     bundle = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
-    if os.path.isfile(bundle):
+    return bundle if os.path.isfile(bundle) else None
+
+
+def _network_files(target, log):
+    """DNS, and the CA bundle this machine's pip trusts, for pip in the chroot."""
+    _run(_as_root(["cp", "-L", "/etc/resolv.conf", os.path.join(target, "etc", "resolv.conf")]), log)
+    bundle = pip_ca_bundle()
+    if bundle:
         _run(_as_root(["cp", "-L", bundle, os.path.join(target, "etc", "gpuedu-pip-ca.crt")]), log)
         return "/etc/gpuedu-pip-ca.crt"
     return None

@@ -32,3 +32,8 @@ def pycuda_suite():
 @pytest.fixture(scope="session")
 def toolchains():
     return load_script("toolchains")
+
+
+@pytest.fixture(scope="session")
+def container():
+    return load_script("container")
