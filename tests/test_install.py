@@ -237,6 +237,7 @@ def test_make_test_runs_units_and_every_lesson_under_nbval():
     # the README's test command, then the toolchain matrix; CI fails when either does
     assert "make test </dev/null || status=$?" in ci and "make toolchains </dev/null || status=$?" in ci, ci
     assert "make pycuda-wheel </dev/null || status=$?" in ci, ci
+    assert "make container </dev/null || status=$?" in ci, ci
     assert ci[-1] == "exit $status" and "set -euo pipefail" in ci
 
 
