@@ -63,7 +63,11 @@ NATIVE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_native")
 # returns a value falling off its end, __builtin_unreachable() reached. The checks call handlers the emulator
 # defines (gpuedu_launch.h), which stop the launch naming the line. Array bounds (-fsanitize=bounds) cost
 # 25-40% on kernels that index __shared__ arrays by thread, so only profiled launches (memcheck) check them.
-UB_CHECKS = ["-fsanitize=return,unreachable"]
+UB_CHECKS = ["-fsanitize=return,unreachable"] + (
+    # An integer division by zero traps on x86 (SIGFPE, which stops the launch naming the thread); aarch64's
+    # gives 0 and goes on. There the compiler checks the divisor (a compare per division), so the same kernel
+    # stops the same way on both.
+    ["-fsanitize=integer-divide-by-zero"] if platform.machine().lower() == "aarch64" else [])
 
 #: AT_HWCAP's bit for ARMv8.1's LSE atomic instructions on aarch64 Linux (HWCAP_ATOMICS, asm/hwcap.h): what
 #: libgcc's outline-atomics helpers test at run time too.

@@ -150,7 +150,8 @@ inline void run_on_launch_stack(void* p) {
 // -fstack-protector's check failed: a kernel wrote past the end of a local array.
 extern "C" [[noreturn]] GPUEDU_HIDDEN void __stack_chk_fail() { fail(STACK_SMASHED, "%s", LOCAL_ARRAY_OVERRUN); }
 
-// ---- undefined behaviour the compiler checks for (-fsanitize=return,unreachable; bounds in profiled builds) ---
+// ---- undefined behaviour the compiler checks for (-fsanitize=return,unreachable, integer-divide-by-zero on aarch64;
+// bounds in profiled builds) ---
 // The compiler calls these (the layout is the sanitizer runtime's, in GCC and clang alike); the emulator
 // defines them itself, so no sanitizer library is linked, and each stops the launch naming the line.
 struct UbLocation { const char* file; unsigned line; unsigned column; };
@@ -192,6 +193,14 @@ inline const char* ub_where(const UbLocation& loc, char* buf, size_t n) {
        "code comes next; the path the program promised never to take was taken", ub_where(d->loc, where, sizeof where));
 }
 
+// An integer division or remainder by zero (-fsanitize=integer-divide-by-zero, on aarch64 only: x86's division
+// traps by itself, and the SIGFPE ends the same way).
+[[noreturn]] inline void ub_divide_by_zero(UbPlace*) { fail(DIVIDE_BY_ZERO, "%s", ""); }
+
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_divrem_overflow(UbPlace* d, uintptr_t, uintptr_t) { ub_divide_by_zero(d); }
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_divrem_overflow_abort(UbPlace* d, uintptr_t, uintptr_t) {
+  ub_divide_by_zero(d);
+}
 extern "C" GPUEDU_HIDDEN void __ubsan_handle_out_of_bounds(UbOutOfBounds* d, uintptr_t i) { ub_out_of_bounds(d, i); }
 extern "C" GPUEDU_HIDDEN void __ubsan_handle_out_of_bounds_abort(UbOutOfBounds* d, uintptr_t i) { ub_out_of_bounds(d, i); }
 extern "C" GPUEDU_HIDDEN void __ubsan_handle_missing_return(UbPlace* d) { ub_missing_return(d); }
