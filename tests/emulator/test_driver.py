@@ -358,7 +358,7 @@ def test_reused_memory_is_zeroed_and_a_freed_pointer_still_faults_in_a_kernel():
     assert drv.from_device(out, 1, np.int32)[0] == 0
 
 
-def test_mem_get_info_stays_within_the_process_s_address_space_limit():
+def test_mem_get_info_stays_within_the_process_s_address_space_limit(address_space_limit):
     out = run_fresh("""
         import resource
         limit = 3 * 2**30

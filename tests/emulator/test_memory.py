@@ -112,7 +112,7 @@ print("region:", _memory._region, "values:", x.get().tolist())
 """
 
 
-def test_under_an_address_space_limit_each_buffer_is_its_own_mapping_with_guard_pages(tmp_path):
+def test_under_an_address_space_limit_each_buffer_is_its_own_mapping_with_guard_pages(tmp_path, address_space_limit):
     env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-c", LIMITED], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -6,6 +6,7 @@ CI runs the whole of tests/emulator on several toolchains (README.md, "Platforms
 failures seen on those toolchains to every one of them.
 """
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -199,8 +200,10 @@ HARDENED = textwrap.dedent(r'''
 ''')
 
 # Ubuntu's g++ defaults (gcc -Q --help=...; Ubuntu's "hardening" wiki), given explicitly and after the
-# emulator's own flags: stricter than a distribution's defaults, which the command line can override.
-UBUNTU_HARDENING = "-D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection -fcf-protection"
+# emulator's own flags: stricter than a distribution's defaults, which the command line can override. The
+# control-flow protection is the CPU's own: CET's on x86-64, PAC and BTI's on arm64 (as scripts/hardened-g++).
+UBUNTU_HARDENING = "-D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection " + (
+    "-mbranch-protection=standard" if platform.machine() == "aarch64" else "-fcf-protection")
 
 
 def test_fibers_guards_and_the_watched_slack_hold_under_ubuntus_hardening_flags(tmp_path):
