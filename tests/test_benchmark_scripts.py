@@ -99,3 +99,34 @@ def test_the_emulator_bench_times_one_worker_against_several_and_checks_the_resu
     for row in rows:
         assert row["one_worker_s"] > 0 and row["all_cores_s"] > 0
         assert row["speedup"] == row["one_worker_s"] / row["all_cores_s"]
+
+
+def _profile_rows(name):
+    import csv
+    with open(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results", name)) as f:
+        return {(r["ID"], r["Kernel Name"], r["Metric Name"]): (r["Metric Kind"], r["Metric Value"])
+                for r in csv.DictReader(f)}
+
+
+def test_the_committed_arm64_profile_counts_every_launch_as_x86_64_does():
+    # `gpuedu profile --gpu H200 --csv` of ncu_compare.py's workload (the lessons' ladders), on this x86-64 machine
+    # and in the arm64 chroot (README.md, "Platforms"): every counted and modelled figure the same; the figures
+    # nvcc gives (registers, static shared memory, occupancy) only where nvcc is installed, which the chroot is not.
+    x86, arm = _profile_rows("cpu-emulator-profile-x86_64.csv"), _profile_rows("cpu-emulator-profile-arm64.csv")
+    assert {k[:2] for k in x86} == {k[:2] for k in arm} and len({k[:2] for k in x86}) >= 21
+    assert {kind for kind, _ in arm.values()} == {"counted", "modelled"}
+    compared = [k for k, (kind, _) in x86.items() if kind != "compiler"]
+    assert len(compared) >= 700 and sorted(compared) == sorted(arm)
+    assert [k for k in compared if x86[k] != arm[k]] == []
+
+
+def test_the_atomics_benchmark_is_aarch64s_and_says_so_elsewhere():
+    import platform
+    import subprocess
+    import sys
+    if platform.machine() == "aarch64":
+        pytest.skip("on aarch64 it runs: tests/emulator/test_aarch64.py runs its measurement")
+    script = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "atomics_bench.py")
+    done = subprocess.run([sys.executable, script, "--rounds", "1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert f"this compares aarch64's ways of building atomics; this machine is {platform.machine()}" in done.stderr

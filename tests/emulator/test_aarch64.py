@@ -127,3 +127,19 @@ def test_a_fault_is_named_a_read_or_a_write_from_the_instruction_that_faulted(ke
     total = np.zeros(1, np.float32)
     SourceModule(ATOMICS).get_function("block_sums")(drv.In(ones), drv.InOut(total), block=(128, 1, 1))
     assert total[0] == 128
+
+
+@on_aarch64
+def test_the_atomics_benchmark_measures_each_way_and_checks_the_kernels_did_their_work():
+    # One way's measurement, as benchmarks/atomics_bench.py runs each (a fresh process, the way's flags): three
+    # positive times, and the reduction's total checked there (it exits otherwise).
+    import json
+    import os
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "atomics_bench.py")
+    env = dict(os.environ, GPUEDU_CXXFLAGS="-march=armv8-a -mno-outline-atomics")
+    done = subprocess.run([sys.executable, script, "--child"], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    times = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(times) == ["barrier_reduction_ms", "contended_atomicadd_ms", "uncontended_atomicadd_ms"]
+    assert all(t > 0 for t in times.values())
