@@ -25,14 +25,12 @@ ends the run. Exit status: 0 every step passed, 1 a step failed, 2 a step could 
 network).
 """
 import argparse
-import fcntl
 import importlib.util
 import os
 import shlex
 import shutil
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOGS = os.path.join(ROOT, "build", "container")
@@ -123,14 +121,7 @@ def step_base(arch, log):
     root, then tagged BASE."""
     if shutil.which("buildah") is None:
         toolchains._apt_install("buildah", log)
-    name = base_chroot(arch)
-    cache, target = toolchains._chroot_dir(name)
-    if _run(_as_root(["mkdir", "-p", cache]), log) != 0:
-        raise SetupError(f"cannot make {cache}: run as root, or give sudo -n, or set GPUEDU_CHROOT_CACHE")
-    os.makedirs(toolchains.LOGS, exist_ok=True)
-    with open(os.path.join(toolchains.LOGS, f"{name}.lock"), "w") as lock:    # as toolchains.py locks it
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        toolchains._make_chroot(name, target, log)
+    with toolchains.chroot_made(base_chroot(arch), log) as target:
         made = os.stat(os.path.join(target, ".gpuedu-ready")).st_mtime
         created = _image_created(base_image(arch), log)
         if created is None or created < made:
@@ -211,29 +202,16 @@ def main(argv=None):
     rows, status = [], 0
     for step in STEPS:
         log = os.path.join(LOGS, f"{step}-{args.arch}.log")
-        open(log, "w").close()
-        print(f"container: {step} ({args.arch}) ...", flush=True)
-        start = time.monotonic()
-        try:
-            if step == "build":
-                rc, detail = step_build(args.arch, log, args.no_cache)
-            else:
-                rc, detail = globals()[f"step_{step}"](args.arch, log)
-            verdict = "passed" if rc == 0 else "FAILED"
-            status = max(status, 0 if rc == 0 else 1)
-        except SetupError as e:
-            verdict, detail, status = "NOT SET UP", str(e), 2
-        seconds = time.monotonic() - start
-        rows.append((step, verdict, seconds, detail))
-        print(f"container: {step} {verdict} in {seconds:.0f} s: {detail}", flush=True)
-        if verdict != "passed":
-            with open(log, errors="replace") as f:
-                print("".join(f.readlines()[-60:]), flush=True)
-            if step in ("base", "build"):
-                break                   # no image to run in; doctor still runs after a failed lesson
-    print("\n{:8s} {:11s} {:>7s}  {}".format("step", "result", "seconds", "detail"))
-    for step, verdict, seconds, detail in rows:
-        print(f"{step:8s} {verdict:11s} {seconds:7.0f}  {detail}")
+        if step == "build":
+            work = lambda: step_build(args.arch, log, args.no_cache)      # noqa: E731 (run at once, in the loop)
+        else:
+            work = lambda: globals()[f"step_{step}"](args.arch, log)     # noqa: E731
+        row, step_status = toolchains.run_step(f"container ({args.arch})", step, log, work)
+        rows.append(row)
+        status = max(status, step_status)
+        if step_status and step in ("base", "build"):
+            break                       # no image to run in; doctor still runs after a failed lesson
+    toolchains.print_table(rows, "step", "detail")
     return status
 
 

@@ -252,15 +252,22 @@ def _in_chroot(target, script, log, ca=None):
 
 
 @contextlib.contextmanager
-def _chroot_ready(log, name="debian13"):
-    """The chroot ``name`` with this checkout in it and its test dependencies installed; locked while used."""
+def chroot_made(name, log):
+    """The chroot ``name``'s folder, made first where it is missing; locked while used."""
     cache, target = _chroot_dir(name)
     if _run(_as_root(["mkdir", "-p", cache]), log) != 0:
         raise SetupError(f"cannot make {cache}: run as root, or give sudo -n, or set GPUEDU_CHROOT_CACHE")
-    lock_path = os.path.join(LOGS, f"{name}.lock")
-    with open(lock_path, "w") as lock:
+    os.makedirs(LOGS, exist_ok=True)
+    with open(os.path.join(LOGS, f"{name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         _make_chroot(name, target, log)
+        yield target
+
+
+@contextlib.contextmanager
+def _chroot_ready(log, name="debian13"):
+    """The chroot ``name`` with this checkout in it and its test dependencies installed; locked while used."""
+    with chroot_made(name, log) as target:
         _copy_checkout(target, log)
         ca = _network_files(target, log)
         setup = ("{ test -x /opt/venv/bin/python || python3 -m venv /opt/venv; } && "
@@ -359,6 +366,37 @@ def _cpu():
     return host_cpu_model()
 
 
+def run_step(script, name, log, work):
+    """``work()``, which returns (exit status, what to say of it), timed, with ``log`` started afresh: the row
+    (name, verdict, seconds, detail) for ``print_table`` and the step's exit status (0 passed, 1 failed, 2 not set
+    up: a SetupError). A step that did not pass prints the last 60 lines of its log."""
+    open(log, "w").close()
+    print(f"{script}: {name} ...", flush=True)
+    start = time.monotonic()
+    try:
+        rc, detail = work()
+        verdict, status = ("passed", 0) if rc == 0 else ("FAILED", 1)
+    except SetupError as e:
+        verdict, detail, status = "NOT SET UP", str(e), 2
+    seconds = time.monotonic() - start
+    print(f"{script}: {name} {verdict} in {seconds:.0f} s: {detail}", flush=True)
+    if verdict != "passed":
+        with open(log, errors="replace") as f:
+            print("".join(f.readlines()[-60:]), flush=True)
+    return (name, verdict, seconds, detail), status
+
+
+def print_table(rows, first, last):
+    """The steps' rows, one line each, under a heading: ``first`` names the steps, ``last`` their details."""
+    print(f"\n{first:10s} {'result':11s} {'seconds':>7s}  {last}")
+    for name, verdict, seconds, detail in rows:
+        print(f"{name:10s} {verdict:11s} {seconds:7.0f}  {detail}")
+
+
+def _leg(leg, log):
+    return globals()[f"leg_{leg}"](log), _summary(log)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("legs", nargs="*", metavar="LEG", help=f"which legs to run: {', '.join(LEGS)} (default: all)")
@@ -372,21 +410,9 @@ def main(argv=None):
     rows, status = [], 0
     for leg in args.legs or ([] if args.bench else LEGS):
         log = os.path.join(LOGS, f"{leg}.log")
-        open(log, "w").close()
-        print(f"toolchains: {leg} ...", flush=True)
-        start = time.monotonic()
-        try:
-            rc = globals()[f"leg_{leg}"](log)
-            verdict, detail = ("passed" if rc == 0 else "FAILED"), _summary(log)
-            status = max(status, 0 if rc == 0 else 1)
-        except SetupError as e:
-            verdict, detail, status = "NOT SET UP", str(e), 2
-        seconds = time.monotonic() - start
-        rows.append((leg, verdict, seconds, detail))
-        print(f"toolchains: {leg} {verdict} in {seconds:.0f} s: {detail}", flush=True)
-        if verdict != "passed":
-            with open(log, errors="replace") as f:
-                print("".join(f.readlines()[-60:]), flush=True)
+        row, leg_status = run_step("toolchains", leg, log, lambda: _leg(leg, log))
+        rows.append(row)
+        status = max(status, leg_status)
     if args.bench:
         try:
             bench(os.path.join(LOGS, "bench.log"), args.bench)
@@ -394,9 +420,7 @@ def main(argv=None):
             print(f"toolchains: bench NOT SET UP: {e}")
             status = max(status, 2)
     if rows:
-        print("\n{:10s} {:11s} {:>7s}  {}".format("leg", "result", "seconds", "tests"))
-    for leg, verdict, seconds, detail in rows:
-        print(f"{leg:10s} {verdict:11s} {seconds:7.0f}  {detail}")
+        print_table(rows, "leg", "tests")
     return status
 
 

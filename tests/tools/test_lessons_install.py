@@ -100,6 +100,6 @@ def test_the_sdist_is_the_whole_course(tmp_path):
                    "conftest.py", "tests/nbval_sanitize.cfg", "lessons/01_first_kernel.ipynb",
                    "gpuedu/emulator/_native/cassert", "benchmarks/README.md", "docs/conf.py",
                    "docs/figures/grid.svg", "scripts/site.py", "tests/scripts/test_site.py",
-                   "Containerfile", ".containerignore", ".dockerignore", ".devcontainer/devcontainer.json",
+                   "Containerfile", ".dockerignore", ".devcontainer/devcontainer.json",
                    "scripts/container.py", "tests/scripts/test_container.py"):
         assert wanted in names, wanted
