@@ -3,11 +3,13 @@ load/store-exclusive loops inline, or LSE instructions inline (gpuedu.emulator.c
 
     python benchmarks/atomics_bench.py [--rounds 3] [--where "..."] [--out FILE]
 
-Each way is a fresh process that builds three kernels with its flags (GPUEDU_CXXFLAGS, each naming -march so
-that the emulator's own choice does not decide) and times each launch, best of 5: a contended atomicAdd (2^20
-threads into 16 bins), an uncontended one (2^20 threads, one address each), and a barrier reduction (the
-runtime's __syncthreads, one atomicAdd a block). The ways run alternately, ``--rounds`` times; each keeps its
-best round. aarch64 only. ``--where`` says what ran it (for example under qemu-user), and goes into the record.
+Each way is a fresh process that builds the kernels with its flags (GPUEDU_CXXFLAGS, each naming -march so that
+the emulator's own choice does not decide) and times each launch, best of 5: a contended atomicAdd (2^20 threads
+into 16 bins) and an uncontended one (2^20 threads, one address each), on int (a single instruction with LSE)
+and on float (a compare-and-swap loop); a barrier reduction that ends in one float atomicAdd a block, and the
+same reduction storing each block's sum instead (what the atomics add to it). The ways run alternately,
+``--rounds`` times; each keeps its best round. aarch64 only. ``--where`` says what ran it (for example under
+qemu-user), and goes into the record.
 """
 import argparse
 import json
@@ -32,7 +34,15 @@ __global__ void uncontended(const int* x, int* cells, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) atomicAdd(&cells[i], x[i]);
 }
-__global__ void reduce(const float* x, float* out) {
+__global__ void contended_float(const float* x, float* bins, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&bins[i % 16], x[i]);
+}
+__global__ void uncontended_float(const float* x, float* cells, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) atomicAdd(&cells[i], x[i]);
+}
+__device__ void block_sum(const float* x, float* out, bool atomic) {
   __shared__ float s[256];
   int t = threadIdx.x;
   s[t] = x[blockIdx.x * 256 + t];
@@ -41,14 +51,19 @@ __global__ void reduce(const float* x, float* out) {
     if (t < k) s[t] += s[t + k];
     __syncthreads();
   }
-  if (t == 0) atomicAdd(out, s[0]);
+  if (t == 0) {
+    if (atomic) atomicAdd(out, s[0]);
+    else out[1 + blockIdx.x] = s[0];
+  }
 }
+__global__ void reduce(const float* x, float* out) { block_sum(x, out, true); }
+__global__ void reduce_store(const float* x, float* out) { block_sum(x, out, false); }
 """
 N = 1 << 20
 
 
 def child():
-    """One way's three timings, in ms (its flags come in GPUEDU_CXXFLAGS), as one JSON line."""
+    """One way's timings, in ms (its flags come in GPUEDU_CXXFLAGS), as one JSON line."""
     import numpy as np
     import gpuedu
     gpuedu.setup("cpu", verbose=False)
@@ -58,14 +73,19 @@ def child():
     x = drv.to_device(np.arange(N, dtype=np.int32))
     cells = drv.mem_alloc(4 * N)
     ones = drv.to_device(np.ones(N, np.float32))
-    out = drv.mem_alloc(4)
+    out = drv.mem_alloc(4 * (1 + N // 256))
     drv.memset_d32(out, 0, 1)
     block, grid = (256, 1, 1), (N // 256, 1)
     launches = {
         "contended_atomicadd_ms": lambda: mod.get_function("contended")(x, cells, np.int32(N), block=block, grid=grid),
         "uncontended_atomicadd_ms": lambda: mod.get_function("uncontended")(x, cells, np.int32(N), block=block,
                                                                              grid=grid),
+        "contended_float_atomicadd_ms": lambda: mod.get_function("contended_float")(ones, cells, np.int32(N),
+                                                                                     block=block, grid=grid),
+        "uncontended_float_atomicadd_ms": lambda: mod.get_function("uncontended_float")(ones, cells, np.int32(N),
+                                                                                         block=block, grid=grid),
         "barrier_reduction_ms": lambda: mod.get_function("reduce")(ones, out, block=block, grid=grid),
+        "barrier_reduction_no_atomic_ms": lambda: mod.get_function("reduce_store")(ones, out, block=block, grid=grid),
     }
     best = {}
     for name, launch in launches.items():

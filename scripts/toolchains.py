@@ -61,8 +61,8 @@ ARM64_TESTS = [f"tests/emulator/test_{name}.py" for name in (
     "device_math_more")] + [f"tests/profiler/test_{name}.py" for name in (
     "hardware_counts", "workers", "memcheck", "racecheck")] + [
     "lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb"]
-PYTEST_ARM64 = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-p", "no:cacheprovider", "--timeout=1200",
-                "--timeout-method=thread", *ARM64_TESTS, "--nbval", "--nbval-cell-timeout=1200"]
+PYTEST_ARM64 = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-rs", "-p", "no:cacheprovider",
+                "--timeout=1200", "--timeout-method=thread", *ARM64_TESTS, "--nbval", "--nbval-cell-timeout=1200"]
 CLANG = "clang++-19"
 
 # What each chroot is made of; a change here makes a new one.

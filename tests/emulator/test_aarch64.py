@@ -131,7 +131,7 @@ def test_a_fault_is_named_a_read_or_a_write_from_the_instruction_that_faulted(ke
 
 @on_aarch64
 def test_the_atomics_benchmark_measures_each_way_and_checks_the_kernels_did_their_work():
-    # One way's measurement, as benchmarks/atomics_bench.py runs each (a fresh process, the way's flags): three
+    # One way's measurement, as benchmarks/atomics_bench.py runs each (a fresh process, the way's flags): its
     # positive times, and the reduction's total checked there (it exits otherwise).
     import json
     import os
@@ -141,5 +141,6 @@ def test_the_atomics_benchmark_measures_each_way_and_checks_the_kernels_did_thei
     done = subprocess.run([sys.executable, script, "--child"], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     times = json.loads(done.stdout.strip().splitlines()[-1])
-    assert sorted(times) == ["barrier_reduction_ms", "contended_atomicadd_ms", "uncontended_atomicadd_ms"]
+    assert sorted(times) == ["barrier_reduction_ms", "barrier_reduction_no_atomic_ms", "contended_atomicadd_ms",
+                             "contended_float_atomicadd_ms", "uncontended_atomicadd_ms", "uncontended_float_atomicadd_ms"]
     assert all(t > 0 for t in times.values())

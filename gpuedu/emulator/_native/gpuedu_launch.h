@@ -197,7 +197,9 @@ inline const char* ub_where(const UbLocation& loc, char* buf, size_t n) {
 // traps by itself, and the SIGFPE ends the same way).
 [[noreturn]] inline void ub_divide_by_zero(UbPlace*) { fail(DIVIDE_BY_ZERO, "%s", ""); }
 
-extern "C" GPUEDU_HIDDEN void __ubsan_handle_divrem_overflow(UbPlace* d, uintptr_t, uintptr_t) { ub_divide_by_zero(d); }
+extern "C" GPUEDU_HIDDEN void __ubsan_handle_divrem_overflow(UbPlace* d, uintptr_t, uintptr_t) {
+  ub_divide_by_zero(d);
+}
 extern "C" GPUEDU_HIDDEN void __ubsan_handle_divrem_overflow_abort(UbPlace* d, uintptr_t, uintptr_t) {
   ub_divide_by_zero(d);
 }
