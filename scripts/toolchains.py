@@ -135,7 +135,7 @@ def leg_hardened(log):
     return _run([sys.executable, *PYTEST_GXX], log, env)
 
 
-# ---- the Debian 13 chroot ----------------------------------------------------------------------------
+# ---- the chroots: Debian 13, Debian 12 for arm64, Debian 12 for the image ----------------------------
 
 def _chroot_dir(name="debian13"):
     cache = os.environ.get("GPUEDU_CHROOT_CACHE", "/var/cache/gpuedu-ci")

@@ -183,8 +183,8 @@ def check_backend():
 def collect():
     """Every finding, in the order the report prints them, and the chosen backend (or None)."""
     described = machine.describe()
-    findings = [check_python(described), check_architecture(described), check_numpy(described), check_pycuda(described), check_driver(described),
-                check_nvcc(described)]
+    findings = [check_python(described), check_architecture(described), check_numpy(described),
+                check_pycuda(described), check_driver(described), check_nvcc(described)]
     findings += check_gpu_devices(described)
     chosen, backend_finding = check_backend()
     if chosen is not None and chosen.is_emulator:
