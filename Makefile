@@ -4,7 +4,8 @@
 # And:
 #   make site     the course site in build/site, checked page by page in headless Chromium
 #   make toolchains  the emulator's tests and lessons 01, 03, 04 on clang 19, with Ubuntu's hardening
-#                    flags, and on Debian 13 in a chroot (root or sudo -n; README.md, "Platforms")
+#                    flags, and on Debian 13 in a chroot; a part of them with lessons 01, 03 in a Debian 12
+#                    arm64 chroot through qemu-user (root or sudo -n; README.md, "Platforms")
 #   make pycuda-wheel  PyCUDA's wheel built here without a GPU (for an offline GPU machine) and checked
 #   make container  the learners' container image (Containerfile) built with buildah from a debootstrap root, no
 #                   registry needed, then lesson 01 under nbval and doctor run in it (root or sudo -n)
