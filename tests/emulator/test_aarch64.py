@@ -120,7 +120,9 @@ def test_a_fault_is_named_a_read_or_a_write_from_the_instruction_that_faulted(ke
     mod = SourceModule(FAULTS)
     small, out = drv.mem_alloc(64), drv.mem_alloc(64)
     args = (small, out) if kernel.startswith("read") else (small,)
-    with pytest.raises(LaunchError, match=rf"kernel '{kernel}' thread \(0,0,0\) of block \(0,0,0\) {verb} address"):
+    # (described by the address alone, or against an allocation it lands near: other tests' buffers may lie there)
+    with pytest.raises(LaunchError, match=rf"kernel '{kernel}' thread \(0,0,0\) of block \(0,0,0\) {verb} "
+                                          rf"(address|past the end|\d+ bytes before the start)"):
         mod.get_function(kernel)(*args, block=(1, 1, 1))
     # and the next launch runs
     ones = np.ones(128, np.float32)
