@@ -221,14 +221,15 @@ def _indent(text, prefix="    "):
     return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
-def check(exercise_id, source, *, seed=0, verbose=True):
+def check(exercise_id, source, *, seed=0, verbose=True, isolated=False):
     """Compile ``source``, run every case of the exercise and print the verdict.
 
     Returns a ``CheckResult``: truthy when every case passed.  Never raises for a wrong or broken
-    kernel, or for a wrong id: those are failed checks with a message.
+    kernel, or for a wrong id: those are failed checks with a message.  ``isolated``: an answer written in
+    Python runs in a process of its own, from which only its return values come back (``gpuedu grade``).
     """
     try:
-        result = _check(exercise_id, source, seed)
+        result = _check(exercise_id, source, seed, isolated)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # the checker itself failed; the notebook must live on
@@ -241,11 +242,13 @@ def check(exercise_id, source, *, seed=0, verbose=True):
     return result
 
 
-def _check(exercise_id, source, seed):
+def _check(exercise_id, source, seed, isolated=False):
     try:
         ex = get(exercise_id)
     except KeyError as exc:
         return CheckResult(str(exercise_id), failure=Failure("unknown_exercise", exc.args[0]))
-    if isinstance(ex, (ProgramExercise, FunctionExercise)):   # Python, not a kernel
+    if isinstance(ex, FunctionExercise):      # Python, not a kernel
+        return ex.check(source, seed, isolated=isolated)
+    if isinstance(ex, ProgramExercise):       # Python on MPI ranks: always in processes of their own
         return ex.check(source, seed)
     return _kernel_check.check_kernel(ex, source, seed)

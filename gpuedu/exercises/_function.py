@@ -32,7 +32,9 @@ class FunctionExercise(PythonExercise):
 
     answer = "function"
 
-    def check(self, source, seed=0):
+    def check(self, source, seed=0, isolated=False):
+        """``isolated``: run the function in a process of its own (``_function_child.py``), from which only its
+        return values come back as plain data (what ``gpuedu grade`` uses); otherwise in this process."""
         import numpy as np
         result = CheckResult(self.id, self.title)
         if isinstance(source, str) and "\n" not in source and source.strip().endswith(".py"):
@@ -54,35 +56,121 @@ class FunctionExercise(PythonExercise):
             result.failure = Failure("compile_error", f"your source is not valid Python: {e.msg} (line {e.lineno})",
                                      "fix this line first")
             return result
-        namespace = {"__name__": "learner"}
-        try:
-            exec(code, namespace)
-        except Exception as e:       # the learner's module-level code raised
-            result.failure = Failure("error", f"running your source raised {type(e).__name__}: {e}", "")
+        cases = list(self.cases(np.random.default_rng(seed)))
+        if isolated:
+            calls, failure = _run_isolated(source, self.function, [kwargs for _, kwargs in cases])
+        else:
+            calls, failure = _run_here(code, self.function, [kwargs for _, kwargs in cases])
+        if failure is not None:
+            result.failure = failure
             return result
-        fn = namespace.get(self.function)
-        if not callable(fn):
-            result.failure = Failure("missing_function", f"your source defines no function `{self.function}`",
-                                     f"keep the stub's name and parameters: def {self.function}(...)")
-            return result
-        for label, kwargs in self.cases(np.random.default_rng(seed)):
+        for (label, kwargs), call in zip(cases, calls):
             result.cases.append(label)
             expected = self.reference(**kwargs)
-            try:
-                got = fn(**kwargs)
-            except Exception as e:
-                frame = traceback.extract_tb(e.__traceback__)[-1]
-                where = f" (line {frame.lineno} of your function)" if frame.filename == "<your function>" else ""
+            if "error" in call:
                 result.failed_cases.append(label)
-                result.failure = Failure("error", f"your function raised {type(e).__name__}: {e}{where}",
-                                         "", case=label)
+                result.failure = Failure("error", call["error"], "", case=label)
                 break
+            got = call["value"]
             if got != expected:
                 hint = next((h for h in (d(kwargs, expected, got) for d in self.diagnoses) if h), "")
                 args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
                 result.failed_cases.append(label)
-                result.failure = Failure("wrong_values", f"{self.function}({args}) returned {got!r}, expected "
-                                         f"{expected!r}", hint, case=label)
+                result.failure = Failure("wrong_values", f"{self.function}({args}) returned {call['repr']}, "
+                                         f"expected {expected!r}", hint, case=label)
                 break
         result.passed = result.failure is None
         return result
+
+
+def _missing(function):
+    return Failure("missing_function", f"your source defines no function `{function}`",
+                   f"keep the stub's name and parameters: def {function}(...)")
+
+
+def _run_here(code, function, calls):
+    """Run the learner's code in this process: ([{"value", "repr"} or {"error"}, ...], None) or ([], Failure)."""
+    namespace = {"__name__": "learner"}
+    try:
+        exec(code, namespace)
+    except Exception as e:       # the learner's module-level code raised
+        return [], Failure("error", f"running your source raised {type(e).__name__}: {e}", "")
+    fn = namespace.get(function)
+    if not callable(fn):
+        return [], _missing(function)
+    results = []
+    for kwargs in calls:
+        try:
+            got = fn(**kwargs)
+        except Exception as e:
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            where = f" (line {frame.lineno} of your function)" if frame.filename == "<your function>" else ""
+            results.append({"error": f"your function raised {type(e).__name__}: {e}{where}"})
+            break
+        results.append({"value": got, "repr": repr(got)})
+    return results, None
+
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_function_child.py")
+CHILD_SECONDS = 120
+CHILD_OUTPUT = 1 << 20
+
+
+def _run_isolated(source, function, calls):
+    """The same, with the learner's code in a child process that gets the arguments and returns the values as
+    Python literals: nothing it defines or patches reaches this process, and its values are plain data."""
+    import ast
+    import json
+    import subprocess
+    import sys
+
+    from ._function_child import plain
+    request = json.dumps({"source": source, "function": function, "calls": [repr(plain(c)) for c in calls]})
+    try:
+        done = subprocess.run([sys.executable, "-I", CHILD], input=request.encode(), capture_output=True,
+                              timeout=CHILD_SECONDS, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return [], Failure("error", f"your function did not return within {CHILD_SECONDS} s (stopped)",
+                           "look for a loop that never ends")
+    try:
+        answer = json.loads(done.stdout[:CHILD_OUTPUT]) if len(done.stdout) <= CHILD_OUTPUT else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, list):
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        return [], Failure("error", f"your code stopped the process that ran it ({tail[0]})", "")
+    results = []
+    for entry in answer:
+        if not isinstance(entry, dict):
+            break
+        if "load_error" in entry:
+            return [], Failure("error", str(entry["load_error"]), "")
+        if entry.get("missing"):
+            return [], _missing(function)
+        if "error" in entry:
+            results.append({"error": str(entry["error"])})
+            break
+        if "value" not in entry:
+            results.append({"error": f"your function returned {str(entry.get('repr', ''))[:200]}, which is not a "
+                                     f"plain value (a number, a string, a list, tuple or dict of them): "
+                                     f"{entry.get('unplain', '')}"})
+            break
+        try:
+            value = ast.literal_eval(str(entry["value"]))
+        except (ValueError, SyntaxError, RecursionError, MemoryError):
+            results.append({"error": "your function returned a value that could not be read back"})
+            break
+        results.append({"value": _numpy_scalar(value, entry.get("type")), "repr": str(entry.get("repr", repr(value)))})
+    return results, None
+
+
+def _numpy_scalar(value, type_name):
+    """A NumPy scalar's type back (a diagnosis may name it: 'got float32'); any other value as it came."""
+    import numpy as np
+    kind = getattr(np, str(type_name), None) if isinstance(type_name, str) and type_name.isidentifier() else None
+    if isinstance(kind, type) and issubclass(kind, np.generic) and isinstance(value, (bool, int, float, complex)):
+        try:
+            return kind(value)
+        except (TypeError, ValueError, OverflowError):
+            return value
+    return value

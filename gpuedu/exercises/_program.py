@@ -9,6 +9,7 @@ a deadlock (two ranks both waiting in a blocking send) is a failed check with a 
 import ast
 import json
 import os
+import secrets
 import tempfile
 from dataclasses import dataclass
 from typing import Callable
@@ -61,7 +62,7 @@ class ProgramExercise(PythonExercise):
             with open(path, "w") as f:
                 f.write(code)
             for ranks in self.ranks:
-                failure = self._run(mpi, path, ranks, seed, result)
+                failure = self._run(mpi, path, ranks, seed, result, folder)
                 if failure is not None:
                     result.failure = failure
                     break
@@ -97,10 +98,15 @@ class ProgramExercise(PythonExercise):
         line = next((l for l in self.stub.splitlines() if l.startswith(f"def {self.function}")), "")
         return line.rstrip(":")
 
-    def _run(self, mpi, path, ranks, seed, result):
+    def _run(self, mpi, path, ranks, seed, result, folder):
         label = f"{ranks} rank{'s' if ranks > 1 else ''}"
+        token = secrets.token_hex(16)       # the harness's line starts with it; the learner's prints cannot
+        token_file = os.path.join(folder, "token")
+        with open(token_file, "w") as f:
+            f.write(token)
         try:
-            done = mpi.run(HARNESS, ranks, [self.id, path, seed], timeout=self.time_limit, check=False)
+            done = mpi.run(HARNESS, ranks, [self.id, path, seed, token_file], timeout=self.time_limit,
+                           check=False)
         except RuntimeError as e:
             if "did not finish" in str(e):
                 result.cases.append(label)
@@ -108,7 +114,7 @@ class ProgramExercise(PythonExercise):
                 return Failure("deadlock", f"on {label} your program did not finish within "
                                            f"{self.time_limit:g} s (stopped)", self.deadlock_hint, case=label)
             raise
-        lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
+        lines = [l[len(token) + 1:] for l in done.stdout.splitlines() if l.startswith(token + " {")]
         if not lines:
             result.cases.append(label)
             result.failed_cases.append(label)

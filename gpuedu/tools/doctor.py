@@ -169,6 +169,16 @@ def check_cache():
                    "" if writable else f"{parent} is not writable: set {preflight.CACHE_ENV_VAR} to a writable folder")
 
 
+def check_grading_sandbox():
+    """Whether ``gpuedu grade`` can sandbox submissions here (an instructor's concern: a learner needs none)."""
+    from . import sandbox
+    ok, why = sandbox.available()
+    if ok:
+        return Finding("Grading sandbox", f"bubblewrap ({sandbox.bwrap_path()}): gpuedu grade runs each submission in it")
+    return Finding("Grading sandbox", "none (only gpuedu grade needs one; the lessons do not)", True,
+                   f"to grade submissions: {why}")
+
+
 def check_backend():
     """The backend the lessons will get (setup() in this process) and the finding for it."""
     asked = os.environ.get(backend_module.ENV_VAR, "").strip() or "auto"
@@ -189,7 +199,7 @@ def collect():
     chosen, backend_finding = check_backend()
     if chosen is not None and chosen.is_emulator:
         findings.append(check_emulated_device(chosen))
-    findings += [check_cxx(), check_cache()]
+    findings += [check_cxx(), check_cache(), check_grading_sandbox()]
     if chosen is not None and chosen.is_emulator and chosen.cxx:
         findings.append(check_test_kernel(chosen))
     if chosen is not None and not chosen.is_emulator:

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from gpuedu import exercises
-from gpuedu.tools import classroom
+from gpuedu.tools import classroom, sandbox
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LESSON01 = os.path.join(REPO, "lessons", "01_first_kernel.ipynb")
@@ -30,19 +30,18 @@ def test_student_notebooks_clear_exercise_outputs_and_solutions_fill_the_stubs()
     assert kept and all(student.cells[i].outputs == nb.cells[i].outputs for i in kept)
 
 
-def test_verdicts_read_passed_not_yet_and_errors_from_outputs():
-    nb = nbformat.v4.new_notebook()
-    ok = nbformat.v4.new_code_cell('exercises.check("01.relu", a)\nexercises.check("01.saxpy", b)')
-    ok.outputs = [nbformat.v4.new_output("stream", name="stdout", text=(
-        "PASSED 01.relu (ReLU on every element): all 5 cases are right.\n  - n = 1\n"
-        f"NOT YET 01.saxpy ({exercises.get('01.saxpy').title}): `y`: 1 of 1 elements wrong\n  hint: add a*x\n"))]
-    broken = nbformat.v4.new_code_cell('exercises.check("01.scale_2d", c)')
-    broken.outputs = [nbformat.v4.new_output("error", ename="NameError", evalue="name 'c' is not defined", traceback=[])]
-    nb.cells = [ok, broken]
-    got = classroom.verdicts(nb)
-    assert got["01.relu"] == ("passed", "all 5 cases are right.", "")
-    assert got["01.saxpy"] == ("not yet", "`y`: 1 of 1 elements wrong", "add a*x")
-    assert got["01.scale_2d"][0] == "error" and "NameError" in got["01.scale_2d"][1]
+def test_a_checks_report_becomes_the_rows_message_and_hint():
+    relu = exercises.check("01.relu", exercises.get("01.relu").solution, verbose=False)
+    assert classroom._report_row(relu.report()) == ("all 5 cases are right.", "")
+    saxpy = exercises.check("01.saxpy", exercises.get("01.saxpy").stub, verbose=False)
+    message, hint = classroom._report_row(saxpy.report())
+    assert message == saxpy.failure.message.splitlines()[0] and hint == saxpy.failure.hint
+
+
+def test_only_the_calls_of_the_course_check_name_an_exercise():
+    cell = nbformat.v4.new_code_cell('exercises.check("01.relu", a)\ngpuedu.exercises.check(\'01.saxpy\', b)\n'
+                                     'myexercises.check("01.scale_2d", c)\nx.exercises.check("02.strided_read", d)')
+    assert classroom._checked_ids(cell) == ["01.relu", "01.saxpy"]
 
 
 @pytest.mark.slow
@@ -53,11 +52,13 @@ def test_grade_tells_a_right_submission_from_a_wrong_one(tmp_path):
     wrong.write_bytes((tmp_path / "kit" / "student" / "01_first_kernel.ipynb").read_bytes())
     env = dict(os.environ, GPUEDU_BACKEND="cpu")
     done = subprocess.run([sys.executable, "-m", "gpuedu", "grade", str(right), str(wrong), "--out",
-                           str(tmp_path / "results.csv"), "--timeout", "300"], capture_output=True, text=True,
+                           str(tmp_path / "results.csv"), "--timeout", "300"]
+                          + ([] if sandbox.available()[0] else ["--no-sandbox"]), capture_output=True, text=True,
                           env=env, timeout=900, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(tmp_path / "results.csv")))
     by = {(r["student"], r["exercise"]): r for r in rows}
+    assert {r["sandbox"] for r in rows} == {"bubblewrap" if sandbox.available()[0] else "none (--no-sandbox)"}
     for ex_id in ("01.relu", "01.saxpy", "01.scale_2d"):
         assert by["alice", ex_id]["result"] == "passed"
         assert by["bob", ex_id]["result"] == "not yet" and by["bob", ex_id]["hint"]
@@ -68,6 +69,37 @@ def test_grade_names_missing_notebooks(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gpuedu", "grade", str(tmp_path / "nope.ipynb")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "no such notebook" in done.stderr
+
+
+def test_without_a_sandbox_grade_refuses_and_says_why_unless_told(tmp_path):
+    nb = tmp_path / "alice.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('PASSED 01.relu')")]), str(nb))
+    env = dict(os.environ, PATH=str(tmp_path))           # no bwrap on this PATH (nor anything else)
+    cmd = [sys.executable, "-m", "gpuedu", "grade", str(nb), "--out", str(tmp_path / "r.csv")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "bubblewrap is not installed" in done.stderr and "--no-sandbox" in done.stderr
+    assert not (tmp_path / "r.csv").exists()
+    done = subprocess.run(cmd + ["--no-sandbox"], capture_output=True, text=True, timeout=120, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(tmp_path / "r.csv")))
+    assert [(r["result"], r["sandbox"]) for r in rows] == [("error", "none (--no-sandbox)")]
+
+
+@pytest.mark.parametrize("option", ["--timeout", "--memory", "--processes", "--output"])
+def test_grade_refuses_limits_that_are_not_positive(tmp_path, option):
+    nb = tmp_path / "alice.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), str(nb))
+    done = subprocess.run([sys.executable, "-m", "gpuedu", "grade", str(nb), option, "0"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and f"{option} must be more than 0" in done.stderr
+
+
+def test_a_file_that_is_not_a_notebook_is_an_error_row_not_a_stopped_batch(tmp_path):
+    bad = tmp_path / "carol.ipynb"
+    bad.write_bytes(b"\x00\xffnot json")
+    rows = classroom.grade_one(str(bad), sandbox=False)
+    assert rows[0]["result"] == "error" and "not a notebook" in rows[0]["message"]
 
 
 def test_every_lessons_solution_notebook_holds_every_solution():

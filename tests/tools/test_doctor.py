@@ -69,6 +69,20 @@ def test_doctor_on_this_machine_reports_everything_and_passes():
     assert "compute capability" in line(out, "Emulated device")
     assert "cpu (CPU emulator), because no usable GPU: pycuda is not installed" in line(out, "Lessons will use")
     assert "Result: ready" in out
+    from gpuedu.tools import sandbox
+    assert ("bubblewrap" in line(out, "Grading sandbox")) == sandbox.available()[0]
+
+
+def test_doctor_says_how_to_get_the_grading_sandbox_and_is_still_ready_without_it(tmp_path):
+    bin_dir = tmp_path / "bin"                    # a PATH with the compiler and no bwrap
+    bin_dir.mkdir()
+    for tool in ("g++", "c++", "gcc", "cc", "ld", "as"):
+        found = shutil.which(tool)
+        if found:
+            os.symlink(found, bin_dir / tool)
+    proc = doctor(path=str(bin_dir))
+    assert "[ok ] Grading sandbox:" in proc.stdout and "apt install bubblewrap" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_doctor_kernel_cache_follows_the_environment(tmp_path, monkeypatch):
