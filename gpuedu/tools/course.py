@@ -83,9 +83,10 @@ def find_lessons(folder, only=()):
 def _current_env_kernel_manager(socket_folder):
     """A kernel manager that starts ipykernel with this very interpreter (not whatever 'python3' means), talking
     over Unix sockets in ``socket_folder`` (IPC: only this user can reach them, so ipykernel has no reason to warn
-    that TCP without encryption lets others listen) where the platform has them, else over local TCP."""
+    that TCP without encryption lets others listen) where the platform has them, else over local TCP.  The
+    asynchronous manager, which nbclient expects: with the blocking one a cell's time limit never fires."""
     from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-    from jupyter_client.manager import KernelManager
+    from jupyter_client.manager import AsyncKernelManager
 
     class ThisPythonSpecs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
@@ -93,7 +94,14 @@ def _current_env_kernel_manager(socket_folder):
                               display_name="gpuedu course", language="python", resource_dir="")
 
     sockets = {"transport": "ipc", "ip": os.path.join(socket_folder, "kernel")} if os.name == "posix" else {}
-    return KernelManager(kernel_name="gpuedu-course", kernel_spec_manager=ThisPythonSpecs(), **sockets)
+    return AsyncKernelManager(kernel_name="gpuedu-course", kernel_spec_manager=ThisPythonSpecs(), **sockets)
+
+
+def shutdown(kernel_manager):
+    """Stop the kernel of ``kernel_manager`` if it has one (now, not politely: it may be stuck in a cell)."""
+    from jupyter_core.utils import run_sync
+    if kernel_manager.has_kernel:
+        run_sync(kernel_manager.shutdown_kernel)(now=True)
 
 
 def backend_of(notebook):
@@ -161,8 +169,7 @@ def execute(notebook, folder, timeout, allow_errors=False):
             client.execute(env=dict(os.environ, TQDM_DISABLE="1"))
         finally:
             # nbclient leaves a kernel it did not create running: stop it, or one kernel per lesson piles up.
-            if kernel_manager.has_kernel:
-                kernel_manager.shutdown_kernel(now=True)
+            shutdown(kernel_manager)
 
 
 def run_lesson(path, report_dir, timeout):

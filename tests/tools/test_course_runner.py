@@ -101,3 +101,14 @@ def test_store_writes_a_passing_lesson_back_with_its_outputs(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stored = nbformat.read(str(lessons / "00_ok.ipynb"), as_version=4)
     assert stored.cells[0].outputs[0]["text"] == "42\n"
+
+
+def test_a_cell_past_the_time_limit_is_stopped_at_the_limit(tmp_path):
+    import time
+
+    from nbclient.exceptions import CellTimeoutError
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(120)")])
+    start = time.monotonic()
+    with pytest.raises(CellTimeoutError):
+        course.execute(nb, str(tmp_path), timeout=3)
+    assert time.monotonic() - start < 60     # the limit, not the cell's two minutes
