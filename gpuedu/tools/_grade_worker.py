@@ -46,6 +46,7 @@ def {name}(exercise_id, source=None, *args, **kwargs):
         "grading", "recorded for grading: the grader checks this answer in a process of its own"))
 """
 MAX_ANSWERS = 16 << 20     # bytes of recorded answers read back
+TIMED_OUT = "CellTimeoutError"
 
 
 def _private_stdout():
@@ -73,7 +74,7 @@ def run_notebook(request):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    from .course import _current_env_kernel_manager
+    from .course import _current_env_kernel_manager, shutdown
     path = os.path.join(os.getcwd(), os.path.basename(request["notebook"]))
     answers_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpuedu-answers.jsonl")
     nb = nbformat.read(path, as_version=4)
@@ -85,9 +86,15 @@ def run_notebook(request):
     limit = int(request.get("output", 8 << 20))
 
     class Client(NotebookClient):
-        """Keeps errors only, and stops the notebook when its outputs pass ``limit`` bytes."""
+        """Keeps errors only, stops the notebook when its outputs pass ``limit`` bytes, and remembers the cells
+        it interrupted for running past their time."""
         printed = 0
         overflow = False
+        timed_out = set()
+
+        async def _async_handle_timeout(self, timeout, cell=None):
+            self.timed_out.add(id(cell))
+            return await super()._async_handle_timeout(timeout, cell)
 
         def output(self, outs, msg, display_id, cell_index):
             self.printed += len(json.dumps(msg.get("content", {})))
@@ -104,18 +111,20 @@ def run_notebook(request):
     sockets = os.path.join(os.environ.get("TMPDIR", "/tmp"), "kernel-sockets")
     os.makedirs(sockets, exist_ok=True)
     km = _current_env_kernel_manager(sockets)
-    client = Client(nb, timeout=float(request["timeout"]), km=km, allow_errors=True,
+    seconds = float(request["timeout"])
+    # a cell past its time is interrupted and the next one runs (one slow cell does not hide the other
+    # exercises); its error says so
+    client = Client(nb, timeout=seconds, km=km, allow_errors=True, interrupt_on_timeout=True,
                     resources={"metadata": {"path": os.getcwd()}})
     try:
         client.execute(env=dict(os.environ))
     except CellTimeoutError:
-        stopped = f"a cell ran longer than {float(request['timeout']):g} s and was stopped"
+        stopped = f"a cell ran longer than {seconds:g} s and was stopped"
     except DeadKernelError as e:
         stopped = (f"the notebook printed more than {limit / (1 << 20):g} MiB (the output limit) and was stopped"
                    if client.overflow else f"the notebook's kernel died ({e})")
     finally:
-        if km.has_kernel:
-            km.shutdown_kernel(now=True)
+        shutdown(km)
     if client.overflow and stopped is None:
         stopped = f"the notebook printed more than {limit / (1 << 20):g} MiB (the output limit) and was stopped"
     answers = {}
@@ -131,6 +140,9 @@ def run_notebook(request):
                 answers[entry["exercise"]] = {k: str(entry[k]) for k in ("answer", "not_text") if k in entry}
     errors = {}
     for index, cell in enumerate(nb.cells[1:]):
+        if id(cell) in client.timed_out:
+            errors[str(index)] = f"{TIMED_OUT}: the cell ran longer than {seconds:g} s and was stopped"
+            continue
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 errors[str(index)] = f"{out.get('ename')}: {out.get('evalue')}"

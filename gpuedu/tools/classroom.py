@@ -207,10 +207,31 @@ def grade_one(path, timeout=600, sandbox=True, hide=(), **options):
             continue
         error = next((errors[str(i)] for i in indices if isinstance(errors.get(str(i)), str)), None)
         if error is not None:
-            rows.append(row(ex_id, "error", _memory_note(error[:1000], options), "the cell raised before the check"))
+            if error.startswith("CellTimeoutError: "):
+                rows.append(row(ex_id, "error", error[len("CellTimeoutError: "):], "the cell was stopped before the check"))
+            else:
+                rows.append(row(ex_id, "error", _memory_note(error[:1000], options), "the cell raised before the check"))
         else:
             rows.append(row(ex_id, "error", stopped or "the check did not run", "an earlier cell failed or timed out"))
     return rows
+
+
+class GradingUnavailable(RuntimeError):
+    """The grader's own processes cannot start here; the message says why and what to do."""
+
+
+def _check_isolated_import():
+    """The worker runs as ``python -I`` (no current folder, no $PYTHONPATH, no user site-packages), so that a
+    submission cannot put a gpuedu of its own first on the path: gpuedu must import that way."""
+    import subprocess
+    done = subprocess.run([sys.executable, "-I", "-c", "import gpuedu.tools._grade_worker"], capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise GradingUnavailable(f"{sys.executable} -I cannot import gpuedu ({last}): the grader's checks run that "
+                                 f"way, away from the current folder, $PYTHONPATH and user site-packages. Install "
+                                 f"gpuedu into this Python's environment (a virtual environment: python -m venv, "
+                                 f"then pip install gpuedu), not with pip --user or through $PYTHONPATH")
 
 
 def _memory_note(error, options):
@@ -227,6 +248,7 @@ def grade(paths, out_csv, timeout=600, sandbox=True, **options):
         ok, why = sandboxing.available()
         if not ok:
             raise sandboxing.SandboxUnavailable(why)
+    _check_isolated_import()
     # what a submission must not see, should a system folder hold it: every submission's folder, the CSV's
     hide = sorted({os.path.dirname(os.path.abspath(p)) for p in paths} | {os.path.dirname(os.path.abspath(out_csv))}
                   | {os.path.expanduser("~"), os.getcwd()})
@@ -285,6 +307,9 @@ def grade_command(args):
     try:
         rows = grade(args.notebooks, args.out, args.timeout, sandbox=not args.no_sandbox, memory=args.memory,
                      processes=args.processes, output=args.output)
+    except GradingUnavailable as e:
+        print(f"gpuedu grade: nothing was graded: {e}", file=sys.stderr)
+        return 2
     except sandboxing.SandboxUnavailable as e:
         print(f"gpuedu grade: no sandbox can be made on this machine, so nothing was graded: {e}.\n"
               f"A submission is code a student wrote, and without the sandbox it runs as you, with your files. "

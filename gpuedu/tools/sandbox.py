@@ -123,17 +123,32 @@ def available():
 
 
 def _python_trees():
-    """The folders this Python and gpuedu are imported from (read-only in the sandbox)."""
+    """The folders this Python and gpuedu are imported from (read-only in the sandbox): the prefixes, gpuedu's
+    package, and the import path of ``python -I`` (site-packages and what their .pth files add), which leaves
+    out the current folder and $PYTHONPATH: a folder the grader happens to stand in is not shown."""
     import gpuedu
     trees = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
              os.path.dirname(os.path.abspath(gpuedu.__file__))}
-    trees.update(p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))
-    trees = sorted(os.path.realpath(t) for t in trees if t and os.path.exists(t))
+    trees.update(isolated_path())
+    trees = sorted(os.path.realpath(t) for t in trees if t and os.path.isabs(t) and os.path.exists(t))
     kept = []
     for t in trees:            # a folder inside one already kept comes with it
         if not any(t == k or t.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(t)
     return kept
+
+
+def isolated_path():
+    """``sys.path`` of this interpreter started with ``-I`` (asked once)."""
+    if "path" not in _probe_cache:
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", "import json, sys; print(json.dumps(sys.path))"],
+                                  capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+            import json
+            _probe_cache["path"] = [p for p in json.loads(done.stdout) if isinstance(p, str)]
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            _probe_cache["path"] = []
+    return _probe_cache["path"]
 
 
 def _under(path, roots):
@@ -257,16 +272,22 @@ def _reader(stream, sink, budget, over):
 
 
 def _set_limits(limits, address_space):
+    """What the child sets before it runs the command: numbers computed here, in the parent (a function run
+    between fork and exec must not do more than call setrlimit)."""
+    nproc = None
+    if os.getuid() != 0:        # the kernel does not apply RLIMIT_NPROC to root: the watchdog does
+        # RLIMIT_NPROC counts all of this user's processes: leave room for those already running
+        mine = sum(1 for n in os.listdir("/proc") if n.isdigit() and _owner(n) == os.getuid())
+        nproc = mine + limits.processes
+    limit_as = limits.memory if address_space else None
+
     def apply():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if os.getuid() != 0:        # the kernel does not apply RLIMIT_NPROC to root: the watchdog does
-            # RLIMIT_NPROC counts all of this user's processes: leave room for those already running
-            mine = sum(1 for n in os.listdir("/proc") if n.isdigit() and _owner(n) == os.getuid())
-            cap = mine + limits.processes
-            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
-        if address_space:
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if limit_as is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
     return apply
 
 

@@ -102,6 +102,14 @@ def test_a_file_that_is_not_a_notebook_is_an_error_row_not_a_stopped_batch(tmp_p
     assert rows[0]["result"] == "error" and "not a notebook" in rows[0]["message"]
 
 
+def test_a_gpuedu_that_python_dash_I_cannot_import_is_refused_with_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(classroom.sys, "executable", str(tmp_path / "no-python"))
+    (tmp_path / "no-python").write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named gpuedu' >&2\nexit 1\n")
+    (tmp_path / "no-python").chmod(0o755)
+    with pytest.raises(classroom.GradingUnavailable, match="No module named gpuedu.*virtual environment"):
+        classroom._check_isolated_import()
+
+
 def test_every_lessons_solution_notebook_holds_every_solution():
     import glob
     for path in sorted(glob.glob(os.path.join(REPO, "lessons", "[0-9][0-9]_*.ipynb"))):

@@ -163,3 +163,35 @@ def test_printing_a_passed_line_is_not_a_pass(graded):
 def test_a_submission_cannot_edit_the_installed_gpuedu(graded):
     assert hashlib.sha256(open(INSTALLED, "rb").read()).hexdigest() == graded["before"]
     assert graded["rows"]["edits_gpuedu", "01.relu"]["result"] == "not yet"
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """A second batch, with short limits: submissions stopped by the time limit, the output limit, a crash."""
+    root = tmp_path_factory.mktemp("stopping")
+    right = define(RELU.solution)
+    subs = {
+        "slow_cell": notebook(right, "import time\ntime.sleep(600)", check_relu()),     # interrupted; goes on
+        "sleeper": notebook(right, "import time\ntime.sleep(600)\n" + check_relu()),
+        "flood": notebook(right, "while True:\n    print('x' * 100000)", check_relu()),
+        "segfault": notebook(right, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", check_relu()),
+        "zz_right": notebook(right, check_relu()),
+    }
+    paths = []
+    for name, nb in subs.items():
+        nbformat.write(nb, str(root / f"{name}.ipynb"))
+        paths.append(str(root / f"{name}.ipynb"))
+    done = subprocess.run([sys.executable, "-m", "gpuedu", "grade", *paths, "--out", str(root / "results.csv"),
+                           "--timeout", "20", "--output", "1"], capture_output=True, text=True,
+                          env=dict(os.environ, GPUEDU_BACKEND="cpu"), timeout=900, stdin=subprocess.DEVNULL, cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {(r["student"], r["exercise"]): r for r in csv.DictReader(open(root / "results.csv"))}
+
+
+def test_each_row_names_what_stopped_its_submission(stopped):
+    assert stopped["sleeper", "01.relu"]["message"] == "the cell ran longer than 20 s and was stopped"
+    assert stopped["slow_cell", "01.relu"]["result"] == "passed"     # a slow cell before the check is stopped
+    assert "more than 1 MiB (the output limit)" in stopped["flood", "01.relu"]["message"]
+    assert stopped["segfault", "01.relu"]["message"].startswith("the notebook's kernel died")
+    assert all(stopped[s, "01.relu"]["result"] == "error" for s in ("sleeper", "flood", "segfault"))
+    assert stopped["zz_right", "01.relu"]["result"] == "passed"

@@ -30,14 +30,38 @@ def test_the_hosts_files_outside_the_system_and_python_are_not_there(tmp_path):
     secret = tmp_path / "solutions" / "secret.txt"
     secret.parent.mkdir()
     secret.write_text("the answers")
-    home = os.path.expanduser("~")
-    done = run(f"import os\nfor p in [{str(secret)!r}, {str(tmp_path)!r}, {home!r}, '/etc/shadow', '/var/log']:\n"
-               f"    print(p, os.path.exists(p) and (os.path.isdir(p) or os.path.getsize(p) > 0))")
+    # a file in the home folder (which may hold this Python: then only the Python is shown)
+    probe = os.path.join(os.path.expanduser("~"), f".gpuedu-sandbox-probe-{os.getpid()}")
+    open(probe, "w").write("mine")
+    try:
+        done = run(f"import os\nfor p in [{str(secret)!r}, {str(tmp_path)!r}, {probe!r}, '/etc/shadow', '/var/log']:\n"
+                   f"    print(p, os.path.exists(p) and (os.path.isdir(p) or os.path.getsize(p) > 0))")
+    finally:
+        os.unlink(probe)
     seen = dict(line.rsplit(" ", 1) for line in done.stdout.splitlines())
-    assert seen[str(secret)] == "False" and seen[str(tmp_path)] == "False" and seen["/var/log"] == "False"
-    assert seen["/etc/shadow"] == "False"            # hidden (an empty file) even when graded as root
-    # a home folder that holds this Python shows only the Python
-    assert not os.path.exists(os.path.join(home, ".bash_history")) or "bash_history" not in done.stdout
+    assert seen == {str(secret): "False", str(tmp_path): "False", probe: "False", "/etc/shadow": "False",
+                    "/var/log": "False"}, done.stdout + done.stderr    # /etc/shadow: an empty file, even for root
+
+
+def test_a_folder_to_hide_inside_a_system_tree_is_empty_in_the_sandbox():
+    shown = [d for d in ("/usr/share/doc", "/usr/share/man") if os.path.isdir(d) and os.listdir(d)]
+    if not shown:
+        pytest.skip("no non-empty /usr/share/doc or /usr/share/man here")
+    done = run(f"import os; print(len(os.listdir({shown[0]!r})))", hide=[shown[0]])
+    assert done.stdout.strip() == "0", done.stderr
+
+
+def test_on_a_gpu_machine_the_device_nodes_and_sys_are_passed_in(monkeypatch):
+    monkeypatch.setattr(sandbox, "gpu_devices", lambda: ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"])
+    args = sandbox._bwrap_prefix(gpu=True)
+    for node in ("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"):
+        i = args.index(node)
+        assert args[i - 1] == "--dev-bind" and args[i + 1] == node
+    assert "/sys" in args and "/sys" not in sandbox._bwrap_prefix(gpu=False)
+    monkeypatch.delenv("GPUEDU_BACKEND", raising=False)
+    assert sandbox._uses_gpu()
+    monkeypatch.setenv("GPUEDU_BACKEND", "cpu")
+    assert not sandbox._uses_gpu()
 
 
 def test_system_folders_and_the_installation_are_read_only():
