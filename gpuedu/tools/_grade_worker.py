@@ -27,6 +27,31 @@ import sys
 # Each call ``exercises.check("ID", ...)`` in a cell's source becomes a call of this recorder, under a name
 # drawn afresh for every notebook: replacing ``exercises.check``, or anything else, does not stop it recording.
 CHECK_CALL = re.compile(r"""(?<![\w.])(?:gpuedu\.)?exercises\.check\((?=\s*["'][0-9]{2}\.[a-z0-9_]+["'])""")
+# What the notebook prints is counted in the kernel as it is written, so that a loop of prints stops at the
+# output limit before the kernel's output buffers grow to the memory limit (the worker counts again what arrives).
+OUTPUT_GUARD = """\
+def _gpuedu_output_guard(limit, marker):
+    import os, signal, sys
+    printed = [0]
+
+    class Guard:
+        def __init__(self, stream):
+            self._stream = stream
+
+        def write(self, text):
+            printed[0] += len(text)
+            if printed[0] > limit:
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+            return self._stream.write(text)
+
+        def __getattr__(self, name):
+            return getattr(self._stream, name)
+    sys.stdout, sys.stderr = Guard(sys.stdout), Guard(sys.stderr)
+
+_gpuedu_output_guard({limit}, {marker!r})
+del _gpuedu_output_guard
+"""
 RECORDER = """\
 def {name}(exercise_id, source=None, *args, **kwargs):
     import json, os
@@ -82,8 +107,10 @@ def run_notebook(request):
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.source = CHECK_CALL.sub(name + "(", cell.source)
-    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORDER.format(name=name, path=answers_path)))
     limit = int(request.get("output", 8 << 20))
+    marker = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpuedu-output-limit")
+    nb.cells.insert(0, nbformat.v4.new_code_cell(RECORDER.format(name=name, path=answers_path) + "\n"
+                                                 + OUTPUT_GUARD.format(limit=limit, marker=marker)))
 
     class Client(NotebookClient):
         """Keeps errors only, stops the notebook when its outputs pass ``limit`` bytes, and remembers the cells
@@ -125,6 +152,9 @@ def run_notebook(request):
                    if client.overflow else f"the notebook's kernel died ({e})")
     finally:
         shutdown(km)
+    if os.path.exists(marker):           # the kernel's guard stopped it
+        client.overflow = True
+        stopped = None
     if client.overflow and stopped is None:
         stopped = f"the notebook printed more than {limit / (1 << 20):g} MiB (the output limit) and was stopped"
     answers = {}

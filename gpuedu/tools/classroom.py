@@ -6,8 +6,8 @@ and ``dest/solutions/`` (the same lessons with each exercise's stub replaced by 
 
 1. the notebook runs in a sandbox (``gpuedu.tools.sandbox``: a private scratch copy, no network, none of the
    grader's files, limits on time, memory, processes and output), errors allowed (one broken cell does not hide
-   the other exercises), with ``exercises.check`` replaced by a recorder that keeps, as text, what each call was
-   given: the kernel's source, the function's, the program's;
+   the other exercises), with each ``exercises.check("ID", ...)`` call in a cell's source turned into a call of a
+   recorder that keeps, as text, what the call was given: the kernel's source, the function's, the program's;
 2. each exercise that a cell checks (``exercises.check("ID", ...)`` in its source) is then checked again from
    that text, in a fresh sandboxed process that imports gpuedu from the installation (``python -I``);
 3. one CSV row per student and exercise: ``passed``, ``not yet`` (the check's message and hint) or ``error``
@@ -141,7 +141,7 @@ def _stopped(outcome, limits, what):
 
 
 def _worker(request, limits, sandbox, files=(), hide=()):
-    """Run the grading worker on ``request``: (its JSON answer or None, the Outcome, the token)."""
+    """Run the grading worker on ``request``: (its JSON answer or None, the sandbox's Outcome)."""
     token = secrets.token_hex(16)
     argv = [sys.executable, "-I", "-m", "gpuedu.tools._grade_worker"]
     stdin = (token + "\n" + json.dumps(request) + "\n").encode()

@@ -126,9 +126,9 @@ def _python_trees():
     """The folders this Python and gpuedu are imported from (read-only in the sandbox): the prefixes, gpuedu's
     package, and the import path of ``python -I`` (site-packages and what their .pth files add), which leaves
     out the current folder and $PYTHONPATH: a folder the grader happens to stand in is not shown."""
-    import gpuedu
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))       # gpuedu/, above gpuedu/tools/
     trees = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
-             os.path.dirname(os.path.abspath(gpuedu.__file__))}
+             package}
     trees.update(isolated_path())
     trees = sorted(os.path.realpath(t) for t in trees if t and os.path.isabs(t) and os.path.exists(t))
     kept = []
