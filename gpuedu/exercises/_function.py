@@ -6,7 +6,6 @@ with the arguments, the expected and the returned value, and a hint from the exe
 """
 import ast
 import os
-import traceback
 from dataclasses import dataclass
 from typing import Callable
 
@@ -51,7 +50,7 @@ class FunctionExercise(PythonExercise):
         if "FILL ME IN" in source:
             result.notes.append("note: your source still contains the FILL ME IN marker.")
         try:
-            code = compile(ast.parse(source), "<your function>", "exec")
+            compile(ast.parse(source), "<your function>", "exec")       # its syntax, before anything runs
         except SyntaxError as e:
             result.failure = Failure("compile_error", f"your source is not valid Python: {e.msg} (line {e.lineno})",
                                      "fix this line first")
@@ -60,7 +59,7 @@ class FunctionExercise(PythonExercise):
         if isolated:
             calls, failure = _run_isolated(source, self.function, [kwargs for _, kwargs in cases])
         else:
-            calls, failure = _run_here(code, self.function, [kwargs for _, kwargs in cases])
+            calls, failure = _run_here(source, self.function, [kwargs for _, kwargs in cases])
         if failure is not None:
             result.failure = failure
             return result
@@ -88,26 +87,22 @@ def _missing(function):
                    f"keep the stub's name and parameters: def {function}(...)")
 
 
-def _run_here(code, function, calls):
+def _run_here(source, function, calls):
     """Run the learner's code in this process: ([{"value", "repr"} or {"error"}, ...], None) or ([], Failure)."""
-    namespace = {"__name__": "learner"}
-    try:
-        exec(code, namespace)
-    except Exception as e:       # the learner's module-level code raised
-        return [], Failure("error", f"running your source raised {type(e).__name__}: {e}", "")
-    fn = namespace.get(function)
-    if not callable(fn):
-        return [], _missing(function)
+    from ._function_child import run_calls
+    return _read_results([dict(r, repr=repr(r["value"])) if "value" in r else r
+                          for r in run_calls(source, function, calls)], function)
+
+
+def _read_results(entries, function):
+    """The runner's entries as (results, None), or ([], the Failure of a source that did not load)."""
     results = []
-    for kwargs in calls:
-        try:
-            got = fn(**kwargs)
-        except Exception as e:
-            frame = traceback.extract_tb(e.__traceback__)[-1]
-            where = f" (line {frame.lineno} of your function)" if frame.filename == "<your function>" else ""
-            results.append({"error": f"your function raised {type(e).__name__}: {e}{where}"})
-            break
-        results.append({"value": got, "repr": repr(got)})
+    for entry in entries:
+        if "load_error" in entry:
+            return [], Failure("error", str(entry["load_error"]), "")
+        if entry.get("missing"):
+            return [], _missing(function)
+        results.append(entry)
     return results, None
 
 
@@ -143,13 +138,11 @@ def _run_isolated(source, function, calls):
     for entry in answer:
         if not isinstance(entry, dict):
             break
-        if "load_error" in entry:
-            return [], Failure("error", str(entry["load_error"]), "")
-        if entry.get("missing"):
-            return [], _missing(function)
-        if "error" in entry:
-            results.append({"error": str(entry["error"])})
-            break
+        if "load_error" in entry or entry.get("missing") or "error" in entry:
+            results.append({k: entry[k] for k in ("load_error", "missing", "error") if k in entry})
+            if "error" in entry:
+                break
+            continue
         if "value" not in entry:
             results.append({"error": f"your function returned {str(entry.get('repr', ''))[:200]}, which is not a "
                                      f"plain value (a number, a string, a list, tuple or dict of them): "
@@ -161,7 +154,7 @@ def _run_isolated(source, function, calls):
             results.append({"error": "your function returned a value that could not be read back"})
             break
         results.append({"value": _numpy_scalar(value, entry.get("type")), "repr": str(entry.get("repr", repr(value)))})
-    return results, None
+    return _read_results(results, function)
 
 
 def _numpy_scalar(value, type_name):

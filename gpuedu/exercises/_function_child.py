@@ -39,37 +39,44 @@ def plain(value, depth=0):
     raise TypeError(f"a {type(value).__name__} is not a plain value")
 
 
-def main():
-    request = json.loads(sys.stdin.read())
-    answer = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    results = []
+def run_calls(source, function, calls):
+    """Run the learner's ``source``, then ``function(**kwargs)`` for each of ``calls`` until one raises: a list
+    of {"value": returned}, {"error": message}, or one {"load_error": message} or {"missing": True}.  Both ways
+    of checking use it: in the checker's process, and here in a process of its own."""
+    namespace = {"__name__": "learner"}
     try:
-        namespace = {"__name__": "learner"}
-        exec(compile(ast.parse(request["source"]), FILENAME, "exec"), namespace)
-        fn = namespace.get(request["function"])
-    except Exception as e:
-        results.append({"load_error": f"running your source raised {type(e).__name__}: {e}"})
-        fn = None
-    if fn is not None and not callable(fn):
-        fn = None
-    if fn is None and not results:
-        results.append({"missing": True})
-    for call in request["calls"] if fn is not None else ():
+        exec(compile(ast.parse(source), FILENAME, "exec"), namespace)
+    except Exception as e:       # the learner's module-level code raised
+        return [{"load_error": f"running your source raised {type(e).__name__}: {e}"}]
+    fn = namespace.get(function)
+    if not callable(fn):
+        return [{"missing": True}]
+    results = []
+    for kwargs in calls:
         try:
-            got = fn(**ast.literal_eval(call))
+            results.append({"value": fn(**kwargs)})
         except Exception as e:
             frame = traceback.extract_tb(e.__traceback__)[-1]
             where = f" (line {frame.lineno} of your function)" if frame.filename == FILENAME else ""
             results.append({"error": f"your function raised {type(e).__name__}: {e}{where}"})
             break
-        entry = {"repr": repr(got)[:2000], "type": type(got).__name__}
-        try:
-            entry["value"] = repr(plain(got))
-        except (TypeError, ValueError, RecursionError) as e:
-            entry["unplain"] = str(e)
-        results.append(entry)
+    return results
+
+
+def main():
+    request = json.loads(sys.stdin.read())
+    answer = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    results = run_calls(request["source"], request["function"], [ast.literal_eval(c) for c in request["calls"]])
+    for entry in results:
+        if "value" in entry:
+            got = entry.pop("value")
+            entry.update({"repr": repr(got)[:2000], "type": type(got).__name__})
+            try:
+                entry["value"] = repr(plain(got))
+            except (TypeError, ValueError, RecursionError) as e:
+                entry["unplain"] = str(e)
     data = json.dumps(results).encode()
     view = memoryview(data)
     while view:

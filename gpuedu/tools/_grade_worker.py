@@ -148,14 +148,10 @@ def run_notebook(request):
     except CellTimeoutError:
         stopped = f"a cell ran longer than {seconds:g} s and was stopped"
     except DeadKernelError as e:
-        stopped = (f"the notebook printed more than {limit / (1 << 20):g} MiB (the output limit) and was stopped"
-                   if client.overflow else f"the notebook's kernel died ({e})")
+        stopped = f"the notebook's kernel died ({e})"
     finally:
         shutdown(km)
-    if os.path.exists(marker):           # the kernel's guard stopped it
-        client.overflow = True
-        stopped = None
-    if client.overflow and stopped is None:
+    if client.overflow or os.path.exists(marker):     # stopped here, or by the kernel's own guard
         stopped = f"the notebook printed more than {limit / (1 << 20):g} MiB (the output limit) and was stopped"
     answers = {}
     if os.path.isfile(answers_path):

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 GIB = 1 << 30
@@ -77,7 +77,6 @@ class Outcome:
     peak_processes: int = 0
     peak_memory: int = 0
     sandboxed: bool = True
-    notes: list = field(default_factory=list)
 
     @property
     def crashed(self):
