@@ -4,13 +4,16 @@ The modules in it run as the user's own code, so the folder must be the user's a
 ``compiler`` builds into it and ``function.module_from_buffer`` loads from it; ``gpuedu.preflight`` and
 ``gpuedu doctor`` report ``cache_path()``: one rule for all of them.
 """
+import hashlib
+import json
 import os
+import re
+import shutil
 import stat
 import sys
 import tempfile
+import time
 import warnings
-
-
 
 def cache_dir():
     """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR``, else ``gpuedu/kernels`` in the platform's
@@ -83,6 +86,7 @@ def trusted_folder(path):
     if not os.access(path, os.W_OK | os.X_OK):
         return _fall_back(path, "it is not writable")
     _trusted[path] = path
+    sweep_leftovers(path)   # once per process and folder
     return path
 
 
@@ -93,3 +97,226 @@ def _fall_back(path, reason):
                   f"(gpuedu creates it with mode 0700) to keep them.", stacklevel=4)
     _trusted[path] = fallback
     return fallback
+
+
+# ---- what is kept in the cache, and the check before anything in it is used ----------------------------------
+#
+# Every artefact (a kernel module, the worker library, the runtime's objects, the precompiled prelude) is a file
+# whose name carries the first hex digits of its SHA-256, written once and never changed, and a small JSON entry
+# under a name of its own key that points at it with its size and full SHA-256. Both are written to a temporary
+# name, flushed to disk and renamed into place, entry last: a process killed at any moment leaves either no
+# entry or a whole one, never an entry for a file cut short. Before an artefact is loaded, linked or handed to
+# the compiler, its size and checksum are compared with its entry's (``verified``); one that differs, a disk's
+# damage or a hand's, is reported in one line and built again, never loaded. A loaded library runs as code: a
+# truncated one dies with SIGBUS, garbled code with SIGILL, and both would kill the Python process.
+
+
+class CacheDamageWarning(UserWarning):
+    """A file in the kernel cache was damaged (cut short, altered) and is being built again."""
+
+
+def file_seal(path):
+    """``(size, sha256 hex)`` of a file, or None when it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            size = 0
+            while chunk := f.read(1 << 20):
+                size += len(chunk)
+                h.update(chunk)
+    except OSError:
+        return None
+    return size, h.hexdigest()
+
+
+def damaged(path, what, why):
+    """Say in one line that the cached ``what`` at ``path`` is damaged and built again; remove it."""
+    warnings.warn(f"gpuedu: the cached {what} {path} is damaged ({why}); building it again", CacheDamageWarning,
+                  stacklevel=_first_frame_outside_gpuedu())
+    _remove_tree_quietly(path)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _first_frame_outside_gpuedu():
+    """The ``stacklevel`` that makes a warning name the learner's line (the call that loaded the module), not
+    gpuedu's own."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE + os.sep)
+                                 or frame.f_code.co_filename.startswith("<frozen")):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def read_entry(entry_path, what):
+    """The JSON entry at ``entry_path`` as a dict; None when there is none (silently) or it is damaged (said)."""
+    try:
+        with open(entry_path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        damaged(entry_path, f"entry of a {what}", f"it cannot be read: {exc.strerror}")
+        return None
+    try:
+        entry = json.loads(data)
+        if not isinstance(entry, dict):
+            raise ValueError("not an object")
+    except (ValueError, UnicodeDecodeError) as exc:
+        damaged(entry_path, f"entry of a {what}", f"it is not the JSON gpuedu wrote: {exc}")
+        return None
+    return entry
+
+
+def verified(path, size, sha256, what):
+    """Whether the file at ``path`` is the one its entry describes (``size`` bytes hashing to ``sha256``).
+
+    A missing file is False silently; one that differs is reported as damaged (one line) and removed.
+    """
+    try:
+        actual = os.stat(path).st_size
+    except OSError:
+        return False
+    if not isinstance(size, int) or not isinstance(sha256, str):
+        damaged(path, what, "its entry records no size and checksum")
+        return False
+    if actual != size:
+        damaged(path, what, f"{actual} bytes where {size} were written: cut short or overwritten")
+        return False
+    seal = file_seal(path)
+    if seal is None or seal[1] != sha256:
+        damaged(path, what, "its checksum differs from the one recorded when it was written")
+        return False
+    return True
+
+
+def sync_file(path):
+    """Flush a file's contents to the disk, so a rename after it never exposes a name without its data."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path, data):
+    """Write ``data`` (bytes) to ``path`` through a temporary file in the same folder: flushed, then renamed."""
+    tmp = temporary_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def write_entry(entry_path, entry):
+    """Write a JSON entry atomically (temporary file, flushed, renamed)."""
+    write_atomically(entry_path, json.dumps(entry).encode())
+
+
+def publish(tmp, folder, stem, suffix, entry_path, what, extra=None):
+    """Move a freshly built file ``tmp`` into ``folder`` under ``<stem>-<sha256 prefix><suffix>``, then write its
+    entry (size, checksum, and ``extra``); return the final path. ``tmp`` may be a folder (the precompiled
+    prelude's), whose one file is sealed."""
+    target_file = tmp
+    if os.path.isdir(tmp):
+        (name,) = os.listdir(tmp)
+        target_file = os.path.join(tmp, name)
+    sync_file(target_file)
+    size, digest = file_seal(target_file)
+    final = os.path.join(folder, f"{stem}-{digest[:16]}{suffix}")
+    if os.path.isdir(tmp):
+        inner = os.path.join(final, os.path.basename(target_file))
+        if os.path.isdir(final) and verified(inner, size, digest, what):
+            shutil.rmtree(tmp, ignore_errors=True)     # another process built the same bytes first
+        else:
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)
+        sealed = inner
+    else:
+        os.replace(tmp, final)   # the same name always holds the same bytes: replacing one is harmless
+        sealed = final
+    write_entry(entry_path, {**(extra or {}), "file": os.path.basename(final),
+                             "sealed": os.path.relpath(sealed, folder), "size": size, "sha256": digest})
+    return final
+
+
+def lookup(folder, entry_path, what, entry=None):
+    """``(path, entry)`` of the verified artefact an entry points at, or ``(None, None)``: no entry, an entry of
+    an earlier gpuedu (built again silently), or damage (said, and cleared). ``entry``: one already read."""
+    entry = read_entry(entry_path, what) if entry is None else entry
+    if entry is None or "sealed" not in entry:
+        return None, None
+    name, sealed = entry.get("file"), entry.get("sealed")
+    if not isinstance(name, str) or not isinstance(sealed, str) or os.sep in name or \
+            os.path.isabs(sealed) or ".." in sealed.split(os.sep):
+        damaged(entry_path, f"entry of a {what}", "it names no file of the cache")
+        return None, None
+    path = os.path.join(folder, name)
+    if not verified(os.path.join(folder, sealed), entry.get("size"), entry.get("sha256"), what):
+        if os.path.isdir(path):
+            _remove_tree_quietly(path)
+        return None, None
+    return path, entry
+
+
+def temporary_name(path):
+    """A name beside ``path`` for writing it: this process's own, and recognisably a leftover if it dies."""
+    return f"{path}.{os.getpid()}.tmp"
+
+
+_LEFTOVER = re.compile(r"^(?:.*\.(\d+)\.tmp(?:\.\w+)?|gpuedu-build-(\d+)-\w+)$")
+
+
+LEFTOVER_AGE_S = 15 * 60
+
+
+def sweep_leftovers(folder, now=None):
+    """Remove what processes killed while building left in the cache: temporary files and build folders whose
+    process (by the pid in their name) is gone and that are older than a build takes (``LEFTOVER_AGE_S``: a
+    process of another PID namespace sharing the folder is not seen as alive). Nothing else is touched."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    now = time.time() if now is None else now
+    for entry in entries:
+        m = _LEFTOVER.match(entry.name)
+        if not m:
+            continue
+        pid = int(m.group(1) or m.group(2))
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > LEFTOVER_AGE_S
+        except OSError:
+            continue
+        if old and pid != os.getpid() and not _alive(pid):
+            _remove_tree_quietly(entry.path)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:       # another user's process: alive
+        return True
+    return True
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _remove_tree_quietly(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _remove_quietly(path)

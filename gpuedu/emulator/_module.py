@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from . import _activity, _device, _memory
+from . import _activity, _cache, _device, _memory
 from ._cache import cache_dir
 from ._alloc import device_pointer
 from ._args import ArgumentHandler
@@ -854,12 +854,12 @@ def module_from_buffer(buffer, options=None, message_handler=None):
     if data[:4] != b"\x7fELF" and data[:4] != b"\xcf\xfa\xed\xfe":
         raise LogicError("cuModuleLoadData failed: the buffer is not a module the CPU emulator compiled "
                          "(PTX and cubin need a real GPU); build it with pycuda.compiler.compile or SourceModule")
-    path = os.path.join(cache_dir(), "b" + hashlib.sha256(data).hexdigest()[:40] + ".so")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+    digest = hashlib.sha256(data).hexdigest()
+    path = os.path.join(cache_dir(), "b" + digest[:40] + ".so")
+    # Its name is its checksum: what is there is loaded only if it is these bytes (a file cut short by a full
+    # disk would crash the process that loads it); anything else is said, and written again.
+    if not _cache.verified(path, len(data), digest, "module written from a buffer"):
+        _cache.write_atomically(path, data)
     return Module(path)
 
 

@@ -18,7 +18,8 @@ Building happens in three steps:
    into the cache so that its system headers never meet the user's code;
 3. the library is stored in the kernel cache (``cache_dir()``), keyed by the
    source, the options, the compiler and the prelude, so the next
-   ``SourceModule`` of the same source only loads it.
+   ``SourceModule`` of the same source only loads it, once its size and
+   checksum are found to be those recorded when it was stored (``_cache``).
 
 Teaching aid: ``set_schedule("reverse")`` (or ``GPUEDU_SCHEDULE=reverse``) runs
 the threads of a block in another order, so that a missing ``__syncthreads``
@@ -46,6 +47,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -53,6 +55,7 @@ import tempfile
 
 from . import _linkcheck, _scanner
 from . import _module
+from . import _cache
 from ._cache import cache_dir, trusted_folder
 from ._errors import CompileError, LogicError
 from ._module import Module
@@ -392,21 +395,19 @@ def _precompiled_prelude(cxx, version, folder):
     if not _is_gxx(version):
         return None
     key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
-    pch_dir = os.path.join(folder, f"pch-{key}")
-    gch = os.path.join(pch_dir, "gpuedu_prelude.h.gch")
-    if os.path.isfile(gch):
-        return pch_dir
-    os.makedirs(pch_dir, exist_ok=True)
-    tmp = f"{gch}.{os.getpid()}.tmp"
+    entry = os.path.join(folder, f"pch-{key}.json")
+    found, _ = _cache.lookup(folder, entry, "precompiled prelude")
+    if found:
+        return found
+    tmp_dir = _cache.temporary_name(os.path.join(folder, f"pch-{key}"))
+    os.makedirs(tmp_dir, exist_ok=True)
     cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared"] + [
-        "-x", "c++-header", os.path.join(NATIVE_DIR, "gpuedu_prelude.h"), "-o", tmp]
-    proc = _run(cmd, pch_dir)
-    if proc.returncode != 0 or not os.path.isfile(tmp):
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        return None
-    os.replace(tmp, gch)
-    return pch_dir
+        "-x", "c++-header", os.path.join(NATIVE_DIR, "gpuedu_prelude.h"), "-o", "gpuedu_prelude.h.gch"]
+    proc = _run(cmd, tmp_dir)
+    if proc.returncode != 0 or not os.path.isfile(os.path.join(tmp_dir, "gpuedu_prelude.h.gch")):
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        return None      # modules compile without it, only slower
+    return _cache.publish(tmp_dir, folder, f"pch-{key}", "", entry, "precompiled prelude")
 
 
 def _host_object(cxx, folder):
@@ -432,19 +433,18 @@ def load_worker_library(folder=None):
     cxx, _ = find_cxx()
     folder = folder or cache_dir()
     key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}".encode()).hexdigest()[:16]
-    path = os.path.join(folder, f"worker-{key}.so")
-    if not os.path.isfile(path):
-        tmp = f"{path}.{os.getpid()}.tmp.so"
+    entry = os.path.join(folder, f"worker-{key}.json")
+    path, _ = _cache.lookup(folder, entry, "worker library")
+    if path is None:
+        tmp = _cache.temporary_name(os.path.join(folder, f"worker-{key}")) + ".so"
         cmd = [cxx] + [f for f in CXX_FLAGS if f not in UB_CHECKS] + [
             "-I" + NATIVE_DIR, os.path.join(NATIVE_DIR, "gpuedu_worker.cpp"), "-o", tmp]
         proc = _run(cmd, folder)
         if proc.returncode != 0 or not os.path.isfile(tmp):
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise CompileError("compiling the emulator's worker library (gpuedu_worker.cpp) failed: the C++ "
-                               "compiler may be too old (C++17 is needed)", command_line=" ".join(cmd),
-                               stdout=proc.stdout, stderr=proc.stderr)
-        os.replace(tmp, path)
+            _remove_quietly(tmp)
+            raise CompileError(_failed_runtime_build("worker library (gpuedu_worker.cpp)", proc),
+                               command_line=" ".join(cmd), stdout=proc.stdout, stderr=proc.stderr)
+        path = _cache.publish(tmp, folder, f"worker-{key}", ".so", entry, "worker library")
     ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_GLOBAL)   # its symbol is then every later module's
     _worker_library_loaded.append(path)
 
@@ -464,23 +464,48 @@ def _runtime_object(cxx, folder, source, prefix, extra_flags, what):
     """``_native/<source>`` compiled once per prelude and compiler into ``<folder>/<prefix>-<key>.o``."""
     flags = "|" + " ".join(extra_flags) if extra_flags else ""   # (a change of them builds it again)
     key = hashlib.sha256(f"{_prelude_version()}|{_cxx_identity()}{flags}".encode()).hexdigest()[:16]
-    obj = os.path.join(folder, f"{prefix}-{key}.o")
-    if os.path.isfile(obj):
+    entry = os.path.join(folder, f"{prefix}-{key}.json")
+    obj, _ = _cache.lookup(folder, entry, f"emulator {what} object")
+    if obj:
         return obj
-    tmp = f"{obj}.{os.getpid()}.tmp.o"
+    tmp = _cache.temporary_name(os.path.join(folder, f"{prefix}-{key}")) + ".o"
     # The runtime is the emulator's own code: no checks for undefined behaviour there (their handlers live in
     # the kernel's module).
     cmd = [cxx] + [f for f in CXX_FLAGS if f != "-shared" and f not in UB_CHECKS] + extra_flags + [
         "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, source), "-o", tmp]
     proc = _run(cmd, folder)
     if proc.returncode != 0 or not os.path.isfile(tmp):
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise CompileError(f"compiling the emulator's {what} ({source}) failed: the C++ compiler may be "
-                           "too old (C++17 is needed)", command_line=" ".join(cmd), stdout=proc.stdout,
-                           stderr=proc.stderr)
-    os.replace(tmp, obj)  # atomic: a concurrent process sees no file or the whole file
-    return obj
+        _remove_quietly(tmp)
+        raise CompileError(_failed_runtime_build(f"{what} ({source})", proc), command_line=" ".join(cmd),
+                           stdout=proc.stdout, stderr=proc.stderr)
+    return _cache.publish(tmp, folder, f"{prefix}-{key}", ".o", entry, f"emulator {what} object")
+
+
+def _failed_runtime_build(what, proc):
+    """Why building a part of the emulator's own runtime failed, in words."""
+    if (killed := _killed_by(proc)):
+        return f"compiling the emulator's {what} was stopped: {killed}"
+    return f"compiling the emulator's {what} failed: the C++ compiler may be too old (C++17 is needed)"
+
+
+def _killed_by(proc):
+    """When the compiler was stopped by a signal (out of memory, a kill), what to tell; else None."""
+    if proc.returncode >= 0:
+        return None
+    try:
+        name = signal.Signals(-proc.returncode).name
+    except ValueError:
+        name = f"signal {-proc.returncode}"
+    return (f"the C++ compiler was killed by {name} before it finished (on Linux, SIGKILL most often means "
+            f"the machine ran out of memory). Nothing it left half-written is kept in the cache; run it again, "
+            f"with fewer programs open if memory is short")
+
+
+def _remove_quietly(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
 
 
 def profile_flags(version):
@@ -559,6 +584,9 @@ def _overloaded_name(log, build_dir):
 
 def _compile_error(msg, cmd, proc, build_dir, source, extern_c=True):
     log = _clean_log(proc.stderr, build_dir)
+    if (killed := _killed_by(proc)):      # not the learner's code: say so, not what the compiler half-said
+        return CompileError(f"{msg.split(' (')[0]}: {killed}", command_line=" ".join(cmd), stdout=proc.stdout,
+                            stderr=log)
     # g++: "conflicting declaration of C function"; clang++: "templates must have C++ linkage"
     if re.search(r"C linkage|C\+\+ linkage|conflicting declaration of C function", log) and re.search(
             r"#\s*include\s*[<\"](cuda_fp16|mma|cuda_bf16|cuda_pipeline|cooperative_groups|curand_kernel)\.h", source):
@@ -616,7 +644,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         return cached
 
     cxx, version = find_cxx()
-    build_dir = tempfile.mkdtemp(prefix="gpuedu-build-", dir=folder)
+    build_dir = tempfile.mkdtemp(prefix=f"gpuedu-build-{os.getpid()}-", dir=folder)
     try:
         with open(os.path.join(build_dir, "kernel.cu"), "w") as f:
             f.write(rewritten)
@@ -673,51 +701,33 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
                 continue
             with open(path, "rb") as f:
                 deps[os.path.abspath(path)] = hashlib.sha256(f.read()).hexdigest()
-        # The library's name carries the headers' hashes too: a process that loaded an
-        # older build keeps it (dlopen returns the loaded library for a known path).
-        dep_hash = hashlib.sha256(json.dumps(sorted(deps.items())).encode()).hexdigest()[:12]
-        lib_path = os.path.join(folder, f"k{key}-{dep_hash}.so")
-        library_digest = _file_digest(out)
-        os.replace(out, lib_path)  # atomic: a concurrent process sees no file or the whole file
-        tmp_meta = meta_path + f".{os.getpid()}.tmp"
-        with open(tmp_meta, "w") as f:
-            json.dump({"library": os.path.basename(lib_path), "library_sha256": library_digest,
-                       "compiler": version, "deps": deps,
-                       "kernels": [[e, p, analysis.needs_fibers[p]] for e, p in analysis.kernels]}, f)
-        os.replace(tmp_meta, meta_path)
+        # The library's name carries its own checksum: a name always holds the same bytes, so a process that
+        # loaded an older build (dlopen returns the loaded library for a known path) never meets new ones.
+        lib_path = _cache.publish(out, folder, f"k{key}", ".so", meta_path, "kernel module", extra={
+            "compiler": version, "deps": deps,
+            "kernels": [[e, p, analysis.needs_fibers[p]] for e, p in analysis.kernels]})
     finally:
         shutil.rmtree(build_dir, ignore_errors=True)
     return lib_path
 
 
 def _cached_library(meta_path):
-    """The cached library for this key, if its user headers are unchanged; else None."""
-    try:
-        with open(meta_path) as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
+    """The cached library for this key, if its user headers are unchanged and it is whole; else None."""
+    folder = os.path.dirname(meta_path)
+    meta = _cache.read_entry(meta_path, "kernel module")
+    if meta is None:
         return None
-    for path, digest in meta.get("deps", {}).items():
+    deps = meta.get("deps", {})
+    for path, digest in (deps.items() if isinstance(deps, dict) else ()):
         try:
             with open(path, "rb") as f:
                 if hashlib.sha256(f.read()).hexdigest() != digest:
                     return None
         except OSError:
             return None
-    lib_path = os.path.join(os.path.dirname(meta_path), meta.get("library", ""))
-    # A truncated or damaged library would crash the process that loads it (and every later one):
-    # load only what hashes as it did when it was built; anything else is built again.
-    if not os.path.isfile(lib_path) or meta.get("library_sha256") != _file_digest(lib_path):
-        return None
-    return lib_path
-
-
-def _file_digest(path):
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        return None
+    # A truncated or damaged library would crash the process that loads it (and every later one): load only
+    # what has the size and checksum it had when it was built; anything else is said and built again.
+    return _cache.lookup(folder, meta_path, "kernel module", entry=meta)[0]
 
 
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,  # noqa: A001

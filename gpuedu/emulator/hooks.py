@@ -11,13 +11,14 @@ fails if anything outside ``gpuedu/emulator/`` imports one of its underscore mod
   queue or wait on (copies, launches, events, synchronisations) with its stream; ``emit_activity`` adds a
   host-side mark (``gpuedu.range``).
 - **The kernel cache.** ``cache_dir()`` (created, checked, the folder in use), ``cache_path()`` (by the rule,
-  untouched) and ``cache_problem(path)`` (why a folder cannot be trusted, or None).
+  untouched) and ``cache_problem(path)`` (why a folder cannot be trusted, or None); ``CacheDamageWarning``,
+  the one line said when something kept in it was damaged and is made again.
 """
 from ._activity import emit as emit_activity
 from ._activity import set_recorder as record_activity
-from ._cache import cache_dir, cache_path, cache_problem
+from ._cache import CacheDamageWarning, cache_dir, cache_path, cache_problem
 from ._instrument import COUNTERS, L2_KEY_PREFIXES, MAX_L2_CAPACITIES, LaunchRecord, ProfilingUnavailable, l2_keys
 from ._instrument import Counting as counting
 
 __all__ = ["COUNTERS", "L2_KEY_PREFIXES", "MAX_L2_CAPACITIES", "l2_keys", "LaunchRecord", "ProfilingUnavailable", "counting",
-           "record_activity", "emit_activity", "cache_dir", "cache_path", "cache_problem"]
+           "record_activity", "emit_activity", "cache_dir", "cache_path", "cache_problem", "CacheDamageWarning"]

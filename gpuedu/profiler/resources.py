@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 
 from .. import kernels
 
@@ -154,14 +155,21 @@ def _compile(nvcc, wrapped, arch, options, folders):
     return output
 
 
+def _checksum(functions):
+    return hashlib.sha256(json.dumps(functions, sort_keys=True).encode()).hexdigest()
+
+
 def _write_atomically(path, data):
-    # Write a temporary file next to the target, then rename: a reader never sees half a file,
-    # and two processes compiling the same source at once both leave a whole one.
+    # Write a temporary file next to the target, flushed, then rename: a reader never sees half a file,
+    # and two processes compiling the same source at once both leave a whole one. The checksum of the
+    # figures goes with them, so that a file damaged since is never read as figures.
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+            json.dump({**data, "sha256": _checksum(data["functions"])}, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
@@ -169,11 +177,27 @@ def _write_atomically(path, data):
 
 
 def _load(path):
+    """The figures kept at ``path``; None when there are none, or (said in one line) when the file is damaged:
+    nvcc then runs again."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)["functions"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None   # absent or damaged: compile again
+            data = f.read()
+    except OSError:
+        return None
+    try:
+        record = json.loads(data)
+        functions = record["functions"]
+        if "sha256" not in record:
+            return None      # kept by an earlier gpuedu, which wrote no checksum: nvcc runs again
+        if record["sha256"] == _checksum(functions):
+            return functions
+        why = "its checksum differs from the one recorded when it was written"
+    except (ValueError, KeyError, TypeError) as exc:
+        why = f"it is not the JSON gpuedu wrote: {exc}"
+    from gpuedu.emulator.hooks import CacheDamageWarning
+    warnings.warn(f"gpuedu: the cached nvcc resource figures {path} are damaged ({why}); running nvcc again",
+                  CacheDamageWarning, stacklevel=4)
+    return None
 
 
 _installed_pycuda = []   # [PyCUDA's header folder, or None], looked up once

@@ -1,10 +1,13 @@
 """Registers and shared memory from the real compiler: parsed from ptxas, cached on disk, never made up."""
+import json
 import os
 import subprocess
+import warnings
 
 import pytest
 
 from gpuedu import kernels
+from gpuedu.emulator.hooks import CacheDamageWarning
 from gpuedu.profiler import resources
 from gpuedu.profiler.resources import ResourcesUnavailable, parse_ptxas, plain_name, resource_usage
 
@@ -172,4 +175,24 @@ def test_damaged_cache_file_is_compiled_again(fresh_cache):
         with open(os.path.join(folder, name), "w") as f:
             f.write("{not json")
     resources._results.clear()
-    assert resource_usage(TILE_KERNEL, "padded_tile") == first
+    with pytest.warns(CacheDamageWarning, match="nvcc resource figures .* are damaged .*not the JSON"):
+        assert resource_usage(TILE_KERNEL, "padded_tile") == first
+
+
+def test_kept_figures_are_read_only_when_their_checksum_holds(tmp_path):
+    path = str(tmp_path / "figures.json")
+    figures = {"padded_tile": {"registers": 26, "shared_static": 4224}}
+    resources._write_atomically(path, {"arch": "sm_90", "functions": figures})
+    assert resources._load(path) == figures and os.listdir(tmp_path) == ["figures.json"]
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:                     # a figure changed since: valid JSON, wrong numbers
+        f.write(text.replace("4224", "4242"))
+    with pytest.warns(CacheDamageWarning, match="checksum differs"):
+        assert resources._load(path) is None
+    with open(path, "w") as f:                     # kept by an earlier gpuedu: no checksum, measured again quietly
+        json.dump({"arch": "sm_90", "functions": figures}, f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resources._load(path) is None
+    assert resources._load(str(tmp_path / "absent.json")) is None
