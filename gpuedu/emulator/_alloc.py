@@ -3,8 +3,23 @@
 ``int(alloc)`` is the device address (a host address in the emulator), which is
 what a kernel receives for a pointer parameter.
 """
+import os
+import sys
+
 from . import _memory
 from ._errors import LogicError
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _caller():
+    """``file:line`` of the innermost frame outside gpuedu (the learner's line), for an error to name later."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE + os.sep, "<frozen")):
+        frame = frame.f_back
+    if frame is None:
+        return "a line of gpuedu's own"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 class DeviceAllocation:
@@ -30,12 +45,12 @@ class DeviceAllocation:
         if self._alloc is None:
             raise LogicError("cuMemFree failed: this allocation was already freed")
         alloc, self._alloc = self._alloc, None
-        _memory.release(alloc)
+        _memory.release(alloc, f"by .free() at {_caller()}")
 
     def __del__(self):
         if getattr(self, "_alloc", None) is not None:
             try:
-                _memory.release(self._alloc)
+                _memory.release(self._alloc, f"when its last reference was dropped, at {_caller()}")
             except Exception:  # interpreter shutdown
                 pass
             self._alloc = None

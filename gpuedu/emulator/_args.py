@@ -32,7 +32,8 @@ class ArgumentHandler:
 
     def release(self):
         if self._alloc is not None:
-            _memory.release(self._alloc)
+            _memory.release(self._alloc, "after the launch it was made for (drv.In, drv.Out and drv.InOut copy "
+                                         "for one launch only)")
             self._alloc = None
 
 

@@ -21,6 +21,7 @@ compute-sanitizer reports it on a GPU (``watched_writes``).
 """
 
 import bisect
+import collections
 import ctypes
 import mmap
 import os
@@ -156,11 +157,25 @@ def _round_up(n, m):
     return (n + m - 1) // m * m
 
 
+#: No machine's address space holds more (x86-64 and aarch64 with 5-level / 52-bit tables: 2^57 bytes at most).
+ADDRESS_SPACE_BYTES = 1 << 57
+
+
+def check_size(nbytes, what="cannot allocate"):
+    """A ValueError for a size no machine could hold, which says the size and where such numbers come from."""
+    if nbytes > ADDRESS_SPACE_BYTES:
+        raise ValueError(f"{what} {nbytes:,} bytes (about 2^{nbytes.bit_length() - 1}): more than any machine's "
+                         f"address space holds ({ADDRESS_SPACE_BYTES:,} bytes, 2^57). Such a size is a mistake in "
+                         f"its arithmetic: a negative number made unsigned, a product that overflowed, a shape's "
+                         f"dimensions given in bytes, or the wrong variable")
+
+
 def allocate(nbytes):
     """Map ``nbytes`` of zero-filled memory between two guard pages; return an Allocation."""
     nbytes = int(nbytes)
     if nbytes < 0:
         raise LogicError(f"cannot allocate a negative number of bytes ({nbytes})")
+    check_size(nbytes, "cannot allocate")
     body = _round_up(max(nbytes, 1), ALIGN)
     pages = _round_up(body, PAGE)
     with _lock:
@@ -334,14 +349,22 @@ def holds(address):
     return address in _by_start or find(address) is not None
 
 
-def release(alloc):
+_freed = collections.OrderedDict()   # start address -> (bytes, where it was freed): the last _FREED_KEPT
+_FREED_KEPT = 4096
+
+
+def release(alloc, where=None):
     """Release an allocation (its mapping may be kept, inaccessible, for reuse).  Releasing twice is a
-    LogicError, as in CUDA."""
+    LogicError, as in CUDA. ``where``: how and where it was freed, in words, for a later error to name."""
     with _lock:
         if _by_start.get(alloc.address) is not alloc:
             raise LogicError(f"cuMemFree failed: 0x{alloc.address:x} was already freed")
         del _by_start[alloc.address]
         _starts.pop(bisect.bisect_left(_starts, alloc.address))
+        _freed.pop(alloc.address, None)
+        _freed[alloc.address] = (alloc.size, where)
+        if len(_freed) > _FREED_KEPT:
+            _freed.popitem(last=False)
     if alloc._slot is not None:
         _release_slot(*alloc._slot)
         return
@@ -350,6 +373,8 @@ def release(alloc):
     alloc._map = None
     if m is None or _keep(m, alloc._map_base):
         return
+    with _lock:     # its addresses go back to the system, which may hand them to host memory: forget them
+        _freed.pop(alloc.address, None)
     try:
         m.close()
     except BufferError:
@@ -398,6 +423,34 @@ def find(address):
             if best is None or distance < best[0]:
                 best = (distance, alloc)
     return None if best is None else (best[1], address - best[1].address)
+
+
+def freed(address):
+    """``(bytes, offset, where)`` of the most recently freed allocation whose bytes held ``address`` and that
+    no live allocation holds now; else None. What an error about a stale pointer names."""
+    with _lock:
+        for start, (size, where) in reversed(_freed.items()):
+            if start <= address < start + max(size, 1):
+                return size, address - start, where
+    return None
+
+
+#: Addresses below this are never memory (Linux's vm.mmap_min_addr is 4096 to 65536): a pointer there is a
+#: null pointer plus an offset, or a small integer passed where a pointer goes.
+FIRST_PAGES = 65536
+
+
+def describe_invalid(address):
+    """Why ``address``, in no live allocation, is not device memory: null page, freed (where), or other."""
+    if address < FIRST_PAGES:
+        return (f"0x{address:x} is in the first {FIRST_PAGES // 1024} KiB of the address space, where nothing is "
+                f"ever mapped: a null pointer (plus an offset), or a small integer given where a pointer goes "
+                f"(arguments in the wrong order?)")
+    if (found := freed(address)) is not None:
+        size, offset, where = found
+        return (f"0x{address:x} is {offset} bytes into a {size}-byte allocation that was freed"
+                f"{' ' + where if where else ''}: a pointer kept after its memory was freed")
+    return None
 
 
 def live_bytes():

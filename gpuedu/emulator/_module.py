@@ -576,6 +576,20 @@ class Function:
         ``ctypes.data``) is an illegal address on a GPU, and here it would let the kernel change host memory.
         And it must keep the alignment of the type it points to: a float4* at an address that is not a multiple
         of 16 faults on a GPU with a misaligned address, at the first access through it."""
+        for offset in self._pointer_offsets:     # what it points at first: a bad pointer is seldom aligned
+            address = _POINTER.unpack_from(argbuf, offset)[0]
+            if address and not _memory.holds(address) and not module._lib.gpuedu_heap_holds(ctypes.c_void_p(address)):
+                why = _memory.describe_invalid(address)
+                if why:
+                    raise LaunchError(f"kernel '{self.name}': parameter #{self._pointer_numbers[offset]} (0-based) "
+                                      f"is not device memory: {why}. On a GPU the kernel would fault with an "
+                                      f"illegal address")
+                raise LaunchError(
+                    f"kernel '{self.name}': parameter #{self._pointer_numbers[offset]} (0-based) is 0x{address:x}, "
+                    f"which is not device memory: on a GPU the kernel would fault with an illegal address. A host "
+                    f"address (a NumPy array's .ctypes.data, say) cannot be given to a kernel: copy the array "
+                    f"(gpuarray.to_gpu(a), or drv.In(a)/drv.Out(a)), or use mapped host memory "
+                    f"(pagelocked_empty(..., mem_flags=host_alloc_flags.DEVICEMAP).base.get_device_pointer())")
         for offset, align in self._pointer_aligns:
             address = _POINTER.unpack_from(argbuf, offset)[0]
             if address % align:
@@ -585,15 +599,6 @@ class Function:
                     f"would fault with a misaligned address. Device allocations are aligned; an offset added on the "
                     f"host (int(a.gpudata) + k) must be a multiple of {align} bytes too. Misaligned accesses the "
                     f"kernel makes itself (a cast to float4* of p + 1) show under gpuedu.memcheck()")
-        for offset in self._pointer_offsets:
-            address = _POINTER.unpack_from(argbuf, offset)[0]
-            if address and not _memory.holds(address) and not module._lib.gpuedu_heap_holds(ctypes.c_void_p(address)):
-                raise LaunchError(
-                    f"kernel '{self.name}': parameter #{self._pointer_numbers[offset]} (0-based) is 0x{address:x}, "
-                    f"which is not device memory: on a GPU the kernel would fault with an illegal address. A host "
-                    f"address (a NumPy array's .ctypes.data, say) cannot be given to a kernel: copy the array "
-                    f"(gpuarray.to_gpu(a), or drv.In(a)/drv.Out(a)), or use mapped host memory "
-                    f"(pagelocked_empty(..., mem_flags=host_alloc_flags.DEVICEMAP).base.get_device_pointer())")
 
     # -- launching
     def _check_launch(self, block, grid, shared):
@@ -882,9 +887,11 @@ def _describe_fault(where, address, is_write):
     verb = {1: "wrote", 0: "read"}.get(is_write, "accessed")
     found = _memory.find(address)
     if found is None:
-        if address < 65536:
+        if address < _memory.FIRST_PAGES:
             return (f"{where} {verb} address 0x{address:x}: a null (or nearly null) pointer; was an argument "
                     f"left unset, or a pointer never allocated?")
+        if (why := _memory.describe_invalid(address)) is not None:
+            return f"{where} {verb} an address that is not device memory: {why}"
         return (f"{where} {verb} address 0x{address:x}, which is in no device allocation (a host pointer, a "
                 f"freed buffer, or an index far out of range)")
     alloc, offset = found

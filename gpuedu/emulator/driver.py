@@ -13,6 +13,7 @@ for and how many the allocation holds: the teaching choice.
 """
 import ctypes
 import enum
+import math
 import mmap
 import operator
 import threading
@@ -507,8 +508,10 @@ def _device_address(ptr, nbytes, call, role):
                         f"address), got {type(ptr).__name__}") from None
     found = _memory.find(address)
     if found is None:
+        if (why := _memory.describe_invalid(address)) is not None:
+            raise LogicError(f"{call} failed: the {role} is not device memory: {why}")
         raise LogicError(f"{call} failed: the {role} 0x{address:x} is not in any live device allocation "
-                         "(was it freed, or is it a host address?)")
+                         "(a host address, or memory freed long ago?)")
     alloc, offset = found
     if offset < 0 or offset > alloc.size:
         raise LogicError(f"{call} failed: the {role} 0x{address:x} lies {offset} bytes from the start of "
@@ -780,8 +783,9 @@ def _pagelocked(shape, dtype, order, mem_flags):
     dtype = np.dtype(dtype)
     if order not in ("C", "F"):
         raise ValueError(f"order must be 'C' or 'F', got {order!r}")
-    count = int(np.prod(shape, dtype=np.int64)) if np.ndim(shape) else int(shape)
+    count = math.prod(operator.index(n) for n in shape) if np.ndim(shape) else operator.index(shape)
     nbytes = count * dtype.itemsize
+    _memory.check_size(nbytes, "cannot allocate page-locked host memory of")
     buf = PagelockedHostAllocation(-1, max(nbytes, 1))
     buf._flags = int(mem_flags)
     return np.ndarray(shape, dtype, buffer=buf, order=order)
