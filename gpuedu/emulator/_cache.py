@@ -210,7 +210,7 @@ def write_atomically(path, data):
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        _remove_quietly(tmp)
+        remove_quietly(tmp)
         raise
 
 
@@ -308,7 +308,7 @@ def _alive(pid):
     return True
 
 
-def _remove_quietly(path):
+def remove_quietly(path):
     try:
         os.remove(path)
     except OSError:
@@ -319,4 +319,4 @@ def _remove_tree_quietly(path):
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     else:
-        _remove_quietly(path)
+        remove_quietly(path)

@@ -441,7 +441,7 @@ def load_worker_library(folder=None):
             "-I" + NATIVE_DIR, os.path.join(NATIVE_DIR, "gpuedu_worker.cpp"), "-o", tmp]
         proc = _run(cmd, folder)
         if proc.returncode != 0 or not os.path.isfile(tmp):
-            _remove_quietly(tmp)
+            _cache.remove_quietly(tmp)
             raise CompileError(_failed_runtime_build("worker library (gpuedu_worker.cpp)", proc),
                                command_line=" ".join(cmd), stdout=proc.stdout, stderr=proc.stderr)
         path = _cache.publish(tmp, folder, f"worker-{key}", ".so", entry, "worker library")
@@ -475,7 +475,7 @@ def _runtime_object(cxx, folder, source, prefix, extra_flags, what):
         "-I" + NATIVE_DIR, "-c", os.path.join(NATIVE_DIR, source), "-o", tmp]
     proc = _run(cmd, folder)
     if proc.returncode != 0 or not os.path.isfile(tmp):
-        _remove_quietly(tmp)
+        _cache.remove_quietly(tmp)
         raise CompileError(_failed_runtime_build(f"{what} ({source})", proc), command_line=" ".join(cmd),
                            stdout=proc.stdout, stderr=proc.stderr)
     return _cache.publish(tmp, folder, f"{prefix}-{key}", ".o", entry, f"emulator {what} object")
@@ -499,13 +499,6 @@ def _killed_by(proc):
     return (f"the C++ compiler was killed by {name} before it finished (on Linux, SIGKILL most often means "
             f"the machine ran out of memory). Nothing it left half-written is kept in the cache; run it again, "
             f"with fewer programs open if memory is short")
-
-
-def _remove_quietly(path):
-    try:
-        os.remove(path)
-    except OSError:
-        pass
 
 
 def profile_flags(version):
