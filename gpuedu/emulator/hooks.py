@@ -13,7 +13,11 @@ fails if anything outside ``gpuedu/emulator/`` imports one of its underscore mod
 - **The kernel cache.** ``cache_dir()`` (created, checked, the folder in use), ``cache_path()`` (by the rule,
   untouched) and ``cache_problem(path)`` (why a folder cannot be trusted, or None); ``CacheDamageWarning``,
   the one line said when something kept in it was damaged and is made again.
+- **PyCUDA's API on the CPU, whatever the backend.** ``driver`` and ``compiler``, the emulator's
+  ``pycuda.driver`` and ``pycuda.compiler``, for what must run on the emulator on a GPU machine too: the
+  exercise checks judge a kernel's method (counters, racecheck) there after its values on the GPU.
 """
+from . import compiler, driver
 from ._activity import emit as emit_activity
 from ._activity import set_recorder as record_activity
 from ._cache import CacheDamageWarning, cache_dir, cache_path, cache_problem
@@ -21,4 +25,5 @@ from ._instrument import COUNTERS, L2_KEY_PREFIXES, MAX_L2_CAPACITIES, LaunchRec
 from ._instrument import Counting as counting
 
 __all__ = ["COUNTERS", "L2_KEY_PREFIXES", "MAX_L2_CAPACITIES", "l2_keys", "LaunchRecord", "ProfilingUnavailable", "counting",
-           "record_activity", "emit_activity", "cache_dir", "cache_path", "cache_problem", "CacheDamageWarning"]
+           "record_activity", "emit_activity", "cache_dir", "cache_path", "cache_problem", "CacheDamageWarning",
+           "compiler", "driver"]

@@ -30,8 +30,11 @@ which counts what Nsight Compute's counters count, and fails the check when an e
 ``Requirement`` on a counter is not kept (the tiled matmul's global load requests, the histogram's shared-memory
 atomics), or, with ``races=True``, when ``gpuedu.racecheck()`` finds two threads racing (a `++` on
 a shared counter gives right values on the emulator, which runs threads one after another, and
-loses counts on a GPU).  A GPU has no such counters here: there the values decide, and the
-report says what was not checked.
+loses counts on a GPU).  The method is judged on the emulator whatever the backend: on a GPU the
+values are checked there, then the same source is built by the emulator (always installed with
+gpuedu) and judged with the same counters, bounds and thread orders as on a laptop, so the verdict
+is the same; the report says where each part ran.  Where the emulator cannot build kernels (no C++
+compiler), the report says ``PASSED (values only; the method was not checked)`` and why.
 
 Writing an exercise (in ``gpuedu/exercises/lessonNN.py``; modules named ``lessonNN`` are found and
 imported on first use)::
@@ -57,7 +60,7 @@ imported on first use)::
         launch="block = 256 threads, grid = ceil_div(n, 256) blocks",
         rtol=0, atol=0,                  # tolerance of the comparison (0, 0: exact)
         races=False,                     # True: also run under the reversed thread order, and
-                                         # under gpuedu.racecheck() (the emulator only)
+                                         # under gpuedu.racecheck() (on the emulator, also on a GPU)
         diagnoses=(),                    # callables (case, expected, got) -> hint str or None, tried
                                          # in order when an output of 8+ elements is wrong; the first
                                          # hint replaces the generic one (expected, got: dicts of arrays)
@@ -68,7 +71,7 @@ imported on first use)::
         no_extern_c=False,               # True: the source declares `extern "C" __global__` itself
                                          # (for C++ headers such as cuda_fp16.h)
         requirements=(),                 # Requirement(metric, hint, at_most=/at_least=): a counter of
-                                         # gpuedu.profile() kept within a bound (the emulator only)
+                                         # gpuedu.profile() kept within a bound (judged on the emulator)
         workspaces=(),                   # parameters the kernel may write freely (scratch memory, given
     ))                                   # as a case input): never compared, but checked for overruns
 

@@ -35,46 +35,89 @@ def check_kernel(ex, source, seed):
                                  f"keep the stub's name and parameters: `{_signature(ex.stub)}`")
         return result
 
-    races = ex.races and _runner.emulator_scheduler() is not None
+    side = _runner.active_side()
     counted = bool(ex.races or ex.requirements)   # how the kernel gets its values: races, counters
-    values_only = counted and _backend.active().name != "cpu"   # a GPU has neither racecheck nor counters
-    counted = counted and not values_only
     judged = []   # (case, expected) of every case run
+    # The values, on the active backend (a GPU's, or the emulator's), with the threads in reverse order too on
+    # the emulator when the exercise is about shared memory.
     for case in ex.make_cases(seed):
         result.cases.append(case.describe())
         expected = ex.expected(case)
         judged.append((case, expected))
-        threads = _prod(case.block)
-        failure = _run_and_judge(ex, function, case, expected, threads, None)
-        if failure is None and races:
-            failure = _run_and_judge(ex, function, case, expected, threads, "reverse")
-            if failure is not None and failure.kind not in ("launch_error",):
-                failure.kind = "race"
-                failure.message += " (only when the threads run in reverse order)"
-                failure.hint = ("the result depends on the order threads run in: a thread reads "
-                                "shared memory before the thread that writes it has done so. Put "
-                                "`__syncthreads()` between writing shared memory and reading what "
-                                "other threads wrote (and before overwriting it again).")
+        failure = _judge_values(ex, function, case, expected, side)
         if failure is not None and _record(result, case, failure):
             break
-    # How the kernel gets its values is judged once they are right in every case (so a wrong
-    # kernel's report is about its values, and it never waits for an instrumented build).
+    # How the kernel gets its values is judged once they are right in every case (so a wrong kernel's report is
+    # about its values, and it never waits for an instrumented build), always on the emulator: on a GPU, the
+    # same source is built there too, and judged with the same counters and bounds as on a laptop.
+    where = None
     if counted and result.failure is None:
-        for case, expected in judged:
-            failure = _judge_counters(ex, function, case, expected, result.notes)
-            if failure is not None and _record(result, case, failure):
-                break
+        method_side, method_function, where = side, function, "on the emulator"
+        if side.name != "cpu":
+            method_side, method_function, why = _emulator_build(ex, source)
+            where = "on the emulator, after the values on the GPU"
+            if method_function is None:
+                result.method_unchecked = why
+                where = None
+        for case, expected in judged if method_function is not None else ():
+            failure = None
+            if side.name != "cpu":     # the reverse order the GPU run could not choose
+                failure = _judge_values(ex, method_function, case, expected, method_side, reverse_only=True)
+            if failure is None:
+                failure = _judge_counters(ex, method_function, case, expected, result.notes, method_side)
+            if failure is not None:
+                failure.message += " (judged on the emulator)" if side.name != "cpu" else ""
+                if _record(result, case, failure):
+                    break
     result.passed = result.failure is None
     # What was checked beyond the values is said once the values are right: until then a report is about
     # the values, and it reads the same on the emulator and on a GPU.
-    if result.passed and races:
-        result.notes.append("(each case also passed with the threads of every block in reverse order)")
-    if result.passed and values_only:
-        result.notes.append(f"(only the values were checked here: {_counted_checks(ex)} run on the emulator "
-                            f"only; run with GPUEDU_BACKEND=cpu to check them too)")
-    if result.passed and counted and not any(n.startswith("(no counters") for n in result.notes):
-        result.notes.append(f"(each case also passed {_counted_checks(ex)} on the emulator)")
+    if result.passed and ex.races and where:
+        result.notes.append("(each case also passed with the threads of every block in reverse order"
+                            + ("" if side.name == "cpu" else ", on the emulator") + ")")
+    if result.passed and result.method_unchecked:
+        result.notes.append(f"(only the values were checked, on the GPU: {_counted_checks(ex)} need the emulator, "
+                            f"which cannot build kernels here: {result.method_unchecked}. Install a C++ compiler "
+                            f"(gpuedu doctor says how) to have the method checked)")
+    if result.passed and where and not any(n.startswith("(no counters") for n in result.notes):
+        result.notes.append(f"(each case also passed {_counted_checks(ex)} {where})")
     return result
+
+
+def _judge_values(ex, function, case, expected, side, reverse_only=False):
+    """A case's values on ``side``: in the default order (unless ``reverse_only``), then, for an exercise about
+    shared memory on the emulator, with the threads of every block in reverse order; the first failure."""
+    threads = _prod(case.block)
+    if not reverse_only:
+        failure = _run_and_judge(ex, function, case, expected, threads, None, side)
+        if failure is not None:
+            return failure
+    if not (ex.races and _runner.emulator_scheduler(side) is not None):
+        return None
+    failure = _run_and_judge(ex, function, case, expected, threads, "reverse", side)
+    if failure is not None and failure.kind not in ("launch_error",):
+        failure.kind = "race"
+        failure.message += " (only when the threads run in reverse order)"
+        failure.hint = ("the result depends on the order threads run in: a thread reads "
+                        "shared memory before the thread that writes it has done so. Put "
+                        "`__syncthreads()` between writing shared memory and reading what "
+                        "other threads wrote (and before overwriting it again).")
+    return failure
+
+
+def _emulator_build(ex, source):
+    """``(side, function, None)``: the learner's source built on the emulator, for its method; or
+    ``(None, None, why)`` when the emulator cannot build it here."""
+    try:
+        side = _runner.emulator_side()
+        return side, _runner.compile_kernel(source, ex.kernel, ex.options, ex.no_extern_c, side=side), None
+    except _runner.EmulatorUnavailable as exc:
+        return None, None, str(exc)
+    except _runner.CompileFailed as exc:   # nvcc took it, the emulator's C++ compiler does not
+        first = exc.log.strip().splitlines()[:1]
+        return None, None, "the emulator's C++ compiler refused the source: " + (first[0] if first else "")
+    except _runner.MissingKernel as exc:
+        return None, None, f"the emulator's build has no kernel {ex.kernel!r} ({exc})"
 
 
 def _record(result, case, failure):
@@ -109,11 +152,11 @@ def _rank(failure):
     return _SEVERITY[failure.kind], not failure.specific
 
 
-def _run_and_judge(ex, function, case, expected, block_threads, order):
-    drv = _backend.active().driver
+def _run_and_judge(ex, function, case, expected, block_threads, order, side):
+    drv = side.driver
     try:
-        with _runner.schedule(order), _runner.time_limit(KERNEL_TIME_LIMIT_S):
-            outcome = _runner.run_case(ex, function, case, expected)
+        with _runner.schedule(order, side), _runner.time_limit(KERNEL_TIME_LIMIT_S, side):
+            outcome = _runner.run_case(ex, function, case, expected, side)
     except drv.Error as exc:
         return Failure("launch_error", f"the launch failed: {type(exc).__name__}: {exc}",
                        _launch_error_hint(str(exc)))
@@ -146,13 +189,13 @@ def _run_and_judge(ex, function, case, expected, block_threads, order):
 _WARPS = "smsp__warps_launched.sum"   # counted for every launch the emulator could instrument
 
 
-def _judge_counters(ex, function, case, expected, notes):
-    """Once the values are right: run the case again under ``gpuedu.profile()`` (with racecheck for
-    exercises about shared memory) and fail a race, then a counter out of its Requirement's bounds."""
-    drv = _backend.active().driver
+def _judge_counters(ex, function, case, expected, notes, side):
+    """Once the values are right: run the case again under ``gpuedu.profile()`` on the emulator (with racecheck
+    for exercises about shared memory) and fail a race, then a counter out of its Requirement's bounds."""
+    drv = side.driver
     try:
-        with _runner.counters(racecheck=ex.races) as prof, _runner.time_limit(KERNEL_TIME_LIMIT_S):
-            _runner.run_case(ex, function, case, expected)
+        with _runner.counters(racecheck=ex.races, side=side) as prof, _runner.time_limit(KERNEL_TIME_LIMIT_S, side):
+            _runner.run_case(ex, function, case, expected, side)
     except drv.Error as exc:
         return Failure("launch_error", f"the launch failed: {type(exc).__name__}: {exc}",
                        _launch_error_hint(str(exc)))

@@ -30,18 +30,52 @@ class MissingKernel(Exception):
     pass
 
 
-def compile_kernel(source, kernel, options=(), no_extern_c=False):
-    """Compile ``source`` and return the ``__global__`` function named ``kernel``.
+@dataclass(frozen=True)
+class Side:
+    """Where a kernel is built and run: ``name`` "cuda" or "cpu", and that side's driver and compiler modules."""
+
+    name: str
+    driver: object
+    compiler: object
+
+
+def active_side():
+    """The active backend's side: a kernel's values are checked there."""
+    active = _backend.active()
+    return Side(active.name, active.driver, active.compiler)
+
+
+class EmulatorUnavailable(Exception):
+    """The emulator cannot build kernels here (no C++ compiler, say); the message says why."""
+
+
+def emulator_side():
+    """The CPU emulator, used directly whatever the backend: on a GPU, an exercise's method (counters,
+    racecheck, threads in reverse order) is judged there, with the same counters and bounds as on a laptop."""
+    from ..emulator.hooks import compiler, driver
+    try:
+        compiler.find_cxx()
+    except driver.CompileError as exc:
+        raise EmulatorUnavailable(str(exc).splitlines()[0]) from None
+    driver.init()
+    if driver.Context.get_current() is None:
+        importlib.import_module("gpuedu.emulator.autoprimaryctx")
+    return Side("cpu", driver, compiler)
+
+
+def compile_kernel(source, kernel, options=(), no_extern_c=False, side=None):
+    """Compile ``source`` and return the ``__global__`` function named ``kernel`` (on ``side``, by default
+    the active backend's).
 
     With ``no_extern_c`` the source declares its kernels ``extern "C"`` itself (needed when it
     includes C++ headers such as cuda_fp16.h), as with SourceModule.
     """
-    active = _backend.active()
-    drv = active.driver
+    side = side or active_side()
+    drv = side.driver
     _ensure_context(drv)
     try:
-        module = active.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c,
-                                              options=list(options), include_dirs=[_kernels.DIR])
+        module = side.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c,
+                                            options=list(options), include_dirs=[_kernels.DIR])
     except drv.CompileError as exc:
         log = getattr(exc, "stderr", None) or str(exc)
         raise CompileFailed(log, error_lines(log)) from None
@@ -59,7 +93,8 @@ def _ensure_context(drv):
     except Exception:  # before cuInit, asking for the current context is itself an error
         current = None
     if current is None:
-        importlib.import_module("pycuda.autoprimaryctx")
+        importlib.import_module("gpuedu.emulator.autoprimaryctx" if drv.__name__.startswith("gpuedu.emulator")
+                                else "pycuda.autoprimaryctx")
 
 
 _LINE = re.compile(re.escape(FILENAME) + r"(?::(\d+)|\((\d+)\))")
@@ -76,10 +111,10 @@ def error_lines(log):
 
 
 @contextlib.contextmanager
-def schedule(order):
+def schedule(order, side=None):
     """Run the enclosed launches with the emulator's thread order ``order`` ("reverse"); a no-op
     (yielding False) on a real GPU, whose scheduler nobody chooses, or when ``order`` is None."""
-    compiler = emulator_scheduler()
+    compiler = emulator_scheduler(side)
     if compiler is None or order is None:
         yield False
         return
@@ -92,10 +127,10 @@ def schedule(order):
 
 
 @contextlib.contextmanager
-def time_limit(seconds):
+def time_limit(seconds, side=None):
     """Stop an endless kernel after ``seconds`` (or the user's shorter limit) with a LaunchError,
     through the emulator's kernel timeout; nothing on a real GPU."""
-    compiler = _emulator_compiler()
+    compiler = _emulator_compiler(side)
     if compiler is None:
         yield
         return
@@ -108,26 +143,26 @@ def time_limit(seconds):
 
 
 @contextlib.contextmanager
-def counters(racecheck=False):
+def counters(racecheck=False, side=None):
     """Record the enclosed launches with the emulator's counters (and its racecheck): yields the
     ``gpuedu.profile()`` Profile, or None on a real GPU, whose counters only Nsight Compute reads."""
-    if _emulator_compiler() is None:
+    if _emulator_compiler(side) is None:
         yield None
         return
-    from ..profiler import profile
-    with profile(racecheck=racecheck) as prof:
+    from ..profiler.session import Profile
+    with Profile(racecheck=racecheck, emulator=True) as prof:
         yield prof
 
 
-def _emulator_compiler():
+def _emulator_compiler(side=None):
     """The emulator's compiler module (its teaching knobs live there), or None on a real GPU."""
-    active = _backend.active()
-    return active.compiler if active.name == "cpu" else None
+    side = side or active_side()
+    return side.compiler if side.name == "cpu" else None
 
 
-def emulator_scheduler():
+def emulator_scheduler(side=None):
     """The emulator's compiler module if it can set the thread order, else None (e.g. on a GPU)."""
-    compiler = _emulator_compiler()
+    compiler = _emulator_compiler(side)
     knobs = ("set_schedule", "get_schedule")
     return compiler if all(callable(getattr(compiler, k, None)) for k in knobs) else None
 
@@ -141,12 +176,13 @@ class Outcome:
     inputs_changed: list  # input names whose contents the kernel changed (workspaces may change)
 
 
-def run_case(exercise, function, case, expected):
-    """Launch ``function`` for ``case`` with every array padded by canaries; return an Outcome.
+def run_case(exercise, function, case, expected, side=None):
+    """Launch ``function`` (built on ``side``, by default the active backend's) for ``case`` with every array
+    padded by canaries; return an Outcome.
 
     Launch errors (``drv.Error``) propagate to the caller, which reports them.
     """
-    drv = _backend.active().driver
+    drv = (side or active_side()).driver
     buffers = {}   # name -> (allocation, padded host array, pad, shape, role)
     args = []
     try:

@@ -154,17 +154,48 @@ def test_an_endless_loop_is_stopped_and_reported(monkeypatch, capsys):
 NAIVE_AS_TILED = exercises.get("04.matmul_naive").solution.replace("matmul_naive", "matmul_tiled")
 
 
-def test_without_counters_a_correct_kernel_passes_on_its_values_with_a_note(monkeypatch, capsys):
-    # On a GPU the counters that refuse a naive "tiled" matmul are not read: the values decide, and
-    # the report says what was not checked.
+def _gpu_stand_in(monkeypatch):
+    """A CUDA backend stood in for by the emulator's modules: the values run through the GPU's path of the
+    checks (no thread order to choose, no counters), the method on the emulator as on a real GPU."""
     import types
     active = backend.active()
     gpu_like = types.SimpleNamespace(name="cuda", driver=active.driver, compiler=active.compiler)
     monkeypatch.setattr(backend, "active", lambda: gpu_like)
+
+
+def test_on_a_gpu_the_method_is_judged_on_the_emulator_with_the_same_verdict(monkeypatch, capsys):
+    # A naive "tiled" matmul is refused on a GPU as on a laptop: the same counters, the same bounds.
+    laptop = check_quietly("04.matmul_tiled", NAIVE_AS_TILED)
+    _gpu_stand_in(monkeypatch)
     result, out = _check("04.matmul_tiled", NAIVE_AS_TILED, capsys)
-    assert result, out
-    assert ("only the values were checked here: gpuedu.racecheck() and the bounds on "
-            "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum run on the emulator only") in out
+    assert not result and not laptop
+    assert result.kind == laptop.kind == "requirement"
+    assert result.failure.message == laptop.failure.message + " (judged on the emulator)", out
+    solved, out = _check("04.matmul_tiled", exercises.get("04.matmul_tiled").solution, capsys)
+    assert solved and "on the emulator, after the values on the GPU" in out, out
+
+
+def test_on_a_gpu_a_race_is_found_in_reverse_order_on_the_emulator(monkeypatch, shift_exercise):
+    laptop = check_quietly(shift_exercise.id, SHIFT_NO_BARRIER)
+    _gpu_stand_in(monkeypatch)
+    result = check_quietly(shift_exercise.id, SHIFT_NO_BARRIER)
+    assert not result and result.kind == laptop.kind == "race", result.report()
+    assert "judged on the emulator" in result.failure.message
+    assert check_quietly(shift_exercise.id, SHIFT_SOLUTION), "the solution passes on the GPU's path too"
+
+
+def test_without_an_emulator_a_gpu_says_the_method_was_not_checked(monkeypatch, capsys):
+    def unavailable():
+        raise _runner.EmulatorUnavailable("no C++ compiler (g++ or clang++) on PATH")
+    _gpu_stand_in(monkeypatch)
+    monkeypatch.setattr(_runner, "emulator_side", unavailable)
+    result, out = _check("04.matmul_tiled", NAIVE_AS_TILED, capsys)
+    assert result and result.method_unchecked
+    assert "PASSED (values only; the method was not checked) 04.matmul_tiled" in out
+    assert "PASSED 04.matmul_tiled" not in out
+    assert ("only the values were checked, on the GPU: gpuedu.racecheck() and the bounds on "
+            "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum need the emulator, which cannot build kernels here: "
+            "no C++ compiler (g++ or clang++) on PATH") in out
 
 
 def test_a_launch_the_emulator_cannot_count_is_judged_on_its_values(monkeypatch, capsys):
