@@ -30,6 +30,25 @@ class Case:
         return f"{self.label} (block={tuple(self.block)}, grid={tuple(self.grid)})"
 
 
+def global_reads(unit):
+    """The counted metrics of every way a kernel reads global memory, in ``unit`` ("requests" or "sectors"), for a
+    Requirement that bounds reads: plain loads, and atomics and reductions, which read what they change (an
+    ``atomicAdd(&x[i], 0.0f)`` reads ``x[i]`` as surely as ``x[i]`` does)."""
+    return tuple(f"l1tex__t_{_unit(unit)}_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red"))
+
+
+def global_writes(unit):
+    """The counted metrics of every way a kernel writes global memory, in ``unit``: plain stores, atomics and
+    reductions (an ``atomicExch`` is a store that also reads)."""
+    return tuple(f"l1tex__t_{_unit(unit)}_pipe_lsu_mem_global_op_{op}.sum" for op in ("st", "atom", "red"))
+
+
+def _unit(unit):
+    if unit not in ("requests", "sectors"):
+        raise ValueError(f"unit is 'requests' or 'sectors', got {unit!r}")
+    return unit
+
+
 @dataclass
 class Requirement:
     """How the kernel must get its values, as one of Nsight Compute's counters shows it.

@@ -7,6 +7,7 @@ less: on the emulator its global load requests are counted against what tiling a
 import numpy as np
 
 from . import Case, Exercise, Requirement, ceil_div, register
+from ._exercise import global_reads
 
 BLOCK = 16
 TILE = 16
@@ -107,7 +108,7 @@ register(Exercise(
 ))
 
 
-LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+LOAD_REQUESTS = global_reads("requests")   # loads, and atomics and reductions, which read too
 
 
 def naive_load_requests(case):
@@ -126,7 +127,7 @@ def tiled_load_requests(case):
 
 
 def _tiled_loads_hint(case, got, limit, metrics):
-    return (f"your kernel issued {got} global load requests ({LOAD_REQUESTS}); a {TILE}x{TILE}-tiled "
+    return (f"your kernel issued {got} global read requests (loads, atomics and reductions); a {TILE}x{TILE}-tiled "
             f"kernel issues at most {limit} here, the naive one {naive_load_requests(case)}: each element "
             f"of A and B must be loaded into shared memory once per tile, not once per multiply. Load "
             f"one element of As and of Bs per thread, wait, then read the products from As and Bs.")

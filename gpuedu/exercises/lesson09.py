@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import Case, Exercise, FunctionExercise, Requirement, ceil_div, register, sizes_1d
+from ._exercise import global_reads, global_writes
 
 BLOCK = 256
 
@@ -67,8 +68,8 @@ __global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr
 # ---------------------------------------------------------------------------------------------
 # 09.adam: Adam's update, fused: each weight's 28 bytes cross memory once
 
-LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
-STORE_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
+LOAD_REQUESTS = global_reads("requests")     # loads, and atomics and reductions, which read too
+STORE_REQUESTS = global_writes("requests")   # stores, and atomics and reductions, which write too
 
 
 def adam_spec(w, m, v, g, n, lr, beta1, beta2, eps, c1, c2):
@@ -136,7 +137,7 @@ def _warps(case):
 
 def _loads_hint(case, got, limit, metrics):
     warps = _warps(case)
-    return (f"your kernel issued {got / warps:.1f} global load instructions per warp; Adam needs 4, one each of w, g, "
+    return (f"your kernel issued {got / warps:.1f} global read instructions (loads, atomics) per warp; Adam needs 4, one each of w, g, "
             f"m and v. A load after a store is a load again: after m[i] = ... the compiler must assume that g or "
             f"v may be the same memory, and reads them anew. Read each array once into a register (float gi = "
             f"g[i]; ...), compute, then store m, v and w (or mark the pointers __restrict__). An optimizer does "
@@ -144,7 +145,7 @@ def _loads_hint(case, got, limit, metrics):
 
 
 def _stores_hint(case, got, limit, metrics):
-    return (f"your kernel issued {got / _warps(case):.1f} global store instructions per warp; Adam needs 3, one "
+    return (f"your kernel issued {got / _warps(case):.1f} global write instructions (stores, atomics) per warp; Adam needs 3, one "
             f"each of w, m and v. Keep intermediate values in registers and store each array once, at the end.")
 
 

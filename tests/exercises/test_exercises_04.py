@@ -77,7 +77,8 @@ def test_tiled_early_return_skips_the_barriers():
     assert not _check("04.matmul_tiled", wrong).passed
 
 
-LOADS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+# The bound on global reads: plain loads, atomics and reductions together.
+LOADS = " + ".join(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red"))
 NAIVE_AS_TILED = NAIVE.replace("matmul_naive", "matmul_tiled")
 
 # Tiled, but every thread loads from a clamped index and masks the value: each warp issues exactly one
@@ -94,7 +95,8 @@ def test_tiled_check_refuses_a_correct_naive_kernel_by_its_load_requests():
     result = _check("04.matmul_tiled", NAIVE_AS_TILED)
     assert not result.passed and result.failure.kind == "requirement", result.report()
     assert f"{LOADS} = 256, where at most 16 is expected" in result.failure.message   # M = N = K = 16
-    assert (f"your kernel issued 256 global load requests ({LOADS}); a 16x16-tiled kernel issues at most 16 "
+    assert ("your kernel issued 256 global read requests (loads, atomics and reductions); a 16x16-tiled kernel "
+            "issues at most 16 "
             f"here, the naive one 256") in result.failure.hint
     assert "once per tile, not once per multiply" in result.failure.hint
 
@@ -117,7 +119,7 @@ def test_load_request_formulas_are_what_the_counters_count():
         for name, function in kernels.items():
             with gpuedu.profile() as prof:
                 _runner.run_case(tiled, function, case, tiled.expected(case))
-            counted[name] = prof.kernels[-1].metrics[LOADS]
+            counted[name] = sum(prof.kernels[-1].metrics[m] for m in lesson04.LOAD_REQUESTS)
         assert counted["naive"] == lesson04.naive_load_requests(case), case.label
         assert counted["unpredicated"] == lesson04.tiled_load_requests(case), case.label
         assert counted["tiled"] <= lesson04.tiled_load_requests(case), case.label
