@@ -118,8 +118,8 @@ def test_the_recorded_run_is_consistent_and_meets_the_bar(suite):
     assert record["gpu_comparable"]["collected"] == total["collected"] - len(record["gpu_comparable"]["left_out"])
     assert total["crashed"] == 0
     # The one test allowed past the per-test timeout: 2^31-element arrays from each of six generators, in seven
-    # distributions and three Poisson fills each: 6,700 s of emulated generation on one core (rates measured at 2^22
-    # elements, benchmarks/README.md); any other hang is a hang.
+    # distributions and three Poisson fills each: about 6,200 s of CPU time, most of it Sobol's inversions (rates
+    # measured at 2^22 to 2^26 elements, benchmarks/README.md); any other hang is a hang.
     hung = {k for k, r in record["not_passed"].items() if r["outcome"] == "hung"}
     assert hung <= {"test_gpuarray.py::TestGPUArray::test_curand_wrappers_8gb"}
     # every test that ran out of its worker's share of memory ran again alone
