@@ -55,8 +55,8 @@ import zipfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYCUDA = "pycuda>2025.1.1"
-# What building PyCUDA's sdist and running it need, beyond gpuedu's own dependencies.
-PYCUDA_RUNTIME = ["pytools>=2011.2", "platformdirs>=2.2.0", "mako"]
+# What building PyCUDA's sdist and running it need, beyond gpuedu's own dependencies (which include pytools).
+PYCUDA_RUNTIME = ["platformdirs>=2.2.0", "mako"]
 PYCUDA_BUILD = ["setuptools", "wheel", "numpy>=1.24"]
 
 

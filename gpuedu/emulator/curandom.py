@@ -63,26 +63,38 @@ _GENERATOR_SOURCE = r"""
 typedef %(state_type)s state_t;
 extern "C" {
 %(prepare)s
-// Each generator thread draws the elements tidx, tidx + delta, ... with its own state.
+// Element idx comes from generator idx %% generators, as its (idx / generators)-th draw: the layout of PyCUDA's
+// kernels, where generator thread tidx draws the elements tidx, tidx + delta, ... On the CPU one thread of these
+// kernels runs GPUEDU_TILE neighbouring generators in step, row by row, so each row's stores are one contiguous
+// run instead of one element per cache line, and the tiles are blocks of their own, shared among the worker
+// threads (each generator still draws its elements in order: the numbers are the same).
+#define GPUEDU_TILE %(tile)d
 #define GPUEDU_GENERATOR(NAME, T, DRAW, ...) \
-__global__ void NAME(state_t* s, T* d, const size_t n, ##__VA_ARGS__) { \
-  const size_t tidx = blockIdx.x * blockDim.x + threadIdx.x, delta = blockDim.x * gridDim.x; \
-  state_t local = s[tidx]; \
-  for (size_t idx = tidx; idx < n; idx += delta) d[idx] = DRAW; \
-  s[tidx] = local; \
+__global__ void NAME(state_t* s, T* d, const size_t n, const size_t generators, ##__VA_ARGS__) { \
+  const size_t first = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * GPUEDU_TILE; \
+  if (first >= generators) return; \
+  const size_t tile = generators - first < GPUEDU_TILE ? generators - first : GPUEDU_TILE; \
+  for (size_t start = first; start < n; start += generators) { \
+    const size_t end = n - start < tile ? n - start : tile; \
+    for (size_t k = 0; k < end; ++k) { \
+      state_t* const state = s + first + k; \
+      const size_t idx = start + k; \
+      d[idx] = DRAW; \
+    } \
+  } \
 }
-GPUEDU_GENERATOR(uniform_int, unsigned, curand(&local))
-GPUEDU_GENERATOR(uniform_float, float, curand_uniform(&local))
-GPUEDU_GENERATOR(uniform_double, double, curand_uniform_double(&local))
-GPUEDU_GENERATOR(normal_float, float, curand_normal(&local))
-GPUEDU_GENERATOR(normal_double, double, curand_normal_double(&local))
-GPUEDU_GENERATOR(log_normal_float, float, curand_log_normal(&local, mean, stddev), float mean, float stddev)
-GPUEDU_GENERATOR(log_normal_double, double, curand_log_normal_double(&local, mean, stddev), double mean, double stddev)
-GPUEDU_GENERATOR(poisson_int, unsigned, curand_poisson(&local, lambda), double lambda)
+GPUEDU_GENERATOR(uniform_int, unsigned, curand(state))
+GPUEDU_GENERATOR(uniform_float, float, curand_uniform(state))
+GPUEDU_GENERATOR(uniform_double, double, curand_uniform_double(state))
+GPUEDU_GENERATOR(normal_float, float, curand_normal(state))
+GPUEDU_GENERATOR(normal_double, double, curand_normal_double(state))
+GPUEDU_GENERATOR(log_normal_float, float, curand_log_normal(state, mean, stddev), float mean, float stddev)
+GPUEDU_GENERATOR(log_normal_double, double, curand_log_normal_double(state, mean, stddev), double mean, double stddev)
+GPUEDU_GENERATOR(poisson_int, unsigned, curand_poisson(state, lambda), double lambda)
 // Poisson in place: each element is the mean of its own draw.
-GPUEDU_GENERATOR(poisson_inplace_float, float, (float)curand_poisson(&local, (double)d[idx]))
-GPUEDU_GENERATOR(poisson_inplace_double, double, (double)curand_poisson(&local, d[idx]))
-GPUEDU_GENERATOR(poisson_inplace_int, unsigned, curand_poisson(&local, (double)d[idx]))
+GPUEDU_GENERATOR(poisson_inplace_float, float, (float)curand_poisson(state, (double)d[idx]))
+GPUEDU_GENERATOR(poisson_inplace_double, double, (double)curand_poisson(state, d[idx]))
+GPUEDU_GENERATOR(poisson_inplace_int, unsigned, curand_poisson(state, (double)d[idx]))
 %(extra)s
 // Each thread moves its state ahead by one count (PARAM a number) or by its own (PARAM an array, SKIP(idx)).
 #define GPUEDU_SKIP(NAME, HOW, PARAM, SKIP) \
@@ -104,8 +116,8 @@ __global__ void prepare_with_seeds(state_t* s, const size_t n, const int* seed, 
   if (id < n) curand_init(seed[id], id, offset, &s[id]);
 }"""
 _BOX_MULLER = r"""
-GPUEDU_GENERATOR(normal_float2, float2, curand_normal2(&local))
-GPUEDU_GENERATOR(normal_double2, double2, curand_normal2_double(&local))"""
+GPUEDU_GENERATOR(normal_float2, float2, curand_normal2(state))
+GPUEDU_GENERATOR(normal_double2, double2, curand_normal2_double(state))"""
 _SEQUENCE_SKIPS = r"""
 GPUEDU_SKIP(skip_ahead_sequence, skipahead_sequence, const unsigned long long skip, skip)
 GPUEDU_SKIP(skip_ahead_sequence_array, skipahead_sequence, const unsigned long long* skip, skip[idx])"""
@@ -125,7 +137,14 @@ __global__ void prepare_with_vectors(state_t* s, const size_t n, %(word)s* v, co
   if (id < n) curand_init(v + id * %(bits)d, scramble[id], (%(word)s)offset, &s[id]);
 }"""
 _LONG_DRAWS = r"""
-GPUEDU_GENERATOR(uniform_long, unsigned long long, curand(&local))"""
+GPUEDU_GENERATOR(uniform_long, unsigned long long, curand(state))"""
+
+
+#: How many neighbouring generators one thread of the generator kernels runs (GPUEDU_TILE in their source): 32
+#: float32 draws are two cache lines a row. The kernels that start or move the states run a generator a thread,
+#: in blocks of _STATE_BLOCK threads.
+_TILE = 32
+_STATE_BLOCK = 32
 
 
 def _generator_source(state_type):
@@ -138,7 +157,8 @@ def _generator_source(state_type):
         prepare = _PSEUDO_PREPARE
     extra = (_BOX_MULLER if not kind.sobol else "") + (_LONG_DRAWS if kind.bits == 64 else "")
     skips = "" if kind.sobol else _SEQUENCE_SKIPS + (_SUBSEQUENCE_SKIPS if state_type == "curandStateMRG32k3a" else "")
-    return _GENERATOR_SOURCE % {"state_type": state_type, "prepare": prepare, "extra": extra, "skips": skips}
+    return _GENERATOR_SOURCE % {"state_type": state_type, "prepare": prepare, "extra": extra, "skips": skips,
+                                "tile": _TILE}
 
 
 _modules = {}
@@ -219,8 +239,10 @@ class _RandomNumberGeneratorBase:
         return self.block_count * self.generators_per_block
 
     def _launch(self, name, stream, *args):
-        self.module.get_function(name)(self.state, *args, block=(self.generators_per_block, 1, 1),
-                                       grid=(self.block_count, 1), stream=stream)
+        """A kernel that starts or moves the states, one generator a thread."""
+        blocks = (self.count + _STATE_BLOCK - 1) // _STATE_BLOCK
+        self.module.get_function(name)(self.state, *args, block=(_STATE_BLOCK, 1, 1), grid=(blocks, 1),
+                                       stream=stream)
 
     def _fill(self, name, data, count, stream, *extra):
         if not isinstance(data, array.GPUArray):
@@ -228,7 +250,10 @@ class _RandomNumberGeneratorBase:
         if data.size and not data.flags.forc:
             raise ValueError("the generators fill contiguous GPUArrays only")
         if data.size:
-            self._launch(name, stream, data.gpudata, np.uintp(count), *extra)
+            # a tile of generators a block, so the tiles are shared among the worker threads
+            tiles = (self.count + _TILE - 1) // _TILE
+            self.module.get_function(name)(self.state, data.gpudata, np.uintp(count), np.uintp(self.count), *extra,
+                                           block=(1, 1, 1), grid=(tiles, 1), stream=stream)
 
     # ---- uniform ----------------------------------------------------------------------------
     _UNIFORM = {np.dtype(np.float32): "uniform_float", np.dtype(np.float64): "uniform_double",

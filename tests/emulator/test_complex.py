@@ -313,3 +313,21 @@ def test_gpuarray_operations_on_complex_arrays(dtype):
     for got, expected in [(gpuarray.dot(ga, gb), np.dot(wide_a, wide_b)), (gpuarray.sum(ga), wide_a.sum())]:
         assert got.dtype == dtype
         np.testing.assert_allclose(got.get(), expected, rtol=tolerance["rtol"], atol=N * tolerance["atol"])
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["complex64", "complex128"])
+def test_parts_have_the_precision_pytools_gives_as_in_pycuda(dtype):
+    # pytools is one of gpuedu's dependencies because code written for pycuda uses it beside pycuda, as PyCUDA's
+    # own test_complex_bits does: the real type of a complex array is pytools.match_precision's, and the
+    # emulator's parts, absolute values and random arrays of that type must agree with it.
+    from pytools import match_precision
+
+    from gpuedu.emulator import curandom
+    real = match_precision(np.dtype(np.float64), np.dtype(dtype))
+    assert real == REAL[dtype]
+    z = curandom.rand((50,), real).astype(dtype) + 1j * curandom.rand((50,), real).astype(dtype)
+    assert z.dtype == dtype
+    for part, expected in [(z.real, z.get().real), (z.imag, z.get().imag), (abs(z), np.abs(z.get()))]:
+        assert part.dtype == real
+        np.testing.assert_allclose(part.get(), expected, **TOLERANCE[dtype])
+    np.testing.assert_array_equal(z.conj().get(), np.conj(z.get()))

@@ -121,6 +121,47 @@ def test_same_seeds_same_numbers_and_skip_ahead(context):
     np.testing.assert_array_equal(offset.gen_uniform(count, np.uint32).get(), three.gen_uniform(count, np.uint32).get())
 
 
+# One generator a thread, each drawing its numbers one after another: what element k * count + g of a
+# generator's array must hold (its generator g's k-th draw), however the generator kernels share out the work.
+_SEQUENTIAL_DRAWS = r"""
+#include <curand_kernel.h>
+extern "C" __global__ void sequential(unsigned* out, float* normals, const int* seed, int count, int rows) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= count) return;
+  curandState_t s;
+  curand_init(seed[g], g, 0, &s);
+  for (int k = 0; k < rows; ++k) out[g * rows + k] = curand(&s);
+  for (int k = 0; k < rows; ++k) normals[g * rows + k] = curand_normal(&s);
+}
+"""
+
+
+def test_element_k_count_plus_g_is_generator_g_s_kth_draw(context):
+    from gpuedu.emulator.compiler import SourceModule
+    seeds = lambda n: gpuarray.to_gpu(np.arange(100, 100 + n, dtype=np.int32))  # noqa: E731
+    gen = curandom.XORWOWRandomNumberGenerator(seeds)
+    count, rows = gen.count, 5
+    n = (rows - 1) * count + count // 2 + 3        # the last row only partly filled
+    bits = gen.gen_uniform(n, np.uint32).get()
+    normals = gen.gen_normal(n, np.float32).get()    # n odd: one at a time, each pair's second kept in the state
+    out = gpuarray.empty(count * rows, np.uint32)
+    ref_normals = gpuarray.empty(count * rows, np.float32)
+    SourceModule(_SEQUENTIAL_DRAWS, no_extern_c=True).get_function("sequential")(
+        out, ref_normals, seeds(count), np.int32(count), np.int32(rows), block=(64, 1, 1),
+        grid=((count + 63) // 64, 1))
+    draws = out.get().reshape(count, rows)
+    expected = np.empty(n, np.uint32)
+    for k in range(rows):
+        row = expected[k * count:(k + 1) * count]
+        row[...] = draws[:row.size, k]
+    np.testing.assert_array_equal(bits, expected)
+    # the generators that drew all `rows` numbers above go on with the reference's normals
+    tail = n - (rows - 1) * count
+    ref = ref_normals.get().reshape(count, rows)
+    for k in range(rows - 1):
+        np.testing.assert_array_equal(normals[k * count:k * count + tail], ref[:tail, k])
+
+
 def test_uniform_seeds_still_give_every_generator_its_own_numbers(context):
     np.random.seed(5)
     g = curandom.XORWOWRandomNumberGenerator(curandom.seed_getter_uniform)

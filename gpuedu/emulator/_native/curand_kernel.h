@@ -287,7 +287,10 @@ inline double normal_icdf_double(unsigned long long x) {
   return sign * erfcinv(2.0 * p);
 }
 
-inline float uniform(unsigned int x) { return fmaf((float)x, CURAND_2POW32_INV, CURAND_2POW32_INV / 2.0f); }
+// cuRAND's fmaf(x, 2^-32, 2^-33): the product is exact (a power of two times a float, far from underflow), so a
+// multiply and an add round once, as the fused operation does, and take no call to the C library's fmaf.
+static_assert(CURAND_2POW32_INV == 0x1p-32f, "the uniforms' scale is 2^-32 exactly");
+inline float uniform(unsigned int x) { return (float)x * CURAND_2POW32_INV + CURAND_2POW32_INV / 2.0f; }
 inline float uniform(unsigned long long x) { return uniform((unsigned int)(x >> 32)); }
 inline double uniform_double(unsigned int x) { return x * CURAND_2POW32_INV_DOUBLE + CURAND_2POW32_INV_DOUBLE; }
 // 53 random bits from two draws
