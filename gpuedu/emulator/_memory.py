@@ -158,6 +158,12 @@ class Allocation:
         return f"<Allocation 0x{self.address:x}, {self.size} bytes>"
 
 
+def after_fork_in_child():
+    """In a child made by fork(): a lock another thread of the parent held stays held for good; make it afresh."""
+    global _lock
+    _lock = threading.Lock()
+
+
 def _round_up(n, m):
     return (n + m - 1) // m * m
 

@@ -85,3 +85,55 @@ def test_a_write_megabytes_past_a_buffer_faults_in_its_gap_instead_of_landing_in
     assert ("kernel 'reduce_kernel_stage1' thread (0,0,0) of block (0,0,0) wrote past the end of a 4000-byte "
             "allocation (at byte offset 8388608, 8384608 bytes past its end)") in line(out, "map")
     assert "victim untouched: True" in out
+
+
+# ---- a process made by fork() after a launch, or while another thread launches -------------------------
+
+FORK = r'''
+import threading, time
+from gpuedu.emulator import compiler
+compiler.set_threads(2)
+mod = SourceModule(r"""
+__global__ void bad(float* x) { if (blockIdx.x == 7) x[threadIdx.x * 100000000LL] = 1.0f; }
+__global__ void slack(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i <= n) x[i] = 1.0f; }
+__global__ void deep(float* x, int n) { float t[40000]; for (int i = 0; i < 40000; ++i) t[i] = i; __syncthreads(); x[0] = t[n]; }
+__global__ void spin(int* flag, float* x) { while (!*(volatile int*)flag) {} x[threadIdx.x] = 1.0f; }
+""")
+x = gpuarray.zeros(99, np.float32)
+mod.get_function("slack")(x, np.int32(98), block=(128, 1, 1), grid=(2, 1))    # a launch on two workers first
+
+def child_launches(tag):
+    attempt(f"{tag}-bad", lambda: mod.get_function("bad")(x, block=(32, 1, 1), grid=(16, 1)))
+    attempt(f"{tag}-slack", lambda: mod.get_function("slack")(x, np.int32(99), block=(128, 1, 1), grid=(2, 1)))
+    attempt(f"{tag}-deep", lambda: mod.get_function("deep")(x, np.int32(3), block=(64, 1, 1)))
+    print(f"{tag}-afterwards:", correct_kernel_runs(), flush=True)
+
+pid = os.fork()
+if pid == 0:
+    child_launches("after")
+    os._exit(0)
+print("after-status:", os.waitpid(pid, 0)[1], flush=True)
+
+# Fork while another thread of this process is inside a launch (the kernel spins until told to stop).
+flag = gpuarray.zeros(1, np.int32)
+spinner = threading.Thread(target=lambda: mod.get_function("spin")(flag, x, block=(1, 1, 1)))
+spinner.start()
+time.sleep(0.5)
+pid = os.fork()
+if pid == 0:
+    child_launches("during")
+    os._exit(0)
+flag.fill(1)
+spinner.join()
+print("during-status:", os.waitpid(pid, 0)[1], flush=True)
+'''
+
+
+def test_a_child_made_by_fork_after_a_launch_or_during_one_gets_the_same_checks_as_its_parent():
+    out = run(FORK, timeout=600)
+    for tag in ("after", "during"):
+        assert ("kernel 'bad' thread (1,0,0) of block (7,0,0) wrote address" in line(out, f"{tag}-bad")), out
+        assert "kernel 'slack' wrote past the end of a 396-byte allocation (bytes 396 to 399" in line(out, f"{tag}-slack")
+        assert "kernel 'deep' thread (0,0,0) of block (0,0,0) overflowed its stack" in line(out, f"{tag}-deep")
+        assert f"{tag}-afterwards: True" in out
+        assert f"{tag}-status: 0" in out

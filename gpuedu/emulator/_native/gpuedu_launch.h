@@ -243,6 +243,9 @@ extern "C" __attribute__((visibility("default"))) int gpuedu_heap_holds(const vo
   size_t bytes;
   return __gpuedu::host::heap_find(address, &start, &bytes) ? 1 : 0;
 }
+// In a child made by fork(): this module's host side forgets a launch the parent was running (Python calls it
+// for every loaded module, os.register_at_fork).
+extern "C" __attribute__((visibility("default"))) void gpuedu_after_fork() { __gpuedu::host::after_fork(); }
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
   if (!__gpuedu::host::launching()) return;
