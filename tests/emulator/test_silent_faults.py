@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 PROLOGUE = textwrap.dedent(r'''
     import os, sys
@@ -137,3 +136,31 @@ def test_a_child_made_by_fork_after_a_launch_or_during_one_gets_the_same_checks_
         assert "kernel 'deep' thread (0,0,0) of block (0,0,0) overflowed its stack" in line(out, f"{tag}-deep")
         assert f"{tag}-afterwards: True" in out
         assert f"{tag}-status: 0" in out
+
+
+# ---- a local array written past its end -------------------------------------------------------------------
+
+LOCAL = r'''
+import gpuedu
+mod = SourceModule(r"""
+__global__ void local(float* out, int k) {
+  float t[16];
+  for (int j = 0; j < 16; ++j) t[j] = j;
+  t[k] = 5.0f;
+  out[threadIdx.x] = t[threadIdx.x % 16];
+}""")
+out = gpuarray.zeros(32, np.float32)
+for k in (1000, 5000, 40000):
+    attempt(f"plain{k}", lambda: mod.get_function("local")(out, np.int32(k), block=(32, 1, 1)))
+# A few elements past the end stay in the thread's own frame, where only memcheck's bounds checks see them.
+with gpuedu.memcheck():
+    attempt("memcheck20", lambda: mod.get_function("local")(out, np.int32(20), block=(32, 1, 1)))
+'''
+
+
+def test_a_local_array_written_far_past_its_end_stops_a_plain_launch_and_memcheck_finds_a_near_one():
+    out = run(LOCAL)
+    for k in (1000, 5000, 40000):
+        assert ("kernel 'local' thread (0,0,0) of block (0,0,0) wrote past the end of a local array (its stack "
+                "frame was overwritten)") in line(out, f"plain{k}")
+    assert "indexed the array 'float [16]' at [20] (line 5 of your source), outside it" in line(out, "memcheck20")

@@ -140,8 +140,9 @@ inline void run_on_launch_stack(void* p) {
     R.pool->launch_bytes = total;
   }
   L.body = p;
-  // Start below the top, so that a local array overrun near the first frames lands in this stack
-  // (where the stack protector's check finds it) rather than in whatever lies above the mapping.
+  // Start just below the top: a local array written past the end of the first frames reaches the inaccessible
+  // window above the stack (SMASH_WINDOW) after a few hundred bytes and faults there, instead of landing in
+  // unused stack where nothing looks (an overrun that stays within the frames is the stack protector's to find).
   L.sp = prepare_stack(R.pool->launch_base + R.pool->launch_bytes - LAUNCH_STACK_HEADROOM, &launch_stack_entry);
   __gpuedu_switch(&L.host_sp, L.sp);
 #endif
