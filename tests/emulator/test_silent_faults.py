@@ -164,3 +164,40 @@ def test_a_local_array_written_far_past_its_end_stops_a_plain_launch_and_memchec
         assert ("kernel 'local' thread (0,0,0) of block (0,0,0) wrote past the end of a local array (its stack "
                 "frame was overwritten)") in line(out, f"plain{k}")
     assert "indexed the array 'float [16]' at [20] (line 5 of your source), outside it" in line(out, "memcheck20")
+
+
+# ---- shared memory and vector types where only memcheck sees the access --------------------------------------
+
+MEMCHECK_ONLY = r'''
+import gpuedu
+mod = SourceModule(r"""
+__global__ void far_static(float* out, int k) {
+  __shared__ float s[256];
+  s[threadIdx.x] = 1.0f;
+  s[threadIdx.x + k] = 2.0f;
+  __syncthreads();
+  out[threadIdx.x] = s[threadIdx.x];
+}
+__global__ void far_dynamic(float* out, int k) {
+  extern __shared__ float d[];
+  d[threadIdx.x + k] = 2.0f;
+  out[threadIdx.x] = 1.0f;
+}
+__global__ void misaligned(float* out, char* raw) { float4 v = *(float4*)(raw + 4); out[0] = v.x + v.w; }
+""")
+out, raw = gpuarray.zeros(256, np.float32), gpuarray.zeros(64, np.uint8)
+with gpuedu.memcheck() as mc:
+    attempt("static", lambda: mod.get_function("far_static")(out, np.int32(100000), block=(256, 1, 1)))
+    mod.get_function("far_dynamic")(out, np.int32(4096), block=(32, 1, 1), shared=1024)
+    mod.get_function("misaligned")(out, raw, block=(1, 1, 1))
+for e in mc.errors:
+    print("found:", e["kernel"], e["kind"], e["space"], e.get("region"), e["offset"], e["size"], e["line"])
+'''
+
+
+def test_what_only_memcheck_sees_it_names_with_the_line():
+    out = run(MEMCHECK_ONLY)
+    # an index 100,000 floats past a static __shared__ array: the profiled build's bounds check names it
+    assert "indexed the array 'float [256]' at [100000] (line 5 of your source), outside it" in line(out, "static")
+    assert "found: far_dynamic out of bounds shared dynamic 16384 4 kernel.cu:11" in out
+    assert "found: misaligned misaligned global allocation 4 16 kernel.cu:14" in out
