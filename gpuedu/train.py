@@ -12,7 +12,12 @@ gradient, backward, the optimizer's update); ``fit(trainer, ...)`` runs a step o
   ``(mean loss, train accuracy)``, the accuracy None where the step does not count it; ``rows`` seen since.
 
 Everything of a step runs on the device with no copy back; the loss (and accuracy) accumulate there and are
-read once per epoch. Energy per epoch comes from NVML's energy counter where a GPU reports one; elsewhere the
+read once per epoch. So does the FP32 step's check of the activations: after each layer of a ``Sequential`` model
+(the output of any other model), a kernel counts the NaN and infinite values among that layer's outputs and keeps
+the earliest step and layer that had any. When the epoch's figures are read, a count above zero stops training with
+``NonFiniteActivations`` (a ``ValueError``), which names the epoch, the step and the layer where they first
+appeared, and holds the ``History`` of the epochs before it; a layer whose NaN a ReLU turns into zeros further on
+is caught there too, where the loss alone would never see it. Energy per epoch comes from NVML's energy counter where a GPU reports one; elsewhere the
 history says why it is unavailable. Timing helpers (``median_seconds``) and timelines are in ``gpuedu.timing``.
 """
 import sys
@@ -22,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .nn.loss import SoftmaxCrossEntropy
+from .nn.model import Sequential
+from .ops import dense as _dense
 
 
 @dataclass
@@ -79,8 +86,27 @@ class EnergyMeter:
         return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1000.0
 
 
+#: The activation check's key is step * CHECK_LAYERS + layer, kept as a rank (RANK_TOP - key) that the kernel
+#: raises to the largest it sees, so that the earliest key wins and one fill of zeros starts an epoch afresh.
+CHECK_LAYERS = 256
+RANK_TOP = 2 ** 31 - 1
+_LAST_STEP = RANK_TOP // CHECK_LAYERS - 1
+
+
+class NonFiniteActivations(ValueError):
+    """Training stopped: a layer's outputs held NaN or inf (``epoch``, ``step`` and ``layer`` say where they first
+    appeared, all counted from 1 but ``layer``, an index into the model's layers; ``count`` how many values in
+    that epoch; ``history`` what the epochs before it gave)."""
+
+    def __init__(self, message, epoch, step, layer, count):
+        super().__init__(message)
+        self.epoch, self.step, self.layer, self.count = epoch, step, layer, count
+        self.history = None
+
+
 class Step:
-    """The FP32 training step: forward, the fused softmax cross-entropy and its gradient, backward, update."""
+    """The FP32 training step: forward, the fused softmax cross-entropy and its gradient, backward, update; the
+    count of NaN and inf among each layer's outputs kept on the device beside the loss."""
 
     def __init__(self, model, optimizer, loss=None):
         if optimizer is None:
@@ -89,6 +115,16 @@ class Step:
         self.model, self.optimizer = model, optimizer
         self.loss = loss or SoftmaxCrossEntropy()
         self._stream = None
+        # [values that were NaN or inf, the rank of the earliest (step, layer) that had one] on the device: in the
+        # loss's metrics buffer, read back with them in one copy (a loss of another kind: a buffer of the step's)
+        self._health = getattr(self.loss, "activation_status", None)
+        self._own_health = None
+        if self._health is None:
+            from . import launch
+            self._health = self._own_health = launch.gpuarray().zeros(2, np.int32)
+        self._steps = 0                 # steps queued this epoch
+        self._epoch = 0                 # epochs begun (reset_loss)
+        self._sequential = isinstance(model, Sequential)
 
     @property
     def stream(self):
@@ -100,16 +136,50 @@ class Step:
         self._stream = self.model.stream = self.loss.stream = self.optimizer.stream = stream
 
     def step(self, x, labels):
-        logits = self.model.forward(x)
+        if self._sequential:
+            logits = self.model.forward(x, check=self._check)
+        else:
+            logits = self.model.forward(x)
+            self._check(0, logits)
+        self._steps += 1
         dlogits = self.loss(logits, labels)
         self.model.backward(dlogits)
         self.optimizer.step()
 
+    def _check(self, layer, output):
+        """Queue the count of NaN and inf among ``output``, layer ``layer``'s, in this step (float32 outputs)."""
+        if getattr(output, "dtype", None) != np.float32 or not output.size:
+            return
+        key = min(self._steps, _LAST_STEP) * CHECK_LAYERS + min(layer, CHECK_LAYERS - 1)
+        _dense.count_nonfinite(self._health, output, RANK_TOP - key, self._stream)
+
     def reset_loss(self):
-        self.loss.reset()
+        self.loss.reset()                      # (which zeroes the activation status it holds)
+        if self._own_health is not None:
+            self._own_health.fill(0, stream=self._stream)
+        self._steps = 0
+        self._epoch += 1
 
     def epoch_result(self):
-        return self.loss.result()
+        if self._own_health is None:
+            metrics = self.loss.read()
+            count, rank = int(metrics[4]), int(metrics[5])
+        else:
+            metrics = None
+            count, rank = (int(v) for v in self._own_health.get())
+        if count:
+            step, layer = divmod(RANK_TOP - rank, CHECK_LAYERS)
+            if self._sequential:
+                where = f"the output of layer {layer} ({self.model.layers[layer]!r})"
+            else:
+                where = f"the output of the model ({type(self.model).__name__})"
+            raise NonFiniteActivations(
+                f"training stopped: {count} activations were NaN or infinite in epoch {self._epoch}; the first "
+                f"appeared in step {step + 1} of that epoch, in {where}. A NaN spreads to every later layer, "
+                f"the loss and the weights (a ReLU after it hides it as zeros). Check the inputs "
+                f"(np.isfinite(x).all()), lower the learning rate, or look at that layer's weights "
+                f"(its parameters(), .get())", self._epoch, step + 1, layer, count)
+        return self.loss.result() if metrics is None else self.loss.result(metrics)
 
     @property
     def rows(self):
@@ -125,7 +195,9 @@ def fit(model, loader, epochs, optimizer=None, loss=None, test=None, quiet=False
 
     ``model``: a model, trained in FP32 by ``optimizer`` (and ``loss``, softmax cross-entropy by default), or a
     training step object such as ``nn.amp.MixedPrecisionTrainer``, which brings its own optimizer and loss.
-    ``test=(x_test, y_test)`` adds the test accuracy after every epoch.  The progress bar goes to stderr
+    ``test=(x_test, y_test)`` adds the test accuracy after every epoch. NaN or inf among a layer's outputs (the
+    FP32 step counts them on the device) stops training when that epoch's figures are read, with
+    ``NonFiniteActivations`` naming the epoch, step and layer where they first appeared.  The progress bar goes to stderr
     (``quiet=True`` or ``progress=False`` turns it off; ``quiet`` also silences the epoch lines).
     """
     from . import backend
@@ -170,7 +242,11 @@ def fit(model, loader, epochs, optimizer=None, loss=None, test=None, quiet=False
             stream.synchronize()               # the epoch's last step is done before its loss is read
             seconds = time.perf_counter() - start
             joules1 = meter.read_joules()
-            mean_loss, accuracy = step.epoch_result()
+            try:
+                mean_loss, accuracy = step.epoch_result()
+            except NonFiniteActivations as exc:
+                exc.history = history          # what the epochs before this one gave
+                raise
             history.loss.append(mean_loss)
             history.train_accuracy.append(accuracy)
             history.epoch_seconds.append(seconds)

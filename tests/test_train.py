@@ -170,3 +170,66 @@ def test_the_fp32_step_is_the_one_loop_s_step_and_matches_a_hand_written_epoch(d
         np.testing.assert_allclose(history.loss, [l for l, _ in losses], rtol=1e-5)
         assert history.train_accuracy == pytest.approx([a for _, a in losses], abs=1 / 256)
     assert step.rows == 256
+
+
+NAN_SCRIPT = r'''
+import numpy as np
+import gpuedu
+gpuedu.setup("cpu", verbose=False)
+from gpuedu import data, nn, train
+digits = data.load_digits(seed=0)
+model = nn.mlp([64, 32, 32, 32, 10], activation="relu", seed=0)
+loader = data.DataLoader(digits.x_train[:256], digits.y_train[:256], batch_size=64, seed=0)
+calls = [0]
+first = model.layers[1].forward
+def poisoned(x):
+    # in the last step of the last epoch (the 4th of epoch 3), one of layer 1's outputs is NaN (after its ReLU);
+    # layer 2's ReLU turns it into a zero, so the logits and the loss stay finite: only the check sees it.
+    calls[0] += 1
+    y = first(x)
+    if calls[0] == 12:
+        host = y.get()
+        host[0, 0] = np.nan
+        y.set(host)
+    return y
+model.layers[1].forward = poisoned
+try:
+    train.fit(model, loader, 3, nn.SGD(model.parameters(), lr=0.1), quiet=True)
+    print("NO ERROR")
+except train.NonFiniteActivations as exc:
+    print("stopped:", exc)
+    print("where:", exc.epoch, exc.step, exc.layer, exc.count, len(exc.history.loss))
+model.layers[1].forward = first
+fresh = nn.mlp([64, 10], seed=0)
+history = train.fit(fresh, loader, 1, nn.SGD(fresh.parameters(), lr=0.1), quiet=True)
+print("afterwards:", np.isfinite(history.loss[0]) and history.loss[0] > 0)
+'''
+
+
+def test_nan_activations_stop_training_naming_the_epoch_step_and_layer_where_they_first_appeared(tmp_path):
+    # In a fresh process: the loop goes on to train another model afterwards.
+    import os
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", NAN_SCRIPT], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert "NO ERROR" not in out, out
+    assert ("stopped: training stopped: 1 activations were NaN or infinite in epoch 3; the first appeared in step 4 "
+            "of that epoch, in the output of layer 1 (Dense(32, 32, activation='relu'))") in out, out
+    assert "where: 3 4 1 1 2" in out, out            # epoch 3, step 4, layer 1, one value; two epochs' history
+    assert "afterwards: True" in out
+
+
+def test_the_activation_check_counts_nan_and_inf_on_the_device_and_keeps_the_highest_rank(digits):
+    from gpuedu.ops import dense
+    ga = gpuedu.launch.gpuarray()
+    status = ga.zeros(2, np.int32)
+    x = np.ones(5000, np.float32)
+    x[[17, 4000]] = np.nan
+    x[2500] = -np.inf
+    dense.count_nonfinite(status, ga.to_gpu(x), 7)
+    dense.count_nonfinite(status, ga.to_gpu(np.ones(10, np.float32)), 99)    # nothing to count: no rank
+    dense.count_nonfinite(status, ga.to_gpu(x[:100]), 3)                     # a lower rank: kept out
+    assert status.get().tolist() == [4, 7]

@@ -2,13 +2,14 @@
 
 A device pointer is a plain host address, so the kernel (compiled C++) can
 dereference it.  Device memory is carved out of one region of address space
-reserved when the first buffer is allocated (64 GiB, inaccessible until used):
-each allocation gets whole pages, placed so that its end touches the next
-inaccessible gap, and 4 MiB of gap separate neighbours. A kernel that writes or
-reads past the end of a buffer (the classic missing bounds guard), or a few pages
-past it, faults at once, in memory no other buffer and nothing of the host's
-uses, and the launcher turns the fault into a ``LaunchError`` that names the
-allocation. Where the region cannot be reserved (an address-space limit, ulimit
+reserved when the first buffer is allocated (1 TiB of address space, inaccessible
+until used; 64 GiB where the system gives no more): each allocation gets whole
+pages, placed so that its end touches the next inaccessible gap, and 64 MiB of gap
+separate neighbours. A kernel that writes or reads past the end of a buffer (the
+classic missing bounds guard), or anywhere up to 64 MiB past it (an index a
+stride too far: 16 million floats), faults at once, in memory no other buffer and
+nothing of the host's uses, instead of landing in the next ``GPUArray``; the
+launcher turns the fault into a ``LaunchError`` that names the allocation. Where the region cannot be reserved (an address-space limit, ulimit
 -v), each allocation is its own mapping with one guard page on each side.
 
 The start is kept 16-byte aligned, enough for ``float4`` and ``double2``
@@ -61,11 +62,15 @@ _kept = {}            # mapping bytes -> [(mmap, base address)]
 _kept_bytes = 0
 
 
-# The reserved region: slots of [gap][pages], handed out from the bottom up and reused by size.
-REGION_BYTES = 64 << 30
-# 4 MiB: an index a million floats before a buffer's start still faults in its gap instead of landing in
-# the buffer below (16,000 small buffers fit the region; past that, each gets a mapping of its own).
-GAP = max(4 << 20, PAGE)
+# The reserved region: slots of [gap][pages], handed out from the bottom up and reused by size. Address space
+# only (nothing is committed until a slot is used): 1 TiB, or 64 GiB where the kernel gives no more (an aarch64
+# kernel with 39-bit addresses has 512 GiB in all).
+REGION_BYTES = 1 << 40
+REGION_BYTES_SMALL = 64 << 30
+# 64 MiB: an index 16 million floats past a buffer's end (or before its start) still faults in its gap instead
+# of landing in the neighbouring buffer, a GPUArray the kernel was never given (16,000 small buffers fit the
+# region; past that, each gets a mapping of its own).
+GAP = max(64 << 20, PAGE)
 _MAP_PRIVATE, _MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000)
 _MADV_DONTNEED = 4
@@ -94,11 +99,12 @@ def _reserve_region():
     if _address_space_limit() is not None:   # the reservation would count against it: map buffers one by one
         _region = False
         return
-    base = _libc.mmap(None, REGION_BYTES, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
-    if base is None or base == ctypes.c_void_p(-1).value:
-        _region = False
-        return
-    _region = [base, base + REGION_BYTES, base]
+    for size in (REGION_BYTES, REGION_BYTES_SMALL):
+        base = _libc.mmap(None, size, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+        if base is not None and base != ctypes.c_void_p(-1).value:
+            _region = [base, base + size, base]
+            return
+    _region = False
 
 
 def _take_slot(pages):
@@ -151,6 +157,12 @@ class Allocation:
 
     def __repr__(self):
         return f"<Allocation 0x{self.address:x}, {self.size} bytes>"
+
+
+def after_fork_in_child():
+    """In a child made by fork(): a lock another thread of the parent held stays held for good; make it afresh."""
+    global _lock
+    _lock = threading.Lock()
 
 
 def _round_up(n, m):

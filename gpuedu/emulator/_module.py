@@ -210,6 +210,25 @@ _printf_limit = [1 << 20]
 _modules = weakref.WeakSet()
 
 
+def _after_fork_in_child():
+    """A child made by os.fork() (multiprocessing's 'fork' start method too) launches with the same checks as its
+    parent: the locks a thread of the parent held mid-launch or mid-allocation are made afresh (the thread is not
+    there to release them), and every loaded module's host side forgets a launch the parent was running, putting
+    back the signal handlers it had installed for it. The worker pool and the fault handlers are made again by the
+    child's first launch (gpuedu_host.cpp)."""
+    global _launch_lock
+    _launch_lock = threading.Lock()
+    _memory.after_fork_in_child()
+    for module in list(_modules):
+        forget = getattr(module._lib, "gpuedu_after_fork", None)
+        if forget is not None:
+            forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def set_printf_limit(nbytes):
     """Keep at most ``nbytes`` of a launch's printf output, as a GPU's printf FIFO does (1 MiB by default)."""
     _printf_limit[0] = int(nbytes)

@@ -25,8 +25,9 @@ class SoftmaxCrossEntropy:
     def __init__(self):
         ga = L.gpuarray()
         # One device buffer, so that reading the metrics is one copy back: the summed loss (a float32's bits),
-        # the correct predictions, the rows whose label is outside [0, classes), the rows with NaN/inf logits.
-        self._metrics = ga.zeros(4, np.int32)
+        # the correct predictions, the rows whose label is outside [0, classes), the rows with NaN/inf logits;
+        # then two words for the training loop's count of NaN/inf activations (activation_status).
+        self._metrics = ga.zeros(6, np.int32)
         self._classes = None
         self._rows = 0
         self._grad = {}
@@ -54,11 +55,23 @@ class SoftmaxCrossEntropy:
         base = int(self._metrics.gpudata)
         return tuple(_Slot(base + 4 * k) for k in range(3))
 
-    def result(self):
-        """(mean loss, accuracy) over every row since the last ``reset()``: the one copy back."""
+    @property
+    def activation_status(self):
+        """Two int32 words on the device, zeroed by ``reset()`` and read back with the metrics (``read()``), where
+        the training loop counts NaN and inf among the layers' outputs (``train.Step``)."""
+        return _Slot(int(self._metrics.gpudata) + 16)
+
+    def read(self):
+        """The metrics buffer on the host (int32 [6]): the one copy back of an epoch; ``result(metrics)`` reads it."""
+        return self._metrics.get()
+
+    def result(self, metrics=None):
+        """(mean loss, accuracy) over every row since the last ``reset()``: the one copy back (or ``metrics``, what
+        ``read()`` gave)."""
         if self._rows == 0:
             raise RuntimeError("no batch since the last reset(): call the loss on a batch first")
-        metrics = self._metrics.get()
+        if metrics is None:
+            metrics = self.read()
         bad_labels, not_finite = int(metrics[2]), int(metrics[3])
         if bad_labels:
             raise ValueError(bad_labels_message(bad_labels, self._rows, self._classes, "reset()"))

@@ -110,10 +110,14 @@ class Sequential:
             return to_device_images(x, "x", self.in_channels)
         return to_device_features(x, "x", self.in_features)
 
-    def forward(self, x):
+    def forward(self, x, check=None):
+        """The layers applied in order; ``check(i, output)``, if given, is called with each layer's output as it is
+        queued (the training loop counts NaN and inf there, on the device)."""
         x = self._device_input(x)
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             x = layer.forward(x)
+            if check is not None:
+                check(i, x)
         return x
 
     __call__ = forward

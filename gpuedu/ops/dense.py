@@ -10,6 +10,7 @@ nn_dense.cu:        dense_forward     Z = X W + b, Y = act(Z)                 on
                                       (gpuedu.nn.SelfAttention's projections)
 nn_activations.cu:  activation_forward Y = act(X);  activation_backward dX = dY * act'(X)   one launch each
                     residual_add Y = A + B (skip connections)                            one launch
+                    count_nonfinite: NaN and inf among a layer's outputs, for the training loop   one launch
 
 The three GEMMs share one warp-tiled main loop (gpuedu/kernels/gemm_warptile.cuh); ``gemm_plan`` picks
 each one's block tile from its shape, and splits K among blocks (one more, elementwise launch) when the
@@ -224,3 +225,16 @@ def activation_backward(dx, dy, x, y, act, stream=None):
     f = L.kernel("nn_activations", "activation_backward", "PPPPii")
     L.launch(f, (L.ceil_div(n, THREADS), 1), (THREADS, 1, 1),
              (L.ptr(dx), L.ptr(dy), L.ptr(x), L.ptr(y), L.i32(n), L.i32(act)), stream)
+
+
+#: Blocks of count_nonfinite at most: a grid-stride loop, so a layer of any size is a few blocks' work.
+CHECK_BLOCKS = 64
+
+
+def count_nonfinite(status, x, rank, stream=None):
+    """Adds to ``status[0]`` (int32) how many elements of the float32 array ``x`` are NaN or infinite, and where
+    any are, raises ``status[1]`` to ``rank`` (nn_activations.cu); nothing is read back."""
+    n = int(x.size)
+    f = L.kernel("nn_activations", "count_nonfinite", "PPii")
+    L.launch(f, (max(1, min(CHECK_BLOCKS, L.ceil_div(n, THREADS))), 1), (THREADS, 1, 1),
+             (L.ptr(status), L.ptr(x), L.i32(n), L.i32(rank)), stream)

@@ -397,6 +397,20 @@ def memcheck(arch=None):
     cannot see (a write one element past a 100-float buffer), past a ``__shared__`` array or past the
     dynamic shared memory the launch asked for (``shared=``), and accesses not aligned to their size
     (a GPU faults on those): each with the thread, the place and the source line.
+
+    What only this sees (a plain launch goes on without a word):
+
+    - a read of the slack after a buffer's end, or of the 16 bytes before its start (a plain launch checks
+      those bytes for writes, after the launch);
+    - a vector type (``float4``, ``int2``, ``double2``...) read or written at an address that is not a multiple
+      of its size, where the host compiler splits the access into scalar ones (a plain launch stops only where
+      the CPU refuses it: an aligned SSE move on x86, made for a whole-struct copy);
+    - a local array indexed a few elements past its end, within the thread's own stack frame (a plain launch
+      stops when the write reaches the stack protector's canary, or the inaccessible window a few hundred bytes
+      above the launch's stack: the array's name and the index come from here, at the line);
+    - shared memory written more than 256 bytes past a ``__shared__`` array, or past the dynamic shared memory
+      that ``shared=`` asked for (a plain launch watches the 256 bytes after each; further on lies other shared
+      memory of the emulator's: a static array is named with its index, here, by the bounds check).
     """
     return Profile(memcheck=True, arch=arch)
 

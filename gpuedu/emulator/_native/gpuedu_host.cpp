@@ -248,6 +248,17 @@ void jump_out(int code) {
 
 bool launching() { return in_launch != 0; }
 
+void after_fork() {
+  // A child made by fork() while another thread of its parent ran a launch inherits that launch's state but
+  // none of its threads: the handlers installed for it (Ctrl-C would go to a launch that is not there) and the
+  // workers' slots. It starts as a process that never launched; its own launches install what they need.
+  if (in_launch) {
+    in_launch = 0;
+    restore_handlers();
+  }
+  for (int i = 0; i < MAX_WORKERS; ++i) slots[i].active = 0;
+}
+
 void interrupt_launch() {
   if (in_launch) kick_others(-1);
 }

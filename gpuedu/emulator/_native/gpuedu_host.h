@@ -32,6 +32,8 @@ GPUEDU_HIDDEN int run_guarded_worker(int worker, void (*body)(void*), void* arg)
 GPUEDU_HIDDEN bool launching();
 // Interrupt the running launch on every worker (from any thread); nothing if none runs.
 GPUEDU_HIDDEN void interrupt_launch();
+// In a child made by fork(): forget a launch the parent was running (its handlers, its workers' slots).
+GPUEDU_HIDDEN void after_fork();
 
 // The pool of worker threads: one per process (Python owns it and hands it to every module, as the heap), the
 // threads started by the first launch that needs them. run_parallel runs job(arg, w) for w = 0 .. n-1, worker 0

@@ -140,8 +140,9 @@ inline void run_on_launch_stack(void* p) {
     R.pool->launch_bytes = total;
   }
   L.body = p;
-  // Start below the top, so that a local array overrun near the first frames lands in this stack
-  // (where the stack protector's check finds it) rather than in whatever lies above the mapping.
+  // Start just below the top: a local array written past the end of the first frames reaches the inaccessible
+  // window above the stack (SMASH_WINDOW) after a few hundred bytes and faults there, instead of landing in
+  // unused stack where nothing looks (an overrun that stays within the frames is the stack protector's to find).
   L.sp = prepare_stack(R.pool->launch_base + R.pool->launch_bytes - LAUNCH_STACK_HEADROOM, &launch_stack_entry);
   __gpuedu_switch(&L.host_sp, L.sp);
 #endif
@@ -243,6 +244,9 @@ extern "C" __attribute__((visibility("default"))) int gpuedu_heap_holds(const vo
   size_t bytes;
   return __gpuedu::host::heap_find(address, &start, &bytes) ? 1 : 0;
 }
+// In a child made by fork(): this module's host side forgets a launch the parent was running (Python calls it
+// for every loaded module, os.register_at_fork).
+extern "C" __attribute__((visibility("default"))) void gpuedu_after_fork() { __gpuedu::host::after_fork(); }
 // Ask a running launch to stop (the Python timeout watchdog calls this from another thread).
 extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int reason) {
   if (!__gpuedu::host::launching()) return;

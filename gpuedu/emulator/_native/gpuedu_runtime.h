@@ -51,7 +51,7 @@ static const char* const warp_op_names[] = {
 constexpr unsigned MAX_THREADS = 1024;
 constexpr size_t STACK_BYTES = 128 * 1024;  // per fiber; a guard page below each
 constexpr size_t LAUNCH_STACK_BYTES = 8 << 20;  // the launch's own stack (gpuedu_launch.h), as a thread's default
-constexpr size_t LAUNCH_STACK_HEADROOM = 64 * 1024;  // left unused at its top (gpuedu_launch.h)
+constexpr size_t LAUNCH_STACK_HEADROOM = 256;  // left unused at its top, under the inaccessible window (gpuedu_launch.h)
 constexpr size_t STACK_COLOURS = 64, STACK_COLOUR_BYTES = 64;  // stack tops staggered by cache line (stack_top)
 constexpr size_t DYNAMIC_SHARED_BYTES = 96 * 1024;
 
