@@ -27,8 +27,18 @@
    A unit that names a GPU and holds a figure must hold a label. A unit with a figure but no GPU (the emulator's
    own timings) is outside the rule; so is a GPU named with no figure. Labelling the sentence, not the paragraph,
    is deliberate: a reader quotes sentences.
+
+4. **A GPU figure called measured is in a record.** A measured figure is quoted from a record committed under
+   ``benchmarks/results/``, never typed from memory. In a unit (as above) that names a GPU and is labelled
+   measured (``measured``, ``measurement``, ``timed``; for a table row, in its header or caption) and nothing else
+   (no model, datasheet or quote, which would make it a comparison), each figure of time, rate, clock, power or energy (not a percentage or a factor, which
+   are worked out from two figures) must be a number some record holds: any number of any ``.json`` or ``.csv``
+   file there, at the figure's printed precision (4,127 GB/s is a record's 4126.6 or 4127.3), in the same unit or
+   one a power of 1,000 away (a record in seconds for a figure in µs, in GB/s for TB/s).
 """
+import bisect
 import glob
+import json
 import os
 import re
 
@@ -119,6 +129,69 @@ def unlabelled_gpu_figures(markdown):
             if GPU.search(plain(text)) and FIGURE.search(plain(text)) and not LABEL.search(plain(scope))]
 
 
+MEASURED = re.compile(r"(?i)\bmeasured\b|\bmeasurements?\b|\btimed\b")
+OTHER_LABEL = re.compile(r"(?i:\bmodell?ed\b|\bmodel's\b|\b(?:the|a|time) model\b|\bpredicted\b|\btheoretical\b"
+                         r"|\bquoted\b|\bpublished\b|\bdata ?sheets?\b|\bspecs?\b|\bspecifications?\b|\bseed \d{3}\b"
+                         r"|\bcounted\b)|\]\(https?://|\bet al\.")
+RECORDED_FIGURE = re.compile(rf"(?<![\w.])({_NUMBER})\s*(?:ns|[µu]s|ms|s|nanoseconds?|microseconds?|milliseconds?|"
+                             rf"seconds?|[GTMP]B/s|[kGTPM]?FLOP/s|[GTPM]?FLOPS|images/s|samples/s|[GM]Hz|W|J)(?![\w/])")
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+
+
+def record_numbers(folder=RESULTS):
+    """Every number the records in ``folder`` hold (JSON values and the numbers in their strings, CSV cells),
+    as a sorted list of absolute values."""
+    found = []
+
+    def walk(value):
+        if isinstance(value, bool):
+            return
+        if isinstance(value, (int, float)):
+            if value == value and abs(value) != float("inf"):
+                found.append(abs(float(value)))
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str):
+            found.extend(float(m.replace(",", "")) for m in re.findall(r"\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?", value))
+
+    for path in sorted(glob.glob(os.path.join(folder, "*.json")) + glob.glob(os.path.join(folder, "*.csv"))):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if path.endswith(".json"):
+            walk(json.loads(text))
+        else:
+            walk(text)
+    return sorted(set(found))
+
+
+def held_by_records(figure, numbers):
+    """Whether the printed number ``figure`` (``"4,127"``, ``"36.9"``) is one of ``numbers`` at its precision, in
+    the same unit or one a power of 1,000 away."""
+    value = float(figure.replace(",", ""))
+    decimals = len(figure.split(".")[1]) if "." in figure else 0
+    half = 0.5 * 10 ** -decimals
+    for scale in (1.0, 1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9, 1e12, 1e-12):
+        lo, hi = (value - half) / scale, (value + half) / scale
+        i = bisect.bisect_left(numbers, min(lo, hi))
+        if i < len(numbers) and numbers[i] <= max(lo, hi):
+            return True
+    return False
+
+
+def unrecorded_measured_gpu_figures(markdown, numbers):
+    """The figures of a markdown cell called measured on a GPU that no record holds: ``(figure, unit text)``."""
+    found = []
+    for text, scope in units(markdown):
+        t, labels = plain(text), plain(scope)      # a table row's label is in its header or caption
+        if GPU.search(t) and MEASURED.search(labels) and not OTHER_LABEL.search(labels):
+            found += [(m.group(0), text) for m in RECORDED_FIGURE.finditer(t) if not held_by_records(m.group(1), numbers)]
+    return found
+
+
 def lesson_ids():
     return [os.path.basename(p) for p in LESSONS]
 
@@ -149,7 +222,55 @@ def test_every_gpu_figure_says_whether_it_is_counted_modelled_measured_or_quoted
           "'(Goyal et al. 2017)'). The rule and its words: tests/test_lesson_lint.py's docstring.")
 
 
+@pytest.fixture(scope="module")
+def recorded():
+    return record_numbers()
+
+
+def test_every_gpu_figure_called_measured_is_held_by_a_record(lesson, recorded):
+    name, nb = lesson
+    found = [(i, figure, text) for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown"
+             for figure, text in unrecorded_measured_gpu_figures(cell.source, recorded)]
+    assert not found, (
+        f"lessons/{name}: {len(found)} GPU figure(s) called measured that no record under benchmarks/results/ "
+        f"holds:\n" + "\n".join(f"  cell {i}: {figure} in {text!r}" for i, figure, text in found)
+        + "\nQuote the figure from a committed record (and name it), or say what it is if it was not measured "
+          "(modelled, quoted with its source).")
+
+
 # ---- the rule on examples, so that it stays as precise as its docstring says -----------------------------------
+
+NUMBERS = sorted([4126.6, 0.0000473, 36.87, 213.7])
+
+
+@pytest.mark.parametrize("markdown", [
+    "An H200 copied 4,300 GB/s (measured on 2026-11-26).",            # typed, not the record's 4,127
+    "The kernel took 48 µs on an H100, measured.",
+    "| GPU | measured TFLOP/s |\n|---|---|\n| H200 | 37.9 TFLOP/s |",   # a row, and no record near 37.9
+])
+def test_the_record_rule_flags_a_measured_gpu_figure_no_record_holds(markdown):
+    assert len(unrecorded_measured_gpu_figures(markdown, NUMBERS)) == 1, units(markdown)
+
+
+@pytest.mark.parametrize("markdown", [
+    "An H200 copied 4,127 GB/s (measured on 2026-11-26).",            # the record's 4126.6 at its precision
+    "An H200 copied 4.13 TB/s, measured.",                             # a power of 1,000 away, rounded
+    "On the H200 the copy took 47.3 µs (measured).",                  # a record in seconds
+    "WMMA v1 reached 36.9 TFLOP/s on an H200 and v2 213.7 TFLOP/s (measured).",
+    "On an H200 it is 5.8× faster (measured).",                        # a factor: worked out from two figures
+    "An H200 has 4.8 TB/s from its datasheet, not measured.",          # a comparison with a quoted figure
+    "The model's 56 TFLOP/s for an H100 is not what was measured.",     # a modelled figure beside the word
+    "The emulator measured 12.5 ms.",                                  # no GPU
+])
+def test_the_record_rule_accepts_recorded_figures_and_what_it_does_not_judge(markdown):
+    assert unrecorded_measured_gpu_figures(markdown, NUMBERS) == [], units(markdown)
+
+
+def test_the_records_numbers_are_read_from_json_values_strings_and_csv(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"x": [1.5, {"y": "took 2,048.25 s"}], "ok": True, "n": None}))
+    (tmp_path / "b.csv").write_text("kernel,us\nk,3.75e-2\n")
+    assert record_numbers(str(tmp_path)) == [0.0375, 1.5, 2048.25]      # True and None are no numbers
+
 
 @pytest.mark.parametrize("markdown", [
     "An H200 copies about 4.3 TB/s between buffers.",
