@@ -40,7 +40,9 @@ def check_kernel(ex, source, seed):
     values_only = counted and _backend.active().name != "cpu"   # a GPU has neither racecheck nor counters
     counted = counted and not values_only
     judged = []   # (case, expected) of every case run
-    for case in ex.make_cases(seed):
+    cases = list(ex.make_cases(seed))
+    result.total = len(cases)
+    for case in cases:
         result.cases.append(case.describe())
         expected = ex.expected(case)
         judged.append((case, expected))
