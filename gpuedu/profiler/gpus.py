@@ -162,7 +162,7 @@ H100 = GPU(
         l2_bytes="NVIDIA H100 Tensor Core GPU architecture whitepaper (50 MB L2 on the H100 SXM5)",
         l2_bytes_per_clock="assumption: A100's published 5120 bytes/clock per SM (47.4) x 132 SMs "
                            "(NVIDIA publishes no H100 L2 bandwidth)",
-        mma_sync_cycles=f"assumption: as measured on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}"),
+        mma_sync_cycles=f"assumption: as fitted on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}"),
 )
 
 H200 = GPU(
@@ -179,7 +179,7 @@ H200 = GPU(
                  "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (gpuedu bench, 2026-11-26), as Nsight Compute reported there; "
                  "the GH100 chip's full 60 MB, where the H100 SXM5 enables 50 MB",
         l2_bytes_per_clock="assumption: as H100 (the same chip; NVIDIA publishes no L2 bandwidth)",
-        mma_sync_cycles=f"measured: {_HOPPER_MMA_SYNC}"),
+        mma_sync_cycles=f"fitted to two times measured on this GPU: {_HOPPER_MMA_SYNC}"),
 )
 
 RTX_A6000 = GPU(
