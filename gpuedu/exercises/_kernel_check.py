@@ -40,7 +40,9 @@ def check_kernel(ex, source, seed):
     judged = []   # (case, expected) of every case run
     # The values, on the active backend (a GPU's, or the emulator's), with the threads in reverse order too on
     # the emulator when the exercise is about shared memory.
-    for case in ex.make_cases(seed):
+    cases = list(ex.make_cases(seed))
+    result.total = len(cases)
+    for case in cases:
         result.cases.append(case.describe())
         expected = ex.expected(case)
         judged.append((case, expected))

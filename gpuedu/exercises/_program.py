@@ -61,6 +61,7 @@ class ProgramExercise(PythonExercise):
             path = os.path.join(folder, "learner.py")
             with open(path, "w") as f:
                 f.write(code)
+            result.total = len(self.ranks)      # a case per number of ranks; the first wrong one stops the check
             for ranks in self.ranks:
                 failure = self._run(mpi, path, ranks, seed, result, folder)
                 if failure is not None:

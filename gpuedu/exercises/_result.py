@@ -23,7 +23,10 @@ class CheckResult:
     """``bool(result)`` is True only when every case passed.
 
     ``failure`` is the first problem found (None when passed), ``failed_cases`` the labels of all
-    cases that failed, ``cases`` the labels of all cases run.
+    cases that failed, ``cases`` the labels of all cases run, ``total`` the number of cases the check has
+    (None: the cases run are all of them).  A check that stops early (at the first wrong case, or at a launch
+    error that leaves the rest not worth running) runs fewer than ``total``, and its report says so: it gives
+    every case's verdict only when every case ran.
     """
 
     exercise: str
@@ -33,6 +36,7 @@ class CheckResult:
     failed_cases: list = field(default_factory=list)
     failure: Optional[Failure] = None
     notes: list = field(default_factory=list)
+    total: Optional[int] = None
     method_unchecked: Optional[str] = None   # why the method (counters, racecheck) could not be checked, if so
 
     def __bool__(self):
@@ -57,10 +61,24 @@ class CheckResult:
         if f.hint:
             lines.append(f"  hint: {f.hint}")
         if self.cases:
-            ok = len(self.cases) - len(self.failed_cases)
-            lines.append(f"  {ok} of {len(self.cases)} cases right; wrong: " + "; ".join(self.failed_cases))
+            lines.append("  " + self.tally())
         lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
+
+    def tally(self):
+        """How many cases ran and how they went, in words that never claim more than was run."""
+        run, wrong = len(self.cases), list(self.failed_cases)
+        total = run if self.total is None else max(self.total, run)
+        ok = run - len(wrong)
+        if run == total:
+            return f"{ok} of {total} case{'s' if total != 1 else ''} right" + ("; wrong: " + "; ".join(wrong)
+                                                                             if wrong else "")
+        left = f"{total - run} not run"
+        if len(wrong) == 1:       # a stopped check stops at a wrong case: this one, the last run
+            after = f", after {ok} right" if ok else ""
+            return f"stopped at the first wrong case of {total}: case {run}{after} ({left})"
+        return (f"stopped at case {run} of {total} ({left}): {ok} of the {run} run right; wrong: "
+                + "; ".join(wrong))
 
     def __repr__(self):
         if self.passed:

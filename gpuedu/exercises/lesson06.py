@@ -297,7 +297,7 @@ register(FunctionExercise(
     title="What an epoch costs in launches",
     text="A network this small is launch-bound on a GPU: an epoch costs what its launches cost. Lesson 06's "
          "picture lists one step's kernels for the 64-128-10 network. Generalise it: return the number of kernel "
-         "launches one epoch of SGD training of nn.mlp(sizes) makes on n_train images in batches of batch_size "
+         "launches (an int) one epoch of SGD training of nn.mlp(sizes) makes on n_train images in batches of batch_size "
          "(forward, loss, backward and optimizer step of every batch; copies and reading the metrics are not "
          "launches), for batches of at most 128 rows: from 256 rows on, the weight gradient's GEMM splits its "
          "depth, the batch, into pieces and adds a launch per layer. To see a step's kernels, run one under "

@@ -263,8 +263,8 @@ register(FunctionExercise(
     text="This lesson models a training step as t(B) = t0 + B t1: a fixed cost t0 (the launches) and t1 per "
          "image. Throughput B / (t0 + B t1) climbs towards a ceiling of 1 / t1 that no batch reaches. A larger "
          "batch than needed only costs accuracy per epoch (fewer updates), so pick the smallest batch that is "
-         "fast enough: return the smallest of batch_sizes whose modelled throughput is at least `fraction` of "
-         "the ceiling, or None if none is. t0 and t1 are in seconds.",
+         "fast enough: return the smallest of batch_sizes (an int) whose modelled throughput is at least "
+         "`fraction` of the ceiling, or None if none is. t0 and t1 are in seconds.",
     function="smallest_efficient_batch",
     cases=smallest_efficient_batch_cases,
     reference=smallest_efficient_batch_reference,
@@ -282,5 +282,6 @@ register(FunctionExercise(
     launch="smallest_efficient_batch(t0, t1, fraction, batch_sizes) is called for 8 models (an emulator fit, "
            "the napkin math's H200, a line through two steps measured on an H200, 5 others) and compared with the "
            "reference's choice",
+    returns=("int", "None"),
     diagnoses=(_batch_mixups,),
 ))

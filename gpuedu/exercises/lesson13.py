@@ -90,6 +90,8 @@ def resident_blocks_cases(rng):
     yield "96 threads, 40 registers (whole warps per quarter of the file)", dict(threads=96, registers=40, shared=0)
     yield "256 threads, 32 registers, 48 KB shared (a 96 x 128 tile)", dict(threads=256, registers=32, shared=49152)
     yield "96 threads, 36 registers, 32 KB shared (the reserved 1 KB)", dict(threads=96, registers=36, shared=32768)
+    yield ("64 threads, 24 registers, 20,000 bytes shared (128-byte units: 11 blocks, where 256-byte units give 10)",
+           dict(threads=64, registers=24, shared=20000))
     yield "32 threads, 8 registers (the block slots)", dict(threads=32, registers=8, shared=0)
     yield "1024 threads, 64 registers", dict(threads=1024, registers=64, shared=0)
     for _ in range(6):
@@ -100,19 +102,35 @@ def resident_blocks_cases(rng):
             dict(threads=threads, registers=registers, shared=shared)
 
 
+def _limits(threads, registers, shared, register_rule=True, shared_unit=128, reserved=1024, warp_units=True):
+    """resident_blocks_reference's four limits, or one of the mistakes they can be made with: registers counted
+    over the whole file instead of per quarter (``register_rule=False``), a warp's registers not rounded up
+    (``warp_units=False``), shared memory in 256-byte units (the rule before compute capability 8.0), or
+    without the reserved kilobyte (``reserved=0``)."""
+    warps = -(-threads // 32)
+    limits = [64 // warps, 32]
+    if registers:
+        per_warp = -(-registers * 32 // 256) * 256 if warp_units else registers * 32
+        limits.append((4 * (16384 // per_warp) if register_rule else 65536 // per_warp) // warps)
+    if shared + reserved:
+        limits.append(233472 // (-(-(shared + reserved) // shared_unit) * shared_unit))
+    return min(limits)
+
+
 def _occupancy_mixups(kwargs, expected, got):
     threads, registers, shared = kwargs["threads"], kwargs["registers"], kwargs["shared"]
     warps = -(-threads // 32)
-    per_warp_unrounded = registers * 32
-    per_warp = -(-per_warp_unrounded // 256) * 256
-    if registers and got == min(64 // warps, 32, 65536 // (per_warp * warps)):
+    if registers and got == _limits(threads, registers, shared, register_rule=False):
         return ("registers are allocated per quarter of the SM (16,384 each): a warp lives in one quarter, so count "
                 "the whole warps a quarter holds, times 4, then divide by the block's warps")
-    if registers and got == min(64 // warps, 32, 4 * (16384 // per_warp_unrounded) // warps,
-                                233472 // (-(-(shared + 1024) // 256) * 256)):
+    if registers and got == _limits(threads, registers, shared, warp_units=False):
         return "a warp's registers are rounded up to a multiple of 256 before they are counted"
-    if shared and got in (233472 // (-(-shared // 256) * 256), 233472 // shared):
-        return "every block also takes 1 KB of shared memory the system reserves, and shared memory is allocated in 256-byte units"
+    if shared and got == _limits(threads, registers, shared, shared_unit=256):
+        return ("on an H100 (compute capability 9.0, as on 8.x) shared memory is allocated in 128-byte units; 256 "
+                "bytes was the unit up to compute capability 7.x")
+    if shared and got in (_limits(threads, registers, shared, reserved=0), 233472 // shared):
+        return ("every block also takes 1 KB of shared memory the system reserves, and shared memory is allocated "
+                "in 128-byte units")
     if got == 64 // warps:
         return "the warp slots are only one of four limits: also blocks (32), registers and shared memory"
     return None
@@ -126,8 +144,9 @@ register(FunctionExercise(
          "warps (a block of t threads takes ceil(t / 32)); (2) block slots, 32 blocks; (3) registers, 65,536 in "
          "4 quarters of 16,384: a warp needs registers x 32 registers rounded up to a multiple of 256, lives in "
          "one quarter, and only whole warps fit in a quarter; (4) shared memory, 233,472 bytes: a block takes "
-         "its shared memory plus 1,024 reserved bytes, rounded up to a multiple of 256. Return the number of "
-         "blocks of (threads, registers per thread, shared bytes per block) that an SM holds at once; "
+         "its shared memory plus 1,024 reserved bytes, rounded up to a multiple of 128 (the allocation unit on "
+         "compute capability 8.x and 9.x). Return the number of blocks (an int) of (threads, registers per "
+         "thread, shared bytes per block) that an SM holds at once; "
          "gpuedu.profiler.occupancy and the CUDA occupancy calculator work it out the same way.",
     function="resident_blocks",
     cases=resident_blocks_cases,
@@ -147,11 +166,11 @@ register(FunctionExercise(
         per_warp = -(-registers * 32 // 256) * 256              # rounded up to the allocation unit
         whole_warps = QUARTERS * (REGISTERS // QUARTERS // per_warp)
         limits.append(whole_warps // warps)
-    per_block = -(-(shared + RESERVED) // 256) * 256
+    per_block = -(-(shared + RESERVED) // 128) * 128             # shared memory's unit: 128 bytes
     limits.append(SHARED // per_block)
     return min(limits)
 ''',
-    launch="resident_blocks(threads, registers, shared) is called for 14 kernels' resources and compared with the "
+    launch="resident_blocks(threads, registers, shared) is called for 15 kernels' resources and compared with the "
            "occupancy calculator's answer (gpuedu.profiler.occupancy.theoretical_occupancy on an H100)",
     diagnoses=(_occupancy_mixups,),
 ))

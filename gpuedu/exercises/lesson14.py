@@ -168,7 +168,7 @@ def _formula(version, batch, seq, heads, head_dim, per_problem=True, two_matrice
 
 def _bytes_mixups(kwargs, expected, got):
     if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
-        return f"return the number of bytes as an int (got {type(got).__name__})"
+        return None      # the check says what an int is
     if got * 4 == expected:
         return "that is a count of floats: each float32 is 4 bytes"
     if got == _formula(**kwargs, lse=False):

@@ -36,7 +36,8 @@ class GPU:
     shared_per_sm: int                # largest shared-memory carve-out of one SM
     shared_per_block_optin: int       # most a block may use (above 48 KB only after opting in)
     shared_reserved_per_block: int    # the system's own shared memory per block (1 KB on sm_80+)
-    shared_allocation_unit: int       # a block's shared memory is allocated in multiples of this
+    shared_allocation_unit: int       # a block's shared memory is allocated in multiples of this (256 bytes on
+                                      # compute capability 7.x, 128 on 8.x and 9.x)
     max_warps_per_sm: int
     max_blocks_per_sm: int
     registers_per_sm: int = 65536
@@ -75,6 +76,8 @@ class GPU:
 
 _GUIDE = "CUDA C++ Programming Guide, technical specifications per compute capability"
 _OCCUPANCY = "CUDA occupancy calculator rules (cuda_occupancy.h in the CUDA toolkit)"
+_SHARED_UNIT = ("CUDA occupancy calculator rules (cuda_occupancy.h in the CUDA toolkit, "
+                "cudaOccSMemAllocationGranularity: 256 bytes on compute capability 7.x, 128 on 8.x and 9.x)")
 
 
 def _sources(datasheet, whitepaper, **specific):
@@ -85,7 +88,7 @@ def _sources(datasheet, whitepaper, **specific):
         "fp32_flops": f"{datasheet} (= SMs x 128 FP32 lanes x 2 x boost clock)",
         "fp16_tensor_flops": f"{datasheet} (dense: half the with-sparsity figure)",
         "shared_per_sm": _GUIDE, "shared_per_block_optin": _GUIDE,
-        "shared_reserved_per_block": _GUIDE, "shared_allocation_unit": _OCCUPANCY,
+        "shared_reserved_per_block": _GUIDE, "shared_allocation_unit": _SHARED_UNIT,
         "max_warps_per_sm": _GUIDE, "max_blocks_per_sm": _GUIDE, "registers_per_sm": _GUIDE,
         "max_registers_per_thread": _GUIDE, "register_allocation_unit": _OCCUPANCY,
         "register_allocation_granularity": _OCCUPANCY, "register_file_partitions": _OCCUPANCY,
@@ -135,7 +138,7 @@ A100 = GPU(
     memory_bytes=80 * GiB, l2_bytes=40 * MiB, l2_bytes_per_clock=5120,
     fp32_flops=19.5e12, fp16_tensor_flops=312e12,
     shared_per_sm=164 * KiB, shared_per_block_optin=163 * KiB, shared_reserved_per_block=1 * KiB,
-    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32,
+    shared_allocation_unit=128, max_warps_per_sm=64, max_blocks_per_sm=32,
     aliases=("a100", "a100 sxm", "a100 sxm4", "a100 80gb"),
     sources=_sources(
         "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB)",
@@ -150,7 +153,7 @@ H100 = GPU(
     memory_bytes=80 * GiB, l2_bytes=50 * MiB, l2_bytes_per_clock=_A100_L2_PER_SM * 132,
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
-    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
+    shared_allocation_unit=128, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
     aliases=("h100", "h100 sxm5", "h100 80gb"),
     sources=_sources(
         "NVIDIA H100 Tensor Core GPU datasheet",
@@ -159,7 +162,7 @@ H100 = GPU(
         l2_bytes="NVIDIA H100 Tensor Core GPU architecture whitepaper (50 MB L2 on the H100 SXM5)",
         l2_bytes_per_clock="assumption: A100's published 5120 bytes/clock per SM (47.4) x 132 SMs "
                            "(NVIDIA publishes no H100 L2 bandwidth)",
-        mma_sync_cycles=f"assumption: as measured on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}"),
+        mma_sync_cycles=f"assumption: as fitted on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}"),
 )
 
 H200 = GPU(
@@ -167,7 +170,7 @@ H200 = GPU(
     memory_bytes=141 * 10**9, l2_bytes=60 * MiB, l2_bytes_per_clock=_A100_L2_PER_SM * 132,
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
-    shared_allocation_unit=256, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
+    shared_allocation_unit=128, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
     aliases=("h200",),
     sources=_sources(
         "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e at 4.8 TB/s)",
@@ -176,7 +179,7 @@ H200 = GPU(
                  "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (gpuedu bench, 2026-11-26), as Nsight Compute reported there; "
                  "the GH100 chip's full 60 MB, where the H100 SXM5 enables 50 MB",
         l2_bytes_per_clock="assumption: as H100 (the same chip; NVIDIA publishes no L2 bandwidth)",
-        mma_sync_cycles=f"measured: {_HOPPER_MMA_SYNC}"),
+        mma_sync_cycles=f"fitted to two times measured on this GPU: {_HOPPER_MMA_SYNC}"),
 )
 
 RTX_A6000 = GPU(
@@ -184,7 +187,7 @@ RTX_A6000 = GPU(
     memory_bytes=48 * GiB, l2_bytes=6 * MiB, l2_bytes_per_clock=32 * 84,
     fp32_flops=38.7e12, fp16_tensor_flops=154.8e12,
     shared_per_sm=100 * KiB, shared_per_block_optin=99 * KiB, shared_reserved_per_block=1 * KiB,
-    shared_allocation_unit=256, max_warps_per_sm=48, max_blocks_per_sm=16,
+    shared_allocation_unit=128, max_warps_per_sm=48, max_blocks_per_sm=16,
     aliases=("a6000", "nvidia rtx a6000"),
     sources=_sources(
         "NVIDIA RTX A6000 datasheet", "NVIDIA Ampere GA102 GPU architecture whitepaper",

@@ -10,7 +10,8 @@ of warps it can keep resident matters. Four resources cap how many *blocks* fit 
   x 32 rounded up to a multiple of 256, that is, a multiple of 8 a thread (`allocated_registers`),
   and each of the SM's four sub-partitions (a quarter of the 65,536 registers) holds whole warps;
 - shared memory: a block takes its shared memory plus the 1 KB the system reserves per block
-  (sm_80 and later), rounded up to a multiple of 256 bytes.
+  (sm_80 and later), rounded up to the allocation unit (`GPU.shared_allocation_unit`: 128 bytes on compute
+  capability 8.x and 9.x, 256 on 7.x, as ``cudaOccSMemAllocationGranularity`` in ``cuda_occupancy.h`` has it).
 
 The smallest of the four wins. Occupancy is the resident warps over `max_warps_per_sm`, the number
 Nsight Compute reports as ``sm__maximum_warps_per_active_cycle_pct``.

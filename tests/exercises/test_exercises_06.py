@@ -110,4 +110,4 @@ def test_each_miscount_gets_its_hint(old, new, words):
 
 def test_the_stub_returns_nothing_and_fails():
     result = check_quietly(LAUNCHES, exercises.stub(LAUNCHES))
-    assert not result and "returned None" in result.failure.message
+    assert not result and result.kind == "wrong_type" and "returned None" in result.failure.message

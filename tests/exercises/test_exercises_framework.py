@@ -270,6 +270,22 @@ def test_result_truthiness_and_report():
     assert repr(failed) == "<CheckResult 01.relu: not yet (tail)>"
 
 
+def test_a_report_gives_every_verdict_only_when_every_case_ran():
+    from gpuedu.exercises import CheckResult, Failure
+
+    def tally(run, wrong, total):
+        return CheckResult("x", failure=Failure("wrong_values", "m"), cases=run, failed_cases=wrong,
+                           total=total).report().splitlines()[-1].strip()
+
+    assert tally(["a", "b", "c"], ["b", "c"], 3) == "1 of 3 cases right; wrong: b; c"
+    assert tally(["a", "b", "c"], ["b", "c"], None) == "1 of 3 cases right; wrong: b; c"
+    assert tally(["a"], ["a"], 14) == "stopped at the first wrong case of 14: case 1 (13 not run)"
+    assert tally(["a", "b", "c"], ["c"], 14) == "stopped at the first wrong case of 14: case 3, after 2 right (11 not run)"
+    # a kernel check that stops at a launch error after wrong values in earlier cases
+    assert tally(["a", "b", "c"], ["a", "c"], 5) == "stopped at case 3 of 5 (2 not run): 1 of the 3 run right; wrong: a; c"
+    assert tally(["a"], ["a"], 1) == "0 of 1 case right; wrong: a"
+
+
 def test_standard_sizes_cover_the_edges():
     sizes = [n for _, n in exercises.sizes_1d(np.random.default_rng(1), 256)]
     assert sizes[:3] == [1, 256, 257]

@@ -72,8 +72,9 @@ def test_hopper_s_mma_sync_wait_is_the_h200_s_tile_sweep_and_other_gpus_have_non
              for layout in ("nn", "tn", "nt")}
     assert round(extra["nn"]) == h200.mma_sync_cycles == get_gpu("H100").mma_sync_cycles == 59
     assert 57 < min(extra.values()) and max(extra.values()) < 63
-    assert h200.sources["mma_sync_cycles"].startswith("measured: 59 clocks")
-    assert get_gpu("H100").sources["mma_sync_cycles"].startswith("assumption: as measured on an H200")
+    # a figure fitted to two measured times, not itself a measurement: its source says so
+    assert h200.sources["mma_sync_cycles"].startswith("fitted to two times measured on this GPU: 59 clocks")
+    assert get_gpu("H100").sources["mma_sync_cycles"].startswith("assumption: as fitted on an H200")
     for name in ("T4", "A100", "A6000"):
         assert get_gpu(name).mma_sync_cycles is None
         assert get_gpu(name).sources["mma_sync_cycles"].startswith("not known")

@@ -34,6 +34,15 @@ CASES = [
     (("A6000", 512, 32, 0), (3, 48, 100.0, "warps")),
     # 48 threads still take two whole warps.
     (("H100", 48, 0, 0), (32, 64, 100.0, "warps")),
+    # Shared memory in CUDA's units (cudaOccSMemAllocationGranularity): 128 bytes on 8.x and 9.x, 256 on 7.x.
+    # 20,000 + 1,024 = 21,024 B, 21,120 in 128-byte units: 233,472 // 21,120 = 11 blocks (256-byte units: 21,248,
+    # 10 blocks); 24 registers (768 a warp, 21 warps a quarter) and 2-warp blocks allow 42 and 32.
+    (("H100", 64, 24, 20000), (11, 22, 34.375, "shared memory")),
+    (("H200", 64, 24, 20000), (11, 22, 34.375, "shared memory")),
+    # A100: 14,100 + 1,024 = 15,124 B, 15,232 in 128-byte units: 167,936 // 15,232 = 11 (256-byte units: 10).
+    (("A100", 64, 0, 14100), (11, 22, 34.375, "shared memory")),
+    # T4 (7.5) keeps 256-byte units: 9,300 B take 9,472, 65,536 // 9,472 = 6 (128-byte units would give 7).
+    (("T4", 32, 0, 9300), (6, 6, 18.75, "shared memory")),
 ]
 
 
@@ -81,3 +90,12 @@ def test_bad_input_says_what_is_wrong_and_what_to_do(args, words):
 def test_non_integer_counts_are_a_type_error():
     with pytest.raises(TypeError, match="threads_per_block"):
         theoretical_occupancy("H100", 256.0, 32, 0)
+
+
+def test_the_allocation_units_are_cudas_per_compute_capability():
+    # cuda_occupancy.h: shared memory in 256-byte units on 7.x and 128 on 8.x and 9.x; registers in 256 a warp on all
+    for name, unit in (("T4", 256), ("A100", 128), ("A6000", 128), ("H100", 128), ("H200", 128)):
+        gpu = get_gpu(name)
+        assert gpu.shared_allocation_unit == unit, name
+        assert gpu.register_allocation_unit == 256 and gpu.register_allocation_granularity == "warp", name
+        assert "cudaOccSMemAllocationGranularity" in gpu.sources["shared_allocation_unit"]
