@@ -391,7 +391,7 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   E.code = 0;
   E.message[0] = 0;
   E_launch.code = 0;
-  GPUEDU_PROF(launch_begin(dims, dims + 3, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
+  GPUEDU_PROF(launch_begin(dims, dims + 3, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES, &G.stop_reason));
   LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
   int code = run_grid_on(&body, workers);
   // The grids its threads launched from device code, in launch order (each may launch more): part of this launch,

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gpuedu_profile.h"
@@ -365,6 +366,16 @@ struct Lane {
 
 const int MAX_LANES = 64;                 // host::MAX_WORKERS (gpuedu_host.h)
 
+// A lock the workers hold for a few instructions. Ctrl-C and the timeout stop a worker where it is (SIGURG), even
+// holding one: the next launch makes it free again (launch_begin), which a std::mutex could not be.
+struct Spin {
+  int held = 0;
+  void lock() {
+    while (__atomic_exchange_n(&held, 1, __ATOMIC_ACQUIRE)) std::this_thread::yield();
+  }
+  void unlock() { __atomic_store_n(&held, 0, __ATOMIC_RELEASE); }
+};
+
 struct State {
   // configuration (Python, before each launch)
   std::vector<Range> ranges;              // device allocations, sorted
@@ -382,10 +393,12 @@ struct State {
   Lane* lanes[MAX_LANES] = {};            // [worker]
   std::vector<Range> file_shared;         // static __shared__ variables at file scope (registered at load)
   // the blocks' outputs, taken in the grid's order (hand_on)
-  std::mutex order_lock;
+  Spin order_lock;
   std::map<uint64_t, BlockOut*> waiting;  // handed on before the blocks ahead of them
   uint64_t next_sequence = 0;             // the block to take next
   bool taking = false;                    // a worker is taking them
+  size_t lines_waiting = 0;
+  const volatile int* stop = nullptr;     // nonzero once the launch is stopping (a worker failed, Ctrl-C, timeout)
   std::vector<BlockOut*> spare;
   // what the blocks' lines give, in the grid's order
   std::vector<std::vector<uint64_t>> dram_read, dram_write;  // sector bitmaps per allocation
@@ -402,7 +415,7 @@ struct State {
   std::vector<int32_t> fenwick;           // marks at the lines' last-access times (once the footprint needs it)
   uint64_t now = 0;
   // instruction sites (the workers look them up under site_lock, behind each worker's cache)
-  std::mutex site_lock;
+  Spin site_lock;
   std::vector<uintptr_t> site_address;
   std::vector<uint8_t> site_kind;
   std::vector<uint32_t> site_table;       // open addressing: site + 1
@@ -467,7 +480,7 @@ inline uint32_t site_of(Lane& L, uintptr_t address, uint8_t kind) {
   if (e.address == address) return e.id;
   uint32_t id;
   {
-    std::lock_guard<std::mutex> hold(S.site_lock);
+    std::lock_guard<Spin> hold(S.site_lock);
     id = new_site(address, kind);
   }
   e.address = address;
@@ -1177,29 +1190,44 @@ void take(const BlockOut& b) {
 // A block is done: its output is taken now if every block before it in the launch's order was, else when the
 // last of those is. The worker that hands on the block next in order takes it, and any that wait after it
 // (one worker at a time, outside the lock: the others hand on theirs and run on).
+// A worker whose block waits behind too many lines (another worker is far behind: more workers than cores, or
+// a slow block) waits too, before its next block, until they are taken or the launch stops: the lines waiting
+// stay within bounds.
+const size_t MOST_LINES_WAITING = (size_t)1 << 25;   // (256 MB)
+
 void hand_on(BlockOut* b) {
-  std::unique_lock<std::mutex> hold(S.order_lock);
-  S.waiting.emplace(b->sequence, b);
-  if (S.taking) return;
-  S.taking = true;
-  for (;;) {
-    auto next = S.waiting.find(S.next_sequence);
-    if (next == S.waiting.end()) break;
-    BlockOut* ready = next->second;
-    S.waiting.erase(next);
-    S.next_sequence++;
-    hold.unlock();
-    take(*ready);
-    ready->lines.size = 0;
-    ready->errors.clear();
-    hold.lock();
-    S.spare.push_back(ready);
+  uint64_t sequence = b->sequence;
+  std::unique_lock<Spin> hold(S.order_lock);
+  S.waiting.emplace(sequence, b);
+  S.lines_waiting += b->lines.size;
+  if (!S.taking) {
+    S.taking = true;
+    for (;;) {
+      auto next = S.waiting.find(S.next_sequence);
+      if (next == S.waiting.end()) break;
+      BlockOut* ready = next->second;
+      S.waiting.erase(next);
+      S.next_sequence++;
+      S.lines_waiting -= ready->lines.size;
+      hold.unlock();
+      take(*ready);
+      ready->lines.size = 0;
+      ready->errors.clear();
+      hold.lock();
+      S.spare.push_back(ready);
+    }
+    S.taking = false;
   }
-  S.taking = false;
+  // (The block next in order is the one a running worker holds: it never waits here with it.)
+  while (S.lines_waiting > MOST_LINES_WAITING && sequence >= S.next_sequence && !(S.stop && *S.stop)) {
+    hold.unlock();
+    std::this_thread::yield();
+    hold.lock();
+  }
 }
 
 BlockOut* fresh_out() {
-  std::lock_guard<std::mutex> hold(S.order_lock);
+  std::lock_guard<Spin> hold(S.order_lock);
   if (S.spare.empty()) return new BlockOut;
   BlockOut* b = S.spare.back();
   S.spare.pop_back();
@@ -1258,8 +1286,12 @@ void worker_end() {
   h->prof = nullptr;
 }
 
-void launch_begin(const unsigned* grid, const unsigned* block, size_t dynamic_bytes, size_t dynamic_capacity) {
+void launch_begin(const unsigned* grid, const unsigned* block, size_t dynamic_bytes, size_t dynamic_capacity,
+                  const volatile int* stop) {
   S.launch++;
+  S.order_lock.held = S.site_lock.held = 0;   // (a launch stopped where it was may have left one held)
+  S.stop = stop;
+  S.lines_waiting = 0;
   S.dynamic_bytes = dynamic_bytes;
   S.dynamic_capacity = dynamic_capacity;
   S.errors.clear();

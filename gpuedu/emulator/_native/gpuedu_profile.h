@@ -25,10 +25,10 @@ constexpr size_t WORKER_HEAD_PROF = 24, WORKER_HEAD_RUNNING = 64, WORKER_HEAD_RU
 // memcheck's errors) takes the blocks in that order.
 GPUEDU_HIDDEN void worker_begin(int worker, const void* dynamic_shared, const void* arena);
 GPUEDU_HIDDEN void worker_end();
-// A launch starts: the grid, the block and the dynamic shared memory (the part of the buffer the launch asked
-// for, and the buffer's size).
+// A launch starts: the grid, the block, the dynamic shared memory (the part of the buffer the launch asked
+// for, and the buffer's size), and what turns nonzero when the launch stops early.
 GPUEDU_HIDDEN void launch_begin(const unsigned* grid, const unsigned* block, size_t dynamic_bytes,
-                                size_t dynamic_capacity);
+                                size_t dynamic_capacity, const volatile int* stop);
 // A grid launched from device code starts (after the launch's own, in launch order: its blocks come after theirs).
 GPUEDU_HIDDEN void grid_begin(const unsigned* grid);
 // Block `block_linear` of the running grid starts and ends on this worker.

@@ -388,13 +388,11 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
   __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
   if (fresh) {
     int i = add_shared(SharedVar{offset, nullptr, value_bytes, R.kernel, guard, name});
-#ifdef GPUEDU_PROFILE
-    prof::shared_range(R.arena + offset, value_bytes);
-#endif
     __atomic_store_n(key, k, __ATOMIC_RELEASE);
     shared_registered(i, R.arena + offset, value_bytes);
   }
 #ifdef GPUEDU_PROFILE
+  prof::shared_slot(k - 1, value_bytes);   // (whichever worker made the slot)
   prof::resume(counting);
 #endif
   return k;
