@@ -1,17 +1,18 @@
-"""What counting costs: each lesson kernel profiled vs run plainly on the emulator, in one run.
+"""What counting costs: each lesson kernel profiled vs run plainly on the emulator, both on every core, in one run.
 
     .venv/bin/python benchmarks/profiler_bench.py [--out benchmarks/results/cpu-emulator-profiler.json]
 
 For every kernel of the lessons' ladders (activation, transpose, the reduction ladder, the matmul
 ladder) at a lesson's size, the best of several plain launches and of several profiled launches
 (after a first profiled launch that builds the instrumented module) are timed, interleaved, on this
-machine's CPU: the ratio profiled / plain is the figure, with the geometric mean over the kernels
-(target <= 10x) and the worst kernel (target <= 30x). A profiled launch runs its blocks on one worker thread
-(the counters and the L2 model follow the grid's order), so the plain launches it is measured against run on
-one too: the figure is the cost of counting. Plain launches on every core (the default) are faster again; each
-row records that time as well, and the ratio to it. Measured on the emulator's CPU; nothing here is a
-GPU figure. The machine's load average is recorded with the result: a busy machine slows both runs,
-but not alike, so rerun it when the load is high.
+machine's CPU. Both run their blocks on every core (the emulator's default worker threads, one per core): a
+profiled launch runs on as many workers as a plain one and counts the same with any number. The ratio
+profiled / plain is the figure, with the geometric mean over the kernels (target <= 10x) and the worst kernel
+(target <= 20x). Each row also records a plain launch on one worker thread and the ratio to it (what counting
+costs a worker, the cost the figure had before profiled launches ran on every core). Measured on the
+emulator's CPU; nothing here is a GPU figure. The machine's load average is recorded with the result: a busy
+machine slows both runs, but not alike (a launch on every core needs every core free), so rerun it when the
+load is high.
 """
 import argparse
 import json
@@ -27,8 +28,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import gpuedu  # noqa: E402  (the benchmark measures the checkout it sits in)
 
-TARGET = 10.0          # the geometric mean of profiled / plain over the kernels
-WORST_TARGET = 30.0    # any one kernel
+TARGET = 10.0          # the geometric mean of profiled / plain (both on every core) over the kernels
+WORST_TARGET = 20.0    # any one kernel
 
 
 def best(fn, repeats):
@@ -87,32 +88,36 @@ def main(argv=None):
             t0 = time.perf_counter()
             run()                                      # builds the instrumented module
             first = time.perf_counter() - t0
-        plain, profiled, all_cores = [], [], []
+        plain, profiled, one_worker = [], [], []
         try:
-            for _ in range(args.repeats):              # interleaved, so machine noise hits both alike
-                compiler.set_threads(1)
+            for _ in range(args.repeats):              # interleaved, so machine noise hits each alike
+                compiler.set_threads(cores)
                 plain.append(best(run, 1))
                 with gpuedu.profile():
                     profiled.append(best(run, 1))
-                compiler.set_threads(cores)
-                all_cores.append(best(run, 1))
+                compiler.set_threads(1)
+                one_worker.append(best(run, 1))
         finally:
             compiler.set_threads(cores)
         ratio = min(profiled) / min(plain)
         rows.append({"kernel": name, "plain_s": min(plain), "profiled_s": min(profiled), "ratio": ratio,
-                     "first_profiled_launch_s": first, "plain_all_cores_s": min(all_cores),
-                     "ratio_to_all_cores": min(profiled) / min(all_cores)})
+                     "first_profiled_launch_s": first, "plain_one_worker_s": min(one_worker),
+                     "ratio_to_one_worker": min(profiled) / min(one_worker)})
         print(f"{name:28s} plain {min(plain) * 1e3:8.2f} ms  profiled {min(profiled) * 1e3:9.2f} ms  "
-              f"{ratio:6.1f}x   (first profiled launch {first:.1f} s)", flush=True)
+              f"{ratio:6.1f}x   (on one worker: plain {min(one_worker) * 1e3:8.2f} ms; first profiled launch "
+              f"{first:.1f} s)", flush=True)
     totals = summary(rows)
     print(f"geometric mean {totals['geometric_mean_ratio']:.1f}x (target <= {TARGET:g}x), worst "
-          f"{totals['worst']['ratio']:.1f}x ({totals['worst']['kernel']}; target <= {WORST_TARGET:g}x)")
+          f"{totals['worst']['ratio']:.1f}x ({totals['worst']['kernel']}; target <= {WORST_TARGET:g}x), "
+          f"{totals['kernels_within_worst_target']} of {totals['kernels']} kernels within it: targets "
+          f"{'met' if totals['targets_met'] else 'not met'} (both on {cores} worker threads; load average "
+          f"{os.getloadavg()[0]:.2f})")
     result = {
-        "what": "profiled / plain emulator time per lesson kernel (measured on this machine's CPU)",
+        "what": "profiled / plain emulator time per lesson kernel, both on every core (measured on this machine's CPU)",
         "machine": {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
                     "load_average": os.getloadavg()},
-        "backend": backend.name, "repeats": args.repeats, "plain_workers": 1, "all_cores_workers": cores,
-        **totals, "rows": rows,
+        "backend": backend.name, "repeats": args.repeats, "plain_workers": cores, "profiled_workers": cores,
+        "one_worker_workers": 1, **totals, "rows": rows,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

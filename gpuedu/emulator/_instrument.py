@@ -253,7 +253,9 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False, l2_bytes=()):
         ctypes.memmove(theirs, ours, size)
     start = time.perf_counter()
     try:
-        function._run_on(twin.module, info_address, dims, argbuf, watch=not memcheck)
+        # Racecheck looks for hazards between blocks too, in one shadow of every word: its blocks run on one
+        # worker, in the grid's order. Counting (and memcheck) run them on every worker, as a plain launch does.
+        function._run_on(twin.module, info_address, dims, argbuf, watch=not memcheck, one_worker=racecheck)
     finally:
         seconds = time.perf_counter() - start
         for ours, theirs, size in twin.shared_variables:

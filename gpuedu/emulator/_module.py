@@ -138,8 +138,9 @@ def set_threads(count):
     after another, in the grid's order). ``GPUEDU_THREADS`` sets it when the emulator is imported.
 
     Blocks are independent by CUDA's rules, so results do not depend on it, except where a kernel's blocks race
-    (atomics in an order, a value one block writes and another reads), as on a GPU. The profiler's instrumented
-    launches (``gpuedu.profile()``, racecheck, memcheck) and modules with launches from device code run on one."""
+    (atomics in an order, a value one block writes and another reads), as on a GPU. The profiler's counted
+    launches (``gpuedu.profile()``, memcheck) run on as many, and count the same with any number; racecheck's,
+    which look for hazards between blocks, and modules with launches from device code run on one."""
     if count is None or count == "" or count == "auto":
         count = min(available_cores(), MAX_WORKERS)   # (a machine with more cores uses the first 64)
     try:
@@ -668,12 +669,13 @@ class Function:
         else:
             self._run_on(self.module, self._info_address, dims, argbuf)
 
-    def _run_on(self, module, info_address, dims, argbuf, watch=True):
+    def _run_on(self, module, info_address, dims, argbuf, watch=True, one_worker=False):
         """Run the grid with ``module``'s code: this kernel's own module, or its profiled twin.
 
         Afterwards the watched bytes around each allocation passed as an argument must be intact (a write
         into the slack past the end, or just before the start, faults nowhere); ``watch=False`` (memcheck,
-        which reports those writes itself) only puts them back."""
+        which reports those writes itself) only puts them back. ``one_worker=True`` runs the blocks on one
+        worker, in the grid's order, whatever ``set_threads`` says (racecheck)."""
         self._check_device_pointers(module, argbuf)
         timeout = _settings["timeout"]
         timer = None
@@ -685,7 +687,7 @@ class Function:
             # One launch at a time in the process: launches share the signal handlers, and a
             # module's runtime state (the emulated device runs one grid at a time anyway).
             with _launch_lock:
-                workers = 1 if module.single_worker else _settings["threads"]
+                workers = 1 if module.single_worker or one_worker else _settings["threads"]
                 code = module._lib.gpuedu_launch(info_address, dims, _settings["schedule"], _settings["seed"],
                                                   _force_fibers, argbuf, workers)
         finally:

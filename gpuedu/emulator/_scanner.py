@@ -271,8 +271,8 @@ _FILE_SCOPE_SHARED = "__gpuedu_file_scope_shared__"
 #: A module whose blocks must run on one worker thread says so with this symbol (``_module.Module.single_worker``):
 #: one whose shared memory a second worker could not have its own copy of (a static ``__shared__`` variable at
 #: file scope, or a declaration the rewrite did not understand, stays one variable of the module), one that launches
-#: grids from device code (they run in launch order), a profiled build (its counters and L2 model follow the grid's
-#: order), and a source that asks for it.
+#: grids from device code (they run in launch order), and a source that asks for it. (A profiled build runs on
+#: every worker as its plain build does: the counters take the blocks' output in the grid's order.)
 SINGLE_WORKER_SYMBOL = "gpuedu_single_worker"
 
 
@@ -376,7 +376,7 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     # also ask for its blocks in the grid's order: `#define GPUEDU_BLOCKS_IN_ORDER` (e.g. a float sum made with
     # atomicAdd across blocks, the same to the last bit every run).
     code = NOT_CODE.sub(" ", source)
-    single[0] = bool(profile or device_launches or re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", code, re.M)
+    single[0] = bool(device_launches or re.search(r"^[ \t]*#[ \t]*define\b.*\b__shared__\b", code, re.M)
                      or re.search(r"^[ \t]*#[ \t]*define[ \t]+GPUEDU_BLOCKS_IN_ORDER\b", code, re.M))
     source = _mark_file_scope(source)
 

@@ -495,8 +495,9 @@ def test_file_scope_is_told_from_function_bodies():
     ]
     for src in inside:
         assert SINGLE_WORKER_SYMBOL not in rewrite_source(src), src
-        # a profiled build, and a source that launches grids from device code, run on one worker whatever they hold
-        assert SINGLE_WORKER_SYMBOL in rewrite_source(src, profile=True), src
+        # a profiled build runs on every worker as the plain one does; a source that launches grids from device
+        # code runs on one whatever it holds
+        assert SINGLE_WORKER_SYMBOL not in rewrite_source(src, profile=True), src
         assert SINGLE_WORKER_SYMBOL in rewrite_source(src, device_launches=True), src
     outside = [
         "__shared__ int x;",
@@ -507,6 +508,7 @@ def test_file_scope_is_told_from_function_bodies():
     ]
     for src in outside:
         assert SINGLE_WORKER_SYMBOL in rewrite_source(src), src
+        assert SINGLE_WORKER_SYMBOL in rewrite_source(src, profile=True), src
     # extern __shared__ (the dynamic buffer): in a function, a pointer to the running worker's; at file scope the
     # module's own buffer, on one worker
     assert SINGLE_WORKER_SYMBOL not in rewrite_source("__global__ void k() { extern __shared__ float buf[]; }")

@@ -114,6 +114,12 @@ namespace __gpuedu {
 struct WorkerHead {
   uint3 tid;
   uint3 bid;
+  // In a profiled module's launch, the counters' state of this worker (the block it runs, what its blocks
+  // counted: gpuedu_profile.cpp's Lane), null otherwise; and what their hooks read at every load, store and
+  // basic block (its Running: zero, counting off, outside such a launch). The counters reach them here, as the
+  // runtime reaches the rest, from the one thread-local pointer.
+  void* prof;
+  alignas(64) unsigned char prof_running[128];
 };
 }  // namespace __gpuedu
 #if defined(__linux__) && defined(GPUEDU_PROFILE) && !defined(__clang__) && !defined(GPUEDU_SCAN)

@@ -308,6 +308,7 @@ inline bool become_worker(int w) {
                          "no address space left for the static __shared__ variables of a worker thread"};
     return false;
   }
+  GPUEDU_PROF(worker_begin(w, R.dyn, R.arena));
   return true;
 }
 
@@ -331,6 +332,7 @@ inline void run_worker(void* p, int w) {
     E.message[0] = 0;
   }
   int code = host::run_guarded_worker(w, run_on_launch_stack, job.body);
+  if (w) GPUEDU_PROF(worker_end());
   job.codes[w] = code;
   if (code) {
     job.errors[w] = E;
@@ -393,7 +395,7 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   E.code = 0;
   E.message[0] = 0;
   E_launch.code = 0;
-  GPUEDU_PROF(launch_begin(dims, dims + 3, R.dyn, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES));
+  GPUEDU_PROF(launch_begin(dims, dims + 3, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES, &G.stop_reason));
   LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
   int code = run_grid_on(&body, workers);
   // The grids its threads launched from device code, in launch order (each may launch more): part of this launch,
@@ -404,11 +406,13 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   while (code == 0 && host::take_child(&child, child_dims, &child_args)) {
     const KernelInfo* ck = (const KernelInfo*)child;
     begin_grid(ck, child_dims);
+    GPUEDU_PROF(grid_begin(child_dims));
     ++G.grid;
     LaunchBody grid{ck, child_args, force_fibers || ck->needs_fibers, __gpuedu::static_shared_of(ck)};
     code = run_grid_on(&grid, 1);
   }
   host::clear_children();
+  GPUEDU_PROF(worker_end());
   size_t length = 0, dropped = 0;
   printed = host::printf_collect(gpuedu_printf_limit, &length, &dropped);
   gpuedu_printf_len = length;

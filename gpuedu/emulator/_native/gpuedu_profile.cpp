@@ -13,9 +13,19 @@
 // wavefronts and bank conflicts, divergent branches; and, with racecheck on, the
 // hazards compute-sanitizer's racecheck reports (two threads touch one address
 // between barriers, at least one writes, not both atomically).
+//
+// A launch's blocks run on several worker threads at once, as a plain launch's do. Each worker counts its
+// own blocks (a Lane); what a block counts depends on that block alone, and the launch's counts are the
+// workers' sums. The L2 model, the DRAM maps and memcheck's errors depend on order: each block hands its
+// lines and errors on (a BlockOut), and they are taken block by block in the grid's order (hand_on), so
+// every count is the same with any number of workers, and what one worker running the blocks in the grid's
+// order gives. Racecheck's launches run on one worker (its hazards lie between blocks too).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gpuedu_profile.h"
@@ -253,6 +263,8 @@ struct WarpState {
 // refresh_blocks() set it whenever the lane starts or resumes, and after anything that may move the vectors
 // it points into (the full ways).
 struct Running {
+  bool on = false;                        // the running thread runs the kernel's code (the hooks count)
+  uint64_t shared_lo = 0, shared_span = 0;  // the span that holds every shared range of the worker (Lane::shared)
   uint32_t* memory_cursor = nullptr;      // &memory.cursor[lane]
   const Step* steps = nullptr;
   uint64_t* addresses = nullptr;          // &addresses[lane]: request j's entry is addresses[j * 32]
@@ -297,21 +309,100 @@ struct MemError {        // layout mirrored in _instrument.py
   uint64_t region_bytes;
 };
 
+struct Lines {                            // (a vector whose append the hooks' callers inline)
+  uint64_t* data = nullptr;
+  size_t size = 0, capacity = 0;
+  __attribute__((noinline)) void grow(size_t at_least) {
+    size_t c = std::max<size_t>(at_least, 2 * capacity + 1024);
+    uint64_t* d = new uint64_t[c];
+    if (size) std::memcpy(d, data, size * sizeof *d);
+    delete[] data;
+    data = d;
+    capacity = c;
+  }
+  // Room for n more.
+  inline uint64_t* room(size_t n) {
+    if (size + n > capacity) grow(size + n);
+    return data + size;
+  }
+};
+
+// What one block hands on to the launch's counters that must be taken in the grid's order, whichever worker ran
+// it: its global requests' lines for the L2 model and the DRAM maps (line << 6 | op << 4 | sectors), and
+// memcheck's errors.
+struct BlockOut {
+  uint64_t sequence = 0;                  // the block's place in the launch: its grid's base + its index in it
+  Lines lines;
+  std::vector<MemError> errors;
+};
+
+// One worker's state (one per worker of the launch, kept from launch to launch): the lane it runs, the warps of
+// its block, and what its blocks counted. A launch's blocks run on several workers at once; what a block counts
+// depends on that block alone, so each worker adds its blocks' counts to its own counters, summed when the launch
+// ends (a sum, the same in any order), and hands on the rest in a BlockOut. The hooks find it from the worker's
+// state (WorkerHead::prof in gpuedu_device.h).
+struct Lane {
+  Running* run = nullptr;                 // the worker's, in its state (HeadView), where the hooks read it
+  unsigned tid = 0, lane = 0;
+  WarpState* warp = nullptr;
+  uint32_t epoch = 0;                     // barriers the running block has passed (racecheck)
+  uint16_t warp_gen[32] = {};
+  uint64_t block_linear = 0;
+  uint32_t red_thread = 0;                // launch_thread() of the thread whose next atomic discards its result
+  uint64_t launch = 0;                    // the launch it was made ready for (State::launch)
+  uint64_t counters[N_COUNTERS] = {};
+  BlockOut* out = nullptr;                // the running block's
+  const unsigned char* dynamic_shared = nullptr;   // this worker's dynamic shared buffer
+  const unsigned char* arena = nullptr;   // ... and its static __shared__ variables (at their modules' offsets)
+  WarpState warps[32];
+  // address lookups
+  std::vector<Range> shared;              // [0] the dynamic buffer, then the static __shared__ variables (this
+                                          // worker's copies of them)
+  size_t recent[4] = {0, 0, 0, 0};        // ranges hit lately
+  unsigned next_recent = 0;
+  uint64_t miss_lines[256] = {};          // cache lines recently found to be neither shared nor global
+  SiteEntry site_cache[1024] = {};        // instruction sites looked up lately (State::site_table's)
+};
+
+const int MAX_LANES = 64;                 // host::MAX_WORKERS (gpuedu_host.h)
+
+// A lock the workers hold for a few instructions. Ctrl-C and the timeout stop a worker where it is (SIGURG), even
+// holding one: the next launch makes it free again (launch_begin), which a std::mutex could not be.
+struct Spin {
+  int held = 0;
+  void lock() {
+    while (__atomic_exchange_n(&held, 1, __ATOMIC_ACQUIRE)) std::this_thread::yield();
+  }
+  void unlock() { __atomic_store_n(&held, 0, __ATOMIC_RELEASE); }
+};
+
 struct State {
   // configuration (Python, before each launch)
   std::vector<Range> ranges;              // device allocations, sorted
   bool racecheck = false;
   bool memcheck = false;
   bool fast = true;                       // neither: the hooks may take their fast paths
+  size_t dynamic_bytes = 0;               // the dynamic shared memory the launch asked for
   size_t dynamic_capacity = 0;            // the dynamic shared buffer's full size (shared= uses its start)
-  std::vector<MemError> errors;
+  std::vector<MemError> errors;           // memcheck's: the blocks', in the grid's order
   // launch
+  uint64_t launch = 0;                    // launches begun
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
-  unsigned nthreads = 1, block_linear = 0;
-  uint32_t epoch = 0;
-  uint64_t counters[N_COUNTERS] = {};
+  unsigned nthreads = 1;
+  uint64_t grid_base = 0, grid_blocks = 1;  // the running grid's first block in the launch's order, its blocks
+  Lane* lanes[MAX_LANES] = {};            // [worker]
+  std::vector<Range> file_shared;         // static __shared__ variables at file scope (registered at load)
+  // the blocks' outputs, taken in the grid's order (hand_on)
+  Spin order_lock;
+  std::map<uint64_t, BlockOut*> waiting;  // handed on before the blocks ahead of them
+  uint64_t next_sequence = 0;             // the block to take next
+  bool taking = false;                    // a worker is taking them
+  size_t lines_waiting = 0;
+  const volatile int* stop = nullptr;     // nonzero once the launch is stopping (a worker failed, Ctrl-C, timeout)
+  std::vector<BlockOut*> spare;
+  // what the blocks' lines give, in the grid's order
   std::vector<std::vector<uint64_t>> dram_read, dram_write;  // sector bitmaps per allocation
-  uint32_t red_thread = 0;                // launch_thread() of the thread whose next atomic discards its result
+  uint64_t dram_read_pairs = 0;           // by an L2 that never evicts
   // the L2 model (see l2_access)
   int n_capacities = 0;
   uint64_t capacity_lines[MAX_CAPACITIES] = {};
@@ -323,36 +414,48 @@ struct State {
   uint64_t line_hint[2 * LINE_HINTS] = {};  // a direct-mapped cache in front of it (see l2_access)
   std::vector<int32_t> fenwick;           // marks at the lines' last-access times (once the footprint needs it)
   uint64_t now = 0;
-  // the running lane
-  bool on = false;
-  unsigned tid = 0, lane = 0;
-  WarpState* warp = nullptr;
-  WarpState warps[32];
-  Running run;
-  uint16_t warp_gen[32] = {};
-  // address lookups
-  std::vector<Range> shared;              // [0] the dynamic buffer, then the static __shared__ variables
-  uint64_t shared_lo = 0, shared_span = 0;
-  size_t recent[4] = {0, 0, 0, 0};        // ranges hit lately
-  unsigned next_recent = 0;
-  uint64_t miss_lines[256] = {};          // cache lines recently found to be neither shared nor global
-  // instruction sites
+  // instruction sites (the workers look them up under site_lock, behind each worker's cache)
+  Spin site_lock;
   std::vector<uintptr_t> site_address;
   std::vector<uint8_t> site_kind;
   std::vector<uint32_t> site_table;       // open addressing: site + 1
-  SiteEntry site_cache[1024] = {};
-  // racecheck
+  // racecheck (which runs a launch's blocks on one worker, in the grid's order: a global hazard lies between
+  // blocks, which the shadow words see one after another)
   std::vector<std::vector<Shadow>> global_shadow, shared_shadow;
   std::vector<HazardOut> hazards;
 };
 
 State S;
 
+// The worker's state as the runtime lays it out (__gpuedu::WorkerHead, gpuedu_device.h): its `prof` is the running
+// worker's Lane while it runs a launch of this module, and `run` what the hooks read first (one thread-local
+// pointer away, as the runtime's threadIdx is; zero, counting off, in a worker that runs no such launch).
+struct HeadView {
+  unsigned tid[3], bid[3];
+  Lane* prof;
+  alignas(64) Running run;
+};
+static_assert(__builtin_offsetof(HeadView, prof) == __gpuedu::prof::WORKER_HEAD_PROF &&
+              __builtin_offsetof(HeadView, run) == __gpuedu::prof::WORKER_HEAD_RUNNING &&
+              sizeof(Running) <= __gpuedu::prof::WORKER_HEAD_RUNNING_BYTES,
+              "the counters find a worker's state where the runtime keeps room for it");
+}  // namespace
+#if defined(__linux__)
+extern "C" __thread void* __gpuedu_worker __attribute__((tls_model("initial-exec")));
+#else
+extern "C" __attribute__((visibility("hidden"))) void* __gpuedu_worker;
+#endif
+namespace {
+
+// The running worker's state, and its Lane (null outside a launch of this module).
+inline HeadView* head() { return (HeadView*)__gpuedu_worker; }
+inline Lane* running() { return head()->prof; }
+
 // (The memory side after the memory matcher or its vectors changed, the blocks' after theirs.)
-inline void refresh_memory() {
-  WarpState& W = *S.warp;
-  unsigned lane = S.lane;
-  Running& R = S.run;
+inline void refresh_memory(Lane& L) {
+  WarpState& W = *L.warp;
+  unsigned lane = L.lane;
+  Running& R = *L.run;
   R.memory_cursor = &W.memory.cursor[lane];
   R.steps = W.steps.data();
   R.addresses = W.addresses.empty() ? nullptr : W.addresses.data() + lane;
@@ -360,10 +463,10 @@ inline void refresh_memory() {
                        ? (uint32_t)std::min(W.steps.size(), W.addresses.size() / 32) : 0;
 }
 
-inline void refresh_blocks() {
-  WarpState& W = *S.warp;
-  unsigned lane = S.lane;
-  Running& R = S.run;
+inline void refresh_blocks(Lane& L) {
+  WarpState& W = *L.warp;
+  unsigned lane = L.lane;
+  Running& R = *L.run;
   R.block_cursor = &W.blocks.cursor[lane];
   R.block_address = W.blocks.address.data();
   R.block_steps = (W.blocks.stepping >> lane & 1u) ? (uint32_t)W.blocks.address.size() : 0;
@@ -371,16 +474,21 @@ inline void refresh_blocks() {
 
 uint32_t new_site(uintptr_t address, uint8_t kind);
 
-// Instruction sites by return address: a direct-mapped cache in front of the table.
-inline uint32_t site_of(uintptr_t address, uint8_t kind) {
-  SiteEntry& e = S.site_cache[(address ^ (address >> 9)) & 1023];
+// Instruction sites by return address: the worker's direct-mapped cache in front of the launch's table.
+inline uint32_t site_of(Lane& L, uintptr_t address, uint8_t kind) {
+  SiteEntry& e = L.site_cache[(address ^ (address >> 9)) & 1023];
   if (e.address == address) return e.id;
-  uint32_t id = new_site(address, kind);
+  uint32_t id;
+  {
+    std::lock_guard<Spin> hold(S.site_lock);
+    id = new_site(address, kind);
+  }
   e.address = address;
   e.id = id;
   return id;
 }
 
+// (Under S.site_lock.)
 uint32_t new_site(uintptr_t address, uint8_t kind) {
   if (S.site_table.empty()) S.site_table.assign(4096, 0);
   size_t mask = S.site_table.size() - 1;
@@ -409,11 +517,11 @@ uint32_t new_site(uintptr_t address, uint8_t kind) {
 }
 
 // ---- classifying an address ---------------------------------------------------------
-inline bool find_global(uint64_t a, size_t* which) {
+inline bool find_global(Lane& L, uint64_t a, size_t* which) {
   const std::vector<Range>& r = S.ranges;
   if (r.empty()) return false;
   for (size_t k = 0; k < 4; ++k) {  // a kernel mostly reads and writes a few buffers: try those first
-    size_t i = S.recent[k];
+    size_t i = L.recent[k];
     if (i < r.size() && a - r[i].lo < r[i].hi - r[i].lo) {
       *which = i;
       return true;
@@ -426,73 +534,83 @@ inline bool find_global(uint64_t a, size_t* which) {
   }
   if (lo == 0 || a >= r[lo - 1].hi) return false;
   *which = lo - 1;
-  S.recent[S.next_recent++ & 3] = lo - 1;
+  L.recent[L.next_recent++ & 3] = lo - 1;
   return true;
 }
 
-inline bool find_shared(uint64_t a, size_t* which) {
-  if (a - S.shared_lo >= S.shared_span) return false;
-  for (size_t i = 0; i < S.shared.size(); ++i)
-    if (a - S.shared[i].lo < S.shared[i].hi - S.shared[i].lo) { *which = i; return true; }
+inline bool find_shared(const Lane& L, uint64_t a, size_t* which) {
+  if (a - L.run->shared_lo >= L.run->shared_span) return false;
+  for (size_t i = 0; i < L.shared.size(); ++i)
+    if (a - L.shared[i].lo < L.shared[i].hi - L.shared[i].lo) { *which = i; return true; }
   return false;
 }
 
-void bound_shared() {  // the span that holds every shared range, for a one-compare rejection
+void bound_shared(Lane& L) {  // the span that holds every shared range, for a one-compare rejection
   uint64_t lo = ~0ull, hi = 0;
-  for (const Range& r : S.shared)
+  for (const Range& r : L.shared)
     if (r.hi > r.lo) { lo = std::min(lo, r.lo); hi = std::max(hi, r.hi); }
-  S.shared_lo = lo;
-  S.shared_span = hi > lo ? hi - lo : 0;
-  std::memset(S.miss_lines, 0, sizeof S.miss_lines);
+  L.run->shared_lo = lo;
+  L.run->shared_span = hi > lo ? hi - lo : 0;
+  std::memset(L.miss_lines, 0, sizeof L.miss_lines);
+}
+
+// A static __shared__ variable of the running worker (or, with none running, one at file scope) is known.
+void add_shared_range(Lane* L, uint64_t lo, uint64_t n) {
+  std::vector<Range>& known = L ? L->shared : S.file_shared;
+  if (known.empty() && L) known.push_back(Range{0, 0});
+  for (size_t i = L ? 1 : 0; i < known.size(); ++i)
+    if (known[i].lo == lo) return;
+  known.push_back(Range{lo, lo + n});
+  if (L) bound_shared(*L);
 }
 
 // ---- racecheck ------------------------------------------------------------------------
-uint32_t launch_thread() { return S.block_linear * S.nthreads + S.tid + 1; }
+uint32_t launch_thread(const Lane& L) { return (uint32_t)(L.block_linear * S.nthreads + L.tid + 1); }
 
-bool ordered(const Access& a, bool same_block_only) {
+bool ordered(const Lane& L, const Access& a, bool same_block_only) {
   // Whether access `a` (by another thread) happens before the running thread's access.
   uint32_t other = a.thread - 1;
-  if (other / S.nthreads != S.block_linear) return same_block_only;  // blocks are unordered within a launch
-  if (a.epoch != S.epoch) return true;                              // a __syncthreads lies between
+  if (other / S.nthreads != L.block_linear) return same_block_only;  // blocks are unordered within a launch
+  if (a.epoch != L.epoch) return true;                              // a __syncthreads lies between
   unsigned other_warp = (other % S.nthreads) / 32;
-  return other_warp == S.tid / 32 && a.warp_gen != S.warp_gen[S.tid / 32];  // a __syncwarp lies between
+  return other_warp == L.tid / 32 && a.warp_gen != L.warp_gen[L.tid / 32];  // a __syncwarp lies between
 }
 
-void report(int kind, int space, const Access& first, uint32_t site, uint64_t where) {
+void report(const Lane& L, int kind, int space, const Access& first, uint32_t site, uint64_t where) {
   for (HazardOut& h : S.hazards)
     if (h.kind == kind && h.space == space && h.site_first == first.site && h.site_second == site) {
       h.count++;
       return;
     }
   if (S.hazards.size() >= 256) return;
-  S.hazards.push_back(HazardOut{kind, space, first.site, site, first.thread - 1, launch_thread() - 1, 1, where});
+  S.hazards.push_back(HazardOut{kind, space, first.site, site, first.thread - 1, launch_thread(L) - 1, 1, where});
 }
 
-void check_word(Shadow& sh, int space, uint32_t site, uint8_t mask, uint8_t op, uint64_t where) {
-  uint32_t me = launch_thread();
+void check_word(const Lane& L, Shadow& sh, int space, uint32_t site, uint8_t mask, uint8_t op, uint64_t where) {
+  uint32_t me = launch_thread(L);
   bool write = op != LD, atomic = op == ATOM;
   bool shared = space == SHARED;
   auto conflicts = [&](const Access& a) {
-    return a.thread && a.thread != me && (a.mask & mask) && !(a.atomic && atomic) && !ordered(a, shared);
+    return a.thread && a.thread != me && (a.mask & mask) && !(a.atomic && atomic) && !ordered(L, a, shared);
   };
-  if (conflicts(sh.w)) report(write ? 2 : 0, space, sh.w, site, where);
+  if (conflicts(sh.w)) report(L, write ? 2 : 0, space, sh.w, site, where);
   if (write) {
-    if (conflicts(sh.r1)) report(1, space, sh.r1, site, where);
-    else if (conflicts(sh.r2)) report(1, space, sh.r2, site, where);
+    if (conflicts(sh.r1)) report(L, 1, space, sh.r1, site, where);
+    else if (conflicts(sh.r2)) report(L, 1, space, sh.r2, site, where);
   }
-  Access now{me, S.epoch, S.warp_gen[S.tid / 32], (uint16_t)site, mask, (uint8_t)atomic};
+  Access now{me, L.epoch, L.warp_gen[L.tid / 32], (uint16_t)site, mask, (uint8_t)atomic};
   if (write) {
     sh.w = now;
-  } else if (!sh.r1.thread || sh.r1.thread == me || ordered(sh.r1, shared)) {
+  } else if (!sh.r1.thread || sh.r1.thread == me || ordered(L, sh.r1, shared)) {
     sh.r1 = now;
   } else {
     sh.r2 = now;
   }
 }
 
-void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t site, uint8_t op) {
+void racecheck(const Lane& L, int space, size_t range, uint64_t offset, unsigned size, uint32_t site, uint8_t op) {
   std::vector<std::vector<Shadow>>& all = space == SHARED ? S.shared_shadow : S.global_shadow;
-  const Range& r = space == SHARED ? S.shared[range] : S.ranges[range];
+  const Range& r = space == SHARED ? L.shared[range] : S.ranges[range];
   if (all.size() <= range) all.resize(range + 1);
   std::vector<Shadow>& shadow = all[range];
   if (shadow.empty()) {
@@ -504,30 +622,37 @@ void racecheck(int space, size_t range, uint64_t offset, unsigned size, uint32_t
   for (uint64_t w = offset / 4; w * 4 < end; ++w) {
     uint64_t lo = std::max<uint64_t>(w * 4, offset), hi = std::min<uint64_t>(w * 4 + 4, end);
     uint8_t mask = (uint8_t)(((1u << (hi - lo)) - 1u) << (lo - w * 4));
-    if (w < shadow.size()) check_word(shadow[w], space, site, mask, op, ((uint64_t)range << 40) | (w * 4));
+    if (w < shadow.size()) check_word(L, shadow[w], space, site, mask, op, ((uint64_t)range << 40) | (w * 4));
   }
 }
 
 // ---- the access hook ------------------------------------------------------------------
-void memcheck_error(int kind, int space, uint8_t op, unsigned size, uintptr_t ra, int64_t offset,
+// An error memcheck reports, once per kind and instruction (with the first thread to make it and how many times
+// it was made), at most 256 of them. Each block keeps its own, and the launch's are the blocks' merged in the
+// grid's order (take), which gives what one worker running the blocks in that order gives.
+void note_error(std::vector<MemError>& errors, const MemError& e) {
+  for (MemError& known : errors)
+    if (known.kind == e.kind && known.site == e.site) { known.count += e.count; return; }
+  if (errors.size() >= 256) return;
+  errors.push_back(e);
+}
+
+void memcheck_error(Lane& L, int kind, int space, uint8_t op, unsigned size, uintptr_t ra, int64_t offset,
                     uint64_t region, uint64_t region_bytes) {
-  uint32_t site = site_of(ra, MEMORY);
-  for (MemError& e : S.errors)
-    if (e.kind == kind && e.site == site) { e.count++; return; }
-  if (S.errors.size() >= 256) return;
-  S.errors.push_back(MemError{kind, space, op, size, site, S.block_linear * S.nthreads + S.tid, 1, offset, region,
-                              region_bytes});
+  uint32_t site = site_of(L, ra, MEMORY);
+  note_error(L.out->errors, MemError{kind, space, op, size, site, (uint32_t)(L.block_linear * S.nthreads + L.tid), 1,
+                                     offset, region, region_bytes});
 }
 
 // An address in no allocation and no shared variable: one just past (or before) an allocation,
 // which owns its pages, or past the dynamic shared memory the launch asked for is an out-of-bounds
 // access, as compute-sanitizer's memcheck reports it; anything else (the thread's own stack, the
 // module's data) is not device memory and is left alone.
-void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
+void memcheck_stray(Lane& L, uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
   const uint64_t near = 1024;
-  const Range& dyn = S.shared[0];
+  const Range& dyn = L.shared[0];
   if (a >= dyn.lo && a < dyn.lo + S.dynamic_capacity) {   // past what the launch's shared= asked for
-    memcheck_error(0, SHARED, op, size, ra, (int64_t)(a - dyn.lo), 0, dyn.hi - dyn.lo);
+    memcheck_error(L, 0, SHARED, op, size, ra, (int64_t)(a - dyn.lo), 0, dyn.hi - dyn.lo);
     return;
   }
   // (Past a static __shared__ array lies the module's other data, which the kernel may read
@@ -539,16 +664,16 @@ void memcheck_stray(uintptr_t ra, uint64_t a, unsigned size, uint8_t op) {
     if (r[mid].lo <= a) lo = mid + 1; else hi = mid;
   }
   if (lo > 0 && a >= r[lo - 1].hi && a - r[lo - 1].hi < near)
-    memcheck_error(0, GLOBAL, op, size, ra, (int64_t)(a - r[lo - 1].lo), lo - 1, r[lo - 1].hi - r[lo - 1].lo);
+    memcheck_error(L, 0, GLOBAL, op, size, ra, (int64_t)(a - r[lo - 1].lo), lo - 1, r[lo - 1].hi - r[lo - 1].lo);
   else if (lo < r.size() && r[lo].lo > a && r[lo].lo - a <= near)
-    memcheck_error(0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
+    memcheck_error(L, 0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
 __attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {   // (in whole requests of 32 lanes)
   v.resize((std::max<size_t>(j + 1, 2 * v.size()) + 31) & ~(size_t)31);
 }
 
-__attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
+__attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
   uint8_t op = op_asked == RED ? ATOM : op_asked;  // what racecheck and memcheck see: an atomic either way
   size_t which;
   uint8_t space;
@@ -556,48 +681,48 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
   uint64_t line = a >> 6;
   // Shared memory first: its variables are module statics, which may share a cache line with
   // data that is neither shared nor global (the line cache below would then hide them).
-  if (find_shared(a, &which)) {
+  if (find_shared(L, a, &which)) {
     space = SHARED;
     where = a;
-  } else if (!S.memcheck && S.miss_lines[line & 255] == line + 1) {
+  } else if (!S.memcheck && L.miss_lines[line & 255] == line + 1) {
     return;  // lately found to be neither global nor shared (allocations own whole pages)
-  } else if (find_global(a, &which)) {
+  } else if (find_global(L, a, &which)) {
     space = GLOBAL;
     where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
   } else {
-    if (S.memcheck) memcheck_stray(ra, a, size, op);
-    else S.miss_lines[line & 255] = line + 1;
+    if (S.memcheck) memcheck_stray(L, ra, a, size, op);
+    else L.miss_lines[line & 255] = line + 1;
     return;
   }
   // A GPU faults on an access that is not aligned to its size ("misaligned address").
   if (S.memcheck && (size & (size - 1)) == 0 && (a & (size - 1)))
-    memcheck_error(1, space, op, size, ra, (int64_t)(space == GLOBAL ? a - S.ranges[which].lo : a - S.shared[which].lo),
-                   which, space == GLOBAL ? S.ranges[which].hi - S.ranges[which].lo
-                                          : S.shared[which].hi - S.shared[which].lo);
-  uint32_t site = site_of(ra, MEMORY);
-  WarpState& W = *S.warp;
+    memcheck_error(L, 1, space, op, size, ra,
+                   (int64_t)(space == GLOBAL ? a - S.ranges[which].lo : a - L.shared[which].lo), which,
+                   space == GLOBAL ? S.ranges[which].hi - S.ranges[which].lo : L.shared[which].hi - L.shared[which].lo);
+  uint32_t site = site_of(L, ra, MEMORY);
+  WarpState& W = *L.warp;
   bool created;
-  int32_t slot = W.memory.match(S.lane, site, ra, &created);
+  int32_t slot = W.memory.match(L.lane, site, ra, &created);
   if (created) {
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
-    const Range& r = space == GLOBAL ? S.ranges[which] : S.shared[which];
+    const Range& r = space == GLOBAL ? S.ranges[which] : L.shared[which];
     W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
     W.steps.push_back(Step{ra, r.lo, space == GLOBAL ? ((uint64_t)which << 40) - r.lo : 0,
                            (uint32_t)std::min<uint64_t>(r.hi - r.lo, ~0u), space == SHARED});
-    uint32_t block = W.blocks.cursor[S.lane];
+    uint32_t block = W.blocks.cursor[L.lane];
     if ((size_t)block < W.instances.size()) {
       W.instances[block].requests++;
       if (space == GLOBAL && op != LD && op != ST) W.instances[block].global_atomic = 1;
     }
   }
-  W.requests[slot].mask |= 1u << S.lane;  // a lane meets each instance once (it is its k-th execution)
-  size_t at = (size_t)slot * 32 + S.lane;
+  W.requests[slot].mask |= 1u << L.lane;  // a lane meets each instance once (it is its k-th execution)
+  size_t at = (size_t)slot * 32 + L.lane;
   if (at >= W.addresses.size()) grow(W.addresses, at);
   W.addresses[at] = where;
-  refresh_memory();
+  refresh_memory(L);
   if (S.racecheck) {
-    if (space == GLOBAL) racecheck(GLOBAL, which, a - S.ranges[which].lo, size, site, op);
-    else racecheck(SHARED, which, a - S.shared[which].lo, size, site, op);
+    if (space == GLOBAL) racecheck(L, GLOBAL, which, a - S.ranges[which].lo, size, site, op);
+    else racecheck(L, SHARED, which, a - L.shared[which].lo, size, site, op);
   }
 }
 
@@ -610,8 +735,9 @@ __attribute__((noinline)) void access_slow(uintptr_t ra, uint64_t a, unsigned si
 // that lays the sequence down, one off it, and everything racecheck or memcheck looks at) go the full way
 // (access_slow), which classifies the address first. The first two save no register.
 inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
-  if (!S.on) return;
-  Running& R = S.run;
+  HeadView* h = head();
+  Running& R = h->run;
+  if (!R.on) return;
   uint32_t j = *R.memory_cursor;
   if (j < R.memory_steps) {
     const Step& q = R.steps[j];
@@ -621,19 +747,20 @@ inline __attribute__((always_inline)) void access(uintptr_t ra, uint64_t a, unsi
       return;
     }
   }
-  if (a - S.shared_lo >= S.shared_span) {
+  Lane* L = h->prof;
+  if (a - R.shared_lo >= R.shared_span) {
     uint64_t line = a >> 6;
-    if (S.miss_lines[line & 255] == line + 1 && !S.memcheck) return;  // lately neither global nor shared
+    if (L->miss_lines[line & 255] == line + 1 && !S.memcheck) return;  // lately neither global nor shared
   }
-  access_slow(ra, a, size, op_asked);
+  access_slow(*L, ra, a, size, op_asked);
 }
 
 void access_range(uintptr_t ra, uint64_t a, size_t size, uint8_t op) {
-  if (!S.on) return;
+  if (!head()->run.on) return;
   for (size_t off = 0; off < size; off += 16) access(ra, a + off, (unsigned)std::min<size_t>(16, size - off), op);
 }
 
-// ---- a warp is done: turn its requests into counts --------------------------------------
+// ---- DRAM: the sectors a launch reads and writes ---------------------------------------------
 std::vector<uint64_t>& dram_map(std::vector<std::vector<uint64_t>>& maps, size_t range) {
   if (maps.size() <= range) maps.resize(range + 1);
   std::vector<uint64_t>& m = maps[range];
@@ -641,22 +768,19 @@ std::vector<uint64_t>& dram_map(std::vector<std::vector<uint64_t>>& maps, size_t
   return m;
 }
 
-// The sectors [0, n) (allocation << 35 | sector) are read from and/or written to DRAM.
-void mark_dram(const uint64_t* sectors, unsigned n, std::vector<std::vector<uint64_t>>& maps) {
-  size_t range = ~(size_t)0;
-  std::vector<uint64_t>* m = nullptr;
-  for (unsigned i = 0; i < n; ++i) {
-    if ((sectors[i] >> 35) != range) { range = sectors[i] >> 35; m = &dram_map(maps, range); }
-    uint64_t bit = sectors[i] & ((1ull << 35) - 1);
-    if (bit / 64 < m->size()) (*m)[bit / 64] |= 1ull << (bit % 64);
-  }
+// The sectors `sectors` (bits 0-3) of the 128-byte line `line` (allocation << 33 | line) are read from or written
+// to DRAM: `map` is the allocation's. (A line's 4 sectors lie in one word of it.)
+inline void mark_dram(std::vector<uint64_t>& map, uint64_t line, unsigned sectors) {
+  uint64_t first = (line & ((1ull << 33) - 1)) << 2;   // the line's first sector in its allocation
+  if (first / 64 < map.size()) map[first / 64] |= (uint64_t)sectors << (first % 64);
 }
 
 // ---- the L2 model ------------------------------------------------------------------------
 // For each capacity the Python side configures (one per GPU it knows), an L2 of that many bytes:
 // 128-byte lines of four 32-byte sectors, fully associative, the least recently used line evicted,
 // empty when the launch starts (as Nsight Compute measures a kernel: it flushes the caches first).
-// The warps' requests reach it in the order the emulator finishes them (block by block).
+// The warps' requests reach it block by block, in the grid's order whichever worker ran each block (hand_on),
+// and within a block in the order its warps finished (a block's own schedule).
 // - A load (or atomic) of a sector the line does not hold fetches it from DRAM with its neighbour:
 //   DRAM moves 64-byte pairs of sectors, so one 32-byte sector read alone costs 64 bytes.
 // - A store makes its sectors valid and dirty in L2 (no DRAM read); an atomic reads, then dirties.
@@ -750,7 +874,7 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
       for (size_t y = 0; y < S.line_key.size(); ++y)
         for (int k = 0; k < S.n_capacities; ++k)
           S.line_state[y * MAX_CAPACITIES + k] = S.line_state[y * MAX_CAPACITIES + UNBOUNDED];
-      for (int k = 0; k < S.n_capacities; ++k) S.l2_read_pairs[k] = S.counters[DRAM_READ_PAIRS];
+      for (int k = 0; k < S.n_capacities; ++k) S.l2_read_pairs[k] = S.dram_read_pairs;
     }
   } else {
     x = (size_t)hint[1];
@@ -778,14 +902,14 @@ void l2_access(uint64_t line_key, unsigned sectors, uint8_t op) {
     state[k] = l2_serve(valid, dirty, sectors, op, &S.l2_read_pairs[k]);
   }
   state[UNBOUNDED] = l2_serve(state[UNBOUNDED] & 15u, state[UNBOUNDED] >> 4, sectors, op,
-                              &S.counters[DRAM_READ_PAIRS]);
+                              &S.dram_read_pairs);
 }
 
 // What each capacity wrote back by the end of the launch: the evictions so far, and the dirty lines
 // that the lines touched after them pushed out.
 void l2_results(uint64_t* reads, uint64_t* writes) {
   if (S.fenwick.empty()) {   // never more lines than the smallest capacity: nothing left L2
-    for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.counters[DRAM_READ_PAIRS]; writes[k] = 0; }
+    for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.dram_read_pairs; writes[k] = 0; }
     return;
   }
   for (int k = 0; k < S.n_capacities; ++k) { reads[k] = S.l2_read_pairs[k]; writes[k] = S.l2_written_back[k]; }
@@ -806,6 +930,7 @@ void l2_reset() {
   S.fenwick.clear();
   S.now = 0;
   for (int k = 0; k < MAX_CAPACITIES; ++k) S.l2_read_pairs[k] = S.l2_written_back[k] = 0;
+  S.dram_read_pairs = 0;
 }
 
 // Keep the distinct values of v[0, n) (n <= 128), in place; returns how many there are.
@@ -824,7 +949,7 @@ unsigned distinct(uint64_t* v, unsigned n) {
   return kept;
 }
 
-void count_request(const WarpState& W, size_t index) {
+void count_request(Lane& L, const WarpState& W, size_t index) {
   const Request& q = W.requests[index];
   const uint64_t* lanes_at = &W.addresses[index * 32];
   auto addr = [&](unsigned lane) { return lanes_at[lane]; };
@@ -847,27 +972,31 @@ void count_request(const WarpState& W, size_t index) {
       n = distinct(sectors, n);
       std::sort(sectors, sectors + n);
     }
+    uint64_t* counters = L.counters;
     if (q.op == RED) {
-      S.counters[G_RED_REQ] += 1;
-      S.counters[G_RED_SECT] += n;
-      S.counters[G_RED_BYTES] += (uint64_t)lanes * q.size;
-      S.counters[G_RED_LANES] += lanes;
+      counters[G_RED_REQ] += 1;
+      counters[G_RED_SECT] += n;
+      counters[G_RED_BYTES] += (uint64_t)lanes * q.size;
+      counters[G_RED_LANES] += lanes;
     } else {
-      S.counters[G_REQ + q.op] += 1;
-      S.counters[G_SECT + q.op] += n;
-      S.counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
-      S.counters[q.op == LD ? G_LD_LANES : q.op == ST ? G_ST_LANES : G_ATOM_LANES] += lanes;
+      counters[G_REQ + q.op] += 1;
+      counters[G_SECT + q.op] += n;
+      counters[G_BYTES + q.op] += (uint64_t)lanes * q.size;
+      counters[q.op == LD ? G_LD_LANES : q.op == ST ? G_ST_LANES : G_ATOM_LANES] += lanes;
     }
-    if (q.op != ST) mark_dram(sectors, n, S.dram_read);
-    if (q.op != LD) mark_dram(sectors, n, S.dram_write);
-    // The L2 model sees the request's sectors line by line (4 sectors of 32 bytes a line).
+    // The DRAM maps and the L2 model see the request's sectors line by line (4 sectors of 32 bytes a line), once
+    // the blocks before this one have been seen (take_lines).
+    Lines& out = L.out->lines;
+    uint64_t* at = out.room(n);
+    uint64_t* first = at;
     for (unsigned i = 0; i < n;) {
       uint64_t line = sectors[i] >> 2;
       unsigned mask = 0;
-      S.counters[GLOBAL_LINES] += 1;
       for (; i < n && (sectors[i] >> 2) == line; ++i) mask |= 1u << (sectors[i] & 3);
-      l2_access(line, mask, q.op);
+      *at++ = line << 6 | (uint64_t)q.op << 4 | mask;
     }
+    counters[GLOBAL_LINES] += (uint64_t)(at - first);
+    out.size += (size_t)(at - first);
     return;
   }
   // Shared memory: 32 banks of 4-byte words. A wavefront serves at most one word per bank
@@ -916,10 +1045,10 @@ void count_request(const WarpState& W, size_t index) {
     for (unsigned i = 0; i < n; ++i) most = std::max(most, ++per_bank[words[i] & 31]);
     waves += most;
   }
-  S.counters[S_REQ + q.op] += 1;
-  S.counters[S_WAVE + q.op] += waves;
-  S.counters[S_IDEAL + q.op] += ideal;
-  S.counters[q.op == LD ? S_LD_LANES : q.op == ST ? S_ST_LANES : S_ATOM_LANES] += lanes;
+  L.counters[S_REQ + q.op] += 1;
+  L.counters[S_WAVE + q.op] += waves;
+  L.counters[S_IDEAL + q.op] += ideal;
+  L.counters[q.op == LD ? S_LD_LANES : q.op == ST ? S_ST_LANES : S_ATOM_LANES] += lanes;
 }
 
 // ---- divergence as a GPU shows it ------------------------------------------------------------
@@ -992,21 +1121,21 @@ bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
   return true;
 }
 
-void finish_warp(WarpState& W) {
+void finish_warp(Lane& L, WarpState& W) {
   if (!W.live) return;
   W.memory.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.requests[i].mask |= lanes; });
   W.blocks.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.instances[i + 1].mask |= lanes; });
-  for (size_t i = 0; i < W.requests.size(); ++i) count_request(W, i);
+  for (size_t i = 0; i < W.requests.size(); ++i) count_request(L, W, i);
   std::sort(W.splits.begin(), W.splits.end(), [](const Split& a, const Split& b) { return a.instance < b.instance; });
   for (size_t k = 0; k < W.splits.size();) {
     size_t end = k;
     while (end < W.splits.size() && W.splits[end].instance == W.splits[k].instance) ++end;
-    S.counters[HOST_DIVERGENT] += 1;
-    S.counters[DIVERGENT] += branches(W, (size_t)W.splits[k].instance, k, end);
+    L.counters[HOST_DIVERGENT] += 1;
+    L.counters[DIVERGENT] += branches(W, (size_t)W.splits[k].instance, k, end);
     k = end;
   }
-  S.counters[BLOCK_INSTANCES] += W.instances.size() - 1;
-  S.counters[WARPS] += 1;
+  L.counters[BLOCK_INSTANCES] += W.instances.size() - 1;
+  L.counters[WARPS] += 1;
   W.requests.clear();
   W.steps.clear();
   W.instances.clear();
@@ -1016,13 +1145,13 @@ void finish_warp(WarpState& W) {
   W.live = false;
 }
 
-void finish_all() {
-  for (WarpState& W : S.warps) finish_warp(W);
+void finish_all(Lane& L) {
+  for (WarpState& W : L.warps) finish_warp(L, W);
 }
 
 // The running lane went from block instance `prev` to instance `slot` of block `target`.
-void go_to(int32_t prev, int32_t target, int32_t slot) {
-  WarpState& W = *S.warp;
+void go_to(Lane& L, int32_t prev, int32_t target, int32_t slot) {
+  WarpState& W = *L.warp;
   Instance& i = W.instances[prev];
   if (i.target == -2) {
     i.target = target;
@@ -1030,8 +1159,105 @@ void go_to(int32_t prev, int32_t target, int32_t slot) {
   } else if (i.target != target) {
     i.divergent = 1;
     for (Split& s : W.splits)
-      if (s.instance == prev && s.site == target) { s.mask |= 1u << S.lane; return; }
-    W.splits.push_back(Split{prev, target, slot, 1u << S.lane});
+      if (s.instance == prev && s.site == target) { s.mask |= 1u << L.lane; return; }
+    W.splits.push_back(Split{prev, target, slot, 1u << L.lane});
+  }
+}
+
+// ---- the blocks' outputs, in the grid's order ---------------------------------------------
+// A block's lines go through the DRAM maps and the L2 model, and its errors join the launch's.
+void take(const BlockOut& b) {
+  size_t range = ~(size_t)0;
+  std::vector<uint64_t>* read = nullptr;
+  std::vector<uint64_t>* written = nullptr;
+  for (size_t i = 0; i < b.lines.size; ++i) {
+    uint64_t e = b.lines.data[i];
+    uint64_t line = e >> 6;
+    unsigned sectors = e & 15u;
+    uint8_t op = (uint8_t)(e >> 4 & 3u);
+    if ((line >> 33) != range) {
+      range = line >> 33;
+      read = &dram_map(S.dram_read, range);
+      written = &dram_map(S.dram_write, range);
+    }
+    if (op != ST) mark_dram(*read, line, sectors);
+    if (op != LD) mark_dram(*written, line, sectors);
+    l2_access(line, sectors, op);
+  }
+  for (const MemError& e : b.errors) note_error(S.errors, e);
+}
+
+// A block is done: its output is taken now if every block before it in the launch's order was, else when the
+// last of those is. The worker that hands on the block next in order takes it, and any that wait after it
+// (one worker at a time, outside the lock: the others hand on theirs and run on).
+// A worker whose block waits behind too many lines (another worker is far behind: more workers than cores, or
+// a slow block) waits too, before its next block, until they are taken or the launch stops: the lines waiting
+// stay within bounds.
+const size_t MOST_LINES_WAITING = (size_t)1 << 25;   // (256 MB)
+
+void hand_on(BlockOut* b) {
+  uint64_t sequence = b->sequence;
+  std::unique_lock<Spin> hold(S.order_lock);
+  S.waiting.emplace(sequence, b);
+  S.lines_waiting += b->lines.size;
+  if (!S.taking) {
+    S.taking = true;
+    for (;;) {
+      auto next = S.waiting.find(S.next_sequence);
+      if (next == S.waiting.end()) break;
+      BlockOut* ready = next->second;
+      S.waiting.erase(next);
+      S.next_sequence++;
+      S.lines_waiting -= ready->lines.size;
+      hold.unlock();
+      take(*ready);
+      ready->lines.size = 0;
+      ready->errors.clear();
+      hold.lock();
+      S.spare.push_back(ready);
+    }
+    S.taking = false;
+  }
+  // (The block next in order is the one a running worker holds: it never waits here with it.)
+  while (S.lines_waiting > MOST_LINES_WAITING && sequence >= S.next_sequence && !(S.stop && *S.stop)) {
+    hold.unlock();
+    std::this_thread::yield();
+    hold.lock();
+  }
+}
+
+BlockOut* fresh_out() {
+  std::lock_guard<Spin> hold(S.order_lock);
+  if (S.spare.empty()) return new BlockOut;
+  BlockOut* b = S.spare.back();
+  S.spare.pop_back();
+  return b;
+}
+
+// The worker's state made ready for this launch: its counts zero, what a launch that failed left behind dropped.
+void ready_lane(Lane& L) {
+  L.launch = S.launch;
+  L.run->on = false;
+  std::memset(L.counters, 0, sizeof L.counters);
+  for (WarpState& W : L.warps) {
+    W.live = false;
+    W.requests.clear();
+    W.steps.clear();
+    W.instances.clear();
+    W.splits.clear();
+    W.memory.reset();
+    W.blocks.reset();
+  }
+  L.red_thread = 0;
+  L.epoch++;
+  for (size_t& r : L.recent) r = 0;
+  L.shared.assign(1, Range{(uint64_t)(uintptr_t)L.dynamic_shared,
+                           (uint64_t)(uintptr_t)L.dynamic_shared + S.dynamic_bytes});
+  L.shared.insert(L.shared.end(), S.file_shared.begin(), S.file_shared.end());
+  bound_shared(L);
+  if (L.out) {   // (a block of a launch that failed)
+    L.out->lines.size = 0;
+    L.out->errors.clear();
   }
 }
 
@@ -1041,50 +1267,86 @@ void go_to(int32_t prev, int32_t target, int32_t slot) {
 namespace __gpuedu {
 namespace prof {
 
-void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared, size_t dynamic_bytes,
-                  size_t dynamic_capacity) {
+void worker_begin(int worker, const void* dynamic_shared, const void* arena) {
+  if (worker < 0 || worker >= MAX_LANES) return;
+  Lane*& L = S.lanes[worker];
+  if (!L) L = new Lane;
+  HeadView* h = head();
+  h->run = Running{};
+  L->run = &h->run;
+  L->dynamic_shared = (const unsigned char*)dynamic_shared;
+  L->arena = (const unsigned char*)arena;
+  L->run->on = false;
+  h->prof = L;
+}
+
+void worker_end() {
+  HeadView* h = head();
+  h->run.on = false;
+  h->prof = nullptr;
+}
+
+void launch_begin(const unsigned* grid, const unsigned* block, size_t dynamic_bytes, size_t dynamic_capacity,
+                  const volatile int* stop) {
+  S.launch++;
+  S.order_lock.held = S.site_lock.held = 0;   // (a launch stopped where it was may have left one held)
+  S.stop = stop;
+  S.lines_waiting = 0;
+  S.dynamic_bytes = dynamic_bytes;
   S.dynamic_capacity = dynamic_capacity;
   S.errors.clear();
   for (int i = 0; i < 3; ++i) { S.grid[i] = grid[i]; S.block[i] = block[i]; }
   S.nthreads = block[0] * block[1] * block[2];
-  std::memset(S.counters, 0, sizeof S.counters);
-  for (WarpState& W : S.warps) {   // what a launch that failed left behind is dropped
-    W.live = false;
-    W.requests.clear();
-    W.steps.clear();
-    W.instances.clear();
-    W.splits.clear();
-    W.memory.reset();
-    W.blocks.reset();
-  }
+  S.grid_base = 0;
+  S.grid_blocks = (uint64_t)grid[0] * grid[1] * grid[2];
+  for (auto& w : S.waiting) S.spare.push_back(w.second);   // (what a launch that failed left waiting)
+  S.waiting.clear();
+  S.next_sequence = 0;
+  S.taking = false;
   S.dram_read.clear();
   S.dram_write.clear();
-  S.red_thread = 0;
   l2_reset();
   S.hazards.clear();
   S.global_shadow.clear();
   S.shared_shadow.clear();
-  std::memset(S.miss_lines, 0, sizeof S.miss_lines);
-  if (S.shared.empty()) S.shared.push_back(Range{0, 0});
-  S.shared[0] = Range{(uint64_t)(uintptr_t)dynamic_shared, (uint64_t)(uintptr_t)dynamic_shared + dynamic_bytes};
-  bound_shared();
-  S.on = false;
-  S.epoch++;
 }
 
-void block_begin(unsigned block_linear) {
-  finish_all();
-  S.block_linear = block_linear;
-  S.epoch++;
-  std::memset(S.warp_gen, 0, sizeof S.warp_gen);
+void grid_begin(const unsigned* grid) {
+  S.grid_base += S.grid_blocks;
+  S.grid_blocks = (uint64_t)grid[0] * grid[1] * grid[2];
 }
 
+void block_begin(unsigned long long block_linear) {
+  Lane* L = running();
+  if (!L) return;
+  if (L->launch != S.launch) ready_lane(*L);
+  if (!L->out) L->out = fresh_out();
+  L->out->sequence = S.grid_base + block_linear;
+  L->block_linear = block_linear;
+  L->epoch++;
+  std::memset(L->warp_gen, 0, sizeof L->warp_gen);
+}
+
+void block_end() {
+  Lane* L = running();
+  if (!L || !L->out) return;
+  L->run->on = false;
+  finish_all(*L);
+  BlockOut* done = L->out;
+  L->out = nullptr;
+  hand_on(done);
+}
+
+}  // namespace prof
+}  // namespace __gpuedu
+
+namespace {
 // The running thread is `tid` (linear in its block): its warp and lane.
-void select_thread(unsigned tid) {
-  S.tid = tid;
-  S.lane = tid & 31u;
-  WarpState& W = S.warps[tid >> 5];
-  S.warp = &W;
+void select_thread(Lane& L, unsigned tid) {
+  L.tid = tid;
+  L.lane = tid & 31u;
+  WarpState& W = L.warps[tid >> 5];
+  L.warp = &W;
   if (!W.live) {
     W.live = true;
     unsigned left = S.nthreads - (tid & ~31u);
@@ -1093,51 +1355,77 @@ void select_thread(unsigned tid) {
     // The threads' start is instance 0, so a branch in the first block recorded counts too.
     W.instances.push_back(Instance{-3, -2, -2, 0, 0, 0, 0});
   }
-  if (W.blocks.cursor[S.lane] == 0) W.instances[0].mask |= 1u << S.lane;
+  if (W.blocks.cursor[L.lane] == 0) W.instances[0].mask |= 1u << L.lane;
 }
+}  // namespace
+
+namespace __gpuedu {
+namespace prof {
 
 void enter(unsigned tid) {
-  select_thread(tid);
-  refresh_memory();
-  refresh_blocks();
-  S.on = true;
+  Lane* L = running();
+  if (!L) return;
+  select_thread(*L, tid);
+  refresh_memory(*L);
+  refresh_blocks(*L);
+  L->run->on = true;
 }
 
-void leave() { S.on = false; }
+void leave() {
+  Lane* L = running();
+  if (L) L->run->on = false;
+}
 
 bool suspend() {
-  bool was = S.on;
-  S.on = false;
+  Lane* L = running();
+  if (!L) return false;
+  bool was = L->run->on;
+  L->run->on = false;
   return was;
 }
 
-void resume(bool was_on) { S.on = was_on; }
+void resume(bool was_on) {
+  Lane* L = running();
+  if (L) L->run->on = was_on;
+}
 
 void thread_done(unsigned tid) {
-  if (S.tid != tid || S.warp != &S.warps[tid >> 5]) select_thread(tid);   // (it ran last: enter chose it)
-  go_to((int32_t)S.warp->blocks.cursor[S.lane], -1, -1);
-  S.on = false;
-  S.counters[THREADS] += 1;
-  WarpState& W = *S.warp;
-  if (++W.done >= W.existing) finish_warp(W);
+  Lane* L = running();
+  if (!L) return;
+  if (L->tid != tid || L->warp != &L->warps[tid >> 5]) select_thread(*L, tid);   // (it ran last: enter chose it)
+  go_to(*L, (int32_t)L->warp->blocks.cursor[L->lane], -1, -1);
+  L->run->on = false;
+  L->counters[THREADS] += 1;
+  WarpState& W = *L->warp;
+  if (++W.done >= W.existing) finish_warp(*L, W);
 }
 
 void barrier_released() {
-  S.epoch++;
-  S.counters[BARRIERS]++;
+  Lane* L = running();
+  if (!L) return;
+  L->epoch++;
+  L->counters[BARRIERS]++;
 }
 
-void mma_synced() { S.counters[MMA_SYNC]++; }
+void mma_synced() {
+  Lane* L = running();
+  if (L) L->counters[MMA_SYNC]++;
+}
 
-void warp_synced(unsigned warp) { S.warp_gen[warp & 31]++; }
+void warp_synced(unsigned warp) {
+  Lane* L = running();
+  if (L) L->warp_gen[warp & 31]++;
+}
 
 void shared_range(const void* p, size_t n) {
-  uint64_t lo = (uint64_t)(uintptr_t)p;
-  if (S.shared.empty()) S.shared.push_back(Range{0, 0});
-  for (const Range& r : S.shared)
-    if (r.lo == lo) return;
-  S.shared.push_back(Range{lo, lo + n});
-  bound_shared();
+  Lane* L = running();
+  if (L && L->launch != S.launch) L = nullptr;   // (not in a block of this launch: a variable at file scope)
+  add_shared_range(L, (uint64_t)(uintptr_t)p, n);
+}
+
+void shared_slot(size_t offset, size_t n) {
+  Lane* L = running();
+  if (L && L->launch == S.launch && L->arena) add_shared_range(L, (uint64_t)(uintptr_t)(L->arena + offset), n);
 }
 
 }  // namespace prof
@@ -1148,21 +1436,26 @@ void shared_range(const void* p, size_t n) {
 #define HIDDEN __attribute__((visibility("hidden")))
 extern "C" {
 HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) {
-  bool red = S.on && S.red_thread == launch_thread();
-  S.red_thread = 0;
+  Lane* L = running();
+  if (!L) return;
+  bool red = L->run->on && L->red_thread == launch_thread(*L);
+  L->red_thread = 0;
   access(RA, (uint64_t)(uintptr_t)p, size, red ? RED : ATOM);
 }
 // The build's source rewrite (_scanner.py) calls this just before an atomic whose result the statement
 // discards: that atomic is a RED on the GPU.
-HIDDEN void __gpuedu_prof_red() { S.red_thread = S.on ? launch_thread() : 0; }
+HIDDEN void __gpuedu_prof_red() {
+  Lane* L = running();
+  if (L) L->red_thread = L->run->on ? launch_thread(*L) : 0;
+}
 
 }  // extern "C"
 
 namespace {
-__attribute__((noinline)) void block_slow(uintptr_t ra) {
-  WarpState& W = *S.warp;
+__attribute__((noinline)) void block_slow(Lane& L, uintptr_t ra) {
+  WarpState& W = *L.warp;
   Matcher& m = W.blocks;
-  unsigned lane = S.lane;
+  unsigned lane = L.lane;
   int32_t prev = (int32_t)m.cursor[lane];
   uint32_t j = m.cursor[lane];
   if (m.counting >> lane & 1u) {
@@ -1176,40 +1469,41 @@ __attribute__((noinline)) void block_slow(uintptr_t ra) {
         occ[site]++;
         m.cursor[lane] = k + 1;
         W.instances[k + 1].mask |= 1u << lane;
-        go_to(prev, (int32_t)site, (int32_t)k + 1);
+        go_to(L, prev, (int32_t)site, (int32_t)k + 1);
         return;
       }
       break;   // (the instruction's next instance for this lane is elsewhere)
     }
   }
-  uint32_t site = site_of(ra, BLOCK);
+  uint32_t site = site_of(L, ra, BLOCK);
   bool created;
-  int32_t slot = W.blocks.match(S.lane, site, ra, &created) + 1;  // instance 0 is the threads' start
-  refresh_blocks();
+  int32_t slot = W.blocks.match(lane, site, ra, &created) + 1;  // instance 0 is the threads' start
+  refresh_blocks(L);
   if (created) {
-    W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << S.lane, 0, 0, 0});
+    W.instances.push_back(Instance{(int32_t)site, -2, -2, 1u << lane, 0, 0, 0});
   } else {
-    W.instances[slot].mask |= 1u << S.lane;
+    W.instances[slot].mask |= 1u << lane;
     // A lane that follows the common sequence goes where the lane that laid it down went:
     // nothing to record (that lane set the previous instance's target when it appended this one).
     if (W.blocks.in_step) return;
   }
-  go_to(prev, (int32_t)site, slot);
+  go_to(L, prev, (int32_t)site, slot);
 }
 }  // namespace
 
 extern "C" {
 HIDDEN void __sanitizer_cov_trace_pc() {
-  if (!S.on) return;
+  HeadView* h = head();
+  Running& R = h->run;
+  if (!R.on) return;
   uintptr_t ra = RA;
-  Running& R = S.run;
   uint32_t j = *R.block_cursor;
   // The lane's next step along the common sequence: all there is to do is to move its cursor.
   if (j < R.block_steps && R.block_address[j] == ra) {
     *R.block_cursor = j + 1;
     return;
   }
-  block_slow(ra);
+  block_slow(*h->prof, ra);
 }
 
 #define GPUEDU_PLAIN(N)                                                                                   \
@@ -1250,8 +1544,8 @@ HIDDEN void __tsan_init() {}
 HIDDEN void __tsan_vptr_update(void**, void*) {}
 HIDDEN void __tsan_vptr_read(void**) {}
 
-// Atomic builtins become these calls. A launch runs on one OS thread, so they only have to do
-// what they say; the atomicXxx functions count themselves (__gpuedu_prof_atomic) once each.
+// Atomic builtins become these calls, which do what they say, atomically (a launch's blocks run on several
+// OS threads); the atomicXxx functions count themselves (__gpuedu_prof_atomic) once each.
 #define GPUEDU_ATOMICS(N, T)                                                                              \
   HIDDEN T __tsan_atomic##N##_load(const volatile T* a, int) { return __atomic_load_n(a, __ATOMIC_SEQ_CST); } \
   HIDDEN void __tsan_atomic##N##_store(volatile T* a, T v, int) { __atomic_store_n(a, v, __ATOMIC_SEQ_CST); } \
@@ -1283,21 +1577,26 @@ EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck, 
   S.memcheck = memcheck != 0;
   S.ranges.assign(n, Range{});
   for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
-  for (size_t& r : S.recent) r = 0;
   S.racecheck = racecheck != 0;
   S.fast = !S.racecheck && !S.memcheck;
 }
 
+// The launch's counts: the sums of what each worker's blocks counted, and what the L2 model and the DRAM maps
+// gave for the blocks' lines, taken in the grid's order.
 EXPORT int gpuedu_prof_counters(uint64_t* out, int n) {
-  finish_all();
+  uint64_t counters[N_COUNTERS] = {};
+  for (Lane* L : S.lanes)
+    if (L && L->launch == S.launch)
+      for (int i = 0; i < N_COUNTERS; ++i) counters[i] += L->counters[i];
   uint64_t reads = 0, writes = 0;
   for (auto& m : S.dram_read) for (uint64_t w : m) reads += (uint64_t)__builtin_popcountll(w);
   for (auto& m : S.dram_write) for (uint64_t w : m) writes += (uint64_t)__builtin_popcountll(w);
-  S.counters[DRAM_READ_SECTORS] = reads;
-  S.counters[DRAM_WRITE_SECTORS] = writes;
-  S.counters[L2_LINES] = S.line_key.size();
+  counters[DRAM_READ_SECTORS] = reads;
+  counters[DRAM_WRITE_SECTORS] = writes;
+  counters[L2_LINES] = S.line_key.size();
+  counters[DRAM_READ_PAIRS] = S.dram_read_pairs;
   int k = n < N_COUNTERS ? n : N_COUNTERS;
-  for (int i = 0; i < k; ++i) out[i] = S.counters[i];
+  for (int i = 0; i < k; ++i) out[i] = counters[i];
   return N_COUNTERS;
 }
 
@@ -1310,7 +1609,6 @@ EXPORT int gpuedu_prof_l2_capacities(const uint64_t* bytes, int n) {
 
 // Per capacity: 64-byte pairs read from DRAM, then 32-byte sectors written back by the launch's end.
 EXPORT int gpuedu_prof_l2(uint64_t* out, int n) {
-  finish_all();
   uint64_t reads[MAX_CAPACITIES] = {}, writes[MAX_CAPACITIES] = {};
   l2_results(reads, writes);
   for (int k = 0; k < S.n_capacities && 2 * k + 1 < n; ++k) { out[2 * k] = reads[k]; out[2 * k + 1] = writes[k]; }
@@ -1324,9 +1622,12 @@ EXPORT int gpuedu_prof_sites(uint64_t* address, int cap) {
   return n;
 }
 
+// The shared variables of the first worker (racecheck's launches run on it alone), as its hazards number them.
 EXPORT int gpuedu_prof_shared_ranges(uint64_t* out, int cap) {
-  int n = (int)S.shared.size();
-  for (int i = 0; i < n && i < cap; ++i) { out[2 * i] = S.shared[i].lo; out[2 * i + 1] = S.shared[i].hi; }
+  const Lane* L = S.lanes[0];
+  if (!L || L->launch != S.launch) return 0;
+  int n = (int)L->shared.size();
+  for (int i = 0; i < n && i < cap; ++i) { out[2 * i] = L->shared[i].lo; out[2 * i + 1] = L->shared[i].hi; }
   return n;
 }
 

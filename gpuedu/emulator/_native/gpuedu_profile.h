@@ -17,10 +17,23 @@
 #if defined(GPUEDU_PROFILE) && !defined(GPUEDU_SCAN)
 namespace __gpuedu {
 namespace prof {
-// A launch starts: the grid, the block and the dynamic shared buffer (the part of it the launch asked for).
-GPUEDU_HIDDEN void launch_begin(const unsigned* grid, const unsigned* block, const void* dynamic_shared,
-                                size_t dynamic_bytes, size_t dynamic_capacity);
-GPUEDU_HIDDEN void block_begin(unsigned block_linear);
+// Where a worker's state keeps its counters' (__gpuedu::WorkerHead::prof and prof_running, gpuedu_device.h).
+constexpr size_t WORKER_HEAD_PROF = 24, WORKER_HEAD_RUNNING = 64, WORKER_HEAD_RUNNING_BYTES = 128;
+// This thread runs blocks of the launch as worker `worker` (0: the thread that launched), with the dynamic shared
+// buffer `dynamic_shared` and its static __shared__ variables in `arena`, until worker_end(). A launch's blocks
+// run on several workers at once, each counting its own; what must follow the grid's order (the L2 model,
+// memcheck's errors) takes the blocks in that order.
+GPUEDU_HIDDEN void worker_begin(int worker, const void* dynamic_shared, const void* arena);
+GPUEDU_HIDDEN void worker_end();
+// A launch starts: the grid, the block, the dynamic shared memory (the part of the buffer the launch asked
+// for, and the buffer's size), and what turns nonzero when the launch stops early.
+GPUEDU_HIDDEN void launch_begin(const unsigned* grid, const unsigned* block, size_t dynamic_bytes,
+                                size_t dynamic_capacity, const volatile int* stop);
+// A grid launched from device code starts (after the launch's own, in launch order: its blocks come after theirs).
+GPUEDU_HIDDEN void grid_begin(const unsigned* grid);
+// Block `block_linear` of the running grid starts and ends on this worker.
+GPUEDU_HIDDEN void block_begin(unsigned long long block_linear);
+GPUEDU_HIDDEN void block_end();
 // Thread `tid` (linear in its block) runs the learner's code from here on, until leave().
 GPUEDU_HIDDEN void enter(unsigned tid);
 GPUEDU_HIDDEN void leave();
@@ -35,6 +48,8 @@ GPUEDU_HIDDEN void warp_synced(unsigned warp);
 GPUEDU_HIDDEN void mma_synced();
 // A static __shared__ variable of `n` bytes at `p` exists (registered when its declaration first runs).
 GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
+// ... and the running worker's copy of one in a function, at `offset` of its arena (each time its declaration runs).
+GPUEDU_HIDDEN void shared_slot(size_t offset, size_t n);
 }  // namespace prof
 }  // namespace __gpuedu
 // An atomic read-modify-write of `size` bytes at `p`; the caller's address names the instruction.

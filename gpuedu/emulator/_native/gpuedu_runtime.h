@@ -170,6 +170,11 @@ struct Worker {
 };
 static_assert(sizeof(Worker) <= host::WORKER_BYTES, "a worker's state must fit where the thread-local pointer starts");
 static_assert(__builtin_offsetof(Worker, head) == 0, "threadIdx and blockIdx are at the worker's start");
+#ifdef GPUEDU_PROFILE
+static_assert(__builtin_offsetof(WorkerHead, prof) == prof::WORKER_HEAD_PROF &&
+              __builtin_offsetof(WorkerHead, prof_running) == prof::WORKER_HEAD_RUNNING &&
+              sizeof(WorkerHead::prof_running) == prof::WORKER_HEAD_RUNNING_BYTES, "the counters find theirs there");
+#endif
 
 #if !defined(__linux__)
 alignas(128) GPUEDU_HIDDEN unsigned char only_worker[sizeof(Worker)];
@@ -353,9 +358,16 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
                                                                       size_t value_bytes, ptrdiff_t guard,
                                                                       const char* name) {
   long long k = __atomic_load_n(key, __ATOMIC_ACQUIRE);
-  if (k) return k;
 #ifdef GPUEDU_PROFILE
+  // Each worker's copy of the variable is its own, at this offset of its arena (the counters tell shared memory
+  // by its address). (R would call the module's instrumented worker(), which g++ does not inline here.)
+  if (k) {
+    prof::shared_slot(k - 1, value_bytes);
+    return k;
+  }
   bool counting = prof::suspend();
+#else
+  if (k) return k;
 #endif
   while (__atomic_exchange_n(&S.lock, 1, __ATOMIC_ACQUIRE)) {}
   k = *key;   // (two workers may both run a declaration's first time: the second finds the first's slot)
@@ -376,13 +388,11 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
   __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
   if (fresh) {
     int i = add_shared(SharedVar{offset, nullptr, value_bytes, R.kernel, guard, name});
-#ifdef GPUEDU_PROFILE
-    prof::shared_range(R.arena + offset, value_bytes);
-#endif
     __atomic_store_n(key, k, __ATOMIC_RELEASE);
     shared_registered(i, R.arena + offset, value_bytes);
   }
 #ifdef GPUEDU_PROFILE
+  prof::shared_slot(k - 1, value_bytes);   // (whichever worker made the slot)
   prof::resume(counting);
 #endif
   return k;
@@ -1034,6 +1044,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
         GPUEDU_PROF(thread_done(me));
       });
     }
+    GPUEDU_PROF(block_end());
     check_watches(false);
   }
   check_watches(true);
