@@ -90,6 +90,24 @@ def test_the_allreduce_benchmark_runs_on_two_ranks_and_compares_with_the_model(t
     assert result["labels"]["modelled_ring_seconds"] == "modelled"
 
 
+def test_lesson_12_quotes_the_recorded_ring_against_the_model():
+    # The lesson's words on how much slower the ring is than the alpha-beta model are the recorded run's ratios.
+    import re
+
+    import nbformat
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(repo, "benchmarks", "results", "cpu-mpich-allreduce.json")) as f:
+        record = json.load(f)
+    ratios = {run["ranks"]: [row["measured_over_modelled"] for row in run["rows"]] for run in record["runs"]}
+    nb = nbformat.read(os.path.join(repo, "lessons", "12_beyond_one_gpu.ipynb"), as_version=4)
+    text = re.sub(r"\s+", " ", "\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    quote = (f"({record['date']}, this 2-core machine, buffers of 1 KiB to 16 MiB) the ring took "
+             f"{min(ratios[2]):.1f} to {max(ratios[2]):.1f} times the model's time at 2 ranks and "
+             f"{min(ratios[4]):.1f} to {max(ratios[4]):.1f} times at 4")
+    assert quote in text, quote
+    assert [row["bytes"] for row in record["runs"][0]["rows"]] == [1 << 10, 1 << 14, 1 << 18, 1 << 22, 1 << 24]
+
+
 def test_the_emulator_bench_times_one_worker_against_several_and_checks_the_results(emulator):
     bench = load("emulator_bench")
     from gpuedu.emulator import compiler

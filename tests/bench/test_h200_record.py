@@ -1,6 +1,8 @@
 """The first GPU record (benchmarks/results/nvidia-h200.json): valid, says where it came from, and every figure
-README and the lessons quote from it is the record's own (a quote that drifts from the record fails here)."""
+README and the lessons quote from it is the record's own (a quote that drifts from the record fails here); the
+same for the probes' records that lessons 08 and 14 quote."""
 import json
+import math
 import os
 import re
 
@@ -153,3 +155,49 @@ def test_lesson_08_quotes_the_later_runs_of_the_rewritten_wmma_kernel():
     assert f"ran it at **{_tflops(later['wmma_gemm']['median'])} TFLOP/s**" in lesson
     assert f"{staging['old_over_new']:.2f}× faster" in lesson
     assert f"{_tflops(staging['tflops_median']['new'] * 1e3)}" == _tflops(later["wmma_gemm"]["median"])
+
+
+def test_lesson_14_quotes_the_attention_probe_as_measured():
+    # Lesson 14's GPU figures are the attention probe's (benchmarks/gpu_probe.py attention): the times of each
+    # kernel at both lengths, the ratios to PyTorch's SDPA, version 3's FLOP rate against the FP32 peak, its error.
+    with open(os.path.join(REPO, "benchmarks", "results", "nvidia-h200-probe-attention.json")) as f:
+        probe = json.load(f)
+    assert probe["device"] == "NVIDIA H200" and probe["date"].startswith("2026-11-26")
+    assert probe["result"]["causal"] and (probe["result"]["batch"], probe["result"]["heads"],
+                                          probe["result"]["head_dim"]) == (4, 8, 64)
+    rows = {(r["seq"], r["kernel"]): r for r in probe["result"]["rows"]}
+    assert {seq for seq, _ in rows} == {1024, 2048}      # the lesson says no record holds N = 4096
+
+    def ms(seq, kernel):
+        """Milliseconds to three significant figures, as the lesson writes them."""
+        value = rows[seq, kernel]["seconds"] * 1e3
+        return f"{value:.{max(0, 2 - math.floor(math.log10(value)))}f}"
+
+    def ratio(seq, ours, theirs):
+        return rows[seq, ours]["seconds"] / rows[seq, theirs]["seconds"]
+
+    from gpuedu.profiler.gpus import get_gpu
+    lesson = _text(os.path.join(REPO, "lessons", "14_attention.ipynb"))
+    v3 = rows[2048, "v3 tiled fp32"]["tflops"]
+    peak = get_gpu("H200").fp32_flops / 1e12
+    quotes = [
+        "benchmarks/results/nvidia-h200-probe-attention.json",
+        f"version 1 took {ms(1024, 'v1 naive fp32')} ms, version 2 {ms(1024, 'v2 fused fp32')} ms and version 3 "
+        f"{ms(1024, 'v3 tiled fp32')} ms, against {ms(1024, 'torch sdpa float32')} ms for PyTorch's SDPA",
+        f"in FP16 version 3 took {ms(1024, 'v3 tiled fp16')} ms and SDPA {ms(1024, 'torch sdpa float16')} ms",
+        f"{ms(2048, 'v1 naive fp32')}, {ms(2048, 'v2 fused fp32')} and {ms(2048, 'v3 tiled fp32')} ms for versions "
+        f"1-3 and {ms(2048, 'torch sdpa float32')} ms for SDPA in float32, {ms(2048, 'v3 tiled fp16')} ms for version 3 "
+        f"and {ms(2048, 'torch sdpa float16')} ms for SDPA in FP16",
+        f"{ratio(1024, 'v3 tiled fp32', 'torch sdpa float32'):.1f} and "
+        f"{ratio(2048, 'v3 tiled fp32', 'torch sdpa float32'):.1f} times slower than the library in float32",
+        f"{ratio(1024, 'v3 tiled fp16', 'torch sdpa float16'):.0f} and "
+        f"{ratio(2048, 'v3 tiled fp16', 'torch sdpa float16'):.0f} times slower in FP16",
+        f"version 3 ran at {v3:.1f} TFLOP/s (measured",
+        f"{100 * v3 / peak:.0f} % of the H200's {peak:.0f} TFLOP/s FP32 peak",
+    ]
+    for kernel in ("v3 tiled fp32", "v3 tiled fp16"):
+        mantissa, exponent = f"{rows[1024, kernel]['rel_error']:.1e}".split("e")
+        quotes.append(f"{mantissa} \\times 10^{{{int(exponent)}}}")
+    assert "Measured on an H200" in lesson
+    for quote in quotes:
+        assert quote in lesson, quote
