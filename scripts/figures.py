@@ -113,23 +113,24 @@ def _bytes(n):
 
 
 def memory():
-    """Lessons 02-04: where data lives, from a thread's registers to the host, sized for an H100 SXM."""
-    gpu = get_gpu("H100")
+    """Lesson 02: where data lives, from a thread's registers to the host, sized for an H200 SXM."""
+    from gpuedu.profiler import time_model
+    gpu = get_gpu("H200")
     clock = gpu.boost_clock_mhz * 1e6
-    levels = [  # name, who sees it, size, bandwidth over the whole GPU, typical latency
-        ("registers", "one thread (up to 255 each)", f"{_bytes(gpu.registers_per_sm * 4)} per SM", "", "~1 cycle"),
-        ("shared memory / L1", "one block, on one SM", f"{_bytes(gpu.shared_per_sm)} per SM",
-         f"~{gpu.sms * 128 * clock / 1e12:.0f} TB/s", "~30 cycles"),
+    levels = [  # name, who sees it, size, bandwidth over the whole GPU, latency (each with its source below)
+        ("registers", "one thread (up to 255 each)", f"{_bytes(gpu.registers_per_sm * 4)} per SM", "", ""),
+        ("shared memory / L1", "one block, on one SM", f"≤ {gpu.shared_per_sm // 1024} of 256 KB per SM",
+         f"~{gpu.sms * 128 * clock / 1e12:.0f} TB/s", f"{time_model.SHARED_LATENCY_CYCLES} cycles (V100)"),
         ("L2 cache", "every SM", _bytes(gpu.l2_bytes), f"~{gpu.l2_bytes_per_clock * clock / 1e12:.0f} TB/s",
-         "~200 cycles"),
-        ("device memory (HBM3)", "every SM, every kernel", _bytes(gpu.memory_bytes),
-         f"{gpu.dram_bytes_per_s / 1e12:.2f} TB/s", "~700 ns"),
-        ("host memory", "the CPU; PCIe 5.0 x16", "the host's RAM", "~50 GB/s a way", "~10 µs a copy"),
+         f"{time_model.L2_LATENCY_CYCLES} cycles (V100)"),
+        ("device memory (HBM3e)", "every SM, every kernel", f"{gpu.memory_bytes / 1e9:.0f} GB",
+         f"{gpu.dram_bytes_per_s / 1e12:.1f} TB/s", f"{time_model.DRAM_LATENCY_S * 1e9:.0f} ns (model)"),
+        ("host memory", "the CPU; PCIe 5.0 x16", "the host's RAM", "~50 GB/s a way", "t0: lesson 02"),
     ]
-    s = Svg(860, 400, "The memory hierarchy of an H100: registers, shared memory and L1, L2, device memory, host memory")
-    s.text(20, 28, "The memory hierarchy (H100 SXM): each level larger and slower than the one above", 15,
+    s = Svg(860, 428, "The memory hierarchy of an H200: registers, shared memory and L1, L2, device memory, host memory")
+    s.text(20, 28, "The memory hierarchy (H200 SXM): each level larger and slower than the one above", 15,
            weight="bold")
-    columns = (("seen by", 300), ("size", 500), ("bandwidth", 640), ("latency", 760))
+    columns = (("seen by", 300), ("size", 480), ("bandwidth", 630), ("latency", 730))
     for title, x in columns:
         s.text(x, 56, title, 12, fill=MUTED, weight="bold")
     fills = [GREEN_LIGHT, GREEN_LIGHT, BLUE_LIGHT, BLUE_LIGHT, ORANGE_LIGHT]
@@ -145,10 +146,12 @@ def memory():
             s.line(160, y - 16, 160, y, stroke=LINE)
     s.line(20, 340, 20, 80, stroke=MUTED, arrow=True)
     s.text(30, 362, "up: faster, smaller, closer to the thread", 11.5, fill=MUTED, italic=True)
-    s.text(20, 382, "Sizes: datasheet and CUDA guide. Bandwidths: datasheet (HBM), modelled (L1: 128 B per clock per "
-                    "SM; L2: A100's per-SM figure). Latencies: typical", 10.5, fill=MUTED)
-    s.text(20, 396, "published measurements. gpuedu.profiler.gpus holds the same table, with a source for each "
-                    "number.", 10.5, fill=MUTED)
+    notes = ["Sizes: datasheet; 256 KB of L1 and shared memory per SM, of which up to 228 KB shared (H100 whitepaper);",
+             "the L2 as the H200 reported it. Bandwidths: datasheet (HBM), modelled (L1: 128 B per clock per SM; L2: an",
+             "assumption). Latencies: shared and L2 measured on a V100 (Jia et al. 2018), no H200 figure; DRAM: the time",
+             "model's assumption under load. gpuedu.profiler.gpus and time_model hold these figures, each with its source."]
+    for k, line in enumerate(notes):
+        s.text(20, 382 + 14 * k, line, 10.5, fill=MUTED)
     return str(s)
 
 
