@@ -255,6 +255,8 @@ class Module:
         lib.gpuedu_running_kernel.restype = ctypes.c_char_p
         lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
+        lib.gpuedu_shared_place.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong),
+                                             ctypes.POINTER(ctypes.c_char_p)]
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
         lib.gpuedu_use_stack_pool(ctypes.addressof(_STACK_POOLS))
         lib.gpuedu_use_workers.argtypes = [ctypes.c_void_p]
@@ -723,9 +725,10 @@ class Function:
         thread = "({},{},{})".format(*e.thread)
         where = f"{kernel} thread {thread} of block {block}"
         message = e.message.decode("utf-8", "replace")
-        if code == FAULT or (code in (STACK_OVERFLOW, STACK_SMASHED) and _memory.find(e.fault_address)):
-            # (a fault near the launch's stack that lies in a device allocation is that allocation's)
-            raise LaunchError(_describe_fault(where, e.fault_address, e.fault_is_write))
+        if code == FAULT or (code in (STACK_OVERFLOW, STACK_SMASHED) and (
+                _memory.find(e.fault_address) or _shared_place(module, e.fault_address) is not None)):
+            # (a fault near the launch's stack that lies in a device allocation or in shared memory is theirs)
+            raise LaunchError(_describe_fault(where, e.fault_address, e.fault_is_write, module))
         if code == DIVIDE_BY_ZERO:
             raise LaunchError(f"{where} divided an integer by zero (or INT_MIN by -1); a GPU gives an unspecified "
                               f"value there instead of stopping, so guard the divisor")
@@ -899,7 +902,43 @@ def _suggest(kind, size):
     return f"a NumPy structured scalar (np.void) of {size} bytes"
 
 
-def _describe_fault(where, address, is_write):
+def _shared_place(module, address):
+    """Where ``address`` lies in the shared memory of ``module``'s worker threads, past what a block may touch:
+    ``("static", bytes past the end of the last __shared__ variable before it, that variable's size, its name,
+    whether it is the running kernel's)`` (the running kernel's last, if it has one there; the size 0 and the bytes
+    from the arena's start when no variable starts before it), ``("dynamic", bytes past the end of the launch's
+    dynamic shared memory, shared=)``, or None."""
+    if module is None or not address:
+        return None
+    out = (ctypes.c_ulonglong * 3)()
+    name = ctypes.c_char_p()
+    area = module._lib.gpuedu_shared_place(ctypes.c_void_p(address), out, ctypes.byref(name))
+    if area == 1:
+        return "static", out[0], out[1], name.value.decode() if name.value else None, bool(out[2])
+    if area == 2:
+        return "dynamic", out[0], out[1]
+    return None
+
+
+def _describe_shared_fault(where, verb, place):
+    if place[0] == "dynamic":
+        _, past, shared = place
+        at = "right after its end" if past == 0 else f"{past} bytes past its end"
+        return (f"{where} {verb} past the dynamic shared memory the launch asked for (shared={shared} bytes): at "
+                f"byte {shared + past} of it, {at}, which faults on a GPU too; pass a larger shared= (in bytes, "
+                f"not elements) or check the index. gpuedu.memcheck() names the line")
+    _, past, size, name, own = place
+    if size:
+        variable = f"the __shared__ array '{name}' ({size} bytes)" if name else f"a {size}-byte __shared__ variable"
+        whose = "the kernel's" if own else "the module's"
+        at = f"{past} bytes past the end of {variable}, {whose} last before that address"
+    else:
+        at = f"{past} bytes into the static shared memory, where the module has no __shared__ variable"
+    return (f"{where} {verb} past the block's static __shared__ memory: {at}. An index far out of range faults "
+            f"on a GPU too; check each index against the array's size. gpuedu.memcheck() names the line")
+
+
+def _describe_fault(where, address, is_write, module=None):
     if is_write == _NO_ADDRESS:
         return (f"{where} made an access the CPU refused without naming an address: most likely a vector type "
                 f"(float4, int4, double2) read or written at an address that is not a multiple of its size, "
@@ -907,6 +946,8 @@ def _describe_fault(where, address, is_write):
                 f"pointer casts; gpuedu.memcheck() names the access")
     verb = {1: "wrote", 0: "read"}.get(is_write, "accessed")
     found = _memory.find(address)
+    if found is None and (place := _shared_place(module, address)) is not None:
+        return _describe_shared_fault(where, verb, place)
     if found is None:
         if address < _memory.FIRST_PAGES:
             return (f"{where} {verb} address 0x{address:x}: a null (or nearly null) pointer; was an argument "

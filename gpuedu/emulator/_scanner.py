@@ -369,6 +369,7 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     """
     counter = [0]
     single = [False]
+    named = [False]     # an array names the module's dynamic shared buffer (_DYNAMIC_FALLBACK)
     storage = "[[maybe_unused]] const bool" if profile else "static const bool"
     if profile:
         source = _gcc_unroll(mark_reductions(source))
@@ -425,7 +426,7 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
         code = _FILE_SCOPE_DYNAMIC_SHARED.sub(lambda m: f'extern {m.group(1).strip()} {_DYNAMIC_FALLBACK};', code)
         code = _DYNAMIC_SHARED.sub(_dynamic_shared, code)
         if _DYNAMIC_FALLBACK in code:
-            single[0] = True
+            single[0] = named[0] = True
         code = _device_heap(code)
         code = _FILE_SCOPE_SHARED_DECLARATION.sub(register_file_scope, code)
         return _STATIC_SHARED.sub(register, code)
@@ -439,6 +440,10 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
     if single[0]:
         out.append(f'\n#ifndef GPUEDU_SINGLE_WORKER\n#define GPUEDU_SINGLE_WORKER\nextern "C" '
                    f'__attribute__((visibility("default"))) const int {SINGLE_WORKER_SYMBOL} = 1;\n#endif\n')
+    if named[0]:
+        # (The runtime then keeps worker 0's dynamic shared memory in that buffer, where the array is.)
+        out.append('\n#ifndef GPUEDU_DYNAMIC_NAMED\n#define GPUEDU_DYNAMIC_NAMED\n[[maybe_unused]] static const bool '
+                   '__gpuedu_dynamic_named = (__gpuedu::dynamic_named = true);\n#endif\n')
     return "".join(out)
 
 

@@ -408,9 +408,12 @@ def memcheck(arch=None):
     - a local array indexed a few elements past its end, within the thread's own stack frame (a plain launch
       stops when the write reaches the stack protector's canary, or the inaccessible window a few hundred bytes
       above the launch's stack: the array's name and the index come from here, at the line);
-    - shared memory written more than 256 bytes past a ``__shared__`` array, or past the dynamic shared memory
-      that ``shared=`` asked for (a plain launch watches the 256 bytes after each; further on lies other shared
-      memory of the emulator's: a static array is named with its index, here, by the bounds check).
+    - shared memory written more than 256 bytes past a ``__shared__`` array but within the pages the module's
+      ``__shared__`` variables use (a plain launch watches the 256 bytes after each array, and faults, naming the
+      thread, only beyond those pages: a static array is named with its index, here, by the bounds check);
+    - a read just past the dynamic shared memory that ``shared=`` asked for, within the 128-byte line its end lies
+      in (a plain launch watches those bytes for writes, and faults, naming the thread, on any access beyond
+      them), and an access before its start.
     """
     return Profile(memcheck=True, arch=arch)
 

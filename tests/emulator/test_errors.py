@@ -366,7 +366,8 @@ __global__ void fill(float* out, int count) {
 """
 
 
-@pytest.mark.parametrize("count, shared, ok", [(64, 256, True), (65, 256, False), (64, 64, False), (1, 0, False)])
+@pytest.mark.parametrize("count, shared, ok", [(64, 256, True), (20, 64, False), (65, 256, False), (64, 64, False),
+                                               (1, 0, False)])
 def test_a_block_that_writes_past_the_dynamic_shared_memory_it_asked_for_stops_the_launch(context, count, shared,
                                                                                           ok):
     fill = SourceModule(DYNAMIC).get_function("fill")
@@ -375,12 +376,44 @@ def test_a_block_that_writes_past_the_dynamic_shared_memory_it_asked_for_stops_t
         fill(Out(out), np.int32(count), block=(32, 1, 1), grid=(2, 1), shared=shared)
         assert out.tolist() == [count - 1] * 2
         return
-    with pytest.raises(LaunchError, match=rf"^kernel 'fill' block \(0,0,0\) wrote past the dynamic shared memory "
-                       rf"the launch asked for \(shared={shared} bytes\): bytes {shared} to {4 * count - 1} of the "
-                       rf"dynamic buffer changed.*shared= \(in bytes, not elements\)"):
+    if 4 * count <= (shared + 127) // 128 * 128:
+        # within the 128-byte line the launch's bytes end in: the watched bytes after them changed
+        message = (rf"^kernel 'fill' block \(0,0,0\) wrote past the dynamic shared memory the launch asked for "
+                   rf"\(shared={shared} bytes\): bytes {shared} to {4 * count - 1} of the dynamic buffer changed")
+    else:
+        # past that line the next page faults: thread 0 writes every 32nd float, the first past the line faults
+        first = next(i for i in range(0, count, 32) if 4 * i >= (shared + 127) // 128 * 128)
+        at = "right after its end" if 4 * first == shared else f"{4 * first - shared} bytes past its end"
+        message = (rf"^kernel 'fill' thread \(0,0,0\) of block \(0,0,0\) wrote past the dynamic shared memory the "
+                   rf"launch asked for \(shared={shared} bytes\): at byte {4 * first} of it, {at}")
+    with pytest.raises(LaunchError, match=message + r".*shared= \(in bytes, not elements\)"):
         fill(Out(out), np.int32(count), block=(32, 1, 1), grid=(2, 1), shared=shared)
     fill(Out(out), np.int32(8), block=(32, 1, 1), grid=(2, 1), shared=32)     # the next launch is clean
     assert out.tolist() == [7.0, 7.0]
+
+
+FILE_SCOPE_DYNAMIC = r"""
+extern __shared__ float buf[];
+__global__ void reverse(float* out) {
+  buf[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}
+__global__ void past(float* out, int k) { buf[threadIdx.x + k] = 1.0f; out[0] = buf[0]; }
+"""
+
+
+def test_an_extern_shared_array_at_file_scope_names_the_module_s_own_buffer_and_is_watched_there(context):
+    # The array is the module's buffer itself (no pointer to a worker's): the launch's bytes start there, and the
+    # bytes past them are watched, as before dynamic shared memory ended against an inaccessible page.
+    mod = SourceModule(FILE_SCOPE_DYNAMIC)
+    assert mod.single_worker
+    out = np.zeros(64, np.float32)
+    mod.get_function("reverse")(Out(out), block=(64, 1, 1), grid=(3, 1), shared=256)
+    assert out.tolist() == list(range(63, -1, -1))
+    with pytest.raises(LaunchError, match=r"^kernel 'past' block \(0,0,0\) wrote past the dynamic shared memory the "
+                       r"launch asked for \(shared=256 bytes\): bytes 256 to 383 of the dynamic buffer changed"):
+        mod.get_function("past")(Out(out), np.int32(64), block=(32, 1, 1), shared=256)
 
 
 STATIC_SHARED = r"""

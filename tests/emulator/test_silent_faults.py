@@ -4,6 +4,7 @@ a message that says what was wrong, the process lives on, and a correct kernel r
 (Each script ends with the same correct kernel; the test reads what the script printed.)
 """
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -164,6 +165,136 @@ def test_a_local_array_written_far_past_its_end_stops_a_plain_launch_and_memchec
         assert ("kernel 'local' thread (0,0,0) of block (0,0,0) wrote past the end of a local array (its stack "
                 "frame was overwritten)") in line(out, f"plain{k}")
     assert "indexed the array 'float [16]' at [20] (line 5 of your source), outside it" in line(out, "memcheck20")
+
+
+# ---- shared memory written or read far past what a block has ----------------------------------------------------
+
+SHARED_FAR = r'''
+from gpuedu.emulator import compiler
+mod = SourceModule(r"""
+__global__ void far_static(float* out, int k) {       // a barrier: its threads run as fibers
+  __shared__ float s[256];
+  s[threadIdx.x] = 1.0f;
+  s[threadIdx.x + k] = 2.0f;
+  __syncthreads();
+  out[threadIdx.x] = s[threadIdx.x];
+}
+__global__ void far_static_read(float* out, int k) {  // none: a plain loop over its threads
+  __shared__ float r[64];
+  r[threadIdx.x % 64] = 1.0f;
+  out[threadIdx.x] = r[threadIdx.x + k];
+}
+__global__ void far_dynamic(float* out, int k) {
+  extern __shared__ float d[];
+  d[threadIdx.x + k] = 2.0f;
+  out[threadIdx.x] = 1.0f;
+}
+__global__ void far_dynamic_read(float* out, int k) {
+  extern __shared__ float d[];
+  out[threadIdx.x] = d[threadIdx.x + k];
+}
+""")
+# A module whose __shared__ variables take 32 KiB, launched first: the next module's far write lands where this
+# one's variables were, which must fault all the same.
+big = SourceModule(r"""
+__global__ void big(float* out) {
+  __shared__ float b[8192];
+  for (int i = threadIdx.x; i < 8192; i += blockDim.x) b[i] = i;
+  __syncthreads();
+  out[threadIdx.x] = b[8191 - threadIdx.x];
+}""").get_function("big")
+small = SourceModule(r"""
+__global__ void small(float* out, int k) { __shared__ float t[256]; t[threadIdx.x + k] = 1.0f; out[0] = t[0]; }
+""").get_function("small")
+# Correct kernels with static and dynamic shared memory, on two workers: one array is declared only in some
+# blocks, so that it registers while the other worker runs blocks (which then run the declaration themselves).
+good = SourceModule(r"""
+__global__ void block_sum(const float* x, float* out) {
+  __shared__ float s[256];
+  extern __shared__ float d[];
+  d[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];
+  s[threadIdx.x] = d[threadIdx.x];
+  __syncthreads();
+  for (int k = 128; k > 0; k >>= 1) {
+    if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+  if (blockIdx.x % 7 == 3) {
+    __shared__ float late[8192];                       // 32 KiB, on pages of its own
+    late[threadIdx.x * 32] = blockIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] += late[255 * 32] - blockIdx.x;
+  }
+}""").get_function("block_sum")
+
+def shared_kernels_run():
+    compiler.set_threads(2)
+    x = np.arange(64 * 256, dtype=np.float32) % 17
+    sums = gpuarray.zeros(64, np.float32)
+    good(gpuarray.to_gpu(x), sums, block=(256, 1, 1), grid=(64, 1), shared=1024)
+    out = gpuarray.zeros(256, np.float32)
+    big(out, block=(256, 1, 1))
+    compiler.set_threads(1)
+    return np.array_equal(sums.get(), x.reshape(64, 256).sum(axis=1)) and out.get()[0] == 8191
+
+out = gpuarray.zeros(256, np.float32)
+print("before:", shared_kernels_run(), flush=True)
+cases = [
+    ("static", lambda: mod.get_function("far_static")(out, np.int32(100000), block=(256, 1, 1))),
+    ("static-read", lambda: mod.get_function("far_static_read")(out, np.int32(100000), block=(256, 1, 1))),
+    ("static-small", lambda: small(out, np.int32(4096), block=(32, 1, 1))),
+    ("dynamic", lambda: mod.get_function("far_dynamic")(out, np.int32(5000), block=(32, 1, 1), shared=1024)),
+    ("dynamic-read", lambda: mod.get_function("far_dynamic_read")(out, np.int32(5000), block=(32, 1, 1),
+                                                                  shared=1000)),
+]
+for label, launch in cases:
+    attempt(label, launch)
+    print(f"{label}-afterwards:", shared_kernels_run(), flush=True)
+# On two workers, after the late array registered: each worker's far write faults too.
+compiler.set_threads(2)
+attempt("static-workers", lambda: mod.get_function("far_static")(out, np.int32(100000), block=(256, 1, 1),
+                                                                 grid=(16, 1)))
+attempt("dynamic-workers", lambda: mod.get_function("far_dynamic")(out, np.int32(5000), block=(32, 1, 1),
+                                                                   grid=(16, 1), shared=1024))
+compiler.set_threads(1)
+'''
+
+
+def test_a_shared_memory_index_far_out_of_range_stops_a_plain_launch():
+    out = run(SHARED_FAR)
+    assert "before: True" in out
+    hint = (". An index far out of range faults on a GPU too; check each index against the array's size. "
+            "gpuedu.memcheck() names the line")
+    assert line(out, "static") == (
+        "LaunchError: kernel 'far_static' thread (0,0,0) of block (0,0,0) wrote past the block's static __shared__ "
+        "memory: 398976 bytes past the end of the __shared__ array 's' (1024 bytes), the kernel's last before that "
+        "address" + hint)
+    assert line(out, "static-read") == (
+        "LaunchError: kernel 'far_static_read' thread (0,0,0) of block (0,0,0) read past the block's static "
+        "__shared__ memory: 399744 bytes past the end of the __shared__ array 'r' (256 bytes), the kernel's last "
+        "before that address" + hint)
+    # within the 32 KiB the module launched before it used: this module's launch closed them again
+    assert line(out, "static-small") == (
+        "LaunchError: kernel 'small' thread (0,0,0) of block (0,0,0) wrote past the block's static __shared__ "
+        "memory: 15360 bytes past the end of the __shared__ array 't' (1024 bytes), the kernel's last before that "
+        "address" + hint)
+    advice = ("which faults on a GPU too; pass a larger shared= (in bytes, not elements) or check the index. "
+              "gpuedu.memcheck() names the line")
+    assert line(out, "dynamic") == (
+        "LaunchError: kernel 'far_dynamic' thread (0,0,0) of block (0,0,0) wrote past the dynamic shared memory the "
+        "launch asked for (shared=1024 bytes): at byte 20000 of it, 18976 bytes past its end, " + advice)
+    assert line(out, "dynamic-read") == (
+        "LaunchError: kernel 'far_dynamic_read' thread (0,0,0) of block (0,0,0) read past the dynamic shared memory "
+        "the launch asked for (shared=1000 bytes): at byte 20000 of it, 19000 bytes past its end, " + advice)
+    for label in ("static", "static-read", "static-small", "dynamic", "dynamic-read"):
+        assert f"{label}-afterwards: True" in out, out
+    # (which of the grid's blocks a faulting worker ran first depends on the workers' timing)
+    assert re.match(r"LaunchError: kernel 'far_static' thread \(0,0,0\) of block \(\d+,0,0\) wrote past the "
+                    r"block's static __shared__ memory: 398976 bytes past", line(out, "static-workers"))
+    assert re.match(r"LaunchError: kernel 'far_dynamic' thread \(0,0,0\) of block \(\d+,0,0\) wrote past the "
+                    r"dynamic shared memory the launch asked for \(shared=1024 bytes\): at byte 20000",
+                    line(out, "dynamic-workers"))
 
 
 # ---- shared memory and vector types where only memcheck sees the access --------------------------------------

@@ -268,6 +268,21 @@ void* reserve(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+void* reserve_inaccessible(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+bool set_accessible(void* p, size_t bytes, bool accessible) {
+  return !bytes || mprotect(p, bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
+size_t page_bytes() {
+  static size_t page;   // (two threads may both ask the system first: the same answer)
+  if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+  return page;
+}
+
 char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   size_t one = stack_bytes + page;

@@ -65,6 +65,12 @@ GPUEDU_HIDDEN const char* printf_collect(size_t limit, size_t* length, size_t* d
 // so that what a local array written far past its end hits is its own, never another mapping).
 // `bytes` of address space, readable and writable, its pages made as they are first touched; nullptr if none.
 GPUEDU_HIDDEN void* reserve(size_t bytes);
+// `bytes` of address space that every access faults in, until set_accessible opens part of it; nullptr if none.
+GPUEDU_HIDDEN void* reserve_inaccessible(size_t bytes);
+// Make [p, p + bytes) readable and writable, or inaccessible again (whole pages; what it held is kept); false if
+// the system refused.
+GPUEDU_HIDDEN bool set_accessible(void* p, size_t bytes, bool accessible);
+GPUEDU_HIDDEN size_t page_bytes();
 GPUEDU_HIDDEN char* map_stacks(size_t stack_bytes, unsigned count, size_t* stride, size_t* total, size_t above = 0);
 
 // Watched bytes (after static __shared__ arrays, past the dynamic shared memory a launch asked for):

@@ -225,6 +225,50 @@ extern "C" __attribute__((visibility("default"))) const char* gpuedu_take_output
 extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(const __gpuedu::KernelInfo* k) {
   return __gpuedu::static_shared_of(k);
 }
+// Where `address` lies in the shared memory of this module's workers, for the description of a fault there:
+// 1 in a worker's arena of static __shared__ variables, beyond the pages the module's variables use (out[0]: how
+// many bytes past the end of the last variable that starts before it, the running kernel's if it has one there
+// (out[2] 1) or else the module's (out[2] 0), out[1]: that variable's size, *name: its name or nullptr; out[0] is
+// the offset in the arena if none starts before it, out[1] then 0); 2 past the dynamic shared memory of the
+// worker's last launch (out[0]: how many bytes past its end, out[1]: its size, shared=); 0 neither.
+extern "C" __attribute__((visibility("default"))) int gpuedu_shared_place(const void* address,
+                                                                           unsigned long long* out,
+                                                                           const char** name) {
+  using namespace __gpuedu;
+  const unsigned char* a = (const unsigned char*)address;
+  void** states = worker_states();
+  *name = nullptr;
+  for (int w = 0; w < host::MAX_WORKERS; ++w) {
+    const Runtime* r = states[w] ? &((const Worker*)states[w])->r : nullptr;
+    if (!r) continue;
+    if (r->arena && a >= r->arena + r->arena_open && a < r->arena + ARENA_BYTES) {
+      size_t offset = (size_t)(a - r->arena);
+      out[0] = offset;
+      out[1] = out[2] = 0;
+      const SharedVar* last = nullptr;
+      for (int pass = 1; pass >= 0 && !last; --pass)
+        for (int i = 0, n = shared_count(); i < n; ++i)
+          if (!S.at[i].absolute && S.at[i].offset <= offset && (!pass || S.at[i].kernel == r->kernel) &&
+              (!last || S.at[i].offset > last->offset))
+            last = &S.at[i];
+      if (last) {
+        out[2] = last->kernel == r->kernel;
+        out[0] = offset > last->offset + last->n ? offset - (last->offset + last->n) : 0;
+        out[1] = last->n;
+        *name = last->name;
+      }
+      return 1;
+    }
+    size_t page = host::page_bytes();
+    const unsigned char* end = r->dyn_buffer + (DYNAMIC_SHARED_BYTES + page - 1) / page * page;
+    if (r->dyn_buffer && a >= end && a < end + DYNAMIC_GUARD_BYTES && r->dyn >= r->dyn_buffer && r->dyn <= end) {
+      out[0] = (size_t)(a - (r->dyn + r->dynamic_shared_bytes));
+      out[1] = r->dynamic_shared_bytes;
+      return 2;
+    }
+  }
+  return 0;
+}
 // Share the process-wide fiber stack pools, one per worker (see StackPool); called once at load.
 namespace __gpuedu { GPUEDU_HIDDEN StackPool* pools; }
 // The process-wide device heap, owned by Python (shared by every module, like the stacks).
@@ -263,6 +307,7 @@ inline void begin_grid(const KernelInfo* k, const unsigned* dims) {
   R.dynamic_shared_bytes = dims[6];
   R.shared_limit = dims[7];
   R.kernel = k;
+  place_dynamic();
 }
 }  // namespace __gpuedu
 
@@ -284,28 +329,27 @@ struct GridJob {
 // Worker w's state (made the first time it runs), this thread's from now on; false (and E_launch says why)
 // when there is no memory for it.
 inline bool become_worker(int w) {
-  host::Workers* all = host::workers_of_process();
-#ifdef GPUEDU_UCONTEXT
-  void*& state = all->states[1][w];
-#else
-  void*& state = all->states[0][w];
-#endif
+  void*& state = worker_states()[w];
   if (!state) {
     char* p = (char*)calloc(1, sizeof(Worker) + 128);
     if (!p) {
       E_launch = ErrorInfo{DEADLOCK, {0, 0, 0}, {0, 0, 0}, -1, 0, "no memory for a worker thread's state"};
       return false;
     }
-    state = p + (128 - (uintptr_t)p % 128);
+    __atomic_store_n(&state, (void*)(p + (128 - (uintptr_t)p % 128)), __ATOMIC_RELEASE);   // (open_arenas reads it)
   }
   *const_cast<WorkerHead**>(&__gpuedu_worker) = (WorkerHead*)state;   // (const to a profiled build's reads)
   R.worker = w;
   if (pools) R.pool = &pools[w];
-  R.dyn = w ? worker().own_dynamic_shared : dynamic_shared;
-  if (!R.arena) R.arena = (unsigned char*)host::reserve(ARENA_BYTES);
-  if (!R.arena) {
+  if (!R.dyn_buffer) {
+    size_t page = host::page_bytes(), open = (DYNAMIC_SHARED_BYTES + page - 1) / page * page;
+    unsigned char* p = (unsigned char*)host::reserve_inaccessible(open + DYNAMIC_GUARD_BYTES);
+    if (p && host::set_accessible(p, open, true)) R.dyn_buffer = p;
+  }
+  if (!R.arena) __atomic_store_n(&R.arena, (unsigned char*)host::reserve_inaccessible(ARENA_BYTES), __ATOMIC_RELEASE);
+  if (!R.arena || !R.dyn_buffer || !open_own_arena()) {
     E_launch = ErrorInfo{DEADLOCK, {0, 0, 0}, {0, 0, 0}, -1, 0,
-                         "no address space left for the static __shared__ variables of a worker thread"};
+                         "no address space left for the shared memory of a worker thread"};
     return false;
   }
   GPUEDU_PROF(worker_begin(w, R.dyn, R.arena));
@@ -328,6 +372,7 @@ inline void run_worker(void* p, int w) {
     R.kernel = from.kernel;
     R.shared_limit = from.shared_limit;
     R.dynamic_shared_bytes = from.dynamic_shared_bytes;
+    place_dynamic();
     E.code = 0;
     E.message[0] = 0;
   }

@@ -54,6 +54,9 @@ constexpr size_t LAUNCH_STACK_BYTES = 8 << 20;  // the launch's own stack (gpued
 constexpr size_t LAUNCH_STACK_HEADROOM = 256;  // left unused at its top, under the inaccessible window (gpuedu_launch.h)
 constexpr size_t STACK_COLOURS = 64, STACK_COLOUR_BYTES = 64;  // stack tops staggered by cache line (stack_top)
 constexpr size_t DYNAMIC_SHARED_BYTES = 96 * 1024;
+// Reserved, inaccessible, after each worker's dynamic shared buffer: an index far past the launch's dynamic shared
+// memory faults there (place_dynamic), never in another mapping.
+constexpr size_t DYNAMIC_GUARD_BYTES = 16 << 20;
 
 // What Python reads after a failed launch (layout mirrored in function.py).
 struct ErrorInfo {
@@ -136,8 +139,11 @@ struct Runtime {
   const void* kernel;         // the KernelInfo of the running launch
   size_t shared_limit;        // static + dynamic shared memory allowed per block
   int n_known;                // static __shared__ variables whose guards this worker has filled (SharedVars)
-  unsigned char* dyn;         // this worker's dynamic shared memory (worker 0: the module's dynamic_shared)
+  unsigned char* dyn;         // the launch's dynamic shared memory, in dyn_buffer (place_dynamic)
   unsigned char* arena;       // this worker's static __shared__ variables, at the offsets their module gave
+  size_t arena_open;          // the arena's first bytes that are accessible (whole pages; the rest faults)
+  unsigned char* dyn_buffer;  // this worker's dynamic shared buffer: DYNAMIC_SHARED_BYTES, then inaccessible pages
+  unsigned char* dyn_end;     // the end of the accessible bytes of the buffer R.dyn lies in
   size_t dynamic_shared_bytes;
   bool dynamic_used;          // an extern __shared__ declaration ran in this launch
   // watched bytes: [0] past the dynamic shared memory, then the guards after static __shared__ arrays
@@ -157,16 +163,15 @@ struct LaunchStack {
 };
 
 // A worker: an OS thread running blocks of a launch, with a state of its own, as each SM of a GPU has its own
-// (threadIdx and blockIdx first, then the scheduler's state, its error record, its launch stack and its dynamic
-// shared memory). Launches run one at a time, so a worker's state serves every module that shares its layout (the
-// prelude's; ucontext's fibers, GPUEDU_UCONTEXT, lay it out otherwise and have a set of their own); the process's
-// Workers hold them, and __gpuedu_worker points at this thread's.
+// (threadIdx and blockIdx first, then the scheduler's state, its error record and its launch stack; its shared
+// memory is mapped apart: Runtime's arena and dyn_buffer). Launches run one at a time, so a worker's state serves
+// every module that shares its layout (the prelude's; ucontext's fibers, GPUEDU_UCONTEXT, lay it out otherwise and
+// have a set of their own); the process's Workers hold them, and __gpuedu_worker points at this thread's.
 struct Worker {
   WorkerHead head;
   Runtime r;
   ErrorInfo e;
   LaunchStack l;
-  alignas(128) unsigned char own_dynamic_shared[DYNAMIC_SHARED_BYTES];   // (workers but the first)
 };
 static_assert(sizeof(Worker) <= host::WORKER_BYTES, "a worker's state must fit where the thread-local pointer starts");
 static_assert(__builtin_offsetof(Worker, head) == 0, "threadIdx and blockIdx are at the worker's start");
@@ -189,11 +194,23 @@ inline ErrorInfo& err() { return worker().e; }
 #define E (::__gpuedu::err())
 #define L (::__gpuedu::worker().l)
 
+// The process's worker states of this module's layout (host::Workers), by worker.
+inline void** worker_states() {
+#ifdef GPUEDU_UCONTEXT
+  return host::workers_of_process()->states[1];
+#else
+  return host::workers_of_process()->states[0];
+#endif
+}
+
 // What Python reads after a failed launch: the error record of the worker whose failure stopped it.
 GPUEDU_HIDDEN ErrorInfo E_launch;
 // Every `extern __shared__` array the compiler could not rewrite as a pointer names this storage (by this
 // assembler name): worker 0's dynamic shared memory, in a module whose blocks then run on worker 0 alone.
 alignas(128) GPUEDU_HIDDEN unsigned char dynamic_shared[DYNAMIC_SHARED_BYTES] __asm__("__gpuedu_dynamic_shared");
+// Set when the module loads if one of its arrays names it (the compiler adds the assignment): worker 0's
+// dynamic shared memory is then this storage, at its start, not the worker's buffer.
+GPUEDU_HIDDEN bool dynamic_named;
 
 // What the workers of a launch share: the next block to run, and whether to stop.
 struct Grid {
@@ -230,6 +247,69 @@ GPUEDU_HIDDEN SharedVars S;
 
 inline unsigned char* shared_address(const SharedVar& v) { return v.absolute ? v.absolute : R.arena + v.offset; }
 inline int shared_count() { return __atomic_load_n(&S.n, __ATOMIC_ACQUIRE); }
+
+// A worker's arena is reserved inaccessible and opened, whole pages, as far as the running module's variables
+// reach (guards included): an index far past them faults instead of landing in unused arena. Each worker opens
+// (or closes) its own to the module's extent when a launch starts (open_own_arena); a variable registered during
+// a launch opens every worker's before its slot is published (open_arenas), so that a worker that then runs the
+// declaration finds its slot accessible. Both under S.lock. A profiled build opens it all: memcheck reports such an
+// index (with the line), and a plain access must not fault where the counters' run expects none.
+inline size_t arena_extent() {
+#ifdef GPUEDU_PROFILE
+  return ARENA_BYTES;
+#else
+  size_t page = host::page_bytes();
+  return (S.arena_used + page - 1) / page * page;
+#endif
+}
+
+inline bool open_arena(Runtime& r, size_t bytes) {
+  unsigned char* a = __atomic_load_n(&r.arena, __ATOMIC_ACQUIRE);
+  if (!a || r.arena_open == bytes) return true;
+  bool ok = bytes > r.arena_open ? host::set_accessible(a + r.arena_open, bytes - r.arena_open, true)
+                                 : host::set_accessible(a + bytes, r.arena_open - bytes, false);
+  if (ok) r.arena_open = bytes;
+  return ok;
+}
+
+inline bool open_arenas() {
+  size_t want = arena_extent();
+  void** states = worker_states();
+  bool ok = true;
+  for (int w = 0; w < host::MAX_WORKERS; ++w) {
+    Worker* state = (Worker*)__atomic_load_n(&states[w], __ATOMIC_ACQUIRE);
+    if (state && state->r.arena_open < want && !open_arena(state->r, want)) ok = false;
+  }
+  return ok;
+}
+
+GPUEDU_PROF_QUIET inline bool open_own_arena() {
+  while (__atomic_exchange_n(&S.lock, 1, __ATOMIC_ACQUIRE)) {}
+  bool ok = open_arena(R, arena_extent());
+  __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
+  return ok;
+}
+
+// Where the launch's dynamic shared memory lies in this worker's buffer (once its size is known): in a plain build
+// against the buffer's end, rounded to the 128-byte line CUDA's shared memory is allocated in (the bytes up to
+// that line past the launch's are watched, the next page faults: an index far past it stops the thread that made
+// it); in a profiled build at the start, as memcheck's bounds check expects; in a module whose arrays name
+// dynamic_shared (one worker), there.
+GPUEDU_PROF_QUIET inline void place_dynamic() {
+  if (dynamic_named && R.worker == 0) {
+    R.dyn = dynamic_shared;
+    R.dyn_end = dynamic_shared + DYNAMIC_SHARED_BYTES;
+    return;
+  }
+  size_t page = host::page_bytes();
+  R.dyn_end = R.dyn_buffer + (DYNAMIC_SHARED_BYTES + page - 1) / page * page;
+#ifdef GPUEDU_PROFILE
+  R.dyn = R.dyn_buffer;
+#else
+  size_t used = (R.dynamic_shared_bytes + 127) / 128 * 128;
+  R.dyn = used <= DYNAMIC_SHARED_BYTES ? R.dyn_end - used : R.dyn_buffer;   // (more fails the launch before it runs)
+#endif
+}
 }  // namespace __gpuedu
 
 // Bytes of printf output waiting to be shown; Python polls it after each launch.
@@ -353,6 +433,7 @@ template <typename T, size_t A> struct SlotOf<GuardedShared<T, A>> {
 };
 
 [[noreturn]] void fail_arena_full(size_t bytes);
+[[noreturn]] void fail_arena_closed(size_t bytes);
 
 GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long long* key, size_t bytes, size_t align,
                                                                       size_t value_bytes, ptrdiff_t guard,
@@ -383,6 +464,10 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
       fail_arena_full(offset + bytes);
     }
     S.arena_used = offset + bytes;
+    if (!open_arenas()) {
+      __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
+      fail_arena_closed(offset + bytes);
+    }
     k = (long long)offset + 1;
   }
   __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
@@ -419,8 +504,8 @@ template <typename T> inline T& shared_var(long long* key, const char* name) {
 constexpr size_t DYNAMIC_WATCH_BYTES = 256;
 
 inline size_t dynamic_watch_bytes() {
-  if (R.dynamic_shared_bytes >= DYNAMIC_SHARED_BYTES) return 0;
-  size_t room = DYNAMIC_SHARED_BYTES - R.dynamic_shared_bytes;
+  if (R.dyn + R.dynamic_shared_bytes >= R.dyn_end) return 0;
+  size_t room = (size_t)(R.dyn_end - (R.dyn + R.dynamic_shared_bytes));
   return room < DYNAMIC_WATCH_BYTES ? room : DYNAMIC_WATCH_BYTES;
 }
 
@@ -1063,6 +1148,10 @@ inline void fail_static_shared_overrun(int which, size_t first, size_t last) {
 inline void fail_arena_full(size_t bytes) {
   fail(TOO_MUCH_SHARED, "the module's static __shared__ variables take %zu bytes in all, more than the emulator "
        "keeps for them (%zu); split the kernels into several modules", bytes, ARENA_BYTES);
+}
+
+inline void fail_arena_closed(size_t bytes) {
+  fail(TOO_MUCH_SHARED, "the system refused to map %zu bytes for the module's static __shared__ variables", bytes);
 }
 
 inline void fail_dynamic_shared_overrun(size_t first, size_t last) {
