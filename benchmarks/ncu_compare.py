@@ -36,7 +36,8 @@ sys.path.insert(0, REPO)
 def metric_names():
     """What ncu is asked for: every counted and modelled metric the profiler gives, and the registers."""
     from gpuedu.profiler import metrics
-    return list(metrics.COUNTED) + list(metrics.MODELLED) + ["launch__registers_per_thread"]
+    names = list(metrics.COUNTED) + list(metrics.MODELLED) + ["launch__registers_per_thread"]
+    return list(dict.fromkeys(metrics.ncu_name(n) for n in names))
 
 
 def workload():

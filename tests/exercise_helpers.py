@@ -17,3 +17,13 @@ def mutate(source, old, new=""):
     """``source`` with the first ``old`` replaced: a plausible wrong kernel made from the solution."""
     assert old in source, f"the mutation target {old!r} is not in the solution"
     return source.replace(old, new, 1)
+
+
+def gpu_stand_in(monkeypatch):
+    """Make the active backend read as a GPU ("cuda") that runs on the emulator's driver and compiler: a check then
+    takes the GPU's path (values on the backend, the method judged on a separate emulator build)."""
+    import types
+    from gpuedu import backend
+    active = backend.active()
+    monkeypatch.setattr(backend, "active", lambda: types.SimpleNamespace(name="cuda", driver=active.driver,
+                                                                         compiler=active.compiler))

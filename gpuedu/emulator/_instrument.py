@@ -33,7 +33,7 @@ COUNTERS = (
     "global_red_requests", "global_red_sectors", "global_red_bytes", "global_red_lanes",
     "global_ld_lanes", "global_st_lanes", "shared_ld_lanes", "shared_st_lanes",
     "host_divergent_branches", "l2_lines", "dram_read_pairs", "barriers", "global_lines",
-    "mma_sync",
+    "mma_sync", "shuffles",
 )
 
 #: At most this many L2 sizes are modelled in one launch (gpuedu_profile.cpp's MAX_CAPACITIES, less the

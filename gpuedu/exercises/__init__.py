@@ -88,8 +88,9 @@ case's launches; a value outside the bound fails the case with kind ``"requireme
 In a diagnosis, ``never_written(got["out"])`` is the mask of elements the kernel did not write.
 
 Sources are compiled as ``SourceModule`` compiles them, inside ``extern "C" { ... }`` (write plain
-``__global__ void name(...)``), with ``gpuedu/kernels`` on the include path (``#include
-"common.cuh"`` works).
+``__global__ void name(...)``). An answer is the learner's own code: an ``#include`` of the course's kernel
+files (``gpuedu/kernels``, by name or by any path that reaches them) is refused before compiling
+(``_runner.refused_includes``); CUDA's and the compiler's headers stay allowed.
 """
 import difflib
 import importlib

@@ -1,6 +1,7 @@
 """Compile the learner's source through the active backend and run one case with canaries."""
 import contextlib
 import importlib
+import os
 import re
 from dataclasses import dataclass
 
@@ -63,6 +64,39 @@ def emulator_side():
     return Side("cpu", driver, compiler)
 
 
+REFUSED_INCLUDE = ("exercise answers are your own code: #include of the course's kernel files (gpuedu/kernels/...) "
+                   "is refused")
+
+# A preprocessor line that includes a file: #include, and the compilers' #include_next and #import.
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*(include_next|include|import)\b[ \t]*(.*)$', re.M)
+_COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
+
+
+def refused_includes(source):
+    """``[(line, what)]``: the learner's lines that include one of the course's kernel files (``gpuedu/kernels``:
+    by its name on any path, or by a path that reaches the folder), or include a file named by a macro, which could
+    be one. Headers of the compiler and of CUDA (``<cuda_fp16.h>``, ``<mma.h>``, ...) stay allowed."""
+    # Comments go (a string literal stays: a quoted header name is one), line continuations join the line.
+    text = _COMMENT.sub(lambda m: m.group(0) if m.group(0).startswith('"') else
+                        re.sub(r"[^\n]", " ", m.group(0)), source)
+    course = os.path.realpath(_kernels.DIR)
+    names = set(os.listdir(course))
+    found, text = [], text.replace("\\\n", "")
+    for match in _INCLUDE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        target = match.group(2).strip()
+        quoted = re.match(r'"([^"]*)"|<([^>]*)>', target)
+        if not quoted:
+            found.append((line, f"#{match.group(1)} {target}: a file named by a macro (write the header's name)"))
+            continue
+        name = quoted.group(1) if quoted.group(1) is not None else quoted.group(2)
+        reached = [os.path.realpath(os.path.join(base, name)) for base in (course, os.getcwd(), "/")]
+        if os.path.basename(name) in names or any(os.path.exists(r) and os.path.commonpath([course, r]) == course
+                                                  for r in reached):
+            found.append((line, f"#{match.group(1)} {target}"))
+    return found
+
+
 def compile_kernel(source, kernel, options=(), no_extern_c=False, side=None):
     """Compile ``source`` and return the ``__global__`` function named ``kernel`` (on ``side``, by default
     the active backend's).
@@ -70,12 +104,15 @@ def compile_kernel(source, kernel, options=(), no_extern_c=False, side=None):
     With ``no_extern_c`` the source declares its kernels ``extern "C"`` itself (needed when it
     includes C++ headers such as cuda_fp16.h), as with SourceModule.
     """
+    refused = refused_includes(source)
+    if refused:
+        raise CompileFailed("\n".join(f"{FILENAME}:{line}: error: {REFUSED_INCLUDE} ({what})" for line, what in refused),
+                            [line for line, _ in refused])
     side = side or active_side()
     drv = side.driver
     _ensure_context(drv)
     try:
-        module = side.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c,
-                                            options=list(options), include_dirs=[_kernels.DIR])
+        module = side.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c, options=list(options))
     except drv.CompileError as exc:
         log = getattr(exc, "stderr", None) or str(exc)
         raise CompileFailed(log, error_lines(log)) from None

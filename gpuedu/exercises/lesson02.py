@@ -1,7 +1,8 @@
 """Exercises of lessons/02_memory_and_transfers.ipynb: access patterns and loops over memory."""
 import numpy as np
 
-from . import Case, Exercise, ceil_div, never_written, register, sizes_1d
+from . import Case, Exercise, Requirement, ceil_div, never_written, register, sizes_1d
+from ._exercise import global_reads, global_writes
 
 # ---------------------------------------------------------------------------------------------
 # 02.strided_read: gather every stride-th element (the uncoalesced read of the lesson's ladder)
@@ -88,6 +89,29 @@ def _no_loop(case, expected, got):
     return None
 
 
+def coalesced_copy_sectors(case):
+    """The most sectors a coalesced copy of n floats takes on each side: every 32 consecutive floats a warp moves
+    in one request lie in 4 sectors (128 bytes), 5 where the array does not start on a 128-byte boundary (the
+    last, shorter, piece in fewer). Each thread copying a contiguous chunk instead sends a warp's 32 lanes to 32
+    places a chunk apart: up to 32 sectors a request."""
+    n = int(case.inputs["n"])
+    return 5 * ceil_div(n, 32)
+
+
+def _coalesced_hint(side):
+    def hint(case, got, limit, metrics):
+        return (f"your kernel's global {side} took {got} sectors; a copy whose every round is coalesced (thread t "
+                f"of the grid at t, t + T, t + 2T, ...) takes at most {limit} here, 4 or 5 for each 32 neighbouring "
+                f"floats. Neighbouring threads must touch neighbouring elements in each round: a thread that "
+                f"copies a contiguous chunk of its own sends the 32 lanes of a warp 32 chunks apart.")
+    return hint
+
+
+GRID_STRIDE_COPY_COALESCED = (
+    Requirement(global_reads("sectors"), at_most=coalesced_copy_sectors, hint=_coalesced_hint("reads")),
+    Requirement(global_writes("sectors"), at_most=coalesced_copy_sectors, hint=_coalesced_hint("writes")),
+)
+
 GRID_STRIDE_COPY_STUB = r"""
 // out[i] = x[i] for every i < n, with a grid that is smaller than n: each thread copies
 // several elements, stepping by the total number of threads in the grid.
@@ -111,12 +135,16 @@ register(Exercise(
     text=f"Launch configurations do not have to grow with the data. With a fixed grid of "
          f"{COPY_GRID} blocks of {COPY_BLOCK} threads, thread t copies elements t, t + T, t + 2T, ... "
          f"where T = blockDim.x * gridDim.x. Every round stays coalesced, and the same kernel works "
-         f"for any n, including n smaller than the grid.",
+         f"for any n, including n smaller than the grid. The check counts, on the emulator (on a GPU too: the "
+         f"method is judged on the emulator), the sectors of the global reads (loads, atomics and reductions) and "
+         f"of the global writes (stores, atomics and reductions): at most 5 for every 32 floats on each side, "
+         f"4 of a coalesced warp's 128 bytes and one more where they do not start on a 128-byte boundary.",
     kernel="grid_stride_copy", params=("out", "x", "n"), outputs=("out",),
     reference=grid_stride_copy_spec, cases=grid_stride_copy_cases, stub=GRID_STRIDE_COPY_STUB,
     solution=GRID_STRIDE_COPY_SOLUTION,
     launch=f"block = ({COPY_BLOCK}, 1, 1), grid = ({COPY_GRID}, 1) whatever n is",
     diagnoses=(_no_loop,),
+    requirements=GRID_STRIDE_COPY_COALESCED,
 ))
 
 # ---------------------------------------------------------------------------------------------
@@ -157,6 +185,48 @@ def _wrong_output_pitch(case, expected, got):
     return None
 
 
+def _pieces(case):
+    """``[(rows of a warp, columns of a warp)]`` for every warp with an element: a 16 x 16 block's warp is two
+    of its rows of 16 threads; at the edges fewer rows and columns lie inside a."""
+    rows, cols = int(case.inputs["rows"]), int(case.inputs["cols"])
+    out = []
+    for by in range(ceil_div(rows, TILE)):
+        block_rows = min(TILE, rows - by * TILE)
+        for bx in range(ceil_div(cols, TILE)):
+            block_cols = min(TILE, cols - bx * TILE)
+            out += [(min(2, block_rows - r), block_cols) for r in range(0, block_rows, 2)]
+    return out
+
+
+def coalesced_read_sectors(case):
+    """The most sectors the reads of a take with x over a's columns: each warp reads two pieces of a row, of up to
+    16 neighbouring floats (64 bytes) each: 2 sectors a piece, 3 where it does not start on a 32-byte boundary.
+    Reading a column instead (x over a's rows), each lane reads its own sector."""
+    return sum(r * (ceil_div(c, 8) + 1) for r, c in _pieces(case))
+
+
+def strided_write_sectors(case):
+    """The fewest sectors the writes of out take with x over a's columns: each of a warp's columns is a row of out
+    of its own, `rows` floats from the next, so when rows >= 8 (32 bytes) no two columns share a sector; a
+    warp's lanes then write at least as many sectors as it has columns (0 asked of narrower outputs)."""
+    if int(case.inputs["rows"]) < 8:
+        return 0
+    return sum(c for _, c in _pieces(case))
+
+
+TRANSPOSE_READ_COALESCED_WRITE_STRIDED = (
+    Requirement(global_reads("sectors"), at_most=coalesced_read_sectors,
+                hint="your kernel's reads of a took {got} sectors; with x over a's columns, so that a warp reads "
+                     "neighbouring floats of a row, they take at most {limit} here. This exercise reads coalesced "
+                     "and writes strided: col = blockIdx.x * blockDim.x + threadIdx.x indexes a's columns, and "
+                     "out[col * rows + row] = a[row * cols + col]."),
+    Requirement(global_writes("sectors"), at_least=strided_write_sectors,
+                hint="your kernel's writes of out took {got} sectors, fewer than the {limit} of the naive "
+                     "transpose, whose warps write a column of out (a sector for each of their columns): this "
+                     "exercise is the naive one, reads coalesced and writes strided; staging a tile in shared "
+                     "memory to coalesce both comes later."),
+)
+
 TRANSPOSE_STUB = r"""
 // out = a^T: a is rows x cols (row-major), out is cols x rows; one thread per element of a.
 __global__ void transpose_naive(float* out, const float* a, int rows, int cols) {
@@ -179,9 +249,14 @@ register(Exercise(
     text="A transpose moves element (row, col) of a to (col, row) of out. With x over columns, a "
          "warp reads a contiguous piece of a row (coalesced) but writes a column of out, one float "
          "every `rows` floats (strided). Staging a tile in shared memory fixes that (see "
-         "gpuedu/kernels/copy_transpose.cu); here, get the indices and both guards right.",
+         "gpuedu/kernels/copy_transpose.cu); here, get the indices and both guards right. The check counts, on "
+         "the emulator (on a GPU too: the method is judged on the emulator), the sectors of the global reads "
+         "(loads, atomics and reductions: at most what coalesced reads of a take, 2 or 3 for each 16 floats of a "
+         "row a warp reads) and of the global writes (stores, atomics and reductions: at least one for each column "
+         "a warp writes, as strided writes take, when out's rows are 8 floats or longer).",
     kernel="transpose_naive", params=("out", "a", "rows", "cols"), outputs=("out",),
     reference=transpose_spec, cases=transpose_cases, stub=TRANSPOSE_STUB, solution=TRANSPOSE_SOLUTION,
     launch=f"block = ({TILE}, {TILE}, 1), grid = (ceil_div(cols, {TILE}), ceil_div(rows, {TILE}))",
     diagnoses=(_copied_not_transposed, _wrong_output_pitch),
+    requirements=TRANSPOSE_READ_COALESCED_WRITE_STRIDED,
 ))

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import Case, Exercise, Requirement, ceil_div, register, sizes_1d
 from ._exercise import global_reads
+from ..profiler.metrics import SHUFFLES
 from ._canary import is_sentinel
 
 BLOCK = 256
@@ -100,6 +101,47 @@ __global__ void block_sum(float* out, const float* x, int n) {
 }
 """
 
+LOAD_REQUESTS = global_reads("requests")   # loads, and atomics and reductions, which read too
+SHARED_READS = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_atom.sum")
+SHARED_WRITES = ("smsp__sass_inst_executed_op_shared_st.sum", "smsp__sass_inst_executed_op_shared_atom.sum")
+
+
+def _warps_launched(case):
+    """One global load request per warp: its 32 lanes load their 32 floats with one instruction."""
+    return math.prod(case.grid) * math.prod(case.block) // 32
+
+
+def tree_shared_reads(case):
+    """The most shared-memory read instructions a tree over each block's 256 values takes: at each of its
+    log2(256) = 8 levels every warp with an adding lane reads two partial sums (its own and its partner's), with
+    one instruction each, and one thread reads the block's sum at the end. Sequential addressing (the solution, or
+    its last warp unrolled) takes 25 a block; interleaved addressing (tid % (2 s) == 0), whose adding lanes spread
+    over every warp, 95; the bound, every warp at every level, 2 * 8 * 8 + 1 = 129. One thread summing the block
+    in a loop takes one per element: 256."""
+    levels = int(math.log2(BLOCK))
+    return (2 * levels * (BLOCK // 32) + 1) * math.prod(case.grid)
+
+
+def _block_sum_serial_hint(case, got, limit, metrics):
+    return (f"your kernel made {got} shared-memory read instructions (loads and atomics); a tree over each "
+            f"block's 256 values makes at most {limit} here (two a warp at each of the 8 levels, and one for the "
+            f"result): a loop in which one thread adds the block's values one after another makes one for every "
+            f"value. Let half the threads add at each level (s = 128, 64, ..., 1), with __syncthreads() between.")
+
+
+BLOCK_SUM_TREE = (
+    Requirement(LOAD_REQUESTS, at_most=_warps_launched,
+                hint="your kernel issued {got} global read requests (loads, atomics and reductions); each thread "
+                     "loading its own x[i] issues {limit} here, one a warp: a thread that reads other threads' "
+                     "elements from global memory (a loop over the block in thread 0, say) issues one per element. "
+                     "Every thread loads one value into partial[tid]; the tree adds them in shared memory."),
+    Requirement(SHARED_WRITES, at_least=_warps_launched,
+                hint="your kernel made {got} shared-memory store instructions (stores and atomics), fewer than the "
+                     "{limit} of every warp storing its 32 loaded values into partial[]: the sum must go through "
+                     "shared memory, partial[tid] = (i < n) ? x[i] : 0.0f, then the tree."),
+    Requirement(SHARED_READS, at_most=tree_shared_reads, hint=_block_sum_serial_hint),
+)
+
 register(Exercise(
     id="03.block_sum",
     title="Sum each block's elements in shared memory",
@@ -107,12 +149,18 @@ register(Exercise(
          "them pairwise in a tree, halving the number of active threads each step (128 add, then "
          "64, ..., then 1), until partial[0] holds the block's sum. Two things make it correct: "
          "threads past n must still take part (load 0), and no thread may read a neighbour's value "
-         "before the neighbour wrote it (__syncthreads() after the load and after every level).",
+         "before the neighbour wrote it (__syncthreads() after the load and after every level). The check "
+         "counts, on the emulator (on a GPU too: the method is judged on the emulator), global read requests "
+         "(loads, atomics and reductions: at most one a warp, each thread loading its own element), shared-"
+         "memory store instructions (at least one a warp) and shared-memory read instructions (loads and "
+         "atomics: at most what a tree takes, two a warp at each of the 8 levels and one for the result, 129 a "
+         "block, where one thread adding the block's 256 values in a loop makes 256).",
     kernel="block_sum", params=("out", "x", "n"), outputs=("out",),
     reference=block_sum_spec, cases=block_sum_cases, stub=BLOCK_SUM_STUB, solution=BLOCK_SUM_SOLUTION,
     launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(n, {BLOCK}), 1); out has one float per block",
     races=True,
     diagnoses=(_block_sum_nan, _block_sum_stopped_early, _block_sum_unordered),
+    requirements=BLOCK_SUM_TREE,
 ))
 
 # ---------------------------------------------------------------------------------------------
@@ -151,14 +199,6 @@ def _warp_sum_shuffle_steps(case, expected, got):
     return None
 
 
-LOAD_REQUESTS = global_reads("requests")   # loads, and atomics and reductions, which read too
-
-
-def _warps_launched(case):
-    """One global load request per warp: its 32 lanes load their 32 floats with one instruction."""
-    return math.prod(case.grid) * math.prod(case.block) // 32
-
-
 WARP_SUM_ONE_LOAD_PER_WARP = Requirement(
     LOAD_REQUESTS, at_most=_warps_launched,
     hint="your kernel issued {got} global read requests (loads, atomics and reductions); one load per lane "
@@ -166,6 +206,25 @@ WARP_SUM_ONE_LOAD_PER_WARP = Requirement(
          "floats with one instruction. Let every lane load its own x[i] and the shuffles add them; "
          "a lane that loops over the warp's values issues a request per value.")
 
+SHARED_ACCESSES = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_st.sum",
+                   "smsp__sass_inst_executed_op_shared_atom.sum")
+
+
+def _shuffle_rounds(case):
+    """log2(32) = 5 shuffles for every warp that has an output (a warp wholly past n may skip them)."""
+    return 5 * ceil_div(int(case.inputs["n"]), 32)
+
+
+WARP_SUM_SHUFFLES = (
+    Requirement(SHUFFLES, at_least=_shuffle_rounds,
+                hint="your kernel made {got} warp shuffles (" + SHUFFLES + "); adding at offsets 16, 8, 4, 2, 1 "
+                     "takes 5 for each warp with an output, {limit} here: v += __shfl_down_sync(0xffffffffu, v, "
+                     "offset) with offset = 16, 8, 4, 2, 1."),
+    Requirement(SHARED_ACCESSES, at_most=lambda case: 0,
+                hint="your kernel made {got} shared-memory instructions (loads, stores and atomics); this exercise "
+                     "is the reduction without shared memory: the lanes exchange their values with "
+                     "__shfl_down_sync, register to register, and no __shared__ array is needed."),
+)
 
 WARP_SUM_STUB = r"""
 // out[w] = x[32 w] + ... + x[32 w + 31] (past n count as 0), one warp per output, no shared memory.
@@ -198,12 +257,15 @@ register(Exercise(
          "returns v from lane (lane + d). Adding it at d = 16, 8, 4, 2, 1 leaves the warp's sum in "
          "lane 0, with no shared memory and no __syncthreads. Every lane named in the mask must "
          "execute the shuffle, so lanes past n load 0 instead of returning early; and a warp that "
-         "lies wholly past n must not write (out has ceil_div(n, 32) elements).",
+         "lies wholly past n must not write (out has ceil_div(n, 32) elements). The check counts, on the "
+         "emulator (on a GPU too: the method is judged on the emulator), global read requests (loads, atomics "
+         "and reductions: at most one a warp), shuffles (at least 5 for each warp with an output) and shared-"
+         "memory loads, stores and atomics (none).",
     kernel="warp_sum", params=("out", "x", "n"), outputs=("out",),
     reference=warp_sum_spec, cases=warp_sum_cases, stub=WARP_SUM_STUB, solution=WARP_SUM_SOLUTION,
     launch=f"block = ({WARP_BLOCK}, 1, 1), grid = (ceil_div(n, {WARP_BLOCK}), 1); out has ceil_div(n, 32) floats",
     diagnoses=(_warp_sum_shuffle_steps,),
-    requirements=(WARP_SUM_ONE_LOAD_PER_WARP,),
+    requirements=(WARP_SUM_ONE_LOAD_PER_WARP,) + WARP_SUM_SHUFFLES,
 ))
 
 # ---------------------------------------------------------------------------------------------
@@ -265,8 +327,24 @@ def _histogram_counts_in_shared(case, got, limit, metrics):
             f"block, reaches the global histogram that every block fights over.")
 
 
+GLOBAL_ATOMIC_SECTORS = ("l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum",
+                         "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum")
+
+
+def merge_sectors(case):
+    """The most global atomic sectors a merge of each block's bins takes: its 8 warps add 32 neighbouring bins each,
+    128 bytes: 4 sectors, 5 where hist does not start on a 128-byte boundary; 40 a block. Counting each x[i]
+    straight into hist, a warp's atomics land on bins all over the histogram: up to 32 sectors a warp."""
+    return (BINS // 32) * 5 * math.prod(case.grid)
+
+
 HISTOGRAM_PRIVATE_BINS = (
     Requirement(SHARED_ATOMICS, at_least=lambda case: int(case.inputs["n"]), hint=_histogram_counts_in_shared),
+    Requirement(GLOBAL_ATOMIC_SECTORS, at_most=merge_sectors,
+                hint="your kernel's atomics on global memory touched {got} sectors (" + " + ".join(GLOBAL_ATOMIC_SECTORS)
+                     + "); merging each block's bins, warp w adding bins 32 w to 32 w + 31, touches at most {limit} "
+                     "here: atomics on hist[x[i]] scatter a warp over the whole histogram. Count into the block's "
+                     "shared bins only, and let thread b add bin b to hist at the end."),
     Requirement(GLOBAL_ATOMICS, at_most=lambda case: BINS * math.prod(case.grid),
                 hint="your kernel made {got} atomics on global memory (" + " + ".join(GLOBAL_ATOMICS) + "); merging "
                      "each block's bins takes at most {limit} here, one per bin and block: count into "
@@ -308,7 +386,10 @@ register(Exercise(
          "global histogram makes every block fight over 256 addresses; each block instead keeps its "
          "own 256 bins in shared memory and merges them once at the end. (The emulator runs a "
          "block's threads one after another between barriers, so a `++` among them loses no counts, "
-         "though it would on a GPU; the check's racecheck names the two threads that race instead.)",
+         "though it would on a GPU; the check's racecheck names the two threads that race instead.) The check "
+         "counts, on the emulator (on a GPU too: the method is judged on the emulator), shared-memory atomics (at "
+         "least one for each of the n values), the global atomics' lanes (at most one a bin and block) and the "
+         "sectors they touch (at most 5 for each of a block's 8 merging warps).",
     kernel="histogram", params=("hist", "x", "n"), outputs=("hist",),
     reference=histogram_spec, cases=histogram_cases, stub=HISTOGRAM_STUB, solution=HISTOGRAM_SOLUTION,
     launch=f"block = ({BINS}, 1, 1), grid = (ceil_div(n, {BINS}), 1); hist: 256 uint32 starting at 0",

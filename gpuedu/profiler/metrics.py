@@ -82,6 +82,18 @@ COUNTED = {
     "smsp__sass_thread_inst_executed_op_shared_st.sum": lambda c: c.get("shared_st_lanes", 0),
 }
 
+#: Warp shuffles (``__shfl_sync`` and its up, down and xor forms, cooperative groups' ``shfl*``), one per warp per
+#: call: the SHFL instance of Nsight Compute's ``sass__inst_executed_per_opcode`` (warp-level instructions executed,
+#: instanced by SASS opcode; its InstructionStats section and rules read it so). ncu is asked for the metric, and
+#: reports every opcode's instance: ``ncu_name`` drops the ``[SHFL]``.
+SHUFFLES = "sass__inst_executed_per_opcode[SHFL]"
+COUNTED[SHUFFLES] = lambda c: c.get("shuffles", 0)
+
+
+def ncu_name(name):
+    """The name Nsight Compute is asked for: ``name`` without the instance a counted metric names in brackets."""
+    return name.split("[", 1)[0]
+
 MODELLED = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 
 #: (warp-level instructions, lanes) of each kind of memory instruction, for lanes per instruction.
@@ -161,4 +173,5 @@ def from_counts(counts, l2_bytes):
 def ncu_command(script="script.py", names=None):
     """The Nsight Compute command line that measures the same metrics on a GPU."""
     names = names or [n for n in list(COUNTED) + list(MODELLED)] + list(COMPILER)
+    names = list(dict.fromkeys(ncu_name(n) for n in names))
     return f"ncu --metrics {','.join(names)} python {script}"

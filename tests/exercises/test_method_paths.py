@@ -7,8 +7,8 @@ import re
 import pytest
 
 import gpuedu
-from gpuedu import backend, exercises
-from exercise_helpers import check_quietly
+from gpuedu import exercises
+from exercise_helpers import check_quietly, gpu_stand_in as _gpu_stand_in
 
 ON_EMULATOR = gpuedu.setup(verbose=False).name == "cpu"
 pytestmark = pytest.mark.skipif(not ON_EMULATOR, reason="the stand-in GPU of these tests is the emulator's")
@@ -83,13 +83,6 @@ def with_path(source, path):
     macros = PATHS[path]
     includes = re.match(r"(\s*#include[^\n]*\n)*", source).group(0)
     return includes + macros + source[len(includes):]
-
-
-def _gpu_stand_in(monkeypatch):
-    import types
-    active = backend.active()
-    monkeypatch.setattr(backend, "active", lambda: types.SimpleNamespace(name="cuda", driver=active.driver,
-                                                                         compiler=active.compiler))
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -433,3 +433,53 @@ def test_an_unrolled_loop_counts_each_turn_s_store_as_an_instruction_of_its_own(
     m = profiled(mod.get_function("skip_first_turn"), out, block=(32, 1, 1), grid=(1, 1))
     assert m[ST_REQ] == 4 and m[ST_SECT] == 3 * 8 + 4
     np.testing.assert_array_equal(out.get().reshape(4, 32), expected)
+
+
+SHUFFLE_SOURCE = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// Warp w of each block shuffles w + 1 times down (the loop), then once by xor, once by lane, once up, once through
+// a tile of cooperative groups; a ballot is a warp intrinsic but no shuffle. A block of 3 warps: 6 + 3 * 4 = 18.
+extern "C" __global__ void uneven_shuffles(float* out) {
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float v = (float)lane;
+  for (int k = 0; k <= warp; ++k) v += __shfl_down_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 16);
+  v += __shfl_sync(0xffffffffu, v, 0);
+  v += __shfl_up_sync(0xffffffffu, v, 1);
+  v += cg::tiled_partition<32>(cg::this_thread_block()).shfl(v, 3);
+  if (__ballot_sync(0xffffffffu, v > 0.0f)) out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+"""
+
+
+def test_each_warp_s_shuffle_is_counted_once_as_the_shfl_of_sass_inst_executed_per_opcode(emu):
+    from pycuda.compiler import SourceModule
+    from gpuedu.emulator import _module
+    from gpuedu.profiler import metrics
+    _, gpuarray = emu
+    mod = SourceModule(SHUFFLE_SOURCE, no_extern_c=True)
+    out = gpuarray.zeros(5 * 96, np.float32)
+    before = _module.get_threads()
+    counted = []
+    try:
+        for workers in (1, 4):
+            _module.set_threads(workers)
+            with gpuedu.profile() as prof:
+                mod.get_function("uneven_shuffles")(out, block=(96, 1, 1), grid=(5, 1))
+            counted.append(prof.kernels[0])
+    finally:
+        _module.set_threads(before)
+    assert [rec.metrics[metrics.SHUFFLES] for rec in counted] == [5 * 18, 5 * 18]
+    assert metrics.kind(metrics.SHUFFLES) == "counted"
+    assert "sass__inst_executed_per_opcode," in metrics.ncu_command() + ","   # asked for without the instance
+    assert "[SHFL]" not in metrics.ncu_command()
+
+
+def test_a_kernel_without_shuffles_counts_none(emu):
+    from gpuedu.profiler import metrics
+    mod, gpuarray = emu
+    x, y = gpuarray.to_gpu(np.ones(1024, np.float32)), gpuarray.empty(1024, np.float32)
+    with gpuedu.profile() as prof:
+        mod.get_function("read_strided")(y, x, np.int32(1024), np.int32(1), block=(256, 1, 1), grid=(4, 1))
+    assert prof.kernels[0].metrics[metrics.SHUFFLES] == 0

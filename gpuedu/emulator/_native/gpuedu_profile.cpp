@@ -55,7 +55,8 @@ enum Counter {
   BARRIERS = 37,          // __syncthreads released, summed over the blocks (one per block per barrier)
   GLOBAL_LINES = 38,      // distinct 128-byte lines each global request touched, summed over the requests
   MMA_SYNC = 39,          // WMMA mma_sync operations, one per warp per call (mma.h)
-  N_COUNTERS = 40
+  SHUFFLES = 40,          // warp shuffles (__shfl*_sync, cooperative groups' shfl*): one per warp per call, as SHFL
+  N_COUNTERS = 41
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -1410,6 +1411,11 @@ void barrier_released() {
 void mma_synced() {
   Lane* L = running();
   if (L) L->counters[MMA_SYNC]++;
+}
+
+void shuffled() {
+  Lane* L = running();
+  if (L) L->counters[SHUFFLES]++;
 }
 
 void warp_synced(unsigned warp) {

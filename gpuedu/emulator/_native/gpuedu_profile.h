@@ -46,6 +46,8 @@ GPUEDU_HIDDEN void barrier_released();
 GPUEDU_HIDDEN void warp_synced(unsigned warp);
 // A warp's lanes met at a WMMA mma_sync and its product was computed (once per warp per call: mma.h).
 GPUEDU_HIDDEN void mma_synced();
+// A warp's lanes met at a shuffle and its values were exchanged (once per warp per call: one SHFL instruction).
+GPUEDU_HIDDEN void shuffled();
 // A static __shared__ variable of `n` bytes at `p` exists (registered when its declaration first runs).
 GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
 // ... and the running worker's copy of one in a function, at `offset` of its arena (each time its declaration runs).

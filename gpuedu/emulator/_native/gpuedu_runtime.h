@@ -888,6 +888,7 @@ GPUEDU_PROF_OUTLINED inline unsigned long long warp_collective(int op, unsigned 
     return W.result[lane];
   }
   GPUEDU_PROF(warp_synced(t / 32));
+  if (op >= W_SHFL && op <= W_SHFL_XOR) GPUEDU_PROF(shuffled());   // counted once, by the lane that came last
   GPUEDU_PROF(enter(t));
   return W.result[lane];
 }
