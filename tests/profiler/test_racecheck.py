@@ -113,3 +113,32 @@ def test_two_blocks_writing_one_global_address_is_a_hazard(emu):
     assert h["space"] == "global" and h["count"] == 2
     assert h["where"]["allocation_bytes"] == 4 and h["where"]["offset"] == 0
     assert h["first"]["block"] != h["second"]["block"]
+
+
+DYNAMIC_RACE = r"""
+__global__ void dynamic_no_barrier(float* out, const float* in) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    sdata[tid] = in[tid];
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];      // no barrier between the rounds
+    }
+    if (tid == 0) out[0] = sdata[0];
+}
+"""
+
+
+@pytest.mark.parametrize("first_launch", [True, False])
+def test_a_race_in_dynamic_shared_memory_is_found_with_its_wavefronts_counted(emulator_module, first_launch):
+    """The dynamic shared memory (extern __shared__, shared= at launch) is where the profiler learns it is: in a
+    worker's first launch of a module as in later ones."""
+    mod, gpuarray = emulator_module(DYNAMIC_RACE + f"// {first_launch}\n")
+    fn = mod.get_function("dynamic_no_barrier")
+    x = gpuarray.to_gpu(np.arange(1, 257, dtype=np.float32))
+    out = gpuarray.zeros(1, np.float32)
+    if not first_launch:
+        fn(out, x, block=(256, 1, 1), grid=(1, 1), shared=1024)
+    rc = checked(fn, out, x, block=(256, 1, 1), grid=(1, 1), shared=1024)
+    assert rc.hazards and all(h["space"] == "shared" for h in rc.hazards), str(rc)
+    assert rc.kernels[0].metrics["l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"] > 0

@@ -352,6 +352,9 @@ inline bool become_worker(int w) {
                          "no address space left for the shared memory of a worker thread"};
     return false;
   }
+  // The profiler learns where this worker's dynamic shared memory lies (a profiled build places it at its buffer's
+  // start whatever the launch's size, so it is known before begin_grid sets the size).
+  place_dynamic();
   GPUEDU_PROF(worker_begin(w, R.dyn, R.arena));
   return true;
 }
