@@ -126,6 +126,29 @@ def tiled_load_requests(case):
     return 2 * ceil_div(K, TILE) * (TILE * TILE // 32) * blocks
 
 
+SHARED_LOADS = "smsp__sass_inst_executed_op_shared_ld.sum"
+
+
+def tile_reads(case):
+    """The fewest shared-memory load instructions the tiled products make: each warp that owns an element of C (a
+    warp is two rows of a block's 16 x 16 threads) reads at least one value from the tiles for each k (the course's
+    solution has every warp read two, one of As and one of Bs)."""
+    M, N, K = (int(case.inputs[k]) for k in "MNK")
+    owning = 0
+    for by in range(int(case.grid[1])):
+        for bx in range(int(case.grid[0])):
+            if bx * TILE >= N:
+                continue
+            owning += sum(1 for w in range(TILE * TILE // 32) if by * TILE + 2 * w < M)
+    return K * owning
+
+
+def _tile_reads_hint(case, got, limit, metrics):
+    return (f"your kernel made {got} shared-memory load instructions; the products of a tiled matmul read the A and "
+            f"B tiles from shared memory, at least one load a warp for each k ({limit} here). Keep the dot product's "
+            f"operands in the shared tiles (As[ty][k] * Bs[k][tx]), not in global memory or in other arrays.")
+
+
 def _tiled_loads_hint(case, got, limit, metrics):
     return (f"your kernel issued {got} global read requests (loads, atomics and reductions); a {TILE}x{TILE}-tiled "
             f"kernel issues at most {limit} here, the naive one {naive_load_requests(case)}: each element "
@@ -181,11 +204,15 @@ register(Exercise(
          "overwrites the shared arrays. The trap: K is rarely a multiple of TILE. Loop over "
          "ceil_div(K, TILE) tiles (not K / TILE), and load 0 for elements past the edge of A or "
          "B, which then adds nothing to the dot products. The threads that own no element of C "
-         "still load and still reach both barriers.",
+         "still load and still reach both barriers. The check counts, on the emulator (on a GPU too: the method "
+         "is judged on the emulator), global read requests (loads, atomics and reductions: at most what tiles "
+         "take, 2 x ceil_div(K, TILE) x 8 a block) and shared-memory load instructions (at least one for "
+         "each k in every warp that owns an element of C, as the products read the tiles from shared memory).",
     kernel="matmul_tiled", params=("C", "A", "B", "M", "N", "K"), outputs=("C",),
     reference=matmul_spec, cases=matmul_cases, stub=MATMUL_TILED_STUB, solution=MATMUL_TILED_SOLUTION,
     launch=f"block = ({TILE}, {TILE}, 1), grid = (ceil_div(N, {TILE}), ceil_div(M, {TILE}))",
     races=True,
     diagnoses=(_short_k, _transposed_product, _tiles_overwritten_or_misindexed),
-    requirements=(Requirement(LOAD_REQUESTS, at_most=tiled_load_requests, hint=_tiled_loads_hint),),
+    requirements=(Requirement(LOAD_REQUESTS, at_most=tiled_load_requests, hint=_tiled_loads_hint),
+                  Requirement(SHARED_LOADS, at_least=tile_reads, hint=_tile_reads_hint)),
 ))

@@ -179,7 +179,9 @@ register(Exercise(
          "is at its label. *correct already holds the hits of the epoch's earlier batches: add this batch's. "
          "One thread per row; count the block's hits in shared memory and add them to *correct with one "
          "atomicAdd per block, so that thousands of rows do not queue on one address. Threads past the "
-         "batch count nothing, but still reach every __syncthreads().",
+         "batch count nothing, but still reach every __syncthreads(). The check counts, on the emulator (on a GPU "
+         "too: the method is judged on the emulator), the lanes of global atomics and reductions: at most one a "
+         "block.",
     kernel="count_correct", params=("correct", "logits", "labels", "rows", "classes"), outputs=("correct",),
     reference=count_correct_spec, cases=count_correct_cases,
     stub=r"""

@@ -80,6 +80,13 @@ def test_tiled_early_return_skips_the_barriers():
 # The bound on global reads: plain loads, atomics and reductions together.
 LOADS = " + ".join(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red"))
 NAIVE_AS_TILED = NAIVE.replace("matmul_naive", "matmul_tiled")
+# The naive product that also reads a zero from shared memory for every k, so that its shared-memory loads are
+# those of a tiled kernel: only its global reads give it away.
+NAIVE_WITH_SHARED_DECOY = NAIVE_AS_TILED.replace(
+    "    if (row < M && col < N) {",
+    "    __shared__ float zero[16];\n    if (threadIdx.y == 0) zero[threadIdx.x] = 0.0f;\n    __syncthreads();\n"
+    "    if (row < M && col < N) {").replace(
+    "acc += A[row * K + k] * B[k * N + col];", "acc += A[row * K + k] * B[k * N + col] + zero[k % 16];")
 
 # Tiled, but every thread loads from a clamped index and masks the value: each warp issues exactly one
 # load of A and one of B per tile, the most a tiled kernel issues.
@@ -91,8 +98,16 @@ TILED_UNPREDICATED = _without(_without(
 
 
 @emulator_only
-def test_tiled_check_refuses_a_correct_naive_kernel_by_its_load_requests():
+def test_tiled_check_refuses_a_correct_naive_kernel_without_shared_memory_by_its_tile_reads():
     result = _check("04.matmul_tiled", NAIVE_AS_TILED)
+    assert not result.passed and result.failure.kind == "requirement", result.report()
+    assert "smsp__sass_inst_executed_op_shared_ld.sum = 0, where at least 1 is expected" in result.failure.message
+    assert "read the A and B tiles from shared memory" in result.failure.hint
+
+
+@emulator_only
+def test_tiled_check_refuses_a_correct_naive_kernel_by_its_load_requests():
+    result = _check("04.matmul_tiled", NAIVE_WITH_SHARED_DECOY)
     assert not result.passed and result.failure.kind == "requirement", result.report()
     assert f"{LOADS} = 256, where at most 16 is expected" in result.failure.message   # M = N = K = 16
     assert ("your kernel issued 256 global read requests (loads, atomics and reductions); a 16x16-tiled kernel "
