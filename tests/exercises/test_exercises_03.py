@@ -148,8 +148,8 @@ __global__ void warp_sum(float* out, const float* x, int n) {
     result = _check("03.warp_sum", wrong)
     assert not result.passed and result.failure.kind == "requirement", result.report()
     assert ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum + l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum + "
-            "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum = 32, where at most 4") in result.failure.message
-    assert "issued 32 global read requests (loads, atomics and reductions)" in result.failure.hint
+            "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum + l1tex__t_requests_pipe_lsu_mem_local_op_ld.sum = 32, where at most 4") in result.failure.message
+    assert "issued 32 global read requests (loads, local loads, atomics and reductions)" in result.failure.hint
 
 
 @emulator_only
