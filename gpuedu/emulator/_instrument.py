@@ -33,7 +33,9 @@ COUNTERS = (
     "global_red_requests", "global_red_sectors", "global_red_bytes", "global_red_lanes",
     "global_ld_lanes", "global_st_lanes", "shared_ld_lanes", "shared_st_lanes",
     "host_divergent_branches", "l2_lines", "dram_read_pairs", "barriers", "global_lines",
-    "mma_sync", "shuffles",
+    "mma_sync",
+    "local_ld_requests", "local_st_requests", "local_ld_sectors", "local_st_sectors",
+    "local_ld_lanes", "local_st_lanes", "shuffles",
 )
 
 #: At most this many L2 sizes are modelled in one launch (gpuedu_profile.cpp's MAX_CAPACITIES, less the
@@ -140,7 +142,8 @@ class Twin:
         from ._module import Module
         self.module = Module(path)
         lib = self.module._lib
-        lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        lib.gpuedu_prof_configure.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                              ctypes.c_void_p]
         lib.gpuedu_prof_errors.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_counters.argtypes = [ctypes.c_void_p, ctypes.c_int]
         lib.gpuedu_prof_sites.argtypes = [ctypes.c_void_p, ctypes.c_int]
@@ -156,6 +159,7 @@ class Twin:
             if name in theirs and theirs[name] == size:
                 self.shared_variables.append((_address(module._lib, name), _address(lib, name), size))
         self._lines = {}
+        self.variables = _device_variables(lib)   # [(lo, hi, name)]: global memory, as allocations are
 
     def source_line(self, site_address):
         """``"kernel.cu:12"`` for an instruction's address in the twin, or None when unknown."""
@@ -244,9 +248,11 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False, l2_bytes=()):
         raise ProfilingUnavailable(f"kernel '{symbol}' is missing from the instrumented build")
     info_address = twin.module._kernels[symbol][0]
     lib = twin.module._lib
-    pairs = _device_ranges()
+    ranges = sorted([(lo, hi, None) for lo, hi in _device_ranges()] + twin.variables)
+    pairs = [(lo, hi) for lo, hi, _ in ranges]
     flat = (ctypes.c_uint64 * (2 * len(pairs) or 1))(*[v for p in pairs for v in p])
-    lib.gpuedu_prof_configure(flat, len(pairs), int(bool(racecheck)), int(bool(memcheck)))
+    variable = (ctypes.c_uint8 * (len(ranges) or 1))(*[name is not None for _, _, name in ranges])
+    lib.gpuedu_prof_configure(flat, len(pairs), int(bool(racecheck)), int(bool(memcheck)), variable)
     sizes = (ctypes.c_uint64 * (len(l2_bytes) or 1))(*l2_bytes)
     lib.gpuedu_prof_l2_capacities(sizes, len(l2_bytes))
     for ours, theirs, size in twin.shared_variables:
@@ -268,8 +274,8 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False, l2_bytes=()):
     for k, size in enumerate(l2_bytes):
         read_key, write_key = l2_keys(size)
         counts[read_key], counts[write_key] = int(l2[2 * k]), int(l2[2 * k + 1])
-    hazards = _hazards(twin, pairs, dims) if racecheck else []
-    errors = _errors(twin, dims) if memcheck else []
+    hazards = _hazards(twin, ranges, dims) if racecheck else []
+    errors = _errors(twin, ranges, dims) if memcheck else []
     return RawRun(counts, hazards, seconds, errors)
 
 
@@ -297,7 +303,13 @@ def _site_line(twin, site):
     return twin.source_line(int(sites[site])) if site < n_sites else None
 
 
-def _errors(twin, dims):
+def _global_region(ranges, index):
+    """What global range ``index`` of a launch is: "allocation", or "__device__ variable NAME"."""
+    name = ranges[index][2] if 0 <= index < len(ranges) else None
+    return "allocation" if name is None else f"__device__ variable {name}"
+
+
+def _errors(twin, ranges, dims):
     n, found = _read(twin.module._lib.gpuedu_prof_errors, _MemError)
     result = []
     for e in found[:n]:
@@ -305,12 +317,13 @@ def _errors(twin, dims):
         result.append({"kind": ("out of bounds", "misaligned")[e.kind], "space": SPACES[e.space],
                        "access": ("read", "write", "atomic")[e.op], "size": int(e.size), "count": int(e.count),
                        "offset": int(e.offset), "region_bytes": int(e.region_bytes),
-                       "region": ("dynamic" if e.region == 0 else "static") if e.space == 1 else "allocation",
+                       "region": (("dynamic" if e.region == 0 else "static") if e.space == 1
+                                  else _global_region(ranges, int(e.region))),
                        "block": block, "thread": thread, "line": _site_line(twin, e.site)})
     return result
 
 
-def _hazards(twin, pairs, dims):
+def _hazards(twin, ranges, dims):
     lib = twin.module._lib
     n, found = _read(lib.gpuedu_prof_hazards, _Hazard)
     if not n:
@@ -330,8 +343,10 @@ def _hazards(twin, pairs, dims):
     for h in found:
         region, offset = h.where >> 40, h.where & ((1 << 40) - 1)
         if h.space == 0:
-            lo, hi = pairs[region]
+            lo, hi, name = ranges[region]
             where = {"allocation": lo, "allocation_bytes": hi - lo, "offset": offset}
+            if name is not None:
+                where["variable"] = name
         else:
             where = {"shared": "dynamic (extern __shared__)" if region == 0 else "static __shared__ variable",
                      "variable_bytes": int(shared[2 * region + 1] - shared[2 * region]), "offset": offset}
@@ -362,6 +377,27 @@ def _load_base(lib):
 
 def _address(lib, name):
     return ctypes.addressof(ctypes.c_char.in_dll(lib, name))
+
+
+def _device_variables(lib):
+    """``[(lo, hi, name)]`` of the twin's ``__device__`` variables (not ``__constant__``: a GPU reads those through
+    its constant cache, which Nsight Compute does not count as global loads), from the table the profiled build
+    holds (_scanner.variable_table)."""
+    try:
+        count = int(lib.gpuedu_prof_variable_count())
+    except AttributeError:   # (a twin built before the table)
+        return []
+    if count <= 0:
+        return []
+    addresses = (ctypes.c_void_p * count).in_dll(lib, "gpuedu_prof_variable_address")
+    sizes = (ctypes.c_uint64 * count).in_dll(lib, "gpuedu_prof_variable_bytes")
+    names = (ctypes.c_char_p * count).in_dll(lib, "gpuedu_prof_variable_name")
+    found = {}
+    for k in range(count):
+        lo, size = addresses[k] or 0, int(sizes[k])
+        if lo and size:
+            found[lo] = (lo, lo + size, names[k].decode(errors="replace"))
+    return sorted(found.values())
 
 
 def _variables(path):

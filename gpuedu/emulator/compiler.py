@@ -661,6 +661,12 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         _rewrite_headers(files, build_dir, profile)
         with open(tu, "a") as f:
             f.write(_scanner.entry_points(analysis))
+            if profile:   # what the counters count as global memory besides allocations
+                f.write(_scanner.variable_table(analysis))
+        unmarked = {}
+        if profile:       # the arrays nvcc keeps in local memory report their accesses
+            unmarked = _scanner.mark_local_array_files(
+                _scanner.local_arrays(proc.stdout, "module.cpp", NATIVE_DIR, analysis), build_dir)
         out = os.path.join(build_dir, "module.so")
         runtime = [_host_object(cxx, folder)] + ([_profile_object(cxx, folder)] if profile else [])
         # Compile, then check the object file (the learner's code and the prelude: not what the toolchain
@@ -676,6 +682,13 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             # Build it again and compile once more; the learner's code was never the problem.
             shutil.rmtree(pch_dir, ignore_errors=True)
             cmd = compile_cmd(_precompiled_prelude(cxx, version, folder))
+            proc = _run(cmd, build_dir)
+        if proc.returncode != 0 and unmarked and not _killed_by(proc):
+            # The scan of local arrays is no parser: a declaration it rewrote wrongly must not cost the launch its
+            # counts. Compiled as written, the module counts everything but those arrays' accesses.
+            for path, text in unmarked.items():
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
             proc = _run(cmd, build_dir)
         if proc.returncode != 0:
             raise _compile_error("compiling the kernel source failed (line numbers refer to your source, kernel.cu)",

@@ -31,16 +31,24 @@ class Case:
 
 
 def global_reads(unit):
-    """The counted metrics of every way a kernel reads global memory, in ``unit`` ("requests" or "sectors"), for a
-    Requirement that bounds reads: plain loads, and atomics and reductions, which read what they change (an
-    ``atomicAdd(&x[i], 0.0f)`` reads ``x[i]`` as surely as ``x[i]`` does)."""
-    return tuple(f"l1tex__t_{_unit(unit)}_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red"))
+    """The counted metrics of every way a kernel reads memory off the chip, in ``unit`` ("requests" or "sectors"),
+    for a Requirement that bounds reads: plain loads of global memory (device allocations and the module's
+    ``__device__`` variables alike), atomics and reductions, which read what they change (an
+    ``atomicAdd(&x[i], 0.0f)`` reads ``x[i]`` as surely as ``x[i]`` does), and loads of local memory: a thread's
+    array indexed at run time, which nvcc keeps in DRAM (through L1 and L2), counted in the same requests and
+    sectors. (``__constant__`` variables are read through the constant cache, which these metrics do not count.)"""
+    unit = _unit(unit)
+    return tuple(f"l1tex__t_{unit}_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red")) + (
+        f"l1tex__t_{unit}_pipe_lsu_mem_local_op_ld.sum",)
 
 
 def global_writes(unit):
-    """The counted metrics of every way a kernel writes global memory, in ``unit``: plain stores, atomics and
-    reductions (an ``atomicExch`` is a store that also reads)."""
-    return tuple(f"l1tex__t_{_unit(unit)}_pipe_lsu_mem_global_op_{op}.sum" for op in ("st", "atom", "red"))
+    """The counted metrics of every way a kernel writes memory off the chip, in ``unit``: plain stores of global
+    memory (``__device__`` variables included), atomics and reductions (an ``atomicExch`` is a store that also
+    reads), and stores to local memory (a thread's array indexed at run time)."""
+    unit = _unit(unit)
+    return tuple(f"l1tex__t_{unit}_pipe_lsu_mem_global_op_{op}.sum" for op in ("st", "atom", "red")) + (
+        f"l1tex__t_{unit}_pipe_lsu_mem_local_op_st.sum",)
 
 
 def _unit(unit):

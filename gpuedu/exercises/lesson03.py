@@ -101,7 +101,7 @@ __global__ void block_sum(float* out, const float* x, int n) {
 }
 """
 
-LOAD_REQUESTS = global_reads("requests")   # loads, and atomics and reductions, which read too
+LOAD_REQUESTS = global_reads("requests")   # loads (local ones too), and atomics and reductions, which read too
 SHARED_READS = ("smsp__sass_inst_executed_op_shared_ld.sum", "smsp__sass_inst_executed_op_shared_atom.sum")
 SHARED_WRITES = ("smsp__sass_inst_executed_op_shared_st.sum", "smsp__sass_inst_executed_op_shared_atom.sum")
 
@@ -201,7 +201,7 @@ def _warp_sum_shuffle_steps(case, expected, got):
 
 WARP_SUM_ONE_LOAD_PER_WARP = Requirement(
     LOAD_REQUESTS, at_most=_warps_launched,
-    hint="your kernel issued {got} global read requests (loads, atomics and reductions); one load per lane "
+    hint="your kernel issued {got} global read requests (loads, local loads, atomics and reductions); one load per lane "
          "issues at most {limit} here, one per warp, since the 32 lanes load their 32 consecutive "
          "floats with one instruction. Let every lane load its own x[i] and the shuffles add them; "
          "a lane that loops over the warp's values issues a request per value.")

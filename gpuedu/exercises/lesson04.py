@@ -108,7 +108,7 @@ register(Exercise(
 ))
 
 
-LOAD_REQUESTS = global_reads("requests")   # loads, and atomics and reductions, which read too
+LOAD_REQUESTS = global_reads("requests")   # loads (local ones too), and atomics and reductions, which read too
 
 
 def naive_load_requests(case):
@@ -150,7 +150,7 @@ def _tile_reads_hint(case, got, limit, metrics):
 
 
 def _tiled_loads_hint(case, got, limit, metrics):
-    return (f"your kernel issued {got} global read requests (loads, atomics and reductions); a {TILE}x{TILE}-tiled "
+    return (f"your kernel issued {got} global read requests (loads, local loads, atomics and reductions); a {TILE}x{TILE}-tiled "
             f"kernel issues at most {limit} here, the naive one {naive_load_requests(case)}: each element "
             f"of A and B must be loaded into shared memory once per tile, not once per multiply. Load "
             f"one element of As and of Bs per thread, wait, then read the products from As and Bs.")

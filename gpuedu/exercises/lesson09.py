@@ -68,8 +68,8 @@ __global__ void sgd_momentum(float* w, float* v, const float* g, int n, float lr
 # ---------------------------------------------------------------------------------------------
 # 09.adam: Adam's update, fused: each weight's 28 bytes cross memory once
 
-LOAD_REQUESTS = global_reads("requests")     # loads, and atomics and reductions, which read too
-STORE_REQUESTS = global_writes("requests")   # stores, and atomics and reductions, which write too
+LOAD_REQUESTS = global_reads("requests")     # loads (local ones too), and atomics and reductions, which read too
+STORE_REQUESTS = global_writes("requests")   # stores (local ones too), and atomics and reductions, which write too
 
 
 def adam_spec(w, m, v, g, n, lr, beta1, beta2, eps, c1, c2):

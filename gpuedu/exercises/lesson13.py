@@ -7,7 +7,7 @@ from . import Case, Exercise, FunctionExercise, Requirement, ceil_div, register
 from ._exercise import global_reads
 
 BX, BY = 32, 8
-LOAD_SECTORS = global_reads("sectors")   # loads, and atomics and reductions, which read too
+LOAD_SECTORS = global_reads("sectors")   # loads (local ones too), and atomics and reductions, which read too
 SECTORS_PER_WARP = 10     # x's 128 bytes span at most 5 sectors when unaligned, b's another 5
 
 

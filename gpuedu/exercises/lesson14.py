@@ -7,7 +7,7 @@ from ._exercise import global_writes
 
 HEAD = 16                  # the head size the exercise compiles in (#define D 16)
 ROWS = 64                  # threads a block: one query row each
-STORE_SECTORS = global_writes("sectors")   # stores, and atomics and reductions, which write too
+STORE_SECTORS = global_writes("sectors")   # stores (local ones too), and atomics and reductions, which write too
 
 
 def fused_attention_spec(Q, K, V, scratch, N, scale, causal):
@@ -44,7 +44,8 @@ def _stores_hint(case, got, limit, metrics):
     n = int(case.inputs["N"])
     return (f"your kernel stored {got:,} sectors of 32 bytes to global memory; O is {n} x {HEAD} halves, at most one "
             f"sector each ({limit:,}), so the rest went somewhere else: the {n} x {n} scores or probabilities, in "
-            f"scratch. That is version 1 or 2 of the lesson in one launch. Keep a row's scores in registers as they "
+            f"scratch, a __device__ array or a thread's own array indexed by the key (local memory, which is DRAM "
+            f"on a GPU). That is version 1 or 2 of the lesson in one launch. Keep a row's scores in registers as they "
             f"are made: the running maximum m, the running sum l of exp(s - m), and the output row o, each "
             f"rescaled by exp(m_old - m_new) when the maximum grows; scratch stays untouched.")
 

@@ -39,8 +39,17 @@ cut it into (g++ and clang++ cut one body into different numbers of blocks). Lan
 The host compiler's own count of splits is in ``KernelRecord.reasons``.
 
 The counts follow the host compiler's code for the kernel at -O2 (its basic blocks and the
-loads it keeps), which may differ in detail from nvcc's; module ``__device__`` and
-``__constant__`` variables are not counted; a WMMA fragment load or store counts as the GPU's lanes make it
+loads it keeps), which may differ in detail from nvcc's; a module's ``__device__`` variables are global
+memory, counted as device allocations are, and ``__constant__`` variables are not counted (the constant
+cache serves them, which Nsight Compute does not count as global loads).
+
+**Local memory.** A thread's array indexed at run time is in local memory on a GPU (DRAM, through L1 and
+L2): ``l1tex__t_requests_pipe_lsu_mem_local_op_ld.sum`` and ``..._op_st.sum`` count its warp-level loads and
+stores, ``l1tex__t_sectors_...`` their sectors in a GPU's layout (word w of lane l at byte (w * 32 + l) * 4
+of the warp's local window: a warp at one index of its lanes' arrays touches 4 sectors). Which arrays nvcc
+keeps there is decided from the source as nvcc does (gpuedu/emulator/_scanner.py, local_arrays); arrays
+indexed by constants once nvcc's loops are unrolled stay in registers and count nothing, and register spills
+are not counted. A WMMA fragment load or store counts as the GPU's lanes make it
 (each lane two neighbours in each 8 x 8 block of the tile, mma.sync's fragment layout: the emulator's mma.h),
 which matches ncu's shared-memory wavefronts and global sectors, though not its instructions (nvcc moves a
 fragment with fewer, wider ones).
@@ -80,6 +89,14 @@ COUNTED = {
     "smsp__sass_thread_inst_executed_op_global_st.sum": lambda c: c.get("global_st_lanes", 0),
     "smsp__sass_thread_inst_executed_op_shared_ld.sum": lambda c: c.get("shared_ld_lanes", 0),
     "smsp__sass_thread_inst_executed_op_shared_st.sum": lambda c: c.get("shared_st_lanes", 0),
+    "l1tex__t_requests_pipe_lsu_mem_local_op_ld.sum": lambda c: c.get("local_ld_requests", 0),
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum": lambda c: c.get("local_ld_sectors", 0),
+    "l1tex__t_requests_pipe_lsu_mem_local_op_st.sum": lambda c: c.get("local_st_requests", 0),
+    "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum": lambda c: c.get("local_st_sectors", 0),
+    "smsp__sass_inst_executed_op_local_ld.sum": lambda c: c.get("local_ld_requests", 0),
+    "smsp__sass_inst_executed_op_local_st.sum": lambda c: c.get("local_st_requests", 0),
+    "smsp__sass_thread_inst_executed_op_local_ld.sum": lambda c: c.get("local_ld_lanes", 0),
+    "smsp__sass_thread_inst_executed_op_local_st.sum": lambda c: c.get("local_st_lanes", 0),
 }
 
 #: Warp shuffles (``__shfl_sync`` and its up, down and xor forms, cooperative groups' ``shfl*``), one per warp per
@@ -98,7 +115,8 @@ MODELLED = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 
 #: (warp-level instructions, lanes) of each kind of memory instruction, for lanes per instruction.
 MEMORY_LANES = tuple((f"smsp__sass_inst_executed_op_{space}_{op}.sum", f"smsp__sass_thread_inst_executed_op_{space}_{op}.sum")
-                     for space, ops in (("global", ("ld", "st", "atom", "red")), ("shared", ("ld", "st", "atom")))
+                     for space, ops in (("global", ("ld", "st", "atom", "red")), ("shared", ("ld", "st", "atom")),
+                                        ("local", ("ld", "st")))
                      for op in ops)
 
 DRAM_PAIR_BYTES = 64      # DRAM moves 64-byte pairs of 32-byte sectors

@@ -102,7 +102,7 @@ def memcheck_report(prof):
     out = [f"memcheck: {len(errors)} invalid access{'es' if len(errors) != 1 else ''} found"]
     for e in errors:
         space = "__global__" if e["space"] == "global" else "__shared__"
-        what = "allocation" if e["space"] == "global" else (
+        what = e.get("region", "allocation") if e["space"] == "global" else (
             "dynamic shared memory (shared=)" if e["region"] == "dynamic" else "__shared__ variable")
         if e["kind"] == "misaligned":
             place = f"misaligned: byte offset {e['offset']} of a {e['region_bytes']}-byte {what} is not a multiple of {e['size']}"

@@ -78,7 +78,8 @@ def test_tiled_early_return_skips_the_barriers():
 
 
 # The bound on global reads: plain loads, atomics and reductions together.
-LOADS = " + ".join(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red"))
+LOADS = " + ".join([f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum" for op in ("ld", "atom", "red")]
+                   + ["l1tex__t_requests_pipe_lsu_mem_local_op_ld.sum"])
 NAIVE_AS_TILED = NAIVE.replace("matmul_naive", "matmul_tiled")
 # The naive product that also reads a zero from shared memory for every k, so that its shared-memory loads are
 # those of a tiled kernel: only its global reads give it away.
@@ -110,7 +111,7 @@ def test_tiled_check_refuses_a_correct_naive_kernel_by_its_load_requests():
     result = _check("04.matmul_tiled", NAIVE_WITH_SHARED_DECOY)
     assert not result.passed and result.failure.kind == "requirement", result.report()
     assert f"{LOADS} = 256, where at most 16 is expected" in result.failure.message   # M = N = K = 16
-    assert ("your kernel issued 256 global read requests (loads, atomics and reductions); a 16x16-tiled kernel "
+    assert ("your kernel issued 256 global read requests (loads, local loads, atomics and reductions); a 16x16-tiled kernel "
             "issues at most 16 "
             f"here, the naive one 256") in result.failure.hint
     assert "once per tile, not once per multiply" in result.failure.hint

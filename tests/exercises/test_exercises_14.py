@@ -136,7 +136,10 @@ def test_the_formula_is_what_the_profiler_counts():
     for version in A.VERSIONS:
         with gpuedu.profile() as prof:
             A.attention(q, k, v, heads=heads, version=version, return_lse=version == 3)
-        counted = sum(32 * kern.metrics[name] for kern in prof.kernels for name in lesson14.STORE_SECTORS)
+        # global memory: the formula's bytes (version 3 also stores each key tile's scores to local memory,
+        # its `float s[FLASH_KEYS]`, as nvcc places it: counted apart, not in the formula)
+        counted = sum(32 * kern.metrics[name] for kern in prof.kernels for name in lesson14.STORE_SECTORS
+                      if "_mem_global_" in name)
         assert counted == lesson14.stored_bytes_reference(version, batch, seq, heads, head_dim), version
 
 

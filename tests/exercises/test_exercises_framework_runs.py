@@ -195,8 +195,8 @@ def test_without_an_emulator_a_gpu_says_the_method_was_not_checked(monkeypatch, 
     assert "PASSED 04.matmul_tiled" not in out
     assert ("only the values were checked, on the GPU: gpuedu.racecheck() and the bounds on "
             "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum + l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum + "
-            "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum, smsp__sass_inst_executed_op_shared_ld.sum need the "
-            "emulator, which cannot build kernels here: "
+            "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum + l1tex__t_requests_pipe_lsu_mem_local_op_ld.sum, "
+            "smsp__sass_inst_executed_op_shared_ld.sum need the emulator, which cannot build kernels here: "
             "no C++ compiler (g++ or clang++) on PATH") in out
 
 

@@ -38,14 +38,19 @@
 // ---- qualifiers -------------------------------------------------------------
 // In scan mode (a preprocessing pass that finds kernels) __global__ survives as
 // a marker; in the real build it is an ordinary, exported function.
+// The scan also keeps __device__ and __constant__ as markers: a profiled build counts the accesses to the module's
+// __device__ variables as global memory, and needs their names (_scanner.analyse); __constant__ ones are not global
+// loads to Nsight Compute (the constant cache serves them).
 #ifdef GPUEDU_SCAN
 #define __global__ __gpuedu_global__
+#define __device__ __gpuedu_device__
+#define __constant__ __gpuedu_constant__
 #else
 #define __global__
-#endif
 #define __device__
-#define __host__
 #define __constant__
+#endif
+#define __host__
 // The block's shared memory: a static __shared__ declaration in a function becomes a slot of the running
 // worker's shared memory (the compiler rewrites it: _scanner.rewrite_source), seen by every thread (fiber) of
 // the block; one at file scope (or brought by a macro) stays a static variable of the module, which then runs

@@ -32,7 +32,9 @@
 
 namespace {
 
-enum Space : uint8_t { GLOBAL = 0, SHARED = 1 };
+// LOCAL: a thread's own array that nvcc keeps in local memory (DRAM-backed, through L1 and L2), registered by the
+// profiled build's rewrite (__gpuedu_prof_local).
+enum Space : uint8_t { GLOBAL = 0, SHARED = 1, LOCAL = 2 };
 // RED: an atomic whose result the kernel never reads (nvcc makes it a RED instruction, ATOM otherwise).
 enum Op : uint8_t { LD = 0, ST = 1, ATOM = 2, RED = 3 };
 enum SiteKind : uint8_t { MEMORY = 0, BLOCK = 1 };
@@ -55,8 +57,11 @@ enum Counter {
   BARRIERS = 37,          // __syncthreads released, summed over the blocks (one per block per barrier)
   GLOBAL_LINES = 38,      // distinct 128-byte lines each global request touched, summed over the requests
   MMA_SYNC = 39,          // WMMA mma_sync operations, one per warp per call (mma.h)
-  SHUFFLES = 40,          // warp shuffles (__shfl*_sync, cooperative groups' shfl*): one per warp per call, as SHFL
-  N_COUNTERS = 41
+  L_REQ = 40,             // + op (ld, st): local requests
+  L_SECT = 42,            // + op: local sectors, in a GPU's layout of local memory (count_request)
+  L_LANES = 44,           // + op: lanes of local loads and stores
+  SHUFFLES = 46,          // warp shuffles (__shfl*_sync, cooperative groups' shfl*): one per warp per call, as SHFL
+  N_COUNTERS = 47
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -66,6 +71,7 @@ const int UNBOUNDED = MAX_CAPACITIES - 1;
 const size_t LINE_HINTS = 1024;
 
 struct Range { uint64_t lo, hi; };
+struct LocalRange { uint64_t lo, hi, offset; };
 
 struct Request {       // a warp-level memory instruction; its lanes' addresses are in WarpState::addresses
   uint32_t site;
@@ -257,6 +263,10 @@ struct WarpState {
   std::vector<Instance> instances;
   std::vector<Split> splits;
   Matcher memory, blocks;   // blocks.cursor[lane]: the lane's last block instance (0: the threads' start)
+  // [lane]: the local arrays the lane declared (__gpuedu_prof_local), each at its offset in the lane's local
+  // frame, laid out in the order the lane first declared them; and where the next one goes
+  std::vector<LocalRange> local[32];
+  uint32_t local_frame[32] = {};
 };
 
 // The running lane's view of its warp, for the hooks' fast paths: where its cursors are, and how far along
@@ -379,7 +389,8 @@ struct Spin {
 
 struct State {
   // configuration (Python, before each launch)
-  std::vector<Range> ranges;              // device allocations, sorted
+  std::vector<Range> ranges;              // device allocations and the module's __device__ variables, sorted
+  std::vector<uint8_t> variable;          // [range]: 1 for a __device__ variable
   bool racecheck = false;
   bool memcheck = false;
   bool fast = true;                       // neither: the hooks may take their fast paths
@@ -539,6 +550,33 @@ inline bool find_global(Lane& L, uint64_t a, size_t* which) {
   return true;
 }
 
+// A local array of the running lane: the address's offset in the lane's local frame.
+inline bool find_local(const Lane& L, uint64_t a, uint64_t* offset) {
+  for (const LocalRange& r : L.warp->local[L.lane])
+    if (a - r.lo < r.hi - r.lo) { *offset = r.offset + (a - r.lo); return true; }
+  return false;
+}
+
+// Whether the 64-byte line `line` holds part of a local array of the running lane (never a miss line).
+inline bool local_line(const Lane& L, uint64_t line) {
+  for (const LocalRange& r : L.warp->local[L.lane])
+    if (line >= r.lo >> 6 && line <= (r.hi - 1) >> 6) return true;
+  return false;
+}
+
+// Whether the 64-byte line `line` holds part of global memory (a __device__ variable shares its lines with the
+// module's other data: such a line is never a miss line).
+inline bool global_line(uint64_t line) {
+  const std::vector<Range>& r = S.ranges;
+  uint64_t lo = line << 6;
+  size_t first = 0, last = r.size();   // the first range that ends after the line's start
+  while (first < last) {
+    size_t mid = (first + last) / 2;
+    if (r[mid].hi <= lo) first = mid + 1; else last = mid;
+  }
+  return first < r.size() && r[first].lo < lo + 64;
+}
+
 inline bool find_shared(const Lane& L, uint64_t a, size_t* which) {
   if (a - L.run->shared_lo >= L.run->shared_span) return false;
   for (size_t i = 0; i < L.shared.size(); ++i)
@@ -664,9 +702,11 @@ void memcheck_stray(Lane& L, uintptr_t ra, uint64_t a, unsigned size, uint8_t op
     size_t mid = (lo + hi) / 2;
     if (r[mid].lo <= a) lo = mid + 1; else hi = mid;
   }
-  if (lo > 0 && a >= r[lo - 1].hi && a - r[lo - 1].hi < near)
+  // (Beside a module's __device__ variable lies the module's other data: no neighbourhood of its own.)
+  auto allocation = [](size_t i) { return i >= S.variable.size() || !S.variable[i]; };
+  if (lo > 0 && a >= r[lo - 1].hi && a - r[lo - 1].hi < near && allocation(lo - 1))
     memcheck_error(L, 0, GLOBAL, op, size, ra, (int64_t)(a - r[lo - 1].lo), lo - 1, r[lo - 1].hi - r[lo - 1].lo);
-  else if (lo < r.size() && r[lo].lo > a && r[lo].lo - a <= near)
+  else if (lo < r.size() && r[lo].lo > a && r[lo].lo - a <= near && allocation(lo))
     memcheck_error(L, 0, GLOBAL, op, size, ra, -(int64_t)(r[lo].lo - a), lo, r[lo].hi - r[lo].lo);
 }
 
@@ -685,18 +725,23 @@ __attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, un
   if (find_shared(L, a, &which)) {
     space = SHARED;
     where = a;
+  } else if (!L.warp->local[L.lane].empty() && find_local(L, a, &where)) {
+    if (op != LD && op != ST) return;   // (CUDA has no atomics on local memory)
+    space = LOCAL;
+    which = 0;
   } else if (!S.memcheck && L.miss_lines[line & 255] == line + 1) {
-    return;  // lately found to be neither global nor shared (allocations own whole pages)
+    return;  // lately found to be neither global nor shared (nor on a line that holds either)
   } else if (find_global(L, a, &which)) {
     space = GLOBAL;
     where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
   } else {
     if (S.memcheck) memcheck_stray(L, ra, a, size, op);
-    else L.miss_lines[line & 255] = line + 1;
+    else if ((L.warp->local[L.lane].empty() || !local_line(L, line)) && !global_line(line))
+      L.miss_lines[line & 255] = line + 1;
     return;
   }
   // A GPU faults on an access that is not aligned to its size ("misaligned address").
-  if (S.memcheck && (size & (size - 1)) == 0 && (a & (size - 1)))
+  if (S.memcheck && space != LOCAL && (size & (size - 1)) == 0 && (a & (size - 1)))
     memcheck_error(L, 1, space, op, size, ra,
                    (int64_t)(space == GLOBAL ? a - S.ranges[which].lo : a - L.shared[which].lo), which,
                    space == GLOBAL ? S.ranges[which].hi - S.ranges[which].lo : L.shared[which].hi - L.shared[which].lo);
@@ -706,10 +751,14 @@ __attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, un
   int32_t slot = W.memory.match(L.lane, site, ra, &created);
   if (created) {
     // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
-    const Range& r = space == GLOBAL ? S.ranges[which] : L.shared[which];
     W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
-    W.steps.push_back(Step{ra, r.lo, space == GLOBAL ? ((uint64_t)which << 40) - r.lo : 0,
-                           (uint32_t)std::min<uint64_t>(r.hi - r.lo, ~0u), space == SHARED});
+    if (space == LOCAL) {   // each lane's array is its own: the other lanes go the full way (an empty span)
+      W.steps.push_back(Step{ra, 0, 0, 0, 0});
+    } else {
+      const Range& r = space == GLOBAL ? S.ranges[which] : L.shared[which];
+      W.steps.push_back(Step{ra, r.lo, space == GLOBAL ? ((uint64_t)which << 40) - r.lo : 0,
+                             (uint32_t)std::min<uint64_t>(r.hi - r.lo, ~0u), space == SHARED});
+    }
     uint32_t block = W.blocks.cursor[L.lane];
     if ((size_t)block < W.instances.size()) {
       W.instances[block].requests++;
@@ -721,7 +770,7 @@ __attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, un
   if (at >= W.addresses.size()) grow(W.addresses, at);
   W.addresses[at] = where;
   refresh_memory(L);
-  if (S.racecheck) {
+  if (S.racecheck && space != LOCAL) {   // (a thread's local memory is its own)
     if (space == GLOBAL) racecheck(L, GLOBAL, which, a - S.ranges[which].lo, size, site, op);
     else racecheck(L, SHARED, which, a - L.shared[which].lo, size, site, op);
   }
@@ -1000,6 +1049,24 @@ void count_request(Lane& L, const WarpState& W, size_t index) {
     out.size += (size_t)(at - first);
     return;
   }
+  if (q.space == LOCAL) {
+    // A GPU interleaves local memory across a warp's lanes in 4-byte words: word w of lane l lies at byte
+    // (w * 32 + l) * 4 of the warp's local window, so 32 lanes reading the same element of their arrays read
+    // 128 neighbouring bytes (4 sectors), and lanes at different elements read as many rows of 128 bytes.
+    uint64_t sectors[128];
+    unsigned n = 0;
+    for (uint32_t m = q.mask; m; m &= m - 1) {
+      unsigned lane = (unsigned)__builtin_ctz(m);
+      uint64_t o = addr(lane);
+      for (uint64_t w = o >> 2; w <= (o + q.size - 1) >> 2 && n < 128; ++w) sectors[n++] = (w * 32 + lane) * 4 >> 5;
+    }
+    n = distinct(sectors, n);
+    unsigned op = q.op == LD ? 0 : 1;
+    L.counters[L_REQ + op] += 1;
+    L.counters[L_SECT + op] += n;
+    L.counters[L_LANES + op] += lanes;
+    return;
+  }
   // Shared memory: 32 banks of 4-byte words. A wavefront serves at most one word per bank
   // (lanes reading the same word share it); 8-byte accesses go a half-warp at a time and
   // 16-byte ones a quarter-warp at a time, so they need 2 and 4 wavefronts at best.
@@ -1122,6 +1189,13 @@ bool branches(const WarpState& W, size_t index, size_t first, size_t last) {
   return true;
 }
 
+void clear_local(WarpState& W) {
+  for (unsigned l = 0; l < 32; ++l) {
+    W.local[l].clear();
+    W.local_frame[l] = 0;
+  }
+}
+
 void finish_warp(Lane& L, WarpState& W) {
   if (!W.live) return;
   W.memory.in_step_lanes([&](uint32_t i, uint32_t lanes) { W.requests[i].mask |= lanes; });
@@ -1143,6 +1217,7 @@ void finish_warp(Lane& L, WarpState& W) {
   W.splits.clear();
   W.memory.reset();
   W.blocks.reset();
+  clear_local(W);
   W.live = false;
 }
 
@@ -1248,6 +1323,7 @@ void ready_lane(Lane& L) {
     W.splits.clear();
     W.memory.reset();
     W.blocks.reset();
+    clear_local(W);
   }
   L.red_thread = 0;
   L.epoch++;
@@ -1448,6 +1524,30 @@ HIDDEN void __gpuedu_prof_atomic(const void* p, unsigned size) {
   L->red_thread = 0;
   access(RA, (uint64_t)(uintptr_t)p, size, red ? RED : ATOM);
 }
+// The profiled build's rewrite (_scanner.mark_local_arrays) calls this (prof::local, gpuedu_profile.h) after the
+// declaration of each array that nvcc keeps in local memory (one indexed at run time), each time it runs: its `n`
+// bytes at `p` are the running lane's
+// until the warp ends, at the next offset of the lane's local frame (the same array again keeps its offset).
+HIDDEN void __gpuedu_prof_local(const void* p, size_t n) {
+  Lane* L = running();
+  if (!L || !L->run->on || !n) return;
+  WarpState& W = *L->warp;
+  unsigned lane = L->lane;
+  uint64_t lo = (uint64_t)(uintptr_t)p;
+  for (LocalRange& r : W.local[lane])
+    if (r.lo == lo) {
+      if (r.hi - r.lo < n) r.hi = lo + n;
+      return;
+    }
+  W.local[lane].push_back(LocalRange{lo, lo + n, W.local_frame[lane]});
+  W.local_frame[lane] += (uint32_t)((n + 15) & ~(size_t)15);
+  uint64_t first = lo >> 6, last = (lo + n - 1) >> 6;   // its lines are no longer lines of neither kind
+  if (last - first >= 256) std::memset(L->miss_lines, 0, sizeof L->miss_lines);
+  else
+    for (uint64_t line = first; line <= last; ++line)
+      if (L->miss_lines[line & 255] == line + 1) L->miss_lines[line & 255] = 0;
+}
+
 // The build's source rewrite (_scanner.py) calls this just before an atomic whose result the statement
 // discards: that atomic is a RED on the GPU.
 HIDDEN void __gpuedu_prof_red() {
@@ -1578,11 +1678,13 @@ HIDDEN void __tsan_atomic_signal_fence(int) {}
 
 // ---- what Python reads (gpuedu/emulator/_instrument.py) ------------------------------------
 #define EXPORT __attribute__((visibility("default")))
-// Device allocations as sorted [lo, hi) pairs, and whether to look for races; before each launch.
-EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck, int memcheck) {
+// Global memory as sorted [lo, hi) pairs (device allocations, and the module's __device__ variables, which
+// `variable` marks: null when there are none), and whether to look for races; before each launch.
+EXPORT void gpuedu_prof_configure(const uint64_t* ranges, int n, int racecheck, int memcheck, const uint8_t* variable) {
   S.memcheck = memcheck != 0;
   S.ranges.assign(n, Range{});
   for (int i = 0; i < n; ++i) S.ranges[i] = Range{ranges[2 * i], ranges[2 * i + 1]};
+  if (variable) S.variable.assign(variable, variable + n); else S.variable.clear();
   S.racecheck = racecheck != 0;
   S.fast = !S.racecheck && !S.memcheck;
 }

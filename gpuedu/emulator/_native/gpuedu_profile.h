@@ -59,9 +59,23 @@ extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_atomic(con
 // The next atomic of the calling thread discards its result (a RED on the GPU); the profiled build's
 // source rewrite puts this call before each such atomic (gpuedu/emulator/_scanner.py).
 extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_red();
+// The `n` bytes at `p` are a local array of the calling thread (one nvcc keeps in local memory).
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_local(const void* p, size_t n);
 #define GPUEDU_PROF(call) ::__gpuedu::prof::call
 namespace __gpuedu {
 namespace prof {
+// A local array nvcc keeps in local memory: the profiled build's rewrite (_scanner.mark_local_arrays) declares it
+// under another name and makes the learner's name a reference to what this returns. The counters learn where it
+// lies, and the address the kernel then uses comes out of an empty asm: neither compiler sees the array behind it
+// any more, so -fsanitize=thread reports every access (g++ skips a local array whose address is never taken,
+// clang++ one whose element addresses never leave the function, however the array's own address does), and
+// neither keeps any of it in registers.
+template <class T>
+inline __attribute__((always_inline)) T* local(T* p) {
+  __gpuedu_prof_local(p, sizeof(T));
+  __asm__ volatile("" : "+r"(p));
+  return p;
+}
 // While one lives, the thread's code is the runtime's, not the kernel's (suspend/resume).
 struct Quiet {
   bool was;
