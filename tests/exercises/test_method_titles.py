@@ -12,9 +12,6 @@ from exercise_helpers import check_quietly, gpu_stand_in as _gpu_stand_in
 ON_EMULATOR = gpuedu.setup(verbose=False).name == "cpu"
 pytestmark = pytest.mark.skipif(not ON_EMULATOR, reason="the stand-in GPU of these tests is the emulator's")
 
-MODULE_VARIABLES = pytest.mark.xfail(
-    strict=True, reason="needs the profiler to count __device__ module variables as global memory (another branch)")
-
 # 03.block_sum: thread 0 adds the block's values one after another.
 BLOCK_SUM_SERIAL = {
     "plain, from global memory": r"""
@@ -189,7 +186,6 @@ def test_right_values_by_the_method_the_title_forbids_are_refused(exercise_id, p
     _refused_on_both_sides(exercise_id, METHOD_ANSWERS[exercise_id, path], monkeypatch)
 
 
-@MODULE_VARIABLES
 @pytest.mark.parametrize("exercise_id", MODULE_ANSWERS)
 def test_right_values_through_a_device_module_array_are_refused(exercise_id, monkeypatch):
     _refused_on_both_sides(exercise_id, MODULE_ANSWERS[exercise_id], monkeypatch)
