@@ -161,6 +161,18 @@ def to_device(array):
     return d
 
 
+def copy_runtime(source_dir, target_dir):
+    """Copy what the kernel cache builds once per machine (the precompiled prelude, the runtime's objects, the
+    worker library: each an entry and the file it names) from ``source_dir`` into ``target_dir``."""
+    for name in os.listdir(source_dir):
+        if name.startswith(("pch-", "host-", "worker-")) and ".tmp" not in name:
+            source = os.path.join(source_dir, name)
+            if os.path.isdir(source):
+                shutil.copytree(source, os.path.join(target_dir, name))
+            else:
+                shutil.copy2(source, os.path.join(target_dir, name))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
@@ -206,16 +218,12 @@ def main():
     results["launch_overhead_us"] = t / calls * 1e6
 
     # 5. cached load vs first compile, each in a cache folder of its own (a fresh dlopen each time);
-    # the precompiled prelude and the runtime's host object, built once per machine, are already there
-    # for the first compile.
+    # the precompiled prelude and the runtime's objects, built once per machine, are already there
+    # for the first compile (each an entry and the file it names).
     unique = BENCH_SRC + f"\n// {time.time_ns()}\n"
     old = os.environ.get("GPUEDU_CACHE_DIR")
     first_dir, second_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
-    for name in os.listdir(hooks.cache_dir()):
-        if name.startswith("pch-"):
-            shutil.copytree(os.path.join(hooks.cache_dir(), name), os.path.join(first_dir, name))
-        elif name.startswith("host-") and name.endswith(".o"):
-            shutil.copy(os.path.join(hooks.cache_dir(), name), os.path.join(first_dir, name))
+    copy_runtime(hooks.cache_dir(), first_dir)
     try:
         os.environ["GPUEDU_CACHE_DIR"] = first_dir
         t0 = time.perf_counter()

@@ -121,6 +121,22 @@ def test_the_emulator_bench_times_one_worker_against_several_and_checks_the_resu
         assert row["speedup"] == row["one_worker_s"] / row["all_cores_s"]
 
 
+def test_the_emulator_bench_s_first_compile_finds_the_runtime_already_built(emulator, tmp_path, monkeypatch):
+    """The bench times a first compile with the runtime copied in: only the module's own steps run the compiler."""
+    bench = load("emulator_bench")
+    from gpuedu.emulator import compiler, hooks
+    compiler.SourceModule(bench.BENCH_SRC)                 # the runtime is in the cache in use
+    bench.copy_runtime(hooks.cache_dir(), str(tmp_path))
+    monkeypatch.setenv("GPUEDU_CACHE_DIR", str(tmp_path))
+    ran = []
+    real_run = compiler._run
+    monkeypatch.setattr(compiler, "_run", lambda cmd, cwd: ran.append(cmd) or real_run(cmd, cwd))
+    compiler.SourceModule(bench.BENCH_SRC + f"\n// {tmp_path}\n")
+    outputs = [os.path.basename(c[c.index("-o") + 1]) for c in ran if "-o" in c]
+    assert outputs == ["module.o", "module.so"], ran
+    assert len(ran) == 3, ran       # preprocess (scan), compile, link: nothing of the runtime again
+
+
 def _profile_rows(name):
     import csv
     with open(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results", name)) as f:
