@@ -36,18 +36,30 @@ def fused_attention_cases(rng):
 
 
 def output_sectors(case):
-    """The most sectors storing O can take: each of its N x 16 halves in a sector of its own."""
-    return int(case.inputs["N"]) * HEAD
+    """The most sectors storing O may take: its N rows of 16 halves are 32 bytes each, one sector a row once
+    coalesced, and a thread that writes its own row as two 16-byte vectors (the stated slack) touches that sector
+    with each of its two stores: 2 N. Half by half, a row's 16 stores would touch it 16 times."""
+    return 2 * int(case.inputs["N"])
 
 
 def _stores_hint(case, got, limit, metrics):
     n = int(case.inputs["N"])
-    return (f"your kernel stored {got:,} sectors of 32 bytes to global memory; O is {n} x {HEAD} halves, at most one "
-            f"sector each ({limit:,}), so the rest went somewhere else: the {n} x {n} scores or probabilities, in "
-            f"scratch, a __device__ array or a thread's own array indexed by the key (local memory, which is DRAM "
-            f"on a GPU). That is version 1 or 2 of the lesson in one launch. Keep a row's scores in registers as they "
-            f"are made: the running maximum m, the running sum l of exp(s - m), and the output row o, each "
-            f"rescaled by exp(m_old - m_new) when the maximum grows; scratch stays untouched.")
+    stores = sum(metrics.get(name, 0) for name in ("smsp__sass_inst_executed_op_global_st.sum",))
+    warps = max(1, ceil_div(n, 32))
+    if got <= n * HEAD and stores >= 8 * warps:
+        return (f"your kernel stored {got:,} sectors of 32 bytes to global memory where O takes at most {limit:,}: "
+                f"{stores // warps} store instructions a warp, so each thread writes its row of O half by half, and "
+                f"each store touches a sector per lane, 16 times a row. Round the row to __half into registers, then "
+                f"write its 32 bytes as two 16-byte vectors: union {{ uint4 v[2]; __half2 h[8]; }} row; "
+                f"row.h[c / 2] = __floats2half2_rn(o[c] / l, o[c + 1] / l); then ((uint4*)(O + i * D))[0] = "
+                f"row.v[0]; and [1] = row.v[1].")
+    return (f"your kernel stored {got:,} sectors of 32 bytes to global memory; O's {n} rows of {HEAD} halves take at "
+            f"most {limit:,} (one 32-byte sector a row, written as two 16-byte vectors), so the rest went somewhere "
+            f"else: the {n} x {n} scores or probabilities, in scratch, a __device__ array or a thread's own array "
+            f"indexed by the key (local memory, which is DRAM on a GPU). That is version 1 or 2 of the lesson in one "
+            f"launch. Keep a row's scores in registers as they are made: the running maximum m, the running sum l "
+            f"of exp(s - m), and the output row o, each rescaled by exp(m_old - m_new) when the maximum grows; "
+            f"scratch stays untouched.")
 
 
 def _attention_mixups(case, expected, got):
@@ -85,9 +97,11 @@ register(Exercise(
          "sum l, the output row rescaled by exp(m_old - m_new) when m grows). Q, K, V and O are __half in global "
          "memory; every product, maximum and sum is float, and O is rounded to __half once. With causal = 1 query i "
          "sees keys 0 .. i only. scratch holds N x N floats of global memory: where an unfused kernel would keep "
-         "the scores. Yours must not need it: the check counts the sectors your kernel stores to global memory "
-         "(on the emulator) and refuses more than O itself can take, and it compares O with the float64 result "
-         "within FP16's tolerance.",
+         "the scores. Yours must not need it: the check counts the sectors your kernel writes to global memory "
+         "(stores, atomics and reductions, local memory included; on the emulator, on a GPU too: the method is "
+         "judged on the emulator) and refuses more than O itself takes, 2 N: each row's 32 bytes are one sector, "
+         "which a thread writing its row as two 16-byte vectors (uint4) touches twice. And it compares O with the "
+         "float64 result within FP16's tolerance.",
     kernel="fused_attention", params=("O", "scratch", "Q", "K", "V", "N", "scale", "causal"), outputs=("O",),
     workspaces=("scratch",),
     reference=fused_attention_spec, cases=fused_attention_cases,
@@ -124,7 +138,11 @@ extern "C" __global__ void fused_attention(__half* O, float* scratch, const __ha
         for (int c = 0; c < D; c++) o[c] = o[c] * correction + p * __half2float(V[j * D + c]);
         m = m_new;
     }
-    for (int c = 0; c < D; c++) O[i * D + c] = __float2half_rn(o[c] / l);   // rounded to half once
+    union { uint4 v[D / 8]; __half2 h[D / 2]; } row;  // the row rounded to half once, in registers
+    for (int c = 0; c < D; c += 2) row.h[c / 2] = __floats2half2_rn(o[c] / l, o[c + 1] / l);
+    uint4* out = (uint4*)(O + i * D);                // 32 bytes: one sector, written as two 16-byte vectors
+    out[0] = row.v[0];
+    out[1] = row.v[1];
 }
 """,
     launch=f"block = ({ROWS}, 1, 1), grid = (ceil_div(N, {ROWS}), 1)",

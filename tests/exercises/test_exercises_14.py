@@ -66,7 +66,8 @@ def test_the_naive_kernel_gets_the_values_right_and_is_refused_for_its_n_by_n_st
 
 def test_the_store_bound_is_what_o_alone_can_take_and_the_naive_kernel_exceeds_it_on_the_large_cases():
     cases = exercises.get(EX).make_cases()
-    assert [lesson14.output_sectors(c) for c in cases] == [int(c.inputs["N"]) * lesson14.HEAD for c in cases]
+    # each row of O one 32-byte sector, touched by the two 16-byte vectors its thread writes
+    assert [lesson14.output_sectors(c) for c in cases] == [2 * int(c.inputs["N"]) for c in cases]
     large = [c for c in cases if int(c.inputs["N"]) > 8 * lesson14.HEAD]
     # an N x N float matrix, stored as densely as it can be (8 floats a sector), is still more than the bound
     assert large and all(int(c.inputs["N"]) ** 2 // 8 > lesson14.output_sectors(c) for c in large)
@@ -94,7 +95,7 @@ def test_the_reference_is_the_librarys_float64_attention_rounded_to_half():
 @pytest.mark.parametrize("old, new, words", [
     ("* scale; o[c] = 0.0f;", "; o[c] = 0.0f;", "not scaled"),
     ("int keys = causal ? i + 1 : N;", "int keys = N;", "causal is ignored"),
-    ("__float2half_rn(o[c] / l)", "__float2half_rn(o[c])", "not normalised"),
+    ("__floats2half2_rn(o[c] / l, o[c + 1] / l)", "__floats2half2_rn(o[c], o[c + 1])", "not normalised"),
     # the sums in half: each step rounded to FP16
     ("o[c] = o[c] * correction + p * __half2float(V[j * D + c]);",
      "o[c] = __half2float(__float2half_rn(o[c] * correction + p * __half2float(V[j * D + c])));", "FP16's tolerance"),
@@ -102,6 +103,18 @@ def test_the_reference_is_the_librarys_float64_attention_rounded_to_half():
 def test_each_mistake_gets_its_hint(old, new, words):
     result = check_quietly(EX, mutate(SOLUTION, old, new))
     assert not result and words in result.failure.hint, result.report()
+
+
+def test_o_written_half_by_half_is_refused_with_how_to_write_it_as_vectors():
+    """The lesson's kernels write O element by element: right values, 16 sectors a row where a row is one."""
+    if not ON_EMULATOR:
+        pytest.skip("the store counters exist on the emulator only")
+    half_by_half = mutate(SOLUTION, SOLUTION[SOLUTION.index("    union {"):SOLUTION.rindex("}")],
+                          "    for (int c = 0; c < D; c++) O[i * D + c] = __float2half_rn(o[c] / l);\n")
+    result = check_quietly(EX, half_by_half)
+    assert not result and result.kind == "requirement", result.report()
+    assert "each thread writes its row of O half by half" in result.failure.hint
+    assert "two 16-byte vectors" in result.failure.hint
 
 
 def test_the_tolerance_is_fp16s_and_the_cases_cover_the_edges():
