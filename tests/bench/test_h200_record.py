@@ -95,11 +95,11 @@ def test_lessons_quote_the_record_as_measured(median):
         "07_mixed_precision": [
             f"ran {median('amp_step') / median('fp32_step'):.2f}× as fast as gpuedu's FP32 step"],
         "08_tensor_cores_bf16_tf32": [
-            f"plain WMMA kernel, as first written, ran at {_tflops(median('wmma_gemm'))} TFLOP/s",
-            f"({_tflops(median('matmul_v7'))} TFLOP/s on the same GPU)",
+            f"WMMA v1, as first written, ran at {_tflops(median('wmma_gemm'))} TFLOP/s",
+            f"({_tflops(median('matmul_v7'))} TFLOP/s on",
             f"{_pct(median('wmma_gemm'), hgemm)} % of cuBLAS FP16 ({_tflops(hgemm)} TFLOP/s",
-            f"version 2 ran at {_tflops(median('wmma_gemm_v2'))} TFLOP/s ({_pct(median('wmma_gemm_v2'), hgemm)} %)",
-            f"version 3 at {_tflops(median('wmma_gemm_v3'))} ({_pct(median('wmma_gemm_v3'), hgemm)} %)"],
+            f"WMMA v2 ran at {_tflops(median('wmma_gemm_v2'))} TFLOP/s ({_pct(median('wmma_gemm_v2'), hgemm)} %)",
+            f"WMMA v3 at {_tflops(median('wmma_gemm_v3'))} ({_pct(median('wmma_gemm_v3'), hgemm)} %)"],
         "13_libraries_and_profiling": [
             _list([f"{median(f'reduce_sum_v{v}'):,.0f}" for v in range(1, 8)], " and ") + " GB/s",
             f"took {median('launch_prepared_call'):.1f} µs of host time",

@@ -152,6 +152,43 @@ def test_a_module_with_file_scope_shared_memory_runs_on_one_worker(context, work
     assert out.tolist() == [64 * b + 63 * 64 / 2 for b in range(500)]
 
 
+FIRST_DECLARATION = r"""
+__global__ void tree(float* out, const float* x, int* arrived, int workers) {
+    if (threadIdx.x == 0) {                        // the first block of each worker waits for the others' here,
+        atomicAdd(arrived, 1);                     // so that all of them reach the declaration below at once
+        while (atomicAdd(arrived, 0) < workers) {}
+    }
+    __syncthreads();
+    __shared__ float partial[128];                 // its first run: on every worker at the same moment
+    unsigned t = threadIdx.x;
+    partial[t] = x[blockIdx.x * 128 + t];
+    __syncthreads();
+    for (unsigned s = 64; s > 0; s >>= 1) {
+        if (t < s) partial[t] += partial[t + s];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = partial[0];
+}
+"""
+
+
+def test_a_declaration_run_first_by_several_workers_at_once_gets_one_slot(context, workers):
+    """Every worker's first block of a fresh module reaches a __shared__ declaration, run for the first time, at the
+    same moment: one slot for the module, whichever worker makes it. (With the key published after the lock was
+    let go, a second worker made a slot of its own, and threads of one block read the array at two offsets.)"""
+    workers(2)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(64 * 128).astype(np.float32)
+    want = x.reshape(64, 128).astype(np.float64).sum(1)
+    for k in range(4):                              # fresh modules: the race is on a declaration's first run
+        module = SourceModule(FIRST_DECLARATION + f"// {k} {os.getpid()}\n")
+        fn = module.get_function("tree")
+        out = np.zeros(64, np.float32)
+        fn(Out(out), In(x), InOut(np.zeros(1, np.int32)), np.int32(2), block=(128, 1, 1), grid=(64, 1))
+        assert module._lib.gpuedu_static_shared(module._kernels["tree"][0]) == 128 * 4, k
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_the_number_of_workers_is_checked(workers):
     for bad in (0, -1, 65, "two"):
         with pytest.raises(ValueError, match="worker threads"):

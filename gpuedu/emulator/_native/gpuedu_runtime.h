@@ -453,6 +453,7 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
   while (__atomic_exchange_n(&S.lock, 1, __ATOMIC_ACQUIRE)) {}
   k = *key;   // (two workers may both run a declaration's first time: the second finds the first's slot)
   size_t offset = 0;
+  int index = -1;
   bool fresh = !k;
   if (fresh) {
     // Each variable starts a 128-byte line of its own, as a kernel's shared memory starts at 0 on a GPU: how many
@@ -469,13 +470,18 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline long long shared_slot(long lo
       fail_arena_closed(offset + bytes);
     }
     k = (long long)offset + 1;
+    if (S.n < 256) {
+      index = S.n;
+      S.at[index] = SharedVar{offset, nullptr, value_bytes, R.kernel, guard, name};
+      __atomic_store_n(&S.n, index + 1, __ATOMIC_RELEASE);
+    }
+    // Published before the lock goes: a worker that runs the declaration's first time meanwhile waits at the lock
+    // and then finds this slot. (Published after it, the second worker made a slot of its own, and threads of one
+    // block could read the variable at two offsets: a reduction's partial sums then read the poison, NaN.)
+    __atomic_store_n(key, k, __ATOMIC_RELEASE);
   }
   __atomic_store_n(&S.lock, 0, __ATOMIC_RELEASE);
-  if (fresh) {
-    int i = add_shared(SharedVar{offset, nullptr, value_bytes, R.kernel, guard, name});
-    __atomic_store_n(key, k, __ATOMIC_RELEASE);
-    shared_registered(i, R.arena + offset, value_bytes);
-  }
+  if (fresh) shared_registered(index, R.arena + offset, value_bytes);
 #ifdef GPUEDU_PROFILE
   prof::shared_slot(k - 1, value_bytes);   // (whichever worker made the slot)
   prof::resume(counting);
