@@ -404,7 +404,8 @@ def memcheck(arch=None):
       those bytes for writes, after the launch);
     - a vector type (``float4``, ``int2``, ``double2``...) read or written at an address that is not a multiple
       of its size, where the host compiler splits the access into scalar ones (a plain launch stops only where
-      the CPU refuses it: an aligned SSE move on x86, made for a whole-struct copy);
+      the CPU refuses it: an aligned SSE move on x86, made for a whole-struct copy). Built by clang++, a kernel
+      that uses some of the vector's fields loads only those, each aligned, and neither sees it;
     - a local array indexed a few elements past its end, within the thread's own stack frame (a plain launch
       stops when the write reaches the stack protector's canary, or the inaccessible window a few hundred bytes
       above the launch's stack: the array's name and the index come from here, at the line);

@@ -164,7 +164,9 @@ def test_a_local_array_written_far_past_its_end_stops_a_plain_launch_and_memchec
     for k in (1000, 5000, 40000):
         assert ("kernel 'local' thread (0,0,0) of block (0,0,0) wrote past the end of a local array (its stack "
                 "frame was overwritten)") in line(out, f"plain{k}")
-    assert "indexed the array 'float [16]' at [20] (line 5 of your source), outside it" in line(out, "memcheck20")
+    # (g++ spells the array's type 'float [16]', clang++ 'float[16]')
+    assert re.search(r"indexed the array 'float ?\[16\]' at \[20\] \(line 5 of your source\), outside it",
+                     line(out, "memcheck20"))
 
 
 # ---- shared memory written or read far past what a block has ----------------------------------------------------
@@ -320,6 +322,9 @@ out, raw = gpuarray.zeros(256, np.float32), gpuarray.zeros(64, np.uint8)
 with gpuedu.memcheck() as mc:
     attempt("static", lambda: mod.get_function("far_static")(out, np.int32(100000), block=(256, 1, 1)))
     mod.get_function("far_dynamic")(out, np.int32(4096), block=(32, 1, 1), shared=1024)
+for e in mc.errors:
+    print("found:", e["kernel"], e["kind"], e["space"], e.get("region"), e["offset"], e["size"], e["line"])
+with gpuedu.memcheck() as mc:
     mod.get_function("misaligned")(out, raw, block=(1, 1, 1))
 for e in mc.errors:
     print("found:", e["kernel"], e["kind"], e["space"], e.get("region"), e["offset"], e["size"], e["line"])
@@ -329,6 +334,11 @@ for e in mc.errors:
 def test_what_only_memcheck_sees_it_names_with_the_line():
     out = run(MEMCHECK_ONLY)
     # an index 100,000 floats past a static __shared__ array: the profiled build's bounds check names it
-    assert "indexed the array 'float [256]' at [100000] (line 5 of your source), outside it" in line(out, "static")
+    assert re.search(r"indexed the array 'float ?\[256\]' at \[100000\] \(line 5 of your source\), outside it",
+                     line(out, "static"))
     assert "found: far_dynamic out of bounds shared dynamic 16384 4 kernel.cu:11" in out
-    assert "found: misaligned misaligned global allocation 4 16 kernel.cu:14" in out
+    from gpuedu.emulator.compiler import find_cxx
+    if "clang" not in find_cxx()[1].lower():
+        # (clang++ loads only the floats the kernel uses, each aligned: there is no 16-byte access for memcheck to
+        # see, on this build, as tests/profiler/test_memcheck.py's vector-load test finds on clang++ too)
+        assert "found: misaligned misaligned global allocation 4 16 kernel.cu:14" in out
