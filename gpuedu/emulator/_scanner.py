@@ -39,19 +39,25 @@ NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n
 _ATTRIBUTES = re.compile(r"__align__\s*\([^()]*\)|__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)|alignas\s*\([^()]*\)")
 
 
+def _split_top_level(items, separator, opening, closing):
+    """``items`` (a string's characters, or a list of tokens) split at each ``separator`` outside brackets."""
+    parts, depth, start = [], 0, 0
+    for k, item in enumerate(items):
+        if item in opening:
+            depth += 1
+        elif item in closing:
+            depth -= 1
+        elif item == separator and depth == 0:
+            parts.append(items[start:k])
+            start = k + 1
+    parts.append(items[start:])
+    return parts
+
+
 def _declared_names(declaration):
     """Names declared by ``float a[4][4], b[8]`` (the text after __shared__); [] if unsure."""
     text = _ATTRIBUTES.sub(" ", declaration)
-    parts, depth, start = [], 0, 0
-    for k, ch in enumerate(text):
-        if ch in "[(<":
-            depth += 1
-        elif ch in "])>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:k])
-            start = k + 1
-    parts.append(text[start:])
+    parts = _split_top_level(text, ",", "[(<", "])>")
     names = []
     for part in parts:
         head = re.split(r"[\[=]", part, maxsplit=1)[0]
@@ -855,16 +861,7 @@ def _loops(tokens, lo, hi, constant):
             continue
         close = _close(tokens, i + 1, "(", ")")
         header = tokens[i + 2:close]
-        parts, depth, start = [], 0, 0
-        for k, t in enumerate(header):
-            if t in "([{":
-                depth += 1
-            elif t in ")]}":
-                depth -= 1
-            elif t == ";" and depth == 0:
-                parts.append(header[start:k])
-                start = k + 1
-        parts.append(header[start:])
+        parts = _split_top_level(header, ";", "([{", ")]}")
         var, trip, first = None, None, []
         if len(parts) == 3 and "=" in parts[0]:
             eq = parts[0].index("=")
