@@ -1,9 +1,9 @@
 """Device memory for the CPU emulator: host pages between wide inaccessible gaps.
 
 A device pointer is a plain host address, so the kernel (compiled C++) can
-dereference it.  Device memory is carved out of one region of address space
-reserved when the first buffer is allocated (1 TiB of address space, inaccessible
-until used; 64 GiB where the system gives no more): each allocation gets whole
+dereference it.  Device memory is carved out of a region of address space
+reserved 64 GiB at a time as buffers need it (up to 1 TiB, inaccessible until
+used): each allocation gets whole
 pages, placed so that its end touches the next inaccessible gap, and 64 MiB of gap
 separate neighbours. A kernel that writes or reads past the end of a buffer (the
 classic missing bounds guard), or anywhere up to 64 MiB past it (an index a
@@ -63,10 +63,12 @@ _kept_bytes = 0
 
 
 # The reserved region: slots of [gap][pages], handed out from the bottom up and reused by size. Address space
-# only (nothing is committed until a slot is used): 1 TiB, or 64 GiB where the kernel gives no more (an aarch64
-# kernel with 39-bit addresses has 512 GiB in all).
+# only (nothing is committed until a slot is used), reserved a chunk at a time as slots are needed: a chunk of
+# 64 GiB holds about 1,000 small buffers, and up to 1 TiB is reserved in all. (Reserving the whole terabyte at once
+# cost nothing natively, but 6 GB of qemu-user's own tables for every process of the arm64 leg, which runs through
+# qemu: it killed a test worker there.)
 REGION_BYTES = 1 << 40
-REGION_BYTES_SMALL = 64 << 30
+CHUNK_BYTES = 64 << 30
 # 64 MiB: an index 16 million floats past a buffer's end (or before its start) still faults in its gap instead
 # of landing in the neighbouring buffer, a GPUArray the kernel was never given (16,000 small buffers fit the
 # region; past that, each gets a mapping of its own).
@@ -78,7 +80,8 @@ _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.mmap.restype = ctypes.c_void_p
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.madvise.restype = ctypes.c_int
-_region = None        # [base, end, next free address]; False when it cannot be reserved
+_region = None        # [base, end, next free address] of the chunk in use; False when none can be reserved
+_reserved_bytes = 0   # of all the chunks reserved so far
 _free_slots = {}      # slot bytes -> [(slot start, whether its pages still hold data)]
 _resident_bytes = 0   # bytes of freed slots whose pages were kept (up to _KEEP_LIMIT)
 
@@ -94,17 +97,18 @@ def _address_space_limit():
 
 
 def _reserve_region():
-    """Reserve the region (inaccessible, no memory committed), once; False where that is not possible."""
-    global _region
-    if _address_space_limit() is not None:   # the reservation would count against it: map buffers one by one
+    """Reserve the next chunk of the region (inaccessible, no memory committed); ``_region`` is False where none
+    can be (an address-space limit, which a reservation would count against: buffers are then mapped one by one)."""
+    global _region, _reserved_bytes
+    if _address_space_limit() is not None or _reserved_bytes + CHUNK_BYTES > REGION_BYTES:
         _region = False
         return
-    for size in (REGION_BYTES, REGION_BYTES_SMALL):
-        base = _libc.mmap(None, size, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
-        if base is not None and base != ctypes.c_void_p(-1).value:
-            _region = [base, base + size, base]
-            return
-    _region = False
+    base = _libc.mmap(None, CHUNK_BYTES, _PROT_NONE, _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_NORESERVE, -1, 0)
+    if base is None or base == ctypes.c_void_p(-1).value:
+        _region = False
+        return
+    _reserved_bytes += CHUNK_BYTES
+    _region = [base, base + CHUNK_BYTES, base]
 
 
 def _take_slot(pages):
@@ -122,9 +126,13 @@ def _take_slot(pages):
         if dirty:
             _resident_bytes -= pages
         return start, size, dirty
+    if _region[2] + size + GAP > _region[1]:      # this chunk is full: the next one (a gap ends each chunk)
+        if size + GAP > CHUNK_BYTES:
+            return None                           # a buffer larger than a chunk gets a mapping of its own
+        _reserve_region()
+        if not _region:
+            return None
     start = _region[2]
-    if start + size + GAP > _region[1]:
-        return None
     _region[2] = start + size
     return start, size, False
 

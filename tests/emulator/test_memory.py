@@ -145,3 +145,31 @@ def test_a_write_pages_past_a_buffer_faults_and_is_named_as_past_that_buffer(tmp
     for offset in (4120, 80000, 240000):
         assert f"wrote past the end of a 20-byte allocation (at byte offset {offset}," in done.stdout, done.stdout
     assert "NO ERROR" not in done.stdout and "host intact: True" in done.stdout
+
+
+CHUNKS = r"""
+import numpy as np
+from gpuedu.emulator import _memory, driver as drv
+from gpuedu.emulator.compiler import SourceModule
+drv.init(); ctx = drv.Device(0).make_context()
+first = _memory.CHUNK_BYTES // (_memory.GAP + _memory.PAGE)      # the small buffers one chunk holds
+bufs = [drv.mem_alloc(256) for _ in range(first + 50)]
+print("reserved chunks:", _memory._reserved_bytes // _memory.CHUNK_BYTES)
+k = SourceModule("__global__ void k(float* x, int i) { x[i] = 1.0f; }").get_function("k")
+try:
+    k(bufs[-1], np.int32(1 << 20), block=(1, 1, 1))           # 4 MiB past the last buffer: in its gap
+except drv.LaunchError as e:
+    print("LaunchError:", e)
+k(bufs[-1], np.int32(3), block=(1, 1, 1))
+out = np.zeros(64, np.float32); drv.memcpy_dtoh(out, bufs[-1]); print("value:", out[3])
+"""
+
+
+def test_the_region_is_reserved_a_chunk_at_a_time_as_buffers_need_it(tmp_path):
+    """A process reserves 64 GiB of address space for its first buffers, and the next 64 GiB only when a chunk is
+    full: the gaps hold across chunks."""
+    env = dict(os.environ, GPUEDU_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", CHUNKS], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "reserved chunks: 2" in done.stdout, done.stdout
+    assert "wrote past the end of a 256-byte allocation" in done.stdout and "value: 1.0" in done.stdout, done.stdout
