@@ -139,7 +139,9 @@ def set_threads(count):
 
     Blocks are independent by CUDA's rules, so results do not depend on it, except where a kernel's blocks race
     (atomics in an order, a value one block writes and another reads), as on a GPU. The profiler's counted
-    launches (``gpuedu.profile()``, memcheck) run on as many, and count the same with any number; racecheck's,
+    launches (``gpuedu.profile()``, memcheck) run on as many, and count the same with any number (but for blocks
+    that depend on each other's timing, such as a last-block-finishes reduction: which block does that work then
+    depends on the workers, as on a GPU, and so does the modelled DRAM traffic); racecheck's,
     which look for hazards between blocks, and modules with launches from device code run on one."""
     if count is None or count == "" or count == "auto":
         count = min(available_cores(), MAX_WORKERS)   # (a machine with more cores uses the first 64)
