@@ -3,23 +3,14 @@
 ``int(alloc)`` is the device address (a host address in the emulator), which is
 what a kernel receives for a pointer parameter.
 """
-import os
-import sys
-
 from . import _memory
-from ._errors import LogicError
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ._errors import LogicError, learner_frame
 
 
 def _caller():
     """``file:line`` of the innermost frame outside gpuedu (the learner's line), for an error to name later."""
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE + os.sep, "<frozen")):
-        frame = frame.f_back
-    if frame is None:
-        return "a line of gpuedu's own"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    frame, _ = learner_frame(2)
+    return "a line of gpuedu's own" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
 class DeviceAllocation:

@@ -15,6 +15,8 @@ import tempfile
 import time
 import warnings
 
+from ._errors import learner_frame
+
 def cache_dir():
     """The folder of compiled kernel modules: ``$GPUEDU_CACHE_DIR``, else ``gpuedu/kernels`` in the platform's
     cache folder (``$XDG_CACHE_HOME``, by default ``~/.cache``, on Linux; ``~/Library/Caches`` on macOS).
@@ -132,21 +134,8 @@ def file_seal(path):
 def damaged(path, what, why):
     """Say in one line that the cached ``what`` at ``path`` is damaged and built again; remove it."""
     warnings.warn(f"gpuedu: the cached {what} {path} is damaged ({why}); building it again", CacheDamageWarning,
-                  stacklevel=_first_frame_outside_gpuedu())
+                  stacklevel=learner_frame()[1])
     _remove_tree_quietly(path)
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _first_frame_outside_gpuedu():
-    """The ``stacklevel`` that makes a warning name the learner's line (the call that loaded the module), not
-    gpuedu's own."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE + os.sep)
-                                 or frame.f_code.co_filename.startswith("<frozen")):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def read_entry(entry_path, what):

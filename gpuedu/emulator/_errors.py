@@ -3,7 +3,23 @@
 Real PyCUDA defines them in ``pycuda._driver`` and re-exports them from
 ``pycuda.driver``; lessons catch them as ``drv.LogicError`` and so on, so the
 emulator's ``driver`` module re-exports these.
+
+``learner_frame`` finds, for a message or a warning, the line of the learner's code that led to it.
 """
+import os
+import sys
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def learner_frame(skip=0):
+    """``(frame, stacklevel)``: the innermost frame outside gpuedu (and Python's frozen import machinery), looking
+    from ``skip`` frames above the caller outwards, and the ``stacklevel`` that names it to ``warnings.warn``
+    called by the caller; the frame is None when gpuedu's own code is all there is."""
+    frame, level = sys._getframe(skip + 1), skip + 1
+    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE + os.sep, "<frozen")):
+        frame, level = frame.f_back, level + 1
+    return frame, level
 
 
 class Error(Exception):
