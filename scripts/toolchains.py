@@ -57,7 +57,7 @@ PYTEST_GXX = PYTEST + ["tests/profiler"]
 # kernels, the scanner's refusals and host calls, the profiler's catalogue and session), which the full run covers.
 ARM64_TESTS = [f"tests/emulator/test_{name}.py" for name in (
     "aarch64", "atomics", "signals", "errors", "device_heap", "memory", "launch", "launch_resources", "workers",
-    "warp", "cooperative_groups", "toolchains", "driver", "fp16", "wmma", "pipeline", "device_language",
+    "warp", "cooperative_groups", "toolchains", "driver", "fp16", "bf16", "wmma", "pipeline", "device_language",
     "device_math_more")] + [f"tests/profiler/test_{name}.py" for name in (
     "hardware_counts", "workers", "memcheck", "racecheck")] + [
     "lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb"]

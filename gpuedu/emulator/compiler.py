@@ -336,8 +336,8 @@ def _translate_options(options, include_dirs):
 # ---- compiling ---------------------------------------------------------------------------
 
 _C_LINKAGE_HINT = (
-    "cuda_fp16.h, mma.h, cuda_pipeline.h, cooperative_groups.h and curand_kernel.h are C++ headers and cannot "
-    "be included inside the extern \"C\" { } block that "
+    "cuda_fp16.h, cuda_bf16.h, mma.h, cuda_pipeline.h, cooperative_groups.h and curand_kernel.h are C++ headers "
+    "and cannot be included inside the extern \"C\" { } block that "
     "SourceModule wraps your code in (nvcc rejects this too). Pass no_extern_c=True to SourceModule and "
     "declare each kernel extern \"C\" __global__ void name(...) so that get_function finds it by its plain name."
 )

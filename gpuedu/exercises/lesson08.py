@@ -257,9 +257,9 @@ register(Exercise(
          "converting drops the lower 16 bits, rounding to nearest with ties to even: add 0x7fff plus the "
          "lowest bit kept (bit 16) to the bits and shift right by 16. A carry out of the fraction bumps the "
          "exponent, which also turns the largest floats into Inf, as rounding should. NaNs need a test of "
-         "their own, before the addition: every NaN gives the canonical pattern 0x7fff. The emulator has no "
-         "bfloat16 type, so the output is the bit pattern (unsigned short); __float_as_uint(x) gives a "
-         "float's bits.",
+         "their own, before the addition: every NaN gives the canonical pattern 0x7fff. cuda_bf16.h's "
+         "__float2bfloat16_rn does all of this in one call; here you write it yourself, so the output is the "
+         "bit pattern (unsigned short); __float_as_uint(x) gives a float's bits.",
     kernel="float_to_bf16", params=("out", "x", "n"), outputs=("out",),
     reference=float_to_bf16_spec, cases=float_to_bf16_cases, stub=FLOAT_TO_BF16_STUB,
     solution=FLOAT_TO_BF16_SOLUTION,

@@ -1,5 +1,6 @@
 """Every kernel source the emulator's tests run also compiles with the real nvcc, for sm_75 and
-sm_90, wrapped the way SourceModule wraps it: nothing the emulator accepts is invalid CUDA."""
+sm_90 (sm_80 and sm_90 where a source needs Ampere), wrapped the way SourceModule wraps it: nothing the
+emulator accepts is invalid CUDA."""
 import importlib
 import os
 import shutil
@@ -18,6 +19,7 @@ SOURCES = [
     ("test_device_language", "DEVICE_SRC", False, []),
     ("test_device_language", "TEMPLATE_SRC", True, ["-DOFFSET=3"]),
     ("test_fp16", "FP16_SRC", True, []),
+    ("test_bf16", "BF16_SRC", True, []),
     ("test_wmma", "WMMA_SRC", True, []),
     ("test_atomics", "ATOMICS_SRC", False, []),
     ("test_compile_cache", "CACHE_SRC", False, ["-DVALUE(i)=(i)"]),
@@ -34,6 +36,9 @@ SOURCES = [
     ("test_curandom", "CURANDOM_SCRAMBLED_SOBOL64_SRC", True, []),
     ("test_complex", "COMPLEX_SRC", False, []),
 ]
+
+# Sources that need sm_80 (bfloat16's WMMA fragments and atomics), compiled for it instead of sm_75.
+AMPERE = {("test_bf16", "BF16_SRC")}
 
 
 # Sources with inline PTX for Ampere and later (cp.async, mma.m16n8k16): compiled for sm_80 and sm_90.
@@ -80,8 +85,9 @@ def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, o
         src = 'extern "C" {\n' + src + "\n}\n"     # what SourceModule does by default
     path = tmp_path / "kernel.cu"
     path.write_text(src)
-    # one nvcc run builds both targets (a fatbin holding an sm_75 and an sm_90 cubin)
-    archs = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=sm_90"]
+    # one nvcc run builds both targets (a fatbin holding an sm_75, or sm_80, and an sm_90 cubin)
+    first = "80" if (module, name) in AMPERE else "75"
+    archs = ["-gencode", f"arch=compute_{first},code=sm_{first}", "-gencode", "arch=compute_90,code=sm_90"]
     proc = subprocess.run(["nvcc", "-fatbin", *archs, *options, "-o", str(tmp_path / "k.fatbin"), str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -19,6 +19,7 @@
 #endif
 #include "gpuedu_prelude.h"
 #include "cuda_fp16.h"
+#include "cuda_bf16.h"  // as NVIDIA's mma.h: fragments of __nv_bfloat16 (sm_80 and later)
 
 #ifndef GPUEDU_SCAN
 namespace nvcuda {
