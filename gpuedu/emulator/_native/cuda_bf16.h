@@ -27,27 +27,12 @@
 #pragma GCC system_header
 #endif
 #include "cuda_fp16.h"
+#include "gpuedu_bits.h"   // bfloat16 from and to float, bit by bit
 
 #ifndef GPUEDU_SCAN
 // A template with C linkage is an error for every compiler: this makes the header fail inside
 // extern "C" { } the way NVIDIA's does (also when cuda_fp16.h was included before, outside it).
 template <typename T> struct __gpuedu_bf16_needs_cxx_linkage {};
-
-enum { __GPUEDU_BF16_RN, __GPUEDU_BF16_RZ, __GPUEDU_BF16_RD, __GPUEDU_BF16_RU };
-
-// float -> bfloat16 bits: the float's lower 16 bits rounded away as `mode` says.
-static inline unsigned short __gpuedu_f2bf_bits(float f, int mode) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;  // NaN: rounding its bits could carry into the sign
-  uint32_t kept = x >> 16, lost = (x & 0xffffu) != 0u, negative = x >> 31;
-  switch (mode) {
-    case __GPUEDU_BF16_RZ: return (unsigned short)kept;
-    case __GPUEDU_BF16_RD: return (unsigned short)(kept + (lost & negative));   // magnitude up if negative
-    case __GPUEDU_BF16_RU: return (unsigned short)(kept + (lost & (negative ^ 1u)));  // magnitude up if positive
-    default: return (unsigned short)((x + 0x7fffu + (kept & 1u)) >> 16);  // nearest, ties to even
-  }
-}
 
 // double -> float rounded to odd: truncated toward zero, the last bit set when anything was dropped.
 // Rounding that float to bfloat16 in any mode rounds the double itself (float keeps at least 2 more bits
@@ -79,12 +64,6 @@ static inline unsigned short __gpuedu_i2bf_bits(long long i, int mode) {
   return __gpuedu_u2bf_bits(i < 0, i < 0 ? 0ull - (unsigned long long)i : (unsigned long long)i, mode);
 }
 
-static inline float __gpuedu_bf2f_bits(unsigned short b) {
-  uint32_t bits = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
 
 struct __nv_bfloat16_raw { unsigned short x; };
 struct __nv_bfloat162_raw { unsigned short x, y; };

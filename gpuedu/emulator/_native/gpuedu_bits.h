@@ -71,20 +71,29 @@ static inline float __gpuedu_h2f_bits(unsigned short h) {
   return f;
 }
 
-// bfloat16: float's sign and exponent, 7 fraction bits: the top 16 bits of a float, rounded to nearest even.
-// A NaN becomes the canonical NaN 0x7FFF, as NVIDIA's __float2bfloat16 and PTX's cvt.rn.bf16 give it.
-static inline unsigned short __gpuedu_f2bf_bits(float f) {
+// bfloat16: float's sign and exponent, 7 fraction bits: the top 16 bits of a float, the lower 16 rounded away as
+// `mode` says (cuda_bf16.h's __float2bfloat16_rn, _rz, _rd, _ru; PTX's cvt.rn.bf16x2.f32 is nearest). A NaN becomes
+// the canonical NaN 0x7FFF, as NVIDIA's header and PTX's cvt give it.
+enum { __GPUEDU_BF16_RN, __GPUEDU_BF16_RZ, __GPUEDU_BF16_RD, __GPUEDU_BF16_RU };
+
+// float -> bfloat16 bits: the float's lower 16 bits rounded away as `mode` says.
+static inline unsigned short __gpuedu_f2bf_bits(float f, int mode) {
   uint32_t x;
   memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
-  uint32_t lsb = (x >> 16) & 1u;
-  return (unsigned short)((x + 0x7fffu + lsb) >> 16);   // a carry into the exponent is right (up to infinity)
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;  // NaN: rounding its bits could carry into the sign
+  uint32_t kept = x >> 16, lost = (x & 0xffffu) != 0u, negative = x >> 31;
+  switch (mode) {
+    case __GPUEDU_BF16_RZ: return (unsigned short)kept;
+    case __GPUEDU_BF16_RD: return (unsigned short)(kept + (lost & negative));   // magnitude up if negative
+    case __GPUEDU_BF16_RU: return (unsigned short)(kept + (lost & (negative ^ 1u)));  // magnitude up if positive
+    default: return (unsigned short)((x + 0x7fffu + (kept & 1u)) >> 16);  // nearest, ties to even
+  }
 }
 
 static inline float __gpuedu_bf2f_bits(unsigned short b) {
-  uint32_t x = (uint32_t)b << 16;
+  uint32_t bits = (uint32_t)b << 16;
   float f;
-  memcpy(&f, &x, 4);
+  memcpy(&f, &bits, 4);
   return f;
 }
 

@@ -319,7 +319,8 @@ GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int
       out[0] = (u64)__gpuedu_f2h_bits(f32_value(in[0])) << 16 | __gpuedu_f2h_bits(f32_value(in[1]));
       return;
     case CVT_BF16X2:
-      out[0] = (u64)__gpuedu_f2bf_bits(f32_value(in[0])) << 16 | __gpuedu_f2bf_bits(f32_value(in[1]));
+      out[0] = (u64)__gpuedu_f2bf_bits(f32_value(in[0]), __GPUEDU_BF16_RN) << 16 |
+               __gpuedu_f2bf_bits(f32_value(in[1]), __GPUEDU_BF16_RN);
       return;
     case CVT_TF32: out[0] = __gpuedu_f2tf32_bits((uint32_t)in[0]); return;
     case CVT_U32_U64: out[0] = (uint32_t)in[0]; return;
