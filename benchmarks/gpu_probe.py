@@ -4,7 +4,8 @@ compares with PyTorch's.
 
     python benchmarks/gpu_probe.py tiles [--size 4096] [--cubin wmma_tiles.cubin]
     python benchmarks/gpu_probe.py steps [--widths 784 4096 4096 10] [--batch 512]
-    python benchmarks/gpu_probe.py attention [--seq 512 1024 2048 4096]
+    python benchmarks/gpu_probe.py attention [--seq 512 1024 2048 4096] [--kernels v3-fp16 v4-fp16 ...]
+                                             [--sdpa-backends flash efficient cudnn math]
     python benchmarks/gpu_probe.py all --out DIR          (each writes DIR/probe-<name>.json too)
 
 tiles: every shape of ``benchmarks/wmma_tiles.cu`` (the pipelined WMMA GEMM of ``wmma_gemm.cu`` at other
@@ -18,8 +19,14 @@ steps: one FP32 step (``gpuedu.nn.mlp``) and one mixed-precision step (``gpuedu.
 widths and batch, each launch timed with CUDA events (``gpuedu.profile()`` on a GPU), summed by kernel.
 Each launch is synchronised, so the sum is the GPU's busy time without the host's share.
 
-attention: ``ops.attention`` versions 1-3 (FP32) and version 3's FP16 twin against
-``torch.nn.functional.scaled_dot_product_attention`` (FP16 and FP32), batch 4, 8 heads of 64.
+attention: ``ops.attention`` versions 1-3 (FP32), version 3's FP16 twin and version 4 (tensor cores, FP16 and
+BF16), causal, batch 4, 8 heads of 64, each checked against a float64 reference first, against
+``torch.nn.functional.scaled_dot_product_attention`` in FP16 and FP32: the dispatcher's choice, and in FP16
+each backend PyTorch has (``torch.nn.attention.sdpa_kernel``: flash, efficient, cudnn, math; one this GPU or
+this PyTorch lacks is recorded with its error). Every call is timed as the tiles are (CUDA events, an L2
+flush before each). ``comparisons`` in the record names, for each length, the fastest SDPA backend in FP16
+and version 4's FP16 time over it (the target: at most 2). ``--kernels`` and ``--sdpa-backends`` choose
+what is timed.
 
 Run on the CPU emulator with small sizes (``--size 128``, ``--seq 64``) it checks itself: the same
 kernels, the same checks; its timings are the emulator's and say nothing about a GPU.
@@ -92,6 +99,24 @@ def _torch_cuda():
     return torch if torch.cuda.is_available() else None
 
 
+def _torch_median(torch, call, repeats, warmup, flush_bytes):
+    """(median seconds, every repeat's) of a PyTorch call timed with CUDA events, an L2 flush before each,
+    as the bench's CudaEventTimer times gpuedu's launches."""
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    flush = torch.empty(max(flush_bytes // 4, 1), dtype=torch.int32, device="cuda")
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+    for start, end in events:
+        flush.zero_()
+        start.record()
+        call()
+        end.record()
+    torch.cuda.synchronize()
+    times = [start.elapsed_time(end) / 1e3 for start, end in events]
+    return statistics.median(times), times
+
+
 def probe_tiles(args, drv, timer):
     from gpuedu.ops import fp16
     gpuarray = backend.active().gpuarray
@@ -152,19 +177,7 @@ def probe_tiles(args, drv, timer):
     torch = _torch_cuda()
     if torch is not None and not backend.active().is_emulator:
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-        for _ in range(3):
-            torch.matmul(ta, tb)
-        torch.cuda.synchronize()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(args.repeats)]
-        flush = torch.empty(timer.flush_bytes // 4, dtype=torch.int32, device="cuda")
-        for s, e in events:
-            flush.zero_()
-            s.record()
-            torch.matmul(ta, tb)
-            e.record()
-        torch.cuda.synchronize()
-        seconds = statistics.median(s.elapsed_time(e) / 1e3 for s, e in events)
+        seconds, _ = _torch_median(torch, lambda: torch.matmul(ta, tb), args.repeats, 3, timer.flush_bytes)
         rows.append({"kernel": "cublas_hgemm (torch.matmul, FP16 in and out)", "seconds": seconds,
                      "tflops": flops / seconds / 1e12})
         print(f"  {'cuBLAS FP16 (torch)':<32} {flops / seconds / 1e12:8.1f} TFLOP/s", flush=True)
@@ -205,27 +218,74 @@ def probe_steps(args, drv, timer):
     return out
 
 
+# The attention probe's kernels: name on the command line -> (label in the record, element type, version).
+ATTENTION_KERNELS = {"v1": ("v1 naive fp32", "float32", 1), "v2": ("v2 fused fp32", "float32", 2),
+                     "v3": ("v3 tiled fp32", "float32", 3), "v3-fp16": ("v3 tiled fp16", "float16", 3),
+                     "v4-fp16": ("v4 tensor cores fp16", "float16", 4),
+                     "v4-bf16": ("v4 tensor cores bf16", "bfloat16", 4)}
+# PyTorch's SDPA backends (torch.nn.attention.SDPBackend's names), each timed alone in FP16.
+SDPA_BACKENDS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
+                 "math": "MATH"}
+TARGET_RATIO = 2.0          # version 4 in FP16 within 2x of the fastest SDPA backend in FP16
+COMPARED = "v4 tensor cores fp16"
+
+
+def sdpa_comparisons(rows, compared=COMPARED, target=TARGET_RATIO):
+    """For each length with a timed ``compared`` row: the fastest SDPA backend timed alone in FP16 there (a row
+    "torch sdpa float16 <backend>"), its time, and ``compared``'s over it, against ``target``."""
+    out = []
+    for seq in sorted({r["seq"] for r in rows}):
+        ours = [r for r in rows if r["seq"] == seq and r["kernel"] == compared and "seconds" in r]
+        theirs = [r for r in rows if r["seq"] == seq and r["kernel"].startswith("torch sdpa float16 ")
+                  and "seconds" in r]
+        if not ours or not theirs:
+            continue
+        best = min(theirs, key=lambda r: r["seconds"])
+        ratio = ours[0]["seconds"] / best["seconds"]
+        out.append({"seq": seq, "ours": compared, "sdpa": best["kernel"], "ours_seconds": ours[0]["seconds"],
+                    "sdpa_seconds": best["seconds"], "ratio": ratio, "target": target, "met": ratio <= target})
+    return out
+
+
+def _attention_torch():
+    """PyTorch with CUDA for the SDPA rows: on a GPU only (on the emulator there is no GPU to time it on)."""
+    return None if backend.active().is_emulator else _torch_cuda()
+
+
 def probe_attention(args, drv, timer):
     from gpuedu.ops import attention as ops   # the attention family: attention(), its reference and FLOPs
+    from gpuedu.ops import fp16
     gpuarray = backend.active().gpuarray
     batch, heads, head_dim = 4, 8, 64
     width = heads * head_dim
     rows = []
-    torch = _torch_cuda() if not backend.active().is_emulator else None
+    torch = _attention_torch()
     for seq in args.seq:
         rng = np.random.default_rng(seq)
         q, k, v = (rng.standard_normal((batch, seq, width)).astype(np.float32) for _ in range(3))
         ref = ops.attention_reference(q, k, v, heads=heads, causal=True)
         flops = ops.attention_flops(batch, seq, heads, head_dim, causal=True)
-        qd, kd, vd = (gpuarray.to_gpu(t) for t in (q, k, v))
-        qh, kh, vh = (gpuarray.to_gpu(t.astype(np.float16)) for t in (q, k, v))
-        for label, inputs, version in (("v1 naive fp32", (qd, kd, vd), 1), ("v2 fused fp32", (qd, kd, vd), 2),
-                                       ("v3 tiled fp32", (qd, kd, vd), 3), ("v3 tiled fp16", (qh, kh, vh), 3)):
+        inputs = {}                                       # element type -> q, k, v on the device
+
+        def on_device(element):
+            if element not in inputs:
+                convert = {"float32": lambda x: x, "float16": lambda x: x.astype(np.float16),
+                           "bfloat16": fp16.to_bfloat16_bits_reference}[element]
+                inputs[element] = tuple(gpuarray.to_gpu(convert(t)) for t in (q, k, v))
+            return inputs[element]
+
+        def widened(out, element):
+            host = out.get()
+            return (fp16.bfloat16_bits_to_float(host) if element == "bfloat16" else host).astype(np.float64)
+
+        for name in args.kernels:
+            label, element, version = ATTENTION_KERNELS[name]
             row = {"seq": seq, "kernel": label}
             try:
-                run = (lambda inputs=inputs, version=version:
-                       ops.attention(*inputs, heads=heads, causal=True, version=version))
-                got = run().get().astype(np.float64)
+                run = (lambda version=version, element=element:
+                       ops.attention(*on_device(element), heads=heads, causal=True, version=version,
+                                     dtype="bfloat16" if element == "bfloat16" else None))
+                got = widened(run(), element)
                 row["rel_error"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
                 seconds, _ = timer.median(run)
                 row.update(seconds=seconds, tflops=flops / seconds / 1e12)
@@ -234,28 +294,39 @@ def probe_attention(args, drv, timer):
             rows.append(row)
         if torch is not None:
             import torch.nn.functional as F
-            for dtype in (torch.float16, torch.float32):
-                tq, tk, tv = (torch.from_numpy(t).cuda().to(dtype).view(batch, seq, heads, head_dim).transpose(1, 2)
-                              .contiguous() for t in (q, k, v))
-                for _ in range(3):
-                    F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-                torch.cuda.synchronize()
-                times = []
-                for _ in range(args.repeats):
-                    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    s.record()
-                    F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
-                    e.record()
-                    e.synchronize()
-                    times.append(s.elapsed_time(e) / 1e3)
-                seconds = statistics.median(times)
-                rows.append({"seq": seq, "kernel": f"torch sdpa {str(dtype)[6:]}", "seconds": seconds,
-                             "tflops": flops / seconds / 1e12})
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            runs = [(dtype, None) for dtype in (torch.float16, torch.float32)]
+            runs += [(torch.float16, name) for name in args.sdpa_backends]
+            for dtype, name in runs:
+                label = f"torch sdpa {str(dtype)[6:]}" + (f" {name}" if name else "")
+                row = {"seq": seq, "kernel": label}
+                try:
+                    tq, tk, tv = (torch.from_numpy(t).cuda().to(dtype).view(batch, seq, heads, head_dim)
+                                  .transpose(1, 2).contiguous() for t in (q, k, v))
+                    chosen = getattr(SDPBackend, SDPA_BACKENDS[name]) if name else None
+
+                    def call(tq=tq, tk=tk, tv=tv, chosen=chosen):
+                        if chosen is None:
+                            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+                        with sdpa_kernel(chosen):
+                            return F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+                    got = call().transpose(1, 2).reshape(batch, seq, width).double().cpu().numpy()
+                    row["rel_error"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+                    seconds, _ = _torch_median(torch, call, args.repeats, args.warmup, timer.flush_bytes)
+                    row.update(seconds=seconds, tflops=flops / seconds / 1e12)
+                except Exception as e:        # a backend this GPU or this PyTorch lacks: recorded, not fatal
+                    row["error"] = f"{type(e).__name__}: {e}".splitlines()[0]
+                rows.append(row)
         for row in rows:
             if row["seq"] == seq:
-                print(f"  N={seq:<5} {row['kernel']:<20} " + (f"{row['seconds'] * 1e6:10.1f} us {row['tflops']:7.2f} "
+                print(f"  N={seq:<5} {row['kernel']:<30} " + (f"{row['seconds'] * 1e6:10.1f} us {row['tflops']:7.2f} "
                       f"TFLOP/s" if "seconds" in row else row["error"]), flush=True)
-    return {"batch": batch, "heads": heads, "head_dim": head_dim, "causal": True, "rows": rows}
+    comparisons = sdpa_comparisons(rows)
+    for c in comparisons:
+        print(f"  N={c['seq']:<5} {c['ours']} / {c['sdpa']} (the fastest SDPA backend in FP16): {c['ratio']:.2f}x, "
+              f"target {c['target']:.0f}x: {'met' if c['met'] else 'not met'}", flush=True)
+    return {"batch": batch, "heads": heads, "head_dim": head_dim, "causal": True, "rows": rows,
+            "comparisons": comparisons, "torch": getattr(torch, "__version__", None)}
 
 
 PROBES = {"tiles": probe_tiles, "steps": probe_steps, "attention": probe_attention}
@@ -273,6 +344,10 @@ def main(argv=None):
     parser.add_argument("--widths", type=int, nargs="+", default=[784, 4096, 4096, 10])
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--seq", type=int, nargs="+", default=[512, 1024, 2048, 4096])
+    parser.add_argument("--kernels", nargs="+", default=list(ATTENTION_KERNELS), choices=list(ATTENTION_KERNELS),
+                        help="attention: gpuedu's kernels to time (default: all)")
+    parser.add_argument("--sdpa-backends", nargs="+", default=list(SDPA_BACKENDS), choices=list(SDPA_BACKENDS),
+                        help="attention: PyTorch's SDPA backends to time one by one in FP16 (default: all)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)

@@ -284,7 +284,7 @@ def test_define_reads_numbers_and_arithmetic_once_and_names_what_is_missing(monk
 def kernel_constants():
     """{where Python keeps it: (the value it uses, what the kernel source says)} for every tile size and
     similar constant a launcher takes from a kernel."""
-    from gpuedu.ops import amp, conv, copy_transpose, dense, fp16, gemm
+    from gpuedu.ops import amp, attention, conv, copy_transpose, dense, fp16, gemm
     text = {name: kernels.source(name) for name in kernels.names()}
     text["gemm_warptile.cuh"] = kernels.source("gemm_warptile.cuh")
 
@@ -334,6 +334,12 @@ def kernel_constants():
         "dense.BIAS_COLS, BIAS_ROWS": ((dense.BIAS_COLS, dense.BIAS_ROWS),
                                        (literal("nn_dense", "BIAS_COLS"), literal("nn_dense", "BIAS_ROWS"))),
         "amp.SUM_THREADS": (amp.SUM_THREADS, literal("fp16_amp", "SUM_THREADS")),
+        "attention.FLASH_ROWS, FLASH_KEYS, BWD_TILE, PAIR_TILE, ROW_WARPS": (
+            (attention.FLASH_ROWS, attention.FLASH_KEYS, attention.BWD_TILE, attention.PAIR_TILE, attention.ROW_WARPS),
+            tuple(literal("attention", m) for m in ("FLASH_ROWS", "FLASH_KEYS", "BWD_TILE", "PAIR_TILE", "ROW_WARPS"))),
+        "attention.MMA_WARPS, MMA_ROWS, MMA_KEYS, MAX_HEAD_DIM": (
+            (attention.MMA_WARPS, attention.MMA_ROWS, attention.MMA_KEYS, attention.MAX_HEAD_DIM),
+            tuple(literal("attention", m) for m in ("MMA_WARPS", "MMA_ROWS", "MMA_KEYS", "MAX_HEAD_DIM"))),
         "amp.FOUND_INF, SKIP, GOOD_STEPS, STEPS, SKIPPED": (
             (amp.FOUND_INF, amp.SKIP, amp.GOOD_STEPS, amp.STEPS, amp.SKIPPED),
             tuple(literal("fp16_amp", m) for m in ("FOUND_INF", "SKIP", "GOOD_STEPS", "STEPS", "SKIPPED"))),

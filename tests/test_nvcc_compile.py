@@ -1,6 +1,7 @@
 """Everything the emulator accepts must be real CUDA: compile every kernel with nvcc.
 
-- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90;
+- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90; attention.cu's tensor-core
+  kernels (sm_80 instructions) also for sm_80 at each head size they take, their PTX read for the instructions;
 - every kernel source embedded in a lesson's code cells: a triple-quoted string that contains
   ``__global__``, wrapped in ``extern "C" { ... }`` unless it says ``extern "C"`` itself, as
   PyCUDA's ``SourceModule`` does. Such sources must be complete, literal CUDA (sizes through
@@ -13,6 +14,7 @@ import ast
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -96,6 +98,43 @@ def test_every_kernel_file_compiles():
     jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in ARCHES]
     failures = _compile_all(jobs)
     assert not failures, "nvcc rejected:\n\n" + "\n\n".join(failures)
+
+
+@needs_nvcc
+def test_the_tensor_core_attention_is_built_for_sm80_on_and_traps_before(tmp_path):
+    # attention.cu's version 4 issues mma.sync m16n8k16, ldmatrix and cp.async (ptx_sm80.cuh): for sm_80 and
+    # sm_90, at every head size the launcher takes, its PTX holds them; for sm_75 (ARCHES above builds the
+    # file there, for versions 1-3) the wrappers compile to traps and no such instruction is left.
+    from gpuedu.ops import attention
+    wanted = ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+              "ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+              "cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group")
+    jobs = [(arch, d) for arch in ("sm_75", "sm_80", "sm_90") for d in attention.MMA_HEAD_DIMS]
+
+    def ptx(job):
+        arch, head_dim = job
+        out = tmp_path / f"attention_{arch}_{head_dim}.ptx"
+        cmd = [NVCC, "-ptx", f"-arch={arch}", f"-DHEAD_DIM={head_dim}", "-I", kernels.DIR, "-o", str(out),
+               kernels.path("attention")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return job, proc.returncode, proc.stderr.strip(), out.read_text() if proc.returncode == 0 else ""
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = list(pool.map(ptx, jobs))
+    problems = []
+    for (arch, head_dim), rc, err, text in results:
+        if rc:
+            problems.append(f"{arch} HEAD_DIM={head_dim}: nvcc failed:\n{err}")
+            continue
+        entries = set(re.findall(r"\.entry (\w+)\(", text))
+        if not {"attention_mma_forward", "attention_mma_forward_bf16"} <= entries:
+            problems.append(f"{arch} HEAD_DIM={head_dim}: version 4's kernels missing, entries {sorted(entries)}")
+        present = [w for w in wanted if w in text]
+        if arch == "sm_75" and (present or "trap;" not in text):
+            problems.append(f"{arch} HEAD_DIM={head_dim}: expected traps and none of {present}")
+        if arch != "sm_75" and present != list(wanted):
+            problems.append(f"{arch} HEAD_DIM={head_dim}: missing {sorted(set(wanted) - set(present))}")
+    assert problems == [], "\n".join(problems)
 
 
 def test_extraction_finds_kernels_and_wraps_them(tmp_path):

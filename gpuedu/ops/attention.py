@@ -5,18 +5,24 @@ the NumPy float64 references.
     out, lse = ops.attention.attention(q, k, v, version=3, return_lse=True)
     dq, dk, dv = ops.attention.attention_backward(dout, q, k, v, out, lse, heads=1, causal=False)
 
-q, k, v are float32 (version 3: or float16, with float32 arithmetic) [batch, seq, heads * head_dim] (the heads side by side along the last axis), head_dim
-at most MAX_HEAD_DIM; it is compiled into the kernels (-DHEAD_DIM=...), once per head size.
+q, k, v are [batch, seq, heads * head_dim] (the heads side by side along the last axis), head_dim at most
+MAX_HEAD_DIM; it is compiled into the kernels (-DHEAD_DIM=...), once per head size. What each version takes is
+``DTYPES``: float32 (versions 1-3), float16 with float32 arithmetic (versions 3 and 4), and bfloat16 (version 4:
+uint16 arrays of bfloat16 bit patterns, ``dtype="bfloat16"``; ``fp16.to_bfloat16_bits_reference`` makes them).
 
 Version 1: scores to memory, softmax (softmax.cu, version 3), then P V: three launches, S and P (N x N each)
 in global memory. Version 2: scores, mask and softmax fused in one launch (P written, S never), then P V.
 Version 3: the tiled (FlashAttention-style) kernel: one launch, nothing N x N in memory, and the row
 log-sum-exp that ``attention_backward`` recomputes the probabilities from.
+Version 4: version 3's algorithm on the tensor cores (FlashAttention-2's layout: a warp per 16 query rows,
+mma.sync m16n8k16, K and V double-buffered by cp.async): FP16 or BF16 inputs, FP32 sums, head_dim one of
+MMA_HEAD_DIMS, a GPU of compute capability 8.0 or later (or the emulator); it saves the log-sum-exp too.
 """
 import math
 
 import numpy as np
 
+from .. import backend
 from .. import kernels as _kernels
 from .. import launch as L
 from ..launch import ceil_div
@@ -24,7 +30,10 @@ from ._common import check_version
 from .elementwise import as_float64
 from .softmax import softmax_rows
 
-VERSIONS = (1, 2, 3)
+VERSIONS = (1, 2, 3, 4)
+#: The element types each version takes (the arithmetic is float32 in every one).
+DTYPES = {1: ("float32",), 2: ("float32",), 3: ("float32", "float16"), 4: ("float16", "bfloat16")}
+FLOAT32_VERSIONS = tuple(v for v in VERSIONS if "float32" in DTYPES[v])
 
 DEFAULT_HEAD_DIM = _kernels.define("attention", "HEAD_DIM")
 MAX_HEAD_DIM = _kernels.define("attention", "MAX_HEAD_DIM")
@@ -33,6 +42,11 @@ FLASH_KEYS = _kernels.define("attention", "FLASH_KEYS")     # key and value rows
 BWD_TILE = _kernels.define("attention", "BWD_TILE")         # rows a streamed tile of the backward
 PAIR_TILE = _kernels.define("attention", "PAIR_TILE")       # versions 1-2's 16 x 16 blocks
 ROW_WARPS = _kernels.define("attention", "ROW_WARPS")       # warps a block of the one-warp-a-row kernels
+MMA_WARPS = _kernels.define("attention", "MMA_WARPS")       # version 4: warps a block, 16 query rows each
+MMA_ROWS = _kernels.define("attention", "MMA_ROWS")         # version 4: query rows a block owns
+MMA_KEYS = _kernels.define("attention", "MMA_KEYS")         # version 4: key and value rows a shared tile
+#: version 4's head sizes: its products take the features 16 at a time (mma m16n8k16's k)
+MMA_HEAD_DIMS = tuple(range(16, MAX_HEAD_DIM + 1, 16))
 
 
 def _options(head_dim):
@@ -53,14 +67,17 @@ def _check_heads(heads, width, op):
     return int(heads), head_dim
 
 
-def _inputs(op, heads, half=False, **arrays):
-    """The arrays as 3-D device arrays of one shape and dtype, float32 (or float16 when ``half`` allows it and
-    the first array is float16); (arrays, batch, seq, heads, head_dim)."""
+def _inputs(op, heads, dtype=np.float32, **arrays):
+    """The arrays as 3-D device arrays of one shape and of ``dtype``; (arrays, batch, seq, heads, head_dim)."""
     out = {}
     shape = None
-    first = next(iter(arrays.values()))
-    dtype = np.float16 if half and getattr(first, "dtype", None) == np.float16 else np.float32
     for name, x in arrays.items():
+        if getattr(x, "dtype", None) == np.uint16 and dtype != np.uint16:
+            raise TypeError(f"{op}: {name} is uint16; if it holds bfloat16 bit patterns, pass q, k, v all so with "
+                            f"dtype='bfloat16' (version 4), else convert it to {np.dtype(dtype).name}")
+        if dtype == np.uint16 and getattr(x, "dtype", np.uint16) != np.uint16:
+            raise TypeError(f"{op}: {name} has dtype {x.dtype}, but bfloat16 inputs are uint16 bit patterns: make "
+                            f"them from float32 with ops.fp16.to_bfloat16_bits_reference({name})")
         x = L.device_array(x, name, dtype=dtype, ndim=3)
         if shape is None:
             shape = tuple(x.shape)
@@ -76,32 +93,79 @@ def _inputs(op, heads, half=False, **arrays):
     return out, batch, seq, heads, head_dim
 
 
+def _element_type(q, dtype, version, op):
+    """The element type a call asks for: "float32", "float16" (from q's dtype) or "bfloat16" (``dtype``), checked
+    against what the version takes."""
+    if dtype is None:
+        if getattr(q, "dtype", None) == np.uint16:
+            raise TypeError(f"{op}: q is uint16; if it holds bfloat16 bit patterns, pass dtype='bfloat16' "
+                            f"(version 4), else convert it to float32")
+        name = "float16" if getattr(q, "dtype", None) == np.float16 else "float32"
+    elif dtype == "bfloat16":
+        name = "bfloat16"
+    else:
+        raise ValueError(f"{op}: dtype={dtype!r}; leave it out (q's dtype decides: float32 or float16) or "
+                         f"pass dtype='bfloat16' for uint16 arrays of bfloat16 bit patterns")
+    if name not in DTYPES[version]:
+        takes = [str(v) for v in VERSIONS if name in DTYPES[v]]
+        which = f"versions {', '.join(takes[:-1])} and {takes[-1]}" if len(takes) > 1 else f"version {takes[0]}"
+        advice = {"float32": "convert q, k, v with .astype(np.float16) (or to bfloat16 patterns with "
+                             "ops.fp16.to_bfloat16_bits_reference and dtype='bfloat16'), or use version 3 for float32",
+                  "float16": "convert q, k, v to float32",
+                  "bfloat16": "use version 4"}[name]
+        raise TypeError(f"{op} takes {' or '.join(DTYPES[version])}, not {name} ({name} is for {which}): {advice}")
+    return name
+
+
+def _check_tensor_cores(op, head_dim, arrays):
+    """Version 4's own conditions: a head size its k16 steps divide, 16-byte aligned arrays (its cp.async
+    copies and its stores move 16 bytes at a time), and a GPU that has mma m16n8k16 and cp.async (compute
+    capability 8.0 on; the emulator's default device is 8.0)."""
+    if head_dim not in MMA_HEAD_DIMS:
+        raise ValueError(f"{op}: head_dim = {head_dim}, but the tensor-core products take the features 16 at a "
+                         f"time: head_dim must be one of {', '.join(map(str, MMA_HEAD_DIMS))} (version 3 takes "
+                         f"any head_dim up to {MAX_HEAD_DIM})")
+    for name, x in arrays.items():
+        address = int(x.gpudata)
+        if address % 16:
+            raise ValueError(f"{op} copies and stores 16-byte chunks (cp.async), which need 16-byte aligned arrays, "
+                             f"but {name} starts at an address that is {address % 16} bytes past a multiple of 16 "
+                             f"(a view into a larger array?): copy it (x.copy()) or use version 3")
+    capability = tuple(backend.active().driver.Context.get_device().compute_capability())
+    if capability < (8, 0):
+        raise RuntimeError(f"{op} needs a GPU of compute capability 8.0 or later (mma.sync m16n8k16 and cp.async, "
+                           f"from Ampere on); this one is {capability[0]}.{capability[1]}: use version 3")
+
+
 def _scale(scale, head_dim):
     return np.float32(1.0 / math.sqrt(head_dim) if scale is None else scale)
 
 
 def attention(q, k, v, heads=1, causal=False, version=3, scale=None, out=None, lse=None, return_lse=False,
-              workspace=None, stream=None):
+              workspace=None, dtype=None, stream=None):
     """softmax(mask(Q K^T * scale)) V for each batch and head; scale defaults to 1 / sqrt(head_dim).
 
-    Version 3 also takes float16 q, k, v (all three): the kernel computes in float32 and rounds O to float16
-    once; the log-sum-exp stays float32.
+    Versions 3 and 4 also take float16 q, k, v (all three), and version 4 bfloat16 ones (uint16 arrays of
+    bfloat16 bit patterns, with ``dtype="bfloat16"``): the products and sums are float32 and O is rounded to
+    the inputs' type once (version 4 also rounds the probabilities to it, as the tensor cores' P V operand);
+    the log-sum-exp stays float32. Version 4 takes only those two (``DTYPES``).
 
-    ``lse`` (version 3 only): a float32 [batch, heads, seq] array for the rows' log-sum-exp, which
+    ``lse`` (versions 3 and 4): a float32 [batch, heads, seq] array for the rows' log-sum-exp, which
     ``attention_backward`` needs; ``return_lse=True`` makes one and returns ``(out, lse)``.
     ``workspace`` (versions 1-2): a float32 array of batch * heads * seq * seq floats (two for version 1)
     for the N x N matrices, so that a timed call allocates nothing."""
     op = f"attention version {version}"
     check_version(version, VERSIONS, "attention")
-    if version != 3 and getattr(q, "dtype", None) == np.float16:
-        raise TypeError(f"{op} takes float32; FP16 inputs (with float32 arithmetic inside) are version 3's")
-    arrays, batch, seq, heads, head_dim = _inputs(op, heads, half=True, q=q, k=k, v=v)
+    element = _element_type(q, dtype, version, op)
+    storage = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}[element]
+    arrays, batch, seq, heads, head_dim = _inputs(op, heads, dtype=storage, q=q, k=k, v=v)
     q, k, v = arrays["q"], arrays["k"], arrays["v"]
-    half = q.dtype == np.float16
     out = L.output(out, q.shape, dtype=q.dtype)
     problems = batch * heads
-    if (lse is not None or return_lse) and version != 3:
-        raise ValueError(f"{op}: only version 3 saves the log-sum-exp (the backward is version 3's)")
+    if (lse is not None or return_lse) and version < 3:
+        raise ValueError(f"{op}: only versions 3 and 4 save the log-sum-exp (the backward is theirs)")
+    if version == 4:
+        _check_tensor_cores(op, head_dim, dict(q=q, k=k, v=v, out=out))
     if return_lse and lse is None:
         lse = L.gpuarray().empty((batch, heads, seq), np.float32)
     elif lse is not None:
@@ -111,13 +175,20 @@ def attention(q, k, v, heads=1, causal=False, version=3, scale=None, out=None, l
         return result
     s = _scale(scale, head_dim)
     flag = L.i32(1 if causal else 0)
+    args = (L.ptr(out), L.ptr(lse), L.ptr(q), L.ptr(k), L.ptr(v), L.i32(seq), L.i32(heads), s, flag)
+    if version == 4:
+        if element == "bfloat16":
+            fn = L.kernel("attention", "attention_mma_forward_bf16", "PPPPPiifi", _options(head_dim))
+        else:
+            fn = L.kernel("attention", "attention_mma_forward", "PPPPPiifi", _options(head_dim))
+        L.launch(fn, (ceil_div(seq, MMA_ROWS), problems), (MMA_WARPS * 32, 1, 1), args, stream)
+        return result
     if version == 3:
-        if half:
+        if element == "float16":
             fn = L.kernel("attention", "attention_flash_forward_half", "PPPPPiifi", _options(head_dim))
         else:
             fn = L.kernel("attention", "attention_flash_forward", "PPPPPiifi", _options(head_dim))
-        L.launch(fn, (ceil_div(seq, FLASH_ROWS), problems), (FLASH_ROWS, 1, 1),
-                 (L.ptr(out), L.ptr(lse), L.ptr(q), L.ptr(k), L.ptr(v), L.i32(seq), L.i32(heads), s, flag), stream)
+        L.launch(fn, (ceil_div(seq, FLASH_ROWS), problems), (FLASH_ROWS, 1, 1), args, stream)
         return result
     matrices = 2 if version == 1 else 1
     need = matrices * problems * seq * seq
@@ -148,14 +219,17 @@ def attention(q, k, v, heads=1, causal=False, version=3, scale=None, out=None, l
 
 def attention_backward(dout, q, k, v, out, lse, heads=1, causal=False, scale=None, dq=None, dk=None, dv=None,
                        workspace=None, stream=None):
-    """The gradients (dq, dk, dv) of version 3's forward, recomputing the probabilities from its saved
-    log-sum-exp ``lse`` (attention.cu explains the three launches). ``out`` and ``lse`` are that forward's
-    results for the same q, k, v, heads, causal and scale. ``workspace``: a float32 [batch, heads, seq] array
-    for the rows' dO . O (made when absent)."""
+    """The gradients (dq, dk, dv) of the tiled forward (version 3, or version 4), recomputing the probabilities
+    from its saved log-sum-exp ``lse`` (attention.cu explains the three launches). ``out`` and ``lse`` are that
+    forward's results for the same q, k, v, heads, causal and scale, all float32 here: a 16-bit forward's
+    inputs and ``out`` converted (``fp16.to_float``; bfloat16 patterns with ``fp16.bfloat16_bits_to_float``).
+    ``workspace``: a float32 [batch, heads, seq] array for the rows' dO . O (made when absent)."""
     op = "attention_backward"
-    if getattr(q, "dtype", None) == np.float16:
-        raise TypeError(f"{op} takes float32 arrays; the FP16 kernel is forward only (convert with "
-                        f"ops.fp16.to_float, or train in float32)")
+    for name, x in (("dout", dout), ("q", q), ("k", k), ("v", v), ("out", out)):
+        if getattr(x, "dtype", None) in (np.float16, np.uint16):
+            raise TypeError(f"{op} takes float32 arrays, but {name} is {x.dtype}: the 16-bit kernels (versions 3 "
+                            f"and 4) are forward only. Convert it with ops.fp16.to_float (float16) or "
+                            f"ops.fp16.bfloat16_bits_to_float (bfloat16 patterns), or train in float32")
     arrays, batch, seq, heads, head_dim = _inputs(op, heads, dout=dout, q=q, k=k, v=v, out=out)
     dout, q, k, v, out = (arrays[n] for n in ("dout", "q", "k", "v", "out"))
     problems = batch * heads

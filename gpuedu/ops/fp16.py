@@ -298,6 +298,23 @@ def to_half_bits_reference(x):
     return to_half_reference(x).view(np.uint16)
 
 
+def to_bfloat16_bits_reference(x):
+    """float32 -> the uint16 bit patterns of the nearest bfloat16s (ties to even, as ``__float2bfloat16_rn``;
+    too large -> Inf; every NaN -> 0x7FFF). NumPy has no bfloat16 type, so bfloat16 arrays are these patterns:
+    a float32's upper 16 bits, rounded on the lower 16 (lesson 08)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16          # add just under half, plus the kept last bit
+    return np.where(np.isnan(np.asarray(x, dtype=np.float32)), 0x7FFF, rounded & 0xFFFF).astype(np.uint16)
+
+
+def bfloat16_bits_to_float(bits):
+    """uint16 bfloat16 bit patterns -> float32, exactly (the pattern becomes a float32's upper half)."""
+    bits = np.asarray(bits)
+    if bits.dtype != np.uint16:
+        raise TypeError(f"bfloat16 bit patterns are uint16, got {bits.dtype}")
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def axpy_reference(a, x, y):
     """a*x + y with a single rounding to float16, as ``__hfma`` does (``a`` is first rounded to half).
 

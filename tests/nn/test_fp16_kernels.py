@@ -63,6 +63,30 @@ def halves(rng, n, scale=4.0):
     return (rng.standard_normal(n) * scale).astype(np.float16)
 
 
+def test_bfloat16_patterns_are_the_nearest_with_ties_to_even_and_widen_exactly(floats):
+    # bfloat16 (version 4 of ops.attention takes it) as uint16 patterns: each float goes to the nearer of the
+    # two bfloat16s around it (its upper half as it is, and that plus one), a tie to the even pattern, in
+    # float64; every NaN to 0x7FFF; past the largest finite bfloat16 (by half a gap or more) to Inf.
+    x = floats[np.isfinite(floats)]
+    got = fp16.to_bfloat16_bits_reference(x)
+    low = (x.view(np.uint32) >> 16).astype(np.uint16)
+    below = fp16.bfloat16_bits_to_float(low).astype(np.float64)
+    above = fp16.bfloat16_bits_to_float(low + np.uint16(1)).astype(np.float64)     # may be Inf: never nearer
+    gap_low, gap_high = np.abs(x - below), np.abs(above - x)
+    nearest = np.where(gap_low < gap_high, low, np.where(gap_high < gap_low, low + 1, np.where(low % 2, low + 1, low)))
+    np.testing.assert_array_equal(got, nearest.astype(np.uint16))
+    assert (gap_low == gap_high).sum() > 1000                                          # ties were tried
+    assert fp16.to_bfloat16_bits_reference(np.array([np.nan, -np.nan, np.inf, 3.4e38], np.float32)).tolist() == [
+        0x7FFF, 0x7FFF, 0x7F80, 0x7F80]
+    patterns = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16)
+    wide = fp16.bfloat16_bits_to_float(patterns)
+    assert wide.dtype == np.float32 and (wide.view(np.uint32) == patterns.astype(np.uint32) << 16).all()
+    finite = np.isfinite(wide)
+    np.testing.assert_array_equal(fp16.to_bfloat16_bits_reference(wide[finite]), patterns[finite])   # a round trip
+    with pytest.raises(TypeError, match="bfloat16 bit patterns are uint16, got float32"):
+        fp16.bfloat16_bits_to_float(wide)
+
+
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("n", [1, 2, 255, 512, 513, 3001])
 def test_axpy_is_bit_exact(version, n):
