@@ -6,11 +6,15 @@ whatever happened in the one before, in the order of their value to the record:
     doctor      ``gpuedu doctor`` with GPUEDU_BACKEND=cuda; fails unless the lessons get the GPU
     bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots, put
                 there when the whole run is over (the tests of the same run read the record before it)
+    attention   ``benchmarks/gpu_probe.py attention``: attention versions 3 and 4 against each of PyTorch's
+                SDPA backends in FP16 at N = 2048 and 4096 (<device>-gpu-check-attention.json)
+    ncu         Nsight Compute's counts of ``benchmarks/ncu_compare.py``'s launches (the course's ladders and
+                the tensor-core instructions) against the profiler's (<device>-gpu-check-ncu.csv and .json)
     lessons     every lesson under nbval with real PyCUDA, one notebook per worker
     gpu-tests   ``pytest -m gpu tests``: what only a real device shows
     tests       the rest of the test suite, on the GPU backend (``-m "not gpu"``)
 
-The bench times the GPU, so it runs alone; the doctor runs first, alone, as it is quick and says
+The bench, the attention probe and ncu time or replay the GPU, so each runs alone; the doctor runs first, alone, as it is quick and says
 whether the rest can mean anything. The last three time nothing they record, so they run side by
 side (``plan``). ``--budget SECONDS`` bounds the whole run: a step still running when the budget
 runs out is interrupted (pytest then writes what it has) and recorded as stopped, and a step the
@@ -44,7 +48,7 @@ from .. import backend as backend_module, preflight
 from .. import machine
 
 NO_GPU_EXIT = 3
-STEP_NAMES = ("doctor", "bench", "lessons", "gpu-tests", "tests")   # by their value to the record
+STEP_NAMES = ("doctor", "bench", "attention", "ncu", "lessons", "gpu-tests", "tests")   # by their value to the record
 # After a step's time (or the budget) runs out: SIGINT, so pytest writes what it has; this long after, SIGKILL.
 STOP_GRACE_S = 20
 # What counts as a lesson, for the number of notebook workers.
@@ -84,6 +88,10 @@ def lesson_workers(lessons_dir="lessons"):
 
 
 BENCH_FILE = "bench.json"    # the bench step's results in the logs folder; its plots are bench-<group>.png
+#: What the probe and ncu steps leave in the logs folder, and the name each gets beside the bench's results
+#: (``<device>-<suffix>``) when the run is over; the records the lessons quote keep their own names.
+PUBLISHED = {"attention": (("probe-attention.json", "gpu-check-attention.json"),),
+             "ncu": (("ncu.csv", "gpu-check-ncu.csv"), ("ncu-compare.json", "gpu-check-ncu.json"))}
 
 
 def publish_bench(log_dir, results_dir, device_name):
@@ -105,8 +113,17 @@ def publish_bench(log_dir, results_dir, device_name):
     return target
 
 
+def _ncu_script(python, log_dir):
+    """The ncu step's shell line: ncu's CSV of the workload, then the comparison with the emulator's counts."""
+    q = shlex.quote
+    compare = os.path.join("benchmarks", "ncu_compare.py")
+    csv_path, json_path = os.path.join(log_dir, "ncu.csv"), os.path.join(log_dir, "ncu-compare.json")
+    return (f"ncu --csv --clock-control none --metrics \"$({q(python)} {compare} metrics)\" {q(python)} {compare} "
+            f"workload > {q(csv_path)} && {q(python)} {compare} compare {q(csv_path)} --out {q(json_path)}")
+
+
 def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
-    """The five steps, by their value; pytest plugins that are not installed are simply not asked for."""
+    """The seven steps, by their value; pytest plugins that are not installed are simply not asked for."""
     jobs = default_jobs() if jobs is None else jobs
     lesson_jobs = lesson_workers() if lesson_jobs is None else lesson_jobs
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]   # list failures and skips
@@ -127,6 +144,13 @@ def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
         Step("bench", "gpuedu bench, the full suite (it times the GPU: alone)",
              [python, "-m", "gpuedu", "bench", "--out", os.path.join(log_dir, BENCH_FILE)],
              timeout_s=6 * 3600, alone=True),
+        Step("attention", "attention v3 and v4 against each SDPA backend, FP16, N = 2048 and 4096 (times the GPU: "
+                          "alone)",
+             [python, os.path.join("benchmarks", "gpu_probe.py"), "attention", "--seq", "2048", "4096",
+              "--out", log_dir], timeout_s=1800, alone=True),
+        # ncu replays each launch under its counters, then the same launches are counted on the emulator.
+        Step("ncu", "Nsight Compute's counts of ncu_compare.py's launches against the profiler's (alone)",
+             ["sh", "-c", _ncu_script(python, log_dir)], timeout_s=3600, alone=True),
         # Lessons time kernels too, but those outputs are not compared and not recorded: they share.
         Step("lessons", "every lesson under nbval with real PyCUDA, a notebook per worker",
              pytest + timeout + notebooks + ["--nbval", "--nbval-cell-timeout=1800", "lessons",
@@ -406,6 +430,21 @@ def no_gpu_message(reason):
             f"(e.g. a cloud GPU instance or Google Colab). On this machine `make test` runs everything on the CPU emulator.")
 
 
+def publish_outputs(step_name, log_dir, results_dir, device_name):
+    """Copy what step ``step_name`` left in the logs folder (``PUBLISHED``) to ``<results>/<device>-<suffix>``;
+    returns the paths written."""
+    from ..bench.environment import slug
+    written = []
+    for source, suffix in PUBLISHED.get(step_name, ()):
+        path = os.path.join(log_dir, source)
+        if os.path.isfile(path):
+            os.makedirs(results_dir, exist_ok=True)
+            target = os.path.join(results_dir, f"{slug(device_name)}-{suffix}")
+            shutil.copyfile(path, target)
+            written.append(target)
+    return written
+
+
 def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), budget_s=None):
     """Run ``steps`` phase by phase (``plan``) within ``budget_s`` seconds if given, write the record after
     every phase, and return (record, its path)."""
@@ -446,6 +485,12 @@ def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), bud
         if published:
             bench["results_file"] = published
             write_record(record, path)
+    for entry in record["steps"]:
+        if entry["name"] in PUBLISHED and entry.get("returncode") is not None:
+            published = publish_outputs(entry["name"], log_dir, results_dir, device.get("name", "device"))
+            if published:
+                entry["results_files"] = published
+                write_record(record, path)
     return record, path
 
 

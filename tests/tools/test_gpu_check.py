@@ -169,22 +169,27 @@ def test_the_bench_record_reaches_the_results_folder_only_when_the_run_is_over(t
     assert record["steps"][0]["results_file"] == str(results / "test-gpu.json")
 
 
-def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
+def test_the_real_steps_are_the_documented_seven_on_the_cuda_backend(tmp_path):
     steps = gpu_check.build_steps(str(tmp_path), jobs=4, lesson_jobs=13)
-    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES) == ["doctor", "bench", "lessons", "gpu-tests",
-                                                                      "tests"]
+    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES) == ["doctor", "bench", "attention", "ncu",
+                                                                      "lessons", "gpu-tests", "tests"]
     commands = {s.name: " ".join(s.command) for s in steps}
     assert "-m gpu tests" in commands["gpu-tests"] and "-m not gpu tests" in commands["tests"]
     assert "--nbval" in commands["lessons"] and " lessons " in commands["lessons"]
     if gpu_check._has_module("xdist"):       # a whole notebook per worker: its cells share one kernel
         assert "-n 13 --dist loadfile" in commands["lessons"] and "-n 4 --dist loadscope" in commands["tests"]
     assert commands["bench"].endswith(f"-m gpuedu bench --out {tmp_path / 'bench.json'}")
+    assert commands["attention"].endswith(f"gpu_probe.py attention --seq 2048 4096 --out {tmp_path}")
+    ncu = next(s for s in steps if s.name == "ncu").command
+    assert ncu[:2] == ["sh", "-c"] and ncu[2].startswith("ncu --csv --clock-control none --metrics")
+    assert f"compare {tmp_path / 'ncu.csv'} --out {tmp_path / 'ncu-compare.json'}" in ncu[2]
     assert all(s.junit for s in steps if "pytest" in s.command)
 
 
 def test_the_bench_runs_alone_and_what_times_nothing_runs_side_by_side(tmp_path):
     phases = gpu_check.plan(gpu_check.build_steps(str(tmp_path)))
-    assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["lessons", "gpu-tests", "tests"]]
+    assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["attention"], ["ncu"],
+                                                             ["lessons", "gpu-tests", "tests"]]
     assert gpu_check.lesson_workers(os.path.join(REPO, "lessons")) == min(15, os.cpu_count())
 
 
@@ -247,7 +252,7 @@ def test_list_shows_the_plan_and_every_steps_command_without_a_gpu():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [ln for ln in lines if ln.startswith("phase")] == [
-        "phase 1 (alone):", "phase 2 (alone):", "phase 3 (side by side):"]
+        "phase 1 (alone):", "phase 2 (alone):", "phase 3 (alone):", "phase 4 (alone):", "phase 5 (side by side):"]
     names = [ln.split()[0] for ln in lines if ln.startswith("  ") and not ln.startswith("   ")]
     assert names == list(gpu_check.STEP_NAMES)
     assert "GPUEDU_BACKEND=cuda" in proc.stdout and "-m gpuedu bench" in proc.stdout
@@ -271,3 +276,18 @@ def test_make_gpu_check_runs_the_command_and_says_how_to_make_a_missing_environm
                           timeout=60, stdin=subprocess.DEVNULL)
     assert proc.returncode != 0
     assert f"no {missing}" in proc.stderr and "offline_install.py install --system-site-packages" in proc.stderr
+
+
+def test_the_probe_and_ncu_records_are_published_under_names_of_their_own(tmp_path):
+    logs, results = tmp_path / "logs", tmp_path / "results"
+    logs.mkdir()
+    (logs / "probe-attention.json").write_text('{"probe": "attention"}')
+    (logs / "ncu.csv").write_text("ID,Kernel Name\n")
+    assert gpu_check.publish_outputs("attention", str(logs), str(results), "Test GPU") == [
+        str(results / "test-gpu-gpu-check-attention.json")]
+    assert json.loads((results / "test-gpu-gpu-check-attention.json").read_text()) == {"probe": "attention"}
+    # the comparison was not written (ncu failed half way): what there is is published, nothing else
+    assert gpu_check.publish_outputs("ncu", str(logs), str(results), "Test GPU") == [
+        str(results / "test-gpu-gpu-check-ncu.csv")]
+    assert not (results / "test-gpu-gpu-check-ncu.json").exists()
+    assert gpu_check.publish_outputs("lessons", str(logs), str(results), "Test GPU") == []
