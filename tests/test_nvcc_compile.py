@@ -1,6 +1,7 @@
 """Everything the emulator accepts must be real CUDA: compile every kernel with nvcc.
 
-- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90;
+- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90, or for sm_80 and sm_90 where
+  its instructions need sm_80 (``SM80_FILES``: such a file says so with an ``#error`` below sm_80);
 - every kernel source embedded in a lesson's code cells: a triple-quoted string that contains
   ``__global__``, wrapped in ``extern "C" { ... }`` unless it says ``extern "C"`` itself, as
   PyCUDA's ``SourceModule`` does. Such sources must be complete, literal CUDA (sizes through
@@ -27,6 +28,9 @@ pytestmark = pytest.mark.nvcc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LESSONS = os.path.join(ROOT, "lessons")
 ARCHES = ("sm_75", "sm_90")
+# kernel files written in instructions that begin with sm_80 (mma.sync.m16n8k16 with FP32 sums, cp.async)
+SM80_FILES = {"mma_gemm"}
+SM80_ARCHES = ("sm_80", "sm_90")
 NVCC = shutil.which("nvcc")
 WORKERS = 4
 
@@ -93,9 +97,17 @@ def _as_pycuda_would_compile(src):
 def test_every_kernel_file_compiles():
     names = kernels.names()
     assert names, f"no .cu files found in {kernels.DIR}"
-    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in ARCHES]
+    assert SM80_FILES <= set(names), f"SM80_FILES names files that are not there: {SM80_FILES - set(names)}"
+    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in (SM80_ARCHES if n in SM80_FILES else ARCHES)]
     failures = _compile_all(jobs)
     assert not failures, "nvcc rejected:\n\n" + "\n\n".join(failures)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(SM80_FILES))
+def test_an_sm80_file_says_what_to_use_on_an_older_gpu(name):
+    ok, message = _nvcc(kernels.path(name), "sm_75")
+    assert not ok and "needs sm_80 or later" in message and "wmma_gemm.cu" in message, message
 
 
 def test_extraction_finds_kernels_and_wraps_them(tmp_path):
