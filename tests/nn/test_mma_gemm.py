@@ -1,0 +1,232 @@
+"""The PTX tensor-core GEMMs (``ops.fp16.matmul`` versions 6-10, mma_gemm.cu) against float64 sums of their
+float16 inputs: every rung at sizes that are and are not multiples of its tiles, alpha, FP16 and FP32 outputs,
+rows that take the 16-byte copies and rows that do not (K = 37, a base pointer 2 bytes off), empty products;
+every layout for version 10; a rerun gives the same bits; small integers, whose sums FP32 holds exactly, give
+the exact product; the refusals say what to use instead."""
+import numpy as np
+import pytest
+
+import gpuedu
+from gpuedu.ops import fp16
+
+backend = gpuedu.setup(verbose=False)
+ga = backend.gpuarray
+
+MMA_VERSIONS = sorted(fp16.MMA_GEMMS)          # 6, 7, 8, 9, 10
+LAYOUTS = fp16.MMA_LAYOUTS_VERSION             # 10: every transpose
+
+
+def operands(m, n, k, seed):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16))
+
+
+def stored(m, n, k, transpose_a, transpose_b, seed):
+    """Operands as stored (a^T is stored K x M, b^T N x K) and the logical op(a), op(b)."""
+    a, b = operands(m, n, k, seed)
+    return (np.ascontiguousarray(a.T) if transpose_a else a, np.ascontiguousarray(b.T) if transpose_b else b, a, b)
+
+
+def assert_close_to_exact(got, a, b, alpha, out_dtype):
+    exact = fp16.matmul_reference(a, b, alpha=alpha, out_dtype=np.float64)
+    # FP32 sums in some order: matmul_tolerance's bound, times 4 as for the WMMA GEMMs (tensor cores may
+    # truncate when they align the addends of a sum)
+    bound = 4 * fp16.matmul_tolerance(a, b, alpha=alpha, out_dtype=out_dtype)
+    assert got.dtype == np.dtype(out_dtype) and got.shape == exact.shape
+    excess = np.abs(got.astype(np.float64) - exact) - bound
+    assert np.all(excess <= 0), f"worst excess over the bound {excess.max():.3g} at {np.unravel_index(excess.argmax(), excess.shape)}"
+
+
+def test_the_ladder_lists_the_ptx_rungs_as_tensor_core_versions():
+    assert MMA_VERSIONS == [6, 7, 8, 9, 10]
+    assert set(MMA_VERSIONS) <= set(fp16.TENSOR_VERSIONS) and set(MMA_VERSIONS) <= set(fp16.GEMM_VERSIONS)
+    assert "ldmatrix" in fp16.GEMM_VERSIONS[7] and "swizzled" in fp16.GEMM_VERSIONS[8]
+    assert "cp.async" in fp16.GEMM_VERSIONS[9] and "every layout" in fp16.GEMM_VERSIONS[10]
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("m, n, k", [(128, 128, 64), (64, 256, 96), (130, 136, 40), (33, 17, 37), (1, 300, 3)])
+def test_every_rung_matches_the_exact_sums(m, n, k, version):
+    # 128/64/256/96/136/40: whole 16-byte chunks; 130 and 33 rows past a tile, 17, 37, 3, 300: rows of a and b
+    # that are not a multiple of 8 halves (read element by element) and edge chunks cut by N or K
+    a, b = operands(m, n, k, seed=m + 7 * n + k)
+    got = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("out_dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("alpha", [1.0, -0.375])
+def test_every_rung_scales_by_alpha_into_either_output(out_dtype, alpha, version):
+    a, b = operands(72, 136, 56, seed=5)
+    got = fp16.matmul(a, b, alpha=alpha, out_dtype=out_dtype, version=version).get()
+    assert_close_to_exact(got, a, b, alpha, out_dtype)
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+def test_a_rerun_gives_the_same_bits(version):
+    a, b = operands(96, 144, 160, seed=21)
+    first = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    again = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    assert first.tobytes() == again.tobytes()
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("m, n, k", [(64, 72, 64), (37, 50, 61), (130, 9, 16)])
+def test_small_integers_give_the_exact_product(m, n, k, version):
+    # values in -4..4 and K <= 64: every partial sum is an integer below 2**11, exact in FP32 and in FP16,
+    # whatever the order of the additions: the kernel must give the product bit for bit
+    rng = np.random.default_rng(m * n * k)
+    a = rng.integers(-4, 5, (m, k)).astype(np.float16)
+    b = rng.integers(-4, 5, (k, n)).astype(np.float16)
+    exact = a.astype(np.int64) @ b.astype(np.int64)
+    for out_dtype in (np.float16, np.float32):
+        got = fp16.matmul(a, b, out_dtype=out_dtype, version=version).get()
+        np.testing.assert_array_equal(got, exact.astype(out_dtype))
+
+
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("m, n, k", [(128, 264, 64), (40, 24, 48), (130, 129, 100), (33, 17, 37)])
+def test_version_10_takes_every_layout(m, n, k, transpose_a, transpose_b):
+    # 128/264/40/24/48/64: rows of 8 halves, the cp.async path; 130/129/100/37 mix it with the element path
+    a_st, b_st, a, b = stored(m, n, k, transpose_a, transpose_b, seed=m + n + k)
+    got = fp16.matmul(a_st, b_st, transpose_a=transpose_a, transpose_b=transpose_b, out_dtype=np.float32,
+                      version=LAYOUTS).get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, True), (True, False), (True, True)])
+def test_version_10_gives_small_integers_exactly_in_every_layout(transpose_a, transpose_b):
+    rng = np.random.default_rng(3)
+    a = rng.integers(-4, 5, (70, 64)).astype(np.float16)
+    b = rng.integers(-4, 5, (64, 90)).astype(np.float16)
+    a_st = np.ascontiguousarray(a.T) if transpose_a else a
+    b_st = np.ascontiguousarray(b.T) if transpose_b else b
+    got = fp16.matmul(a_st, b_st, transpose_a=transpose_a, transpose_b=transpose_b, alpha=0.5, version=LAYOUTS).get()
+    np.testing.assert_array_equal(got, (0.5 * (a.astype(np.int64) @ b.astype(np.int64))).astype(np.float16))
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+def test_every_rung_agrees_with_the_wmma_gemm(version):
+    # Both sum in FP32; they differ only in the order of the additions.
+    a, b = operands(96, 80, 200, seed=3)
+    mma = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    wmma = fp16.matmul(a, b, out_dtype=np.float32, version=4).get()
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    assert np.all(np.abs(mma - wmma) <= 4 * 2 * 200 * 2.0 ** -24 * magnitude + 1e-30)
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (150, 1, 40), (16, 16, 0)])
+def test_every_rung_takes_tiny_and_empty_k(m, n, k, version):
+    a, b = operands(m, n, k, seed=11)
+    got = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)   # K = 0: a sum of nothing, zeros
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("m, n", [(0, 5), (5, 0)])
+def test_every_rung_takes_an_empty_output(m, n, version):
+    a, b = operands(m, n, 8, seed=2)
+    assert fp16.matmul(a, b, version=version).get().shape == (m, n)
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+def test_every_rung_reads_an_unaligned_operand_element_by_element(version):
+    # a starts 2 bytes into its buffer: not 16-byte aligned, so the kernel must not copy 16-byte chunks of it
+    # (a GPU, and the emulator, fail a misaligned 16-byte access) and still get every element.
+    m, n, k = 24, 32, 40
+    a, b = operands(m, n, k, seed=8)
+    whole = ga.to_gpu(np.concatenate([np.zeros(1, np.float16), a.ravel()]))
+    got = fp16.matmul(whole[1:].reshape(m, k), b, out_dtype=np.float32, version=version).get()
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("out_dtype", [np.float16, np.float32])
+def test_every_rung_writes_nothing_outside_c(out_dtype, version):
+    # 131 x 9: the edge tiles' padded rows and columns are computed, and must not be written; an odd N also
+    # puts every other row's pair of columns off the alignment of a half2 / float2 store
+    m, n, k = 131, 9, 21
+    a, b = operands(m, n, k, seed=4)
+    whole = ga.to_gpu(np.full(m * n + 64, 7.0, out_dtype))
+    fp16.matmul(a, b, out=whole[:m * n].reshape(m, n), out_dtype=out_dtype, version=version)
+    host = whole.get()
+    assert np.all(host[m * n:] == 7.0)
+    assert_close_to_exact(host[:m * n].reshape(m, n), a, b, 1.0, out_dtype)
+
+
+@pytest.mark.skipif(not backend.is_emulator, reason="choosing the order of a block's threads is the emulator's")
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+@pytest.mark.parametrize("schedule", ["reverse", "random"])
+def test_the_barriers_hold_in_any_thread_order(schedule, version):
+    # A missing __syncthreads or cp.async wait (a stage overwritten while a warp still reads it, or read before
+    # its copies land) shows up when the threads run in another order; K = 224 runs version 9's and 10's
+    # 4-stage ring round more than once.
+    a, b = operands(64, 48, 224, seed=12)
+    try:
+        backend.compiler.set_schedule(schedule, seed=7)
+        got = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    finally:
+        backend.compiler.set_schedule("forward")
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
+@pytest.mark.parametrize("version", [6, 7, 8, 9])
+@pytest.mark.parametrize("transpose_a, transpose_b, named", [(True, False, "transpose_a was"),
+                                                             (False, True, "transpose_b was"),
+                                                             (True, True, "transpose_a and transpose_b were")])
+def test_rungs_6_to_9_refuse_a_transpose_and_name_version_10(transpose_a, transpose_b, named, version):
+    a, b = np.zeros((4, 4), np.float16), np.zeros((4, 4), np.float16)
+    with pytest.raises(ValueError, match=rf"version {version} multiplies the plain layout only .*but {named} asked "
+                                         r"for: use version 10, which reads either operand transposed"):
+        fp16.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b, version=version)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"a": np.zeros((4, 5), np.float16), "b": np.zeros((4, 2), np.float16)}, ValueError, "inner dimensions"),
+    ({"a": np.zeros((4, 5), np.float16), "b": np.zeros((2, 6), np.float16), "transpose_b": True}, ValueError,
+     "inner dimensions"),
+    ({"a": np.zeros((4, 5), np.float32), "b": np.zeros((5, 2), np.float16)}, TypeError, "float16"),
+    ({"a": np.zeros((4, 5), np.float16), "b": np.zeros((5, 2), np.float16), "out_dtype": np.float64}, ValueError,
+     "out_dtype must be float16 or float32"),
+    ({"a": np.zeros(5, np.float16), "b": np.zeros((5, 2), np.float16)}, ValueError, "2-D"),
+])
+def test_version_10_checks_its_input(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        fp16.matmul(version=LAYOUTS, **kwargs)
+
+
+def test_a_gpu_older_than_sm80_is_refused_with_what_to_use(monkeypatch):
+    # mma.sync.m16n8k16 with FP32 sums and cp.async begin with sm_80: on a T4 (sm_75) the launcher says so
+    # before nvcc would fail, and the fastest version there is WMMA's
+    monkeypatch.setitem(fp16._capability, backend.name, (7, 5))
+    with pytest.raises(ValueError, match=r"version 10 runs mma.sync.m16n8k16 and cp.async, which need a GPU of "
+                                         r"compute capability 8.0 .* this one is sm_75: use version 4 or 5"):
+        fp16.matmul(np.ones((8, 8), np.float16), np.ones((8, 8), np.float16), version=10)
+    assert fp16.tensor_gemm_version() == 4
+    monkeypatch.setitem(fp16._capability, backend.name, (9, 0))
+    assert fp16.tensor_gemm_version() == 10
+
+
+@pytest.mark.parametrize("version", [9, 10])
+def test_the_pipelined_rungs_need_their_shared_memory_limit_raised(version):
+    # 64 KB and 96 KB of dynamic shared memory exceed the default 48 KB per block: like a GPU, the emulator
+    # refuses the launch until the kernel opts in (the launcher does, once per kernel). A module of its own
+    # (an extra define), so that no limit raised by ops.fp16 applies to it.
+    from gpuedu import kernels
+    module = kernels.load("mma_gemm", options=["-DMMA_GEMM_SEPARATE_MODULE=1"])
+    f = module.get_function("mma_gemm_kernel9" if version == 9 else "mma_gemm_kernel10_nn")
+    _, threads, shared = fp16.MMA_GEMMS[version]
+    assert shared > 48 * 1024
+    m = n = k = 16
+    a, b = operands(m, n, k, seed=13)
+    a_gpu, b_gpu, c = ga.to_gpu(a), ga.to_gpu(b), ga.empty((m, n), np.float32)
+    args = (c.gpudata, a_gpu.gpudata, b_gpu.gpudata, np.int32(m), np.int32(n), np.int32(k), np.int32(k),
+            np.int32(n), np.float32(1.0), np.int32(0))
+    with pytest.raises(backend.driver.Error, match="48 KiB|invalid argument"):
+        f(*args, block=(threads, 1, 1), grid=(1, 1), shared=shared)
+    f.set_attribute(backend.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+    f(*args, block=(threads, 1, 1), grid=(1, 1), shared=shared)
+    assert_close_to_exact(c.get(), a, b, 1.0, np.float32)
