@@ -194,7 +194,7 @@ def twin_of(module):
     from .compiler import build
     source, options, no_extern_c, include_dirs, cache = args
     try:
-        path = build(source, options, no_extern_c, include_dirs, cache, profile=True)
+        path = build(source, options, no_extern_c, include_dirs, cache, profile=True, arch=getattr(module, "_arch", None))
     except CompileError as exc:
         # The plain build of this very source succeeded: the host compiler lacks what counting needs
         # (-fsanitize=thread, -fsanitize-coverage=trace-pc), which is no fault of the kernel.

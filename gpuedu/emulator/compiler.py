@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 
-from . import _linkcheck, _scanner
+from . import _linkcheck, _ptx, _scanner
 from . import _module
 from . import _cache
 from ._cache import cache_dir, trusted_folder
@@ -351,12 +351,6 @@ _OVERLOAD_HINT = (
 )
 
 
-_PTX_HINT = (
-    "Inline PTX (asm(...)) is not supported by the emulator: it compiles your kernel for the CPU, where PTX "
-    "instructions do not exist, so the assembler rejects them (the messages above). Write the operation in "
-    "CUDA C instead (intrinsics such as __popc, __clz, __shfl_sync and atomics exist in the emulator), or run "
-    "this kernel on a GPU."
-)
 
 
 _COMPLEX_MIX_HINT = (
@@ -532,7 +526,24 @@ def profile_flags(version):
                     "--param=tsan-instrument-func-entry-exit=0"]
 
 
-def _rewrite_headers(files, build_dir, profile):
+def _architecture(arch, options):
+    """The sm number the module is built for (``_ptx.architecture``), or a CompileError that says why not."""
+    try:
+        return _ptx.architecture(arch, options)
+    except ValueError as exc:
+        raise CompileError(f"SourceModule: {exc}") from None
+
+
+def _inline_ptx(source, sm, name="kernel.cu"):
+    """``source`` with its asm() statements rewritten to the emulator's PTX (``_ptx``), or the CompileError
+    ptxas would give, at the statement's line."""
+    try:
+        return _ptx.rewrite(source, sm)
+    except _ptx.Refused as exc:
+        raise CompileError(f"{name}({exc.line}): error: {exc}") from None
+
+
+def _rewrite_headers(files, build_dir, profile, sm):
     """Rewrite the learner's headers as kernel.cu is rewritten, into the build folder.
 
     ``#include "x.cuh"`` looks in the including file's folder first, so kernel.cu
@@ -548,7 +559,8 @@ def _rewrite_headers(files, build_dir, profile):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         with open(target, "w", encoding="utf-8") as f:
-            f.write(_scanner.rewrite_source(text, profile=profile, tag=f"h{k}_"))
+            f.write(_scanner.rewrite_source(_inline_ptx(text, sm, os.path.basename(path)), profile=profile,
+                                            tag=f"h{k}_"))
 
 
 def _translation_unit(no_extern_c):
@@ -590,19 +602,12 @@ def _compile_error(msg, cmd, proc, build_dir, source, extern_c=True):
         msg = msg + "\n" + _C_LINKAGE_HINT
     elif extern_c and (name := _overloaded_name(log, build_dir)):
         msg = msg + "\n" + _OVERLOAD_HINT.format(name=name)
-    code = _scanner.NOT_CODE.sub(" ", source)
-    # g++ hands inline PTX to the assembler (its messages); clang++'s integrated assembler answers itself
-    if re.search(r"\b(asm|__asm__)\s*(volatile\s*|__volatile__\s*)?\(", code) and re.search(
-            r"Error:|[Aa]ssembler messages|invalid instruction|no such instruction|unknown mnemonic|"
-            r"impossible constraint|invalid operand|unknown register|invalid register name|invalid 'asm'|"
-            r"<inline asm>", log):
-        msg = msg + "\n" + _PTX_HINT
     if any("pycuda::complex<" in m.group(1) for m in _OPERAND_TYPES.finditer(log)):
         msg = msg + "\n" + _COMPLEX_MIX_HINT
     return CompileError(msg, command_line=" ".join(cmd), stdout=proc.stdout, stderr=log)
 
 
-def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=None, profile=False):
+def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=None, profile=False, arch=None):
     """Compile ``source`` (cached) and return the path of the shared library.
 
     ``profile=True`` builds the instrumented twin that ``gpuedu.profile()`` runs:
@@ -627,7 +632,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         flags.append("-fno-gnu-unique")
     relocatable = _relocatable(options)
     _check_source(source, relocatable)
-    rewritten = _scanner.rewrite_source(source, profile, device_launches=relocatable)
+    sm = _architecture(arch, options)
+    rewritten = _scanner.rewrite_source(_inline_ptx(source, sm), profile, device_launches=relocatable)
     if profile:  # the instrumentation's flags are part of what the cached module is
         flags = flags + profile_flags(find_cxx()[1])
     folder = trusted_folder(os.path.abspath(cache_dir_)) if cache_dir_ else cache_dir()
@@ -662,7 +668,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             twice = sorted({name for name in plain if plain.count(name) > 1})
             if twice:
                 raise CompileError("error: " + " ".join(_OVERLOAD_HINT.format(name=name) for name in twice))
-        _rewrite_headers(files, build_dir, profile)
+        _rewrite_headers(files, build_dir, profile, sm)
         with open(tu, "a") as f:
             f.write(_scanner.entry_points(analysis))
             if profile:   # what the counters count as global memory besides allocations
@@ -743,7 +749,8 @@ def _cached_library(meta_path):
 def compile(source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,  # noqa: A001
             cache_dir=None, target="cubin", include_dirs=[]):  # noqa: B006 - PyCUDA's signature
     """Compile like ``pycuda.compiler.compile``; returns the module's binary (a shared library's bytes)."""
-    path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
+    path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None,
+                 arch=arch)
     with open(path, "rb") as f:
         return f.read()
 
@@ -753,12 +760,14 @@ class SourceModule(Module):
 
     def __init__(self, source, nvcc="nvcc", options=None, keep=False, no_extern_c=False, arch=None, code=None,
                  cache_dir=None, include_dirs=[]):  # noqa: B006 - PyCUDA's signature
-        path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None)
+        path = build(source, options, no_extern_c, include_dirs, cache_dir if isinstance(cache_dir, str) else None,
+                     arch=arch)
         super().__init__(path)
         self.source = source
         # What building it again, instrumented, takes (gpuedu.profile() does so when it first runs it).
         self._build_args = (source, options, no_extern_c, tuple(include_dirs or ()),
                             cache_dir if isinstance(cache_dir, str) else None)
+        self._arch = arch
 
 
 # nvcc flags every PyCUDA compile adds ($PYCUDA_DEFAULT_NVCC_FLAGS), as pycuda.compiler has them.

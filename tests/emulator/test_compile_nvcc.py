@@ -36,6 +36,13 @@ SOURCES = [
 ]
 
 
+# Sources with inline PTX for Ampere and later (cp.async, mma.m16n8k16): compiled for sm_80 and sm_90.
+PTX_SOURCES = [
+    ("test_ptx", "PTX_SRC"),
+    ("test_ptx", "MISSING_WAIT_SRC"),
+]
+
+
 def _curand_include():
     """A folder holding NVIDIA's curand_kernel.h: the toolkit's own, or the nvidia-curand wheel's; None if neither."""
     nvcc = shutil.which("nvcc")
@@ -76,5 +83,15 @@ def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, o
     # one nvcc run builds both targets (a fatbin holding an sm_75 and an sm_90 cubin)
     archs = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_90,code=sm_90"]
     proc = subprocess.run(["nvcc", "-fatbin", *archs, *options, "-o", str(tmp_path / "k.fatbin"), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("module,name", PTX_SOURCES, ids=[f"{m}.{n}" for m, n in PTX_SOURCES])
+def test_inline_ptx_sources_compile_with_nvcc_for_ampere_and_hopper(tmp_path, module, name):
+    path = tmp_path / "kernel.cu"
+    path.write_text('extern "C" {\n' + _source(module, name) + "\n}\n")
+    archs = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    proc = subprocess.run(["nvcc", "-fatbin", *archs, "-o", str(tmp_path / "k.fatbin"), str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

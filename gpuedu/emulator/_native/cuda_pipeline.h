@@ -8,15 +8,11 @@
 //   __pipeline_commit()        close the batch of copies issued since the last commit
 //   __pipeline_wait_prior(N)   wait until at most the N most recent batches are pending
 //
-// Here each copy happens when it is issued, so every batch is complete before
-// it is even committed.  That is a valid implementation: a GPU guarantees only
-// that a batch has landed once a wait lets it through, never that it is still
-// in flight before that, so a kernel that is correct on a GPU reads the same
-// bytes here (a wait can only make data visible earlier, never later).  What
-// the emulator cannot show is a missing wait: a kernel that reads a stage it
-// never waited for works here and races on a GPU; the missing __syncthreads
-// after the wait, which lets other threads see the copies, still shows up
-// with the emulator's reverse and random schedules.
+// These are cp.async, cp.async.commit_group and cp.async.wait_group (gpuedu_ptx.h runs all three): a copy
+// lands no earlier than the wait that covers its batch. Its source is read when it is issued; its bytes are
+// written to shared memory at that wait, so a kernel that reads a stage it has not waited for reads what was
+// there before, here as it may on a GPU. The missing __syncthreads after the wait, which lets other threads
+// see the copies, shows up with the emulator's reverse and random schedules.
 //
 // The checks fail like a GPU would (a misaligned cp.async is a launch error,
 // "misaligned address"): sizes other than 4, 8, 16, zfill larger than the
@@ -67,8 +63,7 @@ inline void pipeline_copy(Byte* dst, const Byte* src, size_t size, size_t zfill)
          "memory only; copy to a __shared__ array)",
          dst);
   // The bytes past size - zfill are zeros and src is not read there: zfill == size reads nothing.
-  if (size > zfill) memcpy(dst, src, size - zfill);
-  if (zfill) memset(dst + (size - zfill), 0, zfill);
+  ptx::issue_copy(dst, src, (unsigned)size, size - zfill, 0);
 }
 }  // namespace __gpuedu
 
@@ -76,7 +71,6 @@ static inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const 
                                            size_t size_and_align, size_t zfill = 0) {
   __gpuedu::pipeline_copy((unsigned char*)dst_shared, (const unsigned char*)src_global, size_and_align, zfill);
 }
-// Every copy is complete when issued (see above): committing and waiting have nothing left to do.
-static inline void __pipeline_commit() {}
-static inline void __pipeline_wait_prior(size_t) {}
+static inline void __pipeline_commit() { __gpuedu::ptx::cp_commit(); }
+static inline void __pipeline_wait_prior(size_t n) { __gpuedu::ptx::cp_wait((long long)n, false, 0); }
 #endif  // GPUEDU_SCAN

@@ -5,3 +5,4 @@
 #endif
 #include "gpuedu_device.h"
 #include "gpuedu_runtime.h"
+#include "gpuedu_ptx.h"

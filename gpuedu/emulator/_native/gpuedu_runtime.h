@@ -40,12 +40,13 @@ enum : int {
   W_RED_ADD = 8, W_RED_MIN = 9, W_RED_MAX = 10, W_RED_AND = 11, W_RED_OR = 12, W_RED_XOR = 13,
   W_MMA = 14,  // mma.h: the lanes meet so that one of them computes the warp's product
   W_MATCH_ANY = 15, W_MATCH_ALL = 16,
+  W_PTX = 17,  // gpuedu_ptx.h: the lanes meet at a warp-wide PTX instruction (mma.sync, ldmatrix)
 };
 static const char* const warp_op_names[] = {
   "__syncwarp", "__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
   "__any_sync", "__all_sync", "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
   "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync", "wmma::mma_sync", "__match_any_sync",
-  "__match_all_sync",
+  "__match_all_sync", "mma.sync/ldmatrix",
 };
 
 constexpr unsigned MAX_THREADS = 1024;
@@ -105,6 +106,21 @@ struct StackPool {
   size_t launch_bytes;
 };
 
+// A cp.async copy issued and not yet landed (gpuedu_ptx.h): its source's bytes, read when it was issued, are
+// written to `dst` at the wait that covers its group.
+struct AsyncCopy {
+  unsigned char* dst;
+  unsigned char data[16];
+  unsigned bytes;
+  unsigned group;             // the thread's commit count when it was issued: the group it belongs to
+};
+constexpr unsigned ASYNC_IN_FLIGHT = 128;   // a thread's copies in flight at most (2 KiB of 16-byte copies)
+struct AsyncQueue {
+  AsyncCopy copies[ASYNC_IN_FLIGHT];
+  unsigned n;                 // copies in flight
+  unsigned committed;         // cp.async.commit_group calls so far in this block
+};
+
 struct Runtime {
   StackPool* pool;            // process-wide, set by Python when the module is loaded
   // launch
@@ -152,7 +168,10 @@ struct Runtime {
   int watched_shared[257];    // which R.shared entry a guard follows
   int n_watched;
   int barrier_site;           // which __syncthreads the waiting threads reached (two may share a line)
-  void* mma_meeting[MAX_THREADS / 32][32];   // where each warp's lanes leave their accumulators at mma_sync (mma.h)
+  void* mma_meeting[MAX_THREADS / 32][32];   // where each warp's lanes leave their accumulators at mma_sync (mma.h),
+                                             // or their operands at a warp-wide PTX instruction (gpuedu_ptx.h)
+  AsyncQueue* async;          // each thread's cp.async copies in flight (gpuedu_ptx.h), made when first used
+  bool async_used;            // some thread of this block issued one: the queues are emptied before the next
 };
 
 // The launch's own stack (gpuedu_launch.h): where a worker's switch to it saved its caller's stack pointer.
@@ -946,6 +965,15 @@ inline unsigned coalesce(const void* site) {
 }
 
 // ---- running a grid -------------------------------------------------------------
+// A block starts with no cp.async in flight (copies a thread never waited for end with its block).
+GPUEDU_PROF_QUIET inline void forget_async_copies() {
+  for (unsigned t = 0; t < MAX_THREADS; ++t) {
+    R.async[t].n = 0;
+    R.async[t].committed = 0;
+  }
+  R.async_used = false;
+}
+
 // The xorshift state a block's shuffle starts from (a splitmix64 step over the launch's seed and the block).
 inline unsigned long long block_seed(unsigned long long seed, unsigned long long block) {
   unsigned long long x = seed + (block + 1) * 0x9E3779B97F4A7C15ULL;
@@ -1122,6 +1150,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     R.rng = block_seed(R.seed, b);
     GPUEDU_PROF(block_begin(b));
     poison_shared();
+    if (R.async_used) forget_async_copies();
     if (R.fiber_mode) {
       run_block_fibers();
     } else {

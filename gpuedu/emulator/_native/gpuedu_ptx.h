@@ -1,0 +1,389 @@
+// gpuedu_ptx.h: the inline PTX the emulator runs, with the PTX ISA's semantics.
+//
+// The compiler (gpuedu/emulator/_ptx.py, which holds the one table of supported instructions) rewrites each
+// asm() statement of a kernel into a call here: the operands' bits in (`in`, the instruction's source operands
+// in order, vectors flattened), the results' bits out (`out`), the instruction named by an op and its
+// modifiers. Warp-wide instructions (mma.sync, ldmatrix) are meetings of the warp's lanes, as the warp
+// intrinsics are (__gpuedu_ptx_sync): each lane leaves where its registers are, and the last lane to arrive
+// computes the instruction for the whole warp, from each lane's own registers in the layout the PTX ISA's
+// fragment figures give, so a kernel that gets a layout wrong gets wrong numbers here as on a GPU.
+//
+// Shared memory has 32-bit addresses of its own, as on a GPU (cvta.to.shared, __cvta_generic_to_shared): a
+// block's static __shared__ variables from 0 (their offsets in the worker's arena), its dynamic shared memory
+// from DYNAMIC_WINDOW. An address outside both stops the launch, naming the instruction's line.
+//
+// cp.async copies land no earlier than the wait that covers them: each thread's copies are queued (the source
+// read when the copy is issued, a schedule a GPU may follow) and written to shared memory at the
+// cp.async.wait_group / wait_all that covers their group. A kernel that reads a stage before waiting for it
+// reads what was there before, here as it may on a GPU.
+#pragma once
+#ifndef GPUEDU_SCAN
+#pragma GCC system_header
+#endif
+#include "gpuedu_bits.h"
+
+#ifndef GPUEDU_SCAN
+namespace __gpuedu {
+namespace ptx {
+using u64 = unsigned long long;
+
+// The runtime's ops (gpuedu/emulator/_ptx.py's table names them; keep both in step).
+enum : int {
+  MMA = 1, LDMATRIX = 2, CP_ASYNC = 3, CP_COMMIT = 4, CP_WAIT = 5, CP_WAIT_ALL = 6, CVTA_TO_SHARED = 7,
+  CVTA_TO_GENERIC = 8, MOV_PACK = 9, MOV_UNPACK = 10, CVT_F16X2 = 11, CVT_BF16X2 = 12, CVT_TF32 = 13, CVT_U32_U64 = 14,
+};
+// mma's modifiers, as _ptx.py packs them: shape | A/B type << 2 | C type << 4 | D type << 5.
+enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_TF32 = 2, ACC_F32 = 0, ACC_F16 = 1 };
+// ldmatrix's: matrices (1, 2 or 4) | .trans << 3.  cp.async's: bytes (4, 8, 16) | .cg << 5 | source size given << 6.
+
+constexpr u64 DYNAMIC_WINDOW = 1u << 24;   // where the dynamic shared memory starts among shared addresses
+
+// An operand's bits, by its constraint's size: an integer or pointer by value, anything else (float, __half)
+// as its bits.
+template <int Bytes, class T> inline u64 in(const T& x) {
+  if constexpr (std::is_pointer_v<T>) {
+    return (u64)(uintptr_t)x;
+  } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
+    if constexpr (Bytes == 2) return (u64)(uint16_t)x;
+    else if constexpr (Bytes == 4) return (u64)(uint32_t)x;
+    else return (u64)x;
+  } else {
+    u64 r = 0;
+    memcpy(&r, &x, sizeof(T) < (size_t)Bytes ? sizeof(T) : (size_t)Bytes);
+    return r;
+  }
+}
+template <int Bytes, class T> inline void out(T& x, u64 v) {
+  if constexpr (std::is_pointer_v<T>) {
+    x = (T)(uintptr_t)v;
+  } else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) {
+    x = (T)v;
+  } else {
+    memcpy(&x, &v, sizeof(T) < (size_t)Bytes ? sizeof(T) : (size_t)Bytes);
+  }
+}
+
+inline unsigned linear_thread() {
+  return rt().fiber_mode ? rt().cur : (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+}
+
+// ---- shared-memory addresses ----------------------------------------------------------------
+inline u64 to_shared(const void* p, int line, const char* what) {
+  const unsigned char* b = (const unsigned char*)p;
+  if (b >= rt().arena && b < rt().arena + S.arena_used) return (u64)(b - rt().arena);
+  if (b >= rt().dyn && b <= rt().dyn + rt().dynamic_shared_bytes) return DYNAMIC_WINDOW + (u64)(b - rt().dyn);
+  for (int i = 0, k = shared_count(); i < k; ++i)
+    if (S.at[i].absolute && b >= S.at[i].absolute && b < S.at[i].absolute + S.at[i].n)
+      fail(DEVICE_MISUSE,
+           "ran %s (line %d): %p is the __shared__ variable '%s' declared at file scope, which has no shared-memory "
+           "address in the emulator; declare it inside the kernel",
+           what, line, p, S.at[i].name ? S.at[i].name : "?");
+  fail(DEVICE_MISUSE,
+       "ran %s (line %d): %p is not in the block's shared memory (cvta.to.shared and __cvta_generic_to_shared take "
+       "a pointer to a __shared__ variable or into the extern __shared__ buffer)",
+       what, line, p);
+}
+
+inline unsigned char* from_shared(u64 a, size_t n, int line, const char* what) {
+  if (a + n <= S.arena_used) return rt().arena + a;
+  if (a >= DYNAMIC_WINDOW && a - DYNAMIC_WINDOW + n <= rt().dynamic_shared_bytes) return rt().dyn + (a - DYNAMIC_WINDOW);
+  fail(DEVICE_MISUSE,
+       "ran %s (line %d): shared address 0x%llx (%zu bytes) is outside the block's shared memory: its static "
+       "__shared__ variables lie at 0x0 to 0x%zx and its dynamic shared memory at 0x%llx to 0x%llx. Compute "
+       "addresses from __cvta_generic_to_shared(pointer) of a __shared__ array",
+       what, line, a, n, S.arena_used, DYNAMIC_WINDOW, DYNAMIC_WINDOW + (u64)rt().dynamic_shared_bytes);
+}
+
+// ---- the formats' bits ----------------------------------------------------------------------------
+inline float half_lo(u64 reg, int which, int type) {   // element `which` (0 low, 1 high) of a 32-bit register
+  unsigned short h = (unsigned short)(reg >> (16 * which));
+  return type == IN_BF16 ? __gpuedu_bf2f_bits(h) : __gpuedu_h2f_bits(h);
+}
+inline float tf32_value(u64 reg) {   // the tensor cores read a .tf32 operand's top 19 bits
+  uint32_t x = (uint32_t)reg & 0xffffe000u;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+inline float f32_value(u64 reg) {
+  uint32_t x = (uint32_t)reg;
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+inline u64 f32_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return x;
+}
+
+// ---- mma.sync ------------------------------------------------------------------------------------
+// Registers of each operand a lane holds.
+struct MmaShape { int a_regs, b_regs, c_regs, d_regs, k; };
+inline MmaShape mma_shape(int mods) {
+  int shape = mods & 3, in_type = (mods >> 2) & 3, c16 = (mods >> 4) & 1, d16 = (mods >> 5) & 1;
+  MmaShape s;
+  s.k = shape == SHAPE_M16N8K16 ? 16 : 8;
+  if (in_type == IN_TF32) { s.a_regs = 4; s.b_regs = 2; }
+  else if (shape == SHAPE_M16N8K16) { s.a_regs = 4; s.b_regs = 2; }
+  else { s.a_regs = 2; s.b_regs = 1; }
+  s.c_regs = c16 ? 2 : 4;
+  s.d_regs = d16 ? 2 : 4;
+  return s;
+}
+
+struct LaneOperands {   // what a lane brings to a warp-wide instruction (on its fiber's stack)
+  int op, mods, line;
+  const u64* in;
+  u64* out;
+};
+
+// D = A B + C for the whole warp, each lane's registers read and written in the PTX ISA's fragment layouts
+// ("Matrix Fragments for mma.m16n8k16 / mma.m16n8k8"): groupID = lane / 4, t = lane % 4.
+// Products are exact in float (11 x 11 or 8 x 8 significant bits); each sum is a float addition, in k order
+// from C (the order and rounding inside one instruction are the hardware's; small integers come out exact).
+inline void mma_warp(LaneOperands* const* lanes, int mods) {
+  MmaShape s = mma_shape(mods);
+  int shape = mods & 3, in_type = (mods >> 2) & 3, c16 = (mods >> 4) & 1, d16 = (mods >> 5) & 1;
+  float A[16][16], B[16][8], C[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const u64* in = lanes[l]->in;
+    const u64 *a = in, *b = in + s.a_regs, *c = in + s.a_regs + s.b_regs;
+    int g = l >> 2, t = l & 3;
+    if (in_type == IN_TF32) {   // m16n8k8 .tf32: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4); b0 (t, g), b1 (t+4, g)
+      for (int i = 0; i < 4; ++i) A[g + 8 * (i & 1)][t + 4 * (i >> 1)] = tf32_value(a[i]);
+      for (int i = 0; i < 2; ++i) B[t + 4 * i][g] = tf32_value(b[i]);
+    } else if (shape == SHAPE_M16N8K16) {
+      // a_i, i = 0..7 (two a register): row g (+8 for i = 2, 3, 6, 7), column 2t + i % 2 (+8 for i >= 4)
+      for (int i = 0; i < 8; ++i) A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = half_lo(a[i >> 1], i & 1, in_type);
+      // b_i, i = 0..3: row (k) 2t + i % 2 (+8 for i >= 2), column g
+      for (int i = 0; i < 4; ++i) B[2 * t + (i & 1) + 8 * (i >> 1)][g] = half_lo(b[i >> 1], i & 1, in_type);
+    } else {
+      // m16n8k8 .f16/.bf16: a_i, i = 0..3: row g (+8 for i >= 2), column 2t + i % 2; b_i: row 2t + i, column g
+      for (int i = 0; i < 4; ++i) A[g + 8 * (i >> 1)][2 * t + (i & 1)] = half_lo(a[i >> 1], i & 1, in_type);
+      for (int i = 0; i < 2; ++i) B[2 * t + i][g] = half_lo(b[0], i, in_type);
+    }
+    // c_i, i = 0..3: row g (+8 for i >= 2), column 2t + i % 2; f32: a register each, f16: two a register
+    for (int i = 0; i < 4; ++i)
+      C[g + 8 * (i >> 1)][2 * t + (i & 1)] = c16 ? half_lo(c[i >> 1], i & 1, IN_F16) : f32_value(c[i]);
+  }
+  float D[16][8];
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 8; ++n) {
+      float acc = C[r][n];
+      for (int k = 0; k < s.k; ++k) acc += A[r][k] * B[k][n];
+      D[r][n] = acc;
+    }
+  for (int l = 0; l < 32; ++l) {
+    u64* d = lanes[l]->out;
+    int g = l >> 2, t = l & 3;
+    if (d16) {
+      for (int j = 0; j < 2; ++j)
+        d[j] = (u64)__gpuedu_f2h_bits(D[g + 8 * j][2 * t]) | (u64)__gpuedu_f2h_bits(D[g + 8 * j][2 * t + 1]) << 16;
+    } else {
+      for (int i = 0; i < 4; ++i) d[i] = f32_bits(D[g + 8 * (i >> 1)][2 * t + (i & 1)]);
+    }
+  }
+}
+
+// ---- ldmatrix ------------------------------------------------------------------------------------
+// Matrix j (of 1, 2 or 4) is 8 rows of 8 16-bit elements, row r at the address lane 8j + r gives; it lands in
+// each lane's register j: lane l gets row l / 4, elements 2 (l % 4) and the next (.trans: the transpose's row,
+// i.e. column l / 4, rows 2 (l % 4) and the next), the first in the low half.
+inline void ldmatrix_warp(LaneOperands* const* lanes, int mods) {
+  int count = mods & 7;
+  bool trans = (mods >> 3) & 1;
+  unsigned short rows[4][8][8];
+  for (int j = 0; j < count; ++j)
+    for (int r = 0; r < 8; ++r) {
+      const LaneOperands* L = lanes[8 * j + r];
+      u64 a = L->in[0];
+      if (a % 16)
+        fail(DEVICE_MISUSE,
+             "ran ldmatrix (line %d): misaligned address: lane %d gives row %d of matrix %d at shared address 0x%llx, "
+             "which is not a multiple of 16 (each row is 16 bytes, aligned to 16)",
+             L->line, 8 * j + r, r, j, a);
+      memcpy(rows[j][r], from_shared(a, 16, L->line, "ldmatrix"), 16);
+    }
+  for (int l = 0; l < 32; ++l) {
+    u64* d = lanes[l]->out;
+    int q = l >> 2, p = 2 * (l & 3);
+    for (int j = 0; j < count; ++j) {
+      unsigned short lo = trans ? rows[j][p][q] : rows[j][q][p], hi = trans ? rows[j][p + 1][q] : rows[j][q][p + 1];
+      d[j] = (u64)lo | (u64)hi << 16;
+    }
+  }
+}
+
+inline const char* op_name(int op) {
+  switch (op) {
+    case MMA: return "mma.sync";
+    case LDMATRIX: return "ldmatrix";
+    default: return "inline PTX";
+  }
+}
+
+// ---- cp.async -------------------------------------------------------------------------------------
+inline AsyncQueue& queue_of(unsigned t) {
+  if (!rt().async) {
+    rt().async = (AsyncQueue*)calloc(MAX_THREADS, sizeof(AsyncQueue));
+    if (!rt().async) fail(DEVICE_MISUSE, "ran cp.async: no memory for the copies in flight (%zu bytes)", MAX_THREADS * sizeof(AsyncQueue));
+  }
+  rt().async_used = true;
+  return rt().async[t];
+}
+
+inline void land(AsyncQueue& q, unsigned up_to_group) {   // write the copies of groups < up_to_group
+  unsigned kept = 0;
+  for (unsigned i = 0; i < q.n; ++i) {
+    AsyncCopy& c = q.copies[i];
+    if (c.group < up_to_group) memcpy(c.dst, c.data, c.bytes);   // in the order they were issued
+    else q.copies[kept++] = c;
+  }
+  q.n = kept;
+}
+
+// A copy of `bytes` into shared memory at `to`, `src_size` of them read from `src` now (it may fault there,
+// naming the line), written when a wait covers its group.
+inline void issue_copy(unsigned char* to, const void* src, unsigned bytes, u64 src_size, int line) {
+  AsyncQueue& q = queue_of(linear_thread());
+  if (q.n == ASYNC_IN_FLIGHT)
+    fail(DEVICE_MISUSE,
+         "ran cp.async (line %d): this thread has %u copies in flight, the emulator's most; wait for earlier groups "
+         "(cp.async.wait_group) before issuing more",
+         line, ASYNC_IN_FLIGHT);
+  AsyncCopy& c = q.copies[q.n];
+  memset(c.data, 0, sizeof c.data);
+  if (src_size) memcpy(c.data, src, src_size);
+  c.dst = to;
+  c.bytes = bytes;
+  c.group = q.committed;
+  q.n++;
+}
+
+// cp.async of `bytes` (4, 8, 16) from `src` to shared address `dst`, `src_size` of them read (the rest zeros).
+inline void cp_async(u64 dst, u64 src, unsigned bytes, u64 src_size, int line) {
+  if (src_size > bytes)
+    fail(DEVICE_MISUSE,
+         "ran cp.async (line %d): the source size %llu is larger than the copy's %u bytes (the source size says how "
+         "many of them to read; the rest are zeros)",
+         line, src_size, bytes);
+  if (dst % bytes || src % bytes)
+    fail(DEVICE_MISUSE,
+         "ran cp.async (line %d): misaligned address: a copy of %u bytes needs both addresses aligned to %u bytes, "
+         "got shared 0x%llx and global 0x%llx (a 16-byte copy of halves needs rows whose length is a multiple of 8)",
+         line, bytes, bytes, dst, src);
+  issue_copy(from_shared(dst, bytes, line, "cp.async"), (const void*)(uintptr_t)src, bytes, src_size, line);
+}
+
+inline void cp_commit() {
+  AsyncQueue& q = queue_of(linear_thread());
+  q.committed++;
+}
+
+// cp.async.wait_group n: the groups committed before the n most recent have landed; wait_all: every copy.
+inline void cp_wait(long long n, bool all, int line) {
+  if (n < 0) fail(DEVICE_MISUSE, "ran cp.async.wait_group (line %d): the count %lld is negative", line, n);
+  AsyncQueue& q = queue_of(linear_thread());
+  if (all) {
+    q.committed++;
+    land(q, q.committed);
+  } else if ((unsigned long long)n < q.committed) {
+    land(q, q.committed - (unsigned)n);
+  }
+}
+
+// ---- one instruction --------------------------------------------------------------------------------
+GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int line) {
+  switch (op) {
+    case CP_ASYNC: cp_async(in[0], in[1], mods & 31, (mods >> 6) & 1 ? in[3] : (u64)(mods & 31), line); return;
+    case CP_COMMIT: cp_commit(); return;
+    case CP_WAIT: cp_wait((long long)in[0], false, line); return;
+    case CP_WAIT_ALL: cp_wait(0, true, line); return;
+    case CVTA_TO_SHARED: out[0] = to_shared((const void*)(uintptr_t)in[0], line, "cvta.to.shared"); return;
+    case CVTA_TO_GENERIC: out[0] = (u64)(uintptr_t)from_shared(in[0], 0, line, "cvta.shared"); return;
+    case MOV_PACK: {   // mov.b32 d, {a, b} (16-bit halves) or mov.b64 d, {a, b} (32-bit words): a in the low part
+      int bits = mods;
+      u64 mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+      out[0] = (in[0] & mask) | (in[1] & mask) << bits;
+      return;
+    }
+    case MOV_UNPACK: {
+      int bits = mods;
+      u64 mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+      out[0] = in[0] & mask;
+      out[1] = (in[0] >> bits) & mask;
+      return;
+    }
+    case CVT_F16X2:   // cvt.rn.f16x2.f32 d, a, b: a to the upper half, b to the lower
+      out[0] = (u64)__gpuedu_f2h_bits(f32_value(in[0])) << 16 | __gpuedu_f2h_bits(f32_value(in[1]));
+      return;
+    case CVT_BF16X2:
+      out[0] = (u64)__gpuedu_f2bf_bits(f32_value(in[0])) << 16 | __gpuedu_f2bf_bits(f32_value(in[1]));
+      return;
+    case CVT_TF32: out[0] = __gpuedu_f2tf32_bits((uint32_t)in[0]); return;
+    case CVT_U32_U64: out[0] = (uint32_t)in[0]; return;
+    default: fail(DEVICE_MISUSE, "ran inline PTX (line %d): the emulator has no op %d (a mismatch of _ptx.py and gpuedu_ptx.h)", line, op);
+  }
+}
+
+// A warp-wide instruction: every lane of the warp must reach it (the .aligned of mma.sync and ldmatrix).
+GPUEDU_PROF_QUIET inline bool warp_meet(LaneOperands& me) {
+  int op = me.op, mods = me.mods, line = me.line;
+  unsigned t = rt().cur, lane = t % 32;
+  const Warp& W = rt().warps[t / 32];
+  if (W.existing != 0xffffffffu)
+    fail(WARP_MISMATCH,
+         "%s (line %d) needs the 32 lanes of a warp, and warp %u of this block has %d threads: make the block's "
+         "size a multiple of 32",
+         op_name(op), line, t / 32, __builtin_popcount(W.existing));
+  LaneOperands* (&meeting)[32] = *reinterpret_cast<LaneOperands* (*)[32]>(rt().mma_meeting[t / 32]);
+  meeting[lane] = &me;
+  unsigned others = W.existing & ~(1u << lane);
+  bool all_here = (W.arrived & others) == others;
+  for (unsigned l = 0; all_here && l < 32; ++l)
+    if (l != lane && W.op[l] != W_PTX) all_here = false;   // (the collective reports lanes elsewhere)
+  if (all_here) {
+    for (unsigned l = 0; l < 32; ++l)
+      if (meeting[l]->op != op || meeting[l]->mods != mods)
+        fail(WARP_MISMATCH,
+             "lanes of warp %u meet at different warp-wide PTX instructions: lane %u at %s (line %d), lane %u at "
+             "%s (line %d); every lane must run the same one",
+             t / 32, lane, op_name(op), line, l, op_name(meeting[l]->op), meeting[l]->line);
+    if (op == MMA) mma_warp(meeting, mods);
+    else ldmatrix_warp(meeting, mods);
+  }
+  return all_here;
+}
+}  // namespace ptx
+}  // namespace __gpuedu
+
+// The calls the rewritten asm() statements make (names the compiler's scan knows: a kernel that reaches
+// __gpuedu_ptx_sync runs its threads as fibers).
+static inline void __gpuedu_ptx_run(int op, int mods, unsigned long long* out, const unsigned long long* in,
+                                    int line) {
+  ::__gpuedu::ptx::run(op, mods, out, in, line);
+}
+GPUEDU_PROF_OUTLINED static inline void __gpuedu_ptx_sync(int op, int mods, unsigned long long* out,
+                                                          const unsigned long long* in, int line) {
+  using namespace ::__gpuedu;
+  if (!rt().fiber_mode) fail_loop_mode(ptx::op_name(op));
+  ptx::LaneOperands me{op, mods, line, in, out};   // (read by the warp's last lane: it lives until all have met)
+  ptx::warp_meet(me);
+  warp_collective(W_PTX, 0xffffffffu, 0, 0, 32);
+}
+
+// CUDA's conversions between generic and shared addresses (the shared ones 32-bit values, as on a GPU).
+static inline size_t __cvta_generic_to_shared(const void* p) {
+  return (size_t)::__gpuedu::ptx::to_shared(p, 0, "__cvta_generic_to_shared");
+}
+static inline void* __cvta_shared_to_generic(size_t a) {
+  return ::__gpuedu::ptx::from_shared(a, 0, 0, "__cvta_shared_to_generic");
+}
+static inline unsigned __isShared(const void* p) {
+  const unsigned char* b = (const unsigned char*)p;
+  const ::__gpuedu::Runtime& r = ::__gpuedu::rt();
+  return (b >= r.arena && b < r.arena + ::__gpuedu::S.arena_used) ||
+         (b >= r.dyn && b < r.dyn + r.dynamic_shared_bytes);
+}
+#endif  // GPUEDU_SCAN

@@ -1,0 +1,528 @@
+"""The inline PTX the emulator runs: one table of instructions, and the rewrite of ``asm()`` statements into calls
+of the runtime (``_native/gpuedu_ptx.h``), which gives each the PTX ISA's semantics.
+
+A kernel's ``asm("template" : outputs : inputs : clobbers)`` statement is read whole: its template (one or
+more instructions, each ending in ``;``) and its operands with their constraints (``r`` 32 bits, ``h`` 16,
+``f`` a float, ``l`` 64 bits, ``d`` a double, ``n`` an immediate; ``=`` written, ``+`` read and written).
+Each instruction must be one of ``INSTRUCTIONS``, for the module's architecture (``arch=`` or ``-arch``, sm_80
+by default, the emulated device's), with operands of the kinds and sizes the instruction takes. Anything else
+is refused before compiling, naming the instruction and what is supported, as ptxas refuses what it does not
+know. An ``asm`` statement with an empty template (a compiler barrier, ``asm volatile("" ::: "memory")``) is
+left to the C++ compiler.
+
+Adding an instruction is a row of ``INSTRUCTIONS`` and its case in ``gpuedu_ptx.h``.
+"""
+import re
+from dataclasses import dataclass
+
+#: The architecture a module is built for when nothing says otherwise: the emulated device's (_device).
+DEFAULT_SM = 80
+
+
+class Refused(ValueError):
+    """An ``asm()`` statement the emulator cannot run; ``line`` is its line in the file."""
+
+    def __init__(self, message, line):
+        super().__init__(message)
+        self.line = line
+
+
+# ---- the table --------------------------------------------------------------------------------------
+# An operand of an instruction: ``regs`` a register or a {vector} of ``count`` registers of ``bits`` bits (a
+# destination or a source), ``shared`` / ``global`` an address in brackets ([%0], [%0+16]), ``imm`` an integer
+# (a literal or an "n" operand).
+@dataclass(frozen=True)
+class Operand:
+    kind: str              # "regs", "shared", "global", "imm"
+    count: int = 1
+    bits: int = 32
+    dest: bool = False
+    optional: bool = False
+
+
+def _regs(count, bits=32, dest=False):
+    return Operand("regs", count, bits, dest)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    form: str              # how the refusal lists it
+    pattern: str           # the opcode with its modifiers (a regular expression, matched whole)
+    sm: int                # the first architecture that has it (ptxas refuses it below)
+    op: str                # gpuedu_ptx.h's op
+    warp: bool             # the warp's lanes execute it together (.sync.aligned)
+    operands: object       # match -> the operands, destinations first
+    mods: object           # match -> the modifiers' bits gpuedu_ptx.h reads
+
+
+_MMA_INPUT = {"f16": 0, "bf16": 1, "tf32": 2}
+
+
+def _mma_operands(m):
+    k16, kind = m["shape"] == "m16n8k16", m["a"]
+    a_regs, b_regs = (4, 2) if kind == "tf32" or k16 else (2, 1)
+    acc = {"f32": 4, "f16": 2}
+    return [_regs(acc[m["d"]], dest=True), _regs(a_regs), _regs(b_regs), _regs(acc[m["c"]])]
+
+
+def _mma_mods(m):
+    return ((0 if m["shape"] == "m16n8k16" else 1) | _MMA_INPUT[m["a"]] << 2 | (m["c"] == "f16") << 4
+            | (m["d"] == "f16") << 5)
+
+
+def _ldmatrix_operands(m):
+    return [_regs(int(m["x"]), dest=True), Operand("shared")]
+
+
+def _cp_async_operands(m):
+    return [Operand("shared"), Operand("global"), Operand("imm"), Operand("imm", optional=True)]
+
+
+def _mov_operands(m):
+    if m["pack"]:
+        return [_regs(1, 2 * int(m["bits"]), dest=True), _regs(2, int(m["bits"]))]
+    return [_regs(2, int(m["bits"]), dest=True), _regs(1, 2 * int(m["bits"]))]
+
+
+_MMA_PATTERN = (r"mma\.sync\.aligned\.(?P<shape>m16n8k16|m16n8k8)\.row\.col"
+                r"\.(?P<d>f32|f16)\.(?P<a>f16|bf16|tf32)\.(?P<b>f16|bf16|tf32)\.(?P<c>f32|f16)")
+
+#: Every instruction the emulator runs. ``form`` is what a refusal lists; the PTX ISA gives the semantics.
+INSTRUCTIONS = (
+    Instruction("mma.sync.aligned.m16n8k16.row.col.{f32,f16}.{f16,bf16}.{f16,bf16}.{f32,f16} (.bf16: f32 only)",
+                _MMA_PATTERN, 80, "MMA", True, _mma_operands, _mma_mods),
+    Instruction("mma.sync.aligned.m16n8k8.row.col.{f32,f16}.f16.f16.{f32,f16}, .f32.tf32.tf32.f32",
+                _MMA_PATTERN, 75, "MMA", True, _mma_operands, _mma_mods),
+    Instruction("ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared[::cta].b16",
+                r"ldmatrix\.sync\.aligned\.m8n8\.x(?P<x>[124])(?P<trans>\.trans)?\.shared(?:::cta)?\.b16",
+                75, "LDMATRIX", True, _ldmatrix_operands, lambda m: int(m["x"]) | bool(m["trans"]) << 3),
+    Instruction("cp.async.{ca,cg}.shared[::cta].global [dst], [src], {4,8,16}[, src-size] (.cg: 16 only)",
+                r"cp\.async\.(?P<cache>ca|cg)\.shared(?:::cta)?\.global(?:\.L2::(?:64|128|256)B)?",
+                80, "CP_ASYNC", False, _cp_async_operands, lambda m: (m["cache"] == "cg") << 5),
+    Instruction("cp.async.commit_group", r"cp\.async\.commit_group", 80, "CP_COMMIT", False, lambda m: [],
+                lambda m: 0),
+    Instruction("cp.async.wait_group N", r"cp\.async\.wait_group", 80, "CP_WAIT", False,
+                lambda m: [Operand("imm")], lambda m: 0),
+    Instruction("cp.async.wait_all", r"cp\.async\.wait_all", 80, "CP_WAIT_ALL", False, lambda m: [], lambda m: 0),
+    Instruction("cvta.to.shared.u64 (generic to shared)", r"cvta\.to\.shared(?:::cta)?\.u64", 20, "CVTA_TO_SHARED",
+                False, lambda m: [_regs(1, 64, dest=True), _regs(1, 64)], lambda m: 0),
+    Instruction("cvta.shared.u64 (shared to generic)", r"cvta\.shared(?:::cta)?\.u64", 20, "CVTA_TO_GENERIC", False,
+                lambda m: [_regs(1, 64, dest=True), _regs(1, 64)], lambda m: 0),
+    Instruction("cvt.u32.u64 (a shared address to 32 bits)", r"cvt\.u32\.u64", 10, "CVT_U32_U64", False,
+                lambda m: [_regs(1, 32, dest=True), _regs(1, 64)], lambda m: 0),
+    Instruction("mov.b32 d, {a, b} and mov.b32 {a, b}, d (16-bit halves); mov.b64 likewise (32-bit words)",
+                r"mov\.b(?P<whole>32|64)", 10, "MOV", False, None, None),
+    Instruction("cvt.rn.{f16x2,bf16x2}.f32 d, a, b (a to the upper half)",
+                r"cvt\.rn\.(?P<t>f16x2|bf16x2)\.f32", 80, "CVT_PACK", False,
+                lambda m: [_regs(1, dest=True), _regs(1), _regs(1)], lambda m: 0),
+    Instruction("cvt.rna.tf32.f32", r"cvt\.rna\.tf32\.f32", 80, "CVT_TF32", False,
+                lambda m: [_regs(1, dest=True), _regs(1)], lambda m: 0),
+)
+
+
+def supported():
+    """What a refusal lists: each supported form, one a line."""
+    return "\n".join(f"  {i.form}  (sm_{i.sm} and later)" for i in INSTRUCTIONS)
+
+
+def _valid_mma(m, line, sm):
+    """The type combinations the PTX ISA allows for mma.sync (others are refused as ptxas does)."""
+    a, b, c, d, shape = m["a"], m["b"], m["c"], m["d"], m["shape"]
+    if a != b:
+        raise Refused(f"mma.sync's A and B must have the same type, got .{a} and .{b}", line)
+    if a in ("bf16", "tf32") and (c, d) != ("f32", "f32"):
+        raise Refused(f"mma.sync with .{a} inputs accumulates in .f32 only (.f32.{a}.{a}.f32), got .{d} and .{c}",
+                      line)
+    if a == "tf32" and shape != "m16n8k8":
+        raise Refused("mma.sync with .tf32 inputs is m16n8k8 (m16n8k16 is not in the emulator's subset)", line)
+    need = 80 if shape == "m16n8k16" or a != "f16" else 75
+    if sm < need:
+        raise Refused(f"mma.sync.aligned.{shape} with .{a} inputs needs sm_{need} or later; this module is built "
+                      f"for sm_{sm} (ptxas refuses it there)", line)
+
+
+# ---- reading an asm statement -----------------------------------------------------------------------
+_ASM = re.compile(r"\b(?:asm|__asm__|__asm)\b(?P<quals>(?:\s*\b(?:volatile|__volatile__|inline|goto)\b)*)\s*\(")
+_STRING_LITERAL = re.compile(r'"((?:\\.|[^"\\\n])*)"')
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "0": ""}
+_CONSTRAINT_BYTES = {"h": 2, "r": 4, "f": 4, "l": 8, "d": 8, "n": 8, "i": 8}
+_BLANK = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
+
+
+def _blank(source):
+    return _BLANK.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+
+
+def _matching(blank, start):
+    depth = 0
+    for k in range(start, len(blank)):
+        if blank[k] == "(":
+            depth += 1
+        elif blank[k] == ")":
+            depth -= 1
+            if depth == 0:
+                return k
+    return None
+
+
+def _split(text, blank, separator):
+    """``text`` cut at each ``separator`` outside brackets (found in ``blank``, its literals blanked)."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(blank):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == separator and depth == 0:
+            parts.append((text[start:k], blank[start:k]))
+            start = k + 1
+    parts.append((text[start:], blank[start:]))
+    return parts
+
+
+def _unescape(body):
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+
+
+@dataclass
+class _AsmOperand:
+    number: int
+    name: str
+    constraint: str        # the letter
+    mode: str              # "=", "+" or "" (an input)
+    expr: str
+    tied: int = None       # an input tied to output N ("0")
+
+
+def _operands(text, blank, first, line, outputs, inputs):
+    found = []
+    if not text.strip():
+        return found
+    for k, (part, part_blank) in enumerate(_split(text, blank, ",")):
+        m = re.match(r'\s*(?:\[\s*(?P<name>\w+)\s*\]\s*)?"(?P<c>[^"]*)"\s*\((?P<expr>.*)\)\s*$', part, re.S)
+        if not m:
+            raise Refused(f"cannot read the asm operand {part.strip()!r}: each is \"constraint\"(expression)", line)
+        constraint = m["c"].replace("&", "")
+        mode = constraint[0] if constraint[:1] in "=+" else ""
+        letters = constraint.lstrip("=+")
+        tied = None
+        if letters.isdigit() and inputs:
+            tied = int(letters)
+            if tied >= len(outputs):
+                raise Refused(f"the asm input \"{letters}\" ties to output {tied}, which does not exist", line)
+            letters = outputs[tied].constraint
+        if len(letters) != 1 or letters not in _CONSTRAINT_BYTES:
+            raise Refused(f"the asm constraint \"{m['c']}\" of ({m['expr'].strip()}) is not one the emulator takes: "
+                          f"\"r\" (32-bit), \"h\" (16-bit), \"f\" (float), \"l\" (64-bit), \"d\" (double), "
+                          f"\"n\" (an immediate), with = or + for outputs", line)
+        if inputs and mode:
+            raise Refused(f"the asm input \"{m['c']}\" has {mode}: only outputs are written", line)
+        found.append(_AsmOperand(first + k, m["name"] or "", letters, mode, m["expr"].strip(), tied))
+    return found
+
+
+def _template(text, blank, line):
+    pieces = []
+    for m in re.finditer(r'"(?:\\.|[^"\\\n])*"|\S+', text):
+        token = m.group(0)
+        if not token.startswith('"'):
+            raise Refused(f"the asm template must be string literals only; found {token!r} (a macro?). Write the "
+                          f"instruction out, with its operands as %0, %1, ...", line)
+        pieces.append(_unescape(token[1:-1]))
+    return "".join(pieces)
+
+
+# ---- an instruction's operands ----------------------------------------------------------------------------
+def _ptx_operands(text):
+    """An instruction's operand text split at top-level commas."""
+    parts, depth, start = [], 0, 0
+    for k, ch in enumerate(text):
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:k].strip())
+            start = k + 1
+    last = text[start:].strip()
+    if last or parts:
+        parts.append(last)
+    return parts
+
+
+class _Statement:
+    """One asm statement being rewritten: its operands, and the C++ that reads and writes them."""
+
+    def __init__(self, operands, line):
+        self.operands = operands
+        self.by_name = {o.name: o for o in operands if o.name}
+        self.line = line
+
+    def ref(self, token, instruction):
+        m = re.fullmatch(r"%(?:(\d+)|\[(\w+)\])", token.strip())
+        if not m:
+            raise Refused(f"{instruction}: {token.strip()!r} is not an operand the emulator takes here: write %0, "
+                          f"%1, ... (or %[name]) bound to C++ values (registers of PTX's own, such as %laneid or "
+                          f"names declared with .reg, are not supported)", self.line)
+        if m[1] is not None:
+            n = int(m[1])
+            if n >= len(self.operands):
+                raise Refused(f"{instruction}: %{n} names no operand (the statement has {len(self.operands)})",
+                              self.line)
+            return self.operands[n]
+        if m[2] not in self.by_name:
+            raise Refused(f"{instruction}: %[{m[2]}] names no operand", self.line)
+        return self.by_name[m[2]]
+
+    def source(self, op, instruction, bits):
+        """C++ for the value of source register ``op`` (an operand of ``bits`` bits)."""
+        if op.mode == "=":
+            ties = [o for o in self.operands if o.tied == op.number]
+            if not ties:
+                raise Refused(f"{instruction} reads %{op.number}, an output only (\"={op.constraint}\"): make it "
+                              f"\"+{op.constraint}\" to pass its value in", self.line)
+            op = ties[0]
+        self.check_size(op, instruction, bits)
+        return f"::__gpuedu::ptx::in<{_CONSTRAINT_BYTES[op.constraint]}>({op.expr})"
+
+    def check_size(self, op, instruction, bits):
+        have = _CONSTRAINT_BYTES[op.constraint] * 8
+        if op.constraint in "ni":
+            raise Refused(f"{instruction}: %{op.number} is an immediate (\"{op.constraint}\") where a {bits}-bit "
+                          f"register is needed", self.line)
+        if have != bits:
+            letter = {16: '"h"', 32: '"r" (or "f" for a float)', 64: '"l"'}.get(bits, "?")
+            raise Refused(f"{instruction}: operand %{op.number} ({op.expr}) is bound with \"{op.constraint}\", "
+                          f"{have} bits, where the instruction takes a {bits}-bit register: use {letter}",
+                          self.line)
+
+
+def _address(st, text, instruction, space):
+    m = re.fullmatch(r"\[\s*(%\d+|%\[\w+\])\s*(?:\+\s*(-?\d+|0x[0-9a-fA-F]+)\s*)?\]", text)
+    if not m:
+        raise Refused(f"{instruction}: the address {text!r} must be [%N] or [%N+offset]", st.line)
+    op = st.ref(m[1], instruction)
+    if op.constraint not in ("r", "l"):
+        raise Refused(f"{instruction}: the address %{op.number} is bound with \"{op.constraint}\"; a {space} address "
+                      f"is \"r\" (32-bit) or \"l\" (64-bit)", st.line)
+    if space == "global" and op.constraint != "l":
+        raise Refused(f"{instruction}: the global address %{op.number} is bound with \"r\" (32 bits): pass the "
+                      f"pointer with \"l\"", st.line)
+    if op.mode == "=":
+        raise Refused(f"{instruction}: the address %{op.number} is an output", st.line)
+    offset = int(m[2], 0) if m[2] else 0
+    value = f"::__gpuedu::ptx::in<{_CONSTRAINT_BYTES[op.constraint]}>({op.expr})"
+    return f"({value} + {offset}ull)" if offset else value
+
+
+def _immediate(st, text, instruction):
+    text = text.strip()
+    if re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|\d+)", text):
+        return f"{int(text, 0)}ull", int(text, 0)
+    op = st.ref(text, instruction)
+    if op.constraint not in ("n", "i", "r"):
+        raise Refused(f"{instruction}: %{op.number} must be an integer (\"n\" or \"r\")", st.line)
+    return f"::__gpuedu::ptx::in<8>({op.expr})", None
+
+
+def _instruction_code(st, text, sm):
+    """The C++ for one instruction (its text without the ';')."""
+    text = text.strip()
+    if text.startswith("@"):
+        raise Refused(f"{text.split()[0]} (a predicated instruction) is not supported by the emulator: put the "
+                      f"asm statement under an if in C++", st.line)
+    if text.startswith((".reg", "{", "}")):
+        raise Refused("register declarations and { } scopes in inline PTX are not supported by the emulator: bind "
+                      "every value to a C++ variable with an operand (%0, %1, ...)", st.line)
+    opcode, _, rest = text.partition(" ")
+    opcode, rest = opcode.strip(), rest.strip()
+    row = match = None
+    for instruction in INSTRUCTIONS:
+        match = re.fullmatch(instruction.pattern, opcode)
+        if match:
+            row = instruction
+            break
+    if row is None:
+        raise Refused(f"the emulator does not run the PTX instruction {opcode!r}. It runs these (the PTX ISA's "
+                      f"semantics), for the module's architecture:\n{supported()}\nWrite the rest in CUDA C.",
+                      st.line)
+    if row.op == "MMA":
+        _valid_mma(match, st.line, sm)
+    elif sm < row.sm:
+        raise Refused(f"{opcode} needs sm_{row.sm} or later; this module is built for sm_{sm} (ptxas refuses it "
+                      f"there): build for a later architecture (arch='sm_{row.sm}')", st.line)
+    parts = _ptx_operands(rest)
+    if row.op == "MOV":
+        return _mov_code(st, opcode, match, parts)
+    specs = row.operands(match)
+    need = [s for s in specs if not s.optional]
+    if not len(need) <= len(parts) <= len(specs):
+        counts = str(len(need)) if len(need) == len(specs) else f"{len(need)} or {len(specs)}"
+        raise Refused(f"{opcode} takes {counts} operands, got {len(parts)}: {rest or '(none)'}", st.line)
+    op, mods = row.op, row.mods(match)
+    sources, writes, n_out = [], [], 0
+    for spec, part in zip(specs, parts):
+        if spec.kind == "regs":
+            regs = _vector(st, part, spec.count, opcode)
+            for token in regs:
+                o = st.ref(token, opcode)
+                if spec.dest:
+                    if not o.mode:
+                        raise Refused(f"{opcode} writes %{o.number}, an input: bind it as an output "
+                                      f"(\"={o.constraint}\" or \"+{o.constraint}\")", st.line)
+                    st.check_size(o, opcode, spec.bits)
+                    writes.append(f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[o.constraint]}>({o.expr}, "
+                                  f"__gpuedu_out[{n_out}]);")
+                    n_out += 1
+                else:
+                    sources.append(st.source(o, opcode, spec.bits))
+        elif spec.kind in ("shared", "global"):
+            sources.append(_address(st, part, opcode, spec.kind))
+        else:
+            value, literal = _immediate(st, part, opcode)
+            sources.append(value)
+    if op == "CP_ASYNC":
+        size = _immediate(st, parts[2], opcode)[1]
+        if size is None:
+            size = _constant(st, parts[2])
+        if size not in (4, 8, 16):
+            raise Refused(f"{opcode} copies 4, 8 or 16 bytes, got {size}", st.line)
+        if match["cache"] == "cg" and size != 16:
+            raise Refused(f"{opcode}: cp.async.cg copies 16 bytes only (use .ca for {size})", st.line)
+        mods |= size | (len(parts) == 4) << 6
+    if op == "CVT_PACK":
+        op = "CVT_F16X2" if match["t"] == "f16x2" else "CVT_BF16X2"
+    call = "__gpuedu_ptx_sync" if row.warp else "__gpuedu_ptx_run"
+    code = []
+    if sources:
+        code.append(f"const unsigned long long __gpuedu_in[{len(sources)}] = {{{', '.join(sources)}}};")
+    if n_out:
+        code.append(f"unsigned long long __gpuedu_out[{n_out}];")
+    code.append(f"{call}(::__gpuedu::ptx::{op}, {mods}, {'__gpuedu_out' if n_out else 'nullptr'}, "
+                f"{'__gpuedu_in' if sources else 'nullptr'}, {st.line});")
+    code.extend(writes)
+    return "{ " + " ".join(code) + " }"
+
+
+def _constant(st, text):
+    """The value of an "n" operand, when its expression is a plain integer (else 16: checked at run time)."""
+    op = st.ref(text.strip(), "cp.async")
+    try:
+        return int(op.expr.rstrip("uUlL"), 0)
+    except ValueError:
+        raise Refused(f"cp.async's size %{op.number} must be a literal 4, 8 or 16 (\"n\"({op.expr}) is not one the "
+                      f"emulator can read before compiling): write the number", st.line) from None
+
+
+def _vector(st, text, count, opcode):
+    text = text.strip()
+    if text.startswith("{"):
+        if not text.endswith("}"):
+            raise Refused(f"{opcode}: unbalanced braces in {text!r}", st.line)
+        tokens = [t.strip() for t in text[1:-1].split(",")]
+    else:
+        tokens = [text]
+    if len(tokens) != count:
+        raise Refused(f"{opcode} takes {count} register{'s' if count > 1 else ''} there, got {len(tokens)}: {text}",
+                      st.line)
+    return tokens
+
+
+def _mov_code(st, opcode, match, parts):
+    whole = int(match["whole"])
+    if len(parts) != 2:
+        raise Refused(f"{opcode} takes 2 operands, got {len(parts)}", st.line)
+    half = whole // 2
+    d, a = parts
+    if d.startswith("{"):                       # mov.b32 {lo, hi}, a: unpack
+        outs, src = _vector(st, d, 2, opcode), _vector(st, a, 1, opcode)
+        o = st.ref(src[0], opcode)
+        code = [f"const unsigned long long __gpuedu_in[1] = {{{st.source(o, opcode, whole)}}};",
+                "unsigned long long __gpuedu_out[2];",
+                f"__gpuedu_ptx_run(::__gpuedu::ptx::MOV_UNPACK, {half}, __gpuedu_out, __gpuedu_in, {st.line});"]
+        for k, token in enumerate(outs):
+            out = st.ref(token, opcode)
+            _need_output(st, out, opcode)
+            st.check_size(out, opcode, half)
+            code.append(f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[{k}]);")
+        return "{ " + " ".join(code) + " }"
+    if not a.startswith("{"):
+        raise Refused(f"{opcode}: the emulator runs mov only to pack or unpack ({opcode} d, {{a, b}} or "
+                      f"{opcode} {{a, b}}, d); copy a value in C++", st.line)
+    out, ins = st.ref(_vector(st, d, 1, opcode)[0], opcode), _vector(st, a, 2, opcode)
+    _need_output(st, out, opcode)
+    st.check_size(out, opcode, whole)
+    values = [st.source(st.ref(t, opcode), opcode, half) for t in ins]
+    return ("{ " + f"const unsigned long long __gpuedu_in[2] = {{{', '.join(values)}}}; "
+            "unsigned long long __gpuedu_out[1]; "
+            f"__gpuedu_ptx_run(::__gpuedu::ptx::MOV_PACK, {half}, __gpuedu_out, __gpuedu_in, {st.line}); "
+            f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[0]);" + " }")
+
+
+def _need_output(st, op, opcode):
+    if not op.mode:
+        raise Refused(f"{opcode} writes %{op.number}, an input: bind it as an output (\"={op.constraint}\")", st.line)
+
+
+# ---- the rewrite ------------------------------------------------------------------------------------------
+def rewrite(source, sm=DEFAULT_SM):
+    """``source`` with each asm statement replaced by the runtime's calls, every line kept where it was.
+
+    Raises ``Refused`` (with the line) for an instruction outside ``INSTRUCTIONS`` or not in architecture
+    ``sm``, or operands that do not fit it."""
+    blank = _blank(source)
+    out, last = [], 0
+    for m in _ASM.finditer(blank):
+        if m.start() < last:
+            continue
+        open_paren = m.end() - 1
+        close = _matching(blank, open_paren)
+        line = source.count("\n", 0, m.start()) + 1
+        if close is None:
+            raise Refused("an asm statement without its closing parenthesis", line)
+        inner, inner_blank = source[open_paren + 1:close], blank[open_paren + 1:close]
+        sections = _split(inner, inner_blank, ":")
+        template = _template(*sections[0], line)
+        if not template.strip():
+            continue                            # asm volatile("" ::: "memory"): the C++ compiler's
+        if "goto" in m["quals"]:
+            raise Refused("asm goto is not supported by the emulator", line)
+        outputs = _operands(*sections[1], 0, line, [], False) if len(sections) > 1 else []
+        inputs = _operands(*sections[2], len(outputs), line, outputs, True) if len(sections) > 2 else []
+        st = _Statement(outputs + inputs, line)
+        pieces = [p for p in re.split(r";", template.replace("\n", " ")) if p.strip()]
+        code = " ".join(_instruction_code(st, piece, sm) for piece in pieces)
+        span = source[m.start():close + 1]
+        breaks = "".join("\\\n" if span[k - 1:k] == "\\" else "\n" for k, ch in enumerate(span) if ch == "\n")
+        out.append(source[last:m.start()])
+        out.append(f"do {{ {code} }} while (0)" + (" " + breaks if breaks else ""))
+        last = close + 1
+    out.append(source[last:])
+    return "".join(out)
+
+
+_ARCH = re.compile(r"(?:sm|compute)_(\d+)([af]?)")
+
+
+def architecture(arch=None, options=()):
+    """The sm number a module is built for: ``arch`` ("sm_80"), else the last -arch / --gpu-architecture /
+    -gencode in the nvcc ``options``, else the emulated device's (DEFAULT_SM). Raises ValueError for a
+    value that names none."""
+    given = []
+    if arch:
+        given.append(str(arch))
+    opts = list(options or ())
+    for k, opt in enumerate(opts):
+        opt = str(opt)
+        if opt in ("-arch", "--gpu-architecture", "-gencode", "--generate-code") and k + 1 < len(opts):
+            given.append(str(opts[k + 1]))
+        elif opt.startswith(("-arch=", "--gpu-architecture=", "-gencode=", "--generate-code=")):
+            given.append(opt.split("=", 1)[1])
+        elif opt.startswith("-arch") and len(opt) > 5:
+            given.append(opt[5:])
+    if not given:
+        return DEFAULT_SM
+    found = _ARCH.findall(given[-1])
+    if not found:
+        raise ValueError(f"cannot read an architecture from {given[-1]!r}: write it as sm_80, sm_90 or sm_90a")
+    return max(int(n) for n, _ in found)
