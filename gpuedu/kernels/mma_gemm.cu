@@ -299,34 +299,49 @@ __device__ __forceinline__ void fill_tile_async(__half* s, const __half* __restr
     }
 }
 
-// Fragments from a tile by ldmatrix.  Rows given by each lane: see the header's ldmatrix line.
+// Fragments from a tile by ldmatrix: the tile element (row, column) whose 16 bytes this lane gives.
 // op(A)'s 16 x 16 fragment at (m, k):
 //   plain, As[m][k] (rows BK long): matrices (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15),
 //     (m 8-15, k 8-15); lane l gives row m + l % 16 at column k + 8 (l / 16);
 //   transposed, As[k][m] (rows BM long), with .trans: the same matrices, lane l gives row
 //     k + l % 8 + 8 (l / 16) at column m + 8 ((l / 8) % 2).
-template <bool TRANS, int COLS, bool SWIZZLED>
-__device__ __forceinline__ void load_a_fragment(unsigned (&a)[4], const __half* As, int m, int k, int lane)
+template <bool TRANS>
+__device__ __forceinline__ int2 a_fragment_row(int m, int k, int lane)
 {
-    if (TRANS) ldmatrix_x4_trans(a, shared_address(As + tile_offset<COLS, SWIZZLED>(k + (lane & 7) + ((lane >> 4) << 3),
-                                                                                     m + (((lane >> 3) & 1) << 3))));
-    else       ldmatrix_x4(a, shared_address(As + tile_offset<COLS, SWIZZLED>(m + (lane & 15), k + ((lane >> 4) << 3))));
+    return TRANS ? make_int2(k + (lane & 7) + ((lane >> 4) << 3), m + (((lane >> 3) & 1) << 3))
+                 : make_int2(m + (lane & 15), k + ((lane >> 4) << 3));
 }
 
-// op(B)'s two 16 x 8 fragments at (k, n) and (k, n + 8): b0 for columns n .. n+7, b1 for n+8 .. n+15.
+// op(B)'s two 16 x 8 fragments at (k, n) and (k, n + 8), b0 for columns n .. n+7, b1 for n+8 .. n+15:
 //   plain, Bs[k][n] (rows BN long), with .trans: matrices (k 0-7, n 0-7), (k 8-15, n 0-7),
 //     (k 0-7, n 8-15), (k 8-15, n 8-15); lane l gives row k + l % 16 at column n + 8 (l / 16);
 //   transposed, Bs[n][k] (rows BK long): the same matrices, lane l gives row n + l % 8 + 8 (l / 16)
 //     at column k + 8 ((l / 8) % 2).
+template <bool TRANS>
+__device__ __forceinline__ int2 b_fragment_row(int k, int n, int lane)
+{
+    return TRANS ? make_int2(n + (lane & 7) + ((lane >> 4) << 3), k + (((lane >> 3) & 1) << 3))
+                 : make_int2(k + (lane & 15), n + ((lane >> 4) << 3));
+}
+
+template <bool TRANS, int COLS, bool SWIZZLED>
+__device__ __forceinline__ void load_a_fragment(unsigned (&a)[4], const __half* As, int m, int k, int lane)
+{
+    const int2 at = a_fragment_row<TRANS>(m, k, lane);
+    const unsigned address = shared_address(As + tile_offset<COLS, SWIZZLED>(at.x, at.y));
+    if (TRANS) ldmatrix_x4_trans(a, address);
+    else       ldmatrix_x4(a, address);
+}
+
 template <bool TRANS, int COLS, bool SWIZZLED>
 __device__ __forceinline__ void load_b_fragments(unsigned (&b0)[2], unsigned (&b1)[2], const __half* Bs, int k, int n,
                                                  int lane)
 {
+    const int2 at = b_fragment_row<TRANS>(k, n, lane);
+    const unsigned address = shared_address(Bs + tile_offset<COLS, SWIZZLED>(at.x, at.y));
     unsigned r[4];
-    if (TRANS) ldmatrix_x4(r, shared_address(Bs + tile_offset<COLS, SWIZZLED>(n + (lane & 7) + ((lane >> 4) << 3),
-                                                                              k + (((lane >> 3) & 1) << 3))));
-    else       ldmatrix_x4_trans(r, shared_address(Bs + tile_offset<COLS, SWIZZLED>(k + (lane & 15),
-                                                                                    n + ((lane >> 4) << 3))));
+    if (TRANS) ldmatrix_x4(r, address);         // Bs[n][k] rows are already B's "col" layout
+    else       ldmatrix_x4_trans(r, address);   // Bs[k][n] rows: transposed on the way
     b0[0] = r[0]; b0[1] = r[1];
     b1[0] = r[2]; b1[1] = r[3];
 }
@@ -388,6 +403,7 @@ __device__ __forceinline__ bool chunks_aligned(const __half* p, int ld)
 
 // ---- version 6: mma.sync, fragments loaded lane by lane ------------------------------------------
 
+#ifndef MMA_GEMM_NO_KERNELS   // a file that includes this one for its helpers can leave the kernels out
 extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel6(
     void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,
     int M, int N, int K, int lda, int ldb, float alpha, int c_half)
@@ -591,3 +607,4 @@ MMA10_KERNEL(mma_gemm_kernel10_nn, false, false)
 MMA10_KERNEL(mma_gemm_kernel10_tn, true, false)
 MMA10_KERNEL(mma_gemm_kernel10_nt, false, true)
 MMA10_KERNEL(mma_gemm_kernel10_tt, true, true)
+#endif

@@ -233,9 +233,10 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     if out_dtype == np.float32 and version not in (3, *TENSOR_VERSIONS):
         raise ValueError("a float32 output is available with versions 3 (tiled) and 4-10 (tensor cores) only")
     if version in MMA_GEMMS and version != MMA_LAYOUTS_VERSION and (transpose_a or transpose_b):
-        which = " and ".join(name for name, t in (("transpose_a", transpose_a), ("transpose_b", transpose_b)) if t)
+        which = ("transpose_a and transpose_b were" if transpose_a and transpose_b
+                 else "transpose_a was" if transpose_a else "transpose_b was")
         raise ValueError(f"version {version} multiplies the plain layout only (its kernel stages a as M x K and b "
-                         f"as K x N), but {which} was asked for: use version {MMA_LAYOUTS_VERSION}, which reads "
+                         f"as K x N), but {which} asked for: use version {MMA_LAYOUTS_VERSION}, which reads "
                          "either operand transposed without a copy")
     a = _device(a, "a", np.float16, ndim=2)
     b = _device(b, "b", np.float16, ndim=2)

@@ -3,6 +3,9 @@ float16 inputs: every rung at sizes that are and are not multiples of its tiles,
 rows that take the 16-byte copies and rows that do not (K = 37, a base pointer 2 bytes off), empty products;
 every layout for version 10; a rerun gives the same bits; small integers, whose sums FP32 holds exactly, give
 the exact product; the refusals say what to use instead."""
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -173,6 +176,19 @@ def test_the_barriers_hold_in_any_thread_order(schedule, version):
     assert_close_to_exact(got, a, b, 1.0, np.float32)
 
 
+@pytest.mark.skipif(not backend.is_emulator, reason="racecheck without a GPU is the emulator's")
+@pytest.mark.parametrize("version", MMA_VERSIONS)
+def test_racecheck_finds_no_hazard(version):
+    # Two warps touching one shared address with no barrier between (a slice refilled while a warp still reads
+    # it); a thread order that hides it from the values does not hide it from racecheck. (Its shadow does not
+    # see cp.async's copies yet, so for versions 9 and 10 it checks the ldmatrix reads and the element path.)
+    a, b = operands(64, 48, 100, seed=14)   # K = 100: four slices, and rows of 100 halves: version 9 and 10's
+    with gpuedu.racecheck() as rc:          # copies through registers too
+        got = fp16.matmul(a, b, out_dtype=np.float32, version=version).get()
+    assert rc.hazards == []
+    assert_close_to_exact(got, a, b, 1.0, np.float32)
+
+
 @pytest.mark.parametrize("version", [6, 7, 8, 9])
 @pytest.mark.parametrize("transpose_a, transpose_b, named", [(True, False, "transpose_a was"),
                                                              (False, True, "transpose_b was"),
@@ -230,3 +246,106 @@ def test_the_pipelined_rungs_need_their_shared_memory_limit_raised(version):
     f.set_attribute(backend.driver.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
     f(*args, block=(threads, 1, 1), grid=(1, 1), shared=shared)
     assert_close_to_exact(c.get(), a, b, 1.0, np.float32)
+
+
+# ---- the shared layouts: bank arithmetic on the offsets mma_gemm.cu's own functions compute ---------------
+# (The emulator runs ldmatrix and cp.async as the warp's or the copy's whole, outside the counters, so their bank
+# conflicts are not counted; the addresses are what decides them, and these are the kernel's.)
+OFFSETS_SRC = r'''
+#define MMA_GEMM_NO_KERNELS
+#include "mma_gemm.cu"
+
+// One tile layout: the offset (halves) of the row each lane gives ldmatrix, for every fragment of the tile
+// (a_fragment_row / b_fragment_row, then tile_offset), then where each 16-byte chunk of the tile is stored,
+// in the order the block's threads copy them (chunk i by thread i % THREADS).
+template <bool IS_A, bool TRANS, int ROWS, int COLS, bool SWIZZLED>
+__device__ void tile_offsets(int* out)
+{
+    int n = 0;
+    for (int p = 0; p < (TRANS ? COLS : ROWS); p += MMA_M)         // op(A)'s m, or op(B)'s k
+        for (int q = 0; q < (TRANS ? ROWS : COLS); q += MMA_K)     // op(A)'s k, or op(B)'s n (two fragments)
+            for (int lane = 0; lane < 32; ++lane) {
+                int2 at = IS_A ? a_fragment_row<TRANS>(p, q, lane) : b_fragment_row<TRANS>(p, q, lane);
+                out[n++] = tile_offset<COLS, SWIZZLED>(at.x, at.y);
+            }
+    for (int chunk = 0; chunk < ROWS * COLS / 8; ++chunk)
+        out[n++] = tile_offset<COLS, SWIZZLED>(chunk / (COLS / 8), 8 * (chunk % (COLS / 8)));
+}
+
+extern "C" __global__ void mma_tile_offsets(int* out, int layout)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    switch (layout) {
+        case 0: tile_offsets<true, false, MMA_BM, MMA_BK, true>(out); break;       // As[m][k], v8-v10
+        case 1: tile_offsets<true, true, MMA10_BK, MMA10_BM, true>(out); break;    // As[k][m], v10
+        case 2: tile_offsets<false, false, MMA_BK, MMA_BN, true>(out); break;      // Bs[k][n], v8-v9
+        case 3: tile_offsets<false, false, MMA10_BK, MMA10_BN, true>(out); break;  // Bs[k][n], v10
+        case 4: tile_offsets<false, true, MMA10_BN, MMA10_BK, true>(out); break;   // Bs[n][k], v10
+        case 5: tile_offsets<true, false, MMA_BM, MMA_BK, false>(out); break;      // As[m][k], v7
+        case 6: tile_offsets<false, false, MMA_BK, MMA_BN, false>(out); break;     // Bs[k][n], v7
+    }
+}
+'''
+
+
+def _define(macro):
+    from gpuedu import kernels
+    return kernels.define("mma_gemm", macro)
+
+
+# layout -> (name, rows and columns of the stored tile, fragments' rows are 16-byte reads: ldmatrix's worst
+# n-way bank conflict as mma_gemm.cu's header states it)
+TILE_LAYOUTS = {
+    0: ("As[m][k], swizzled", ("MMA_BM", "MMA_BK"), 1), 1: ("As[k][m], swizzled", ("MMA10_BK", "MMA10_BM"), 1),
+    2: ("Bs[k][n] 128 wide, swizzled", ("MMA_BK", "MMA_BN"), 1),
+    3: ("Bs[k][n] 256 wide, swizzled", ("MMA10_BK", "MMA10_BN"), 1),
+    4: ("Bs[n][k], swizzled", ("MMA10_BN", "MMA10_BK"), 1),
+    5: ("As[m][k], plain (version 7)", ("MMA_BM", "MMA_BK"), 4), 6: ("Bs[k][n], plain (version 7)", ("MMA_BK", "MMA_BN"), 8),
+}
+
+
+def _worst_way(rows):
+    """The most 16-byte rows of one access that fall in the same 4 banks (a 128-byte line holds 8 such places)."""
+    return max(np.unique((2 * np.asarray(r) // 16) % 8, return_counts=True)[1].max() for r in rows)
+
+
+@pytest.fixture(scope="module")
+def tile_offsets():
+    from pycuda.compiler import SourceModule
+    from gpuedu import kernels
+    f = SourceModule(OFFSETS_SRC, no_extern_c=True, include_dirs=[kernels.DIR]).get_function("mma_tile_offsets")
+    found = {}
+    for layout, (_, (rows, cols), _) in TILE_LAYOUTS.items():
+        rows, cols = _define(rows), _define(cols)
+        fragments = (rows // 16) * (cols // 16) * 32
+        out = ga.to_gpu(np.full(fragments + rows * cols // 8, -1, np.int32))
+        f(out.gpudata, np.int32(layout), block=(1, 1, 1), grid=(1, 1))
+        host = out.get()
+        found[layout] = (rows, cols, host[:fragments].reshape(-1, 32), host[fragments:])
+    return found
+
+
+@pytest.mark.parametrize("layout", sorted(TILE_LAYOUTS))
+def test_ldmatrix_reads_and_tile_copies_are_free_of_bank_conflicts_once_swizzled(tile_offsets, layout):
+    name, _, ldmatrix_way = TILE_LAYOUTS[layout]
+    rows, cols, fragments, chunks = tile_offsets[layout]
+    # every chunk of the tile has a place of its own, in its own row, 16-byte aligned
+    assert sorted(chunks) == list(range(0, rows * cols, 8)), name
+    assert np.array_equal(chunks // cols, np.arange(len(chunks)) // (cols // 8)), name
+    assert np.all(fragments % 8 == 0) and np.all(np.isin(fragments, chunks)), name
+    # ldmatrix.x4: 4 matrices, each 8 rows (lanes 8j .. 8j+7) read together
+    assert _worst_way(fragments.reshape(-1, 8)) == ldmatrix_way, name
+    # the copies that fill the tile: 16 bytes a thread, 8 consecutive threads' chunks written together
+    assert _worst_way(chunks.reshape(-1, 8)) == 1, name
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+@pytest.mark.nvcc
+def test_the_offsets_kernel_is_cuda(tmp_path):
+    from gpuedu import kernels
+    path = tmp_path / "offsets.cu"
+    path.write_text(OFFSETS_SRC)
+    for arch in ("sm_80", "sm_90"):
+        proc = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-I", kernels.DIR, "-o", str(tmp_path / "o.cubin"),
+                               str(path)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
