@@ -59,11 +59,13 @@
 // version 7 (mma_gemm_kernel7): + ldmatrix.
 //   One ldmatrix.x4 per A fragment (4 registers), one ldmatrix.x4.trans per pair of B fragments
 //   (.trans turns B's [k][n] rows into the "col" fragment: no pack, no 16-bit loads): 6 instructions
-//   per 16-wide step of K where version 6 issued 32 loads.  The tiles are laid out as before, so
-//   each 8-row matrix still lands on the same banks: ldmatrix's reads of A are 4-way conflicts,
-//   B's 8-way (B's rows, 256 bytes apart, all start in bank 0).
+//   per 16-wide step of K where version 6 issued 48 loads (16 of 32 bits for A, 32 of 16 bits for
+//   B).  The tiles are laid out as before, so each 8-row matrix still lands on the same banks:
+//   ldmatrix's reads of A are 4-way conflicts, B's 8-way (B's rows, 256 bytes apart, all start in
+//   bank 0).
 //
-// version 8 (mma_gemm_kernel8): + an XOR-swizzled shared layout: 0 bank conflicts.
+// version 8 (mma_gemm_kernel8): + an XOR-swizzled shared layout: 0 bank conflicts (tests/nn/
+//   test_mma_gemm.py checks it on the offsets these functions compute, for every tile here).
 //   Shared memory has 32 banks of 4 bytes: 128 consecutive bytes, 8 chunks of 16 bytes, touch each
 //   bank once.  An ldmatrix reads one 16-byte chunk from each of 8 rows; a copy into the tile writes
 //   8 consecutive chunks of a row per quarter of the warp.  The swizzle stores chunk c of row r at
@@ -89,9 +91,9 @@
 //       rows 4, 5 (key 2)     4.2  4.3  4.0  4.1 | 5.2  5.3  5.0  5.1
 //       rows 6, 7 (key 3)     6.3  6.2  6.1  6.0 | 7.3  7.2  7.1  7.0
 //
-//   Nothing else changes: the swizzle costs an XOR per address and no memory (padding the rows,
-//   as wmma_gemm.cu does, costs memory and cannot make ldmatrix's and the copies' patterns both
-//   conflict-free for every tile shape).
+//   Nothing else changes: the swizzle costs an XOR per address and no memory.  (Padding each row
+//   by 16 bytes, as wmma_gemm.cu does, costs memory, and rows of 4 chunks then lie 5 chunks apart:
+//   the 8 chunks a quarter-warp copies, two rows' worth, meet in one place of the line, 2-way.)
 //
 // version 9 (mma_gemm_kernel9): + a multi-stage cp.async pipeline.
 //   MMA_STAGES = 4 slices of A and B live in shared memory (64 KB, dynamic: above the default 48 KB,
@@ -118,10 +120,12 @@
 // Sizes: blockDim (256, 1, 1); grid (ceil(N / 128), ceil(M / 128)) for versions 6-9,
 // (ceil(N / 256), ceil(M / 128)) for version 10.  Shared memory: versions 6-8 16 KB, static;
 // version 9 MMA_STAGES x 16 KB and version 10 MMA10_STAGES x 24 KB, dynamic (MMA_SHARED_BYTES).
+// nvcc -Xptxas -v for sm_90: 103, 104, 122 and 126 registers (versions 6-9), 210-225 (version 10's
+// four layouts), no spills: two blocks per SM for versions 6-9, one for version 10.
 #include <cuda_fp16.h>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "mma_gemm.cu needs sm_80 or later (mma.sync.m16n8k16 with FP32 sums, cp.async); on an older GPU use wmma_gemm.cu (ops.fp16.matmul versions 4 and 5)"
+#error "mma_gemm.cu needs sm_80 or later (mma.sync m16n8k16, cp.async): on an older GPU use wmma_gemm.cu"
 #endif
 
 #define MMA_M 16                           // one mma.sync: a 16 x 8 tile of C, 16 deep in K

@@ -37,7 +37,8 @@ def assert_close_to_exact(got, a, b, alpha, out_dtype):
     bound = 4 * fp16.matmul_tolerance(a, b, alpha=alpha, out_dtype=out_dtype)
     assert got.dtype == np.dtype(out_dtype) and got.shape == exact.shape
     excess = np.abs(got.astype(np.float64) - exact) - bound
-    assert np.all(excess <= 0), f"worst excess over the bound {excess.max():.3g} at {np.unravel_index(excess.argmax(), excess.shape)}"
+    worst = np.unravel_index(excess.argmax(), excess.shape)
+    assert np.all(excess <= 0), f"worst excess over the bound {excess.max():.3g} at {worst}"
 
 
 def test_the_ladder_lists_the_ptx_rungs_as_tensor_core_versions():
@@ -300,7 +301,8 @@ TILE_LAYOUTS = {
     2: ("Bs[k][n] 128 wide, swizzled", ("MMA_BK", "MMA_BN"), 1),
     3: ("Bs[k][n] 256 wide, swizzled", ("MMA10_BK", "MMA10_BN"), 1),
     4: ("Bs[n][k], swizzled", ("MMA10_BN", "MMA10_BK"), 1),
-    5: ("As[m][k], plain (version 7)", ("MMA_BM", "MMA_BK"), 4), 6: ("Bs[k][n], plain (version 7)", ("MMA_BK", "MMA_BN"), 8),
+    5: ("As[m][k], plain (version 7)", ("MMA_BM", "MMA_BK"), 4),
+    6: ("Bs[k][n], plain (version 7)", ("MMA_BK", "MMA_BN"), 8),
 }
 
 
