@@ -210,8 +210,8 @@ class HalfDense:
 
     ``gemm_version`` picks the three GEMMs' kernel (a version of ``ops.fp16.matmul``,
     ``ops.fp16.GEMM_VERSIONS``; each takes every layout but 6-9, which take the plain one only). None (the
-    default): ``ops.fp16.tensor_gemm_version()``, the fastest the device runs: 10 (tensor cores in PTX, a
-    64x64 warp tile) from sm_80 on, 4 (WMMA) before; 3 is the tiled CUDA-core one of ``fp16_gemm.cu``.
+    default): ``ops.fp16.tensor_gemm_version()``, the top tensor-core rung the device runs: 10 (tensor cores
+    in PTX, a 64x64 warp tile) from sm_80 on, 4 (WMMA) before; 3 is the tiled CUDA-core one of ``fp16_gemm.cu``.
     ``stream``: the stream its kernels go to (None: the default stream).
     """
 

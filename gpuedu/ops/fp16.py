@@ -58,7 +58,6 @@ WMMA_PIPELINED = {v: ((_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN")), _pipelined_shared_
 WMMA_PIPELINED_THREADS = (_wmma("V2_THREADS"), 1, 1)   # versions 2 and 3 alike: 8 warps
 
 
-
 def _mma(macro):
     return kernels.define("mma_gemm", macro)
 
@@ -221,8 +220,9 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     128x256 tiles (more reuse per fragment, more work wasted on the edges of small matrices).
     Versions 6-10 (mma_gemm.cu, sm_80 and later) program the tensor cores in PTX, one idea per rung:
     ``mma.sync`` (6), ``ldmatrix`` (7), a swizzled shared layout (8), a ``cp.async`` pipeline (9), a
-    64x64 warp tile (10, the fastest, which ``nn.amp`` uses). 6-9 take the plain layout only; 10 takes
-    every ``transpose_a`` / ``transpose_b``. Every version takes any M, N, K.
+    64x64 warp tile (10, the top rung, which ``nn.amp`` uses; its speed against cuBLAS waits for a GPU
+    measurement). 6-9 take the plain layout only; 10 takes every ``transpose_a`` / ``transpose_b``.
+    Every version takes any M, N, K.
     """
     if isinstance(version, bool) or version not in GEMM_VERSIONS:
         raise ValueError(f"unknown GEMM version {version!r}; the versions are numbers: "
@@ -350,8 +350,8 @@ def _require_sm80(version):
 
 
 def tensor_gemm_version():
-    """The fastest ``matmul`` version the active device runs: 10 from sm_80 on (the emulator is an sm_80),
-    4 (WMMA) on an older GPU."""
+    """The top tensor-core rung of ``matmul`` the active device runs: 10 from sm_80 on (the emulator is an
+    sm_80), 4 (WMMA) on an older GPU, which lacks mma_gemm.cu's instructions."""
     try:
         _require_sm80(MMA_LAYOUTS_VERSION)
     except ValueError:
