@@ -53,6 +53,9 @@ def test_function_source_returns_one_whole_function_with_its_comment():
     assert text.startswith('extern "C" __global__ void reduce_kernel3(')
     assert text.rstrip().endswith("}") and "reduce_kernel4" not in text
     assert text.count("{") == text.count("}")
+    bounded = kernels.function_source("mma_gemm", "mma_gemm_kernel6")   # declared with __launch_bounds__
+    assert "__launch_bounds__(MMA_THREADS) mma_gemm_kernel6(" in bounded and bounded.startswith("//")
+    assert "mma_gemm_kernel7" not in bounded and bounded.count("{") == bounded.count("}")
     helper = kernels.function_source("common.cuh", "warp_reduce_sum")
     assert helper.startswith("//") and "__shfl_down_sync" in helper
     with pytest.raises(KeyError, match="no function 'nope' in reduction.cu"):

@@ -406,8 +406,10 @@ __device__ __forceinline__ bool chunks_aligned(const __half* p, int ld)
 
 
 // ---- version 6: mma.sync, fragments loaded lane by lane ------------------------------------------
-
 #ifndef MMA_GEMM_NO_KERNELS   // a file that includes this one for its helpers can leave the kernels out
+
+// Version 6: one mma.sync per 16 x 8 x 16 tile, its fragments read by each lane from the places the
+// PTX ISA's layout gives it (a[] by 32-bit loads, b[] by 16-bit loads packed in pairs); one stage.
 extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel6(
     void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,
     int M, int N, int K, int lda, int ldb, float alpha, int c_half)
@@ -461,6 +463,8 @@ extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel6(
 
 // ---- versions 7 and 8: ldmatrix; then the swizzled layout ----------------------------------------
 
+// Versions 7 (SWIZZLED false) and 8 (true): version 6 with each fragment loaded by one ldmatrix.x4 for
+// the warp (load_a_fragment, load_b_fragments), from tiles stored plainly or swizzled (tile_offset).
 template <bool SWIZZLED>
 __device__ __forceinline__ void mma_gemm_staged(void* __restrict__ C, const __half* __restrict__ A,
                                                 const __half* __restrict__ B, int M, int N, int K, int lda,
@@ -500,6 +504,7 @@ __device__ __forceinline__ void mma_gemm_staged(void* __restrict__ C, const __ha
     store_accumulators<FM, FN>(C, acc, M, N, m0 + wm, n0 + wn, lane, alpha, c_half);
 }
 
+// Version 7: + ldmatrix.
 extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel7(
     void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,
     int M, int N, int K, int lda, int ldb, float alpha, int c_half)
@@ -507,6 +512,7 @@ extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel7(
     mma_gemm_staged<false>(C, A, B, M, N, K, lda, ldb, alpha, c_half);
 }
 
+// Version 8: + the swizzled layout, with no bank conflicts.
 extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel8(
     void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,
     int M, int N, int K, int lda, int ldb, float alpha, int c_half)
@@ -590,6 +596,7 @@ __device__ __forceinline__ void mma_gemm_pipelined(void* __restrict__ C, const _
     store_accumulators<FM, FN>(C, acc, M, N, m0 + wm, n0 + wn, lane, alpha, c_half);
 }
 
+// Version 9: + the cp.async pipeline, MMA_STAGES slices deep, on version 8's tiles and warp tiles.
 extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel9(
     void* __restrict__ C, const __half* __restrict__ A, const __half* __restrict__ B,
     int M, int N, int K, int lda, int ldb, float alpha, int c_half)
