@@ -1,6 +1,7 @@
-"""The warp-tiled GEMMs and the float4 reduction on a real GPU, at the sizes the benchmarks time (the `gpu`
-tier; skipped with the reason elsewhere). The CPU tier checks the same kernels on small ragged shapes;
-here the full grids run in parallel on real hardware, with real float4 alignment and real FMA rounding."""
+"""The warp-tiled GEMMs, the PTX tensor-core GEMMs and the float4 reduction on a real GPU, at the sizes the
+benchmarks time (the `gpu` tier; skipped with the reason elsewhere). The CPU tier checks the same kernels on small
+ragged shapes; here the full grids run in parallel on real hardware, with real float4 alignment and real FMA
+rounding."""
 import numpy as np
 import pytest
 
@@ -56,3 +57,21 @@ def test_reduce_sum_float4_versions_on_a_large_unaligned_view(gpu_context):
             workspace = ops.reduce_workspace(x.size, version)
             got = ops.reduce_sum(x, version=version, out=out, workspace=workspace).get()[0]
             assert got == host[start:].astype(np.float64).sum(), f"v{version} start={start}"
+
+
+@pytest.mark.parametrize("version", [6, 7, 8, 9, 10])
+def test_ptx_tensor_core_gemms_at_benchmark_size(gpu_context, version):
+    """ops.fp16.matmul's versions 6-10 (mma_gemm.cu) on full grids: 1024^3, and a ragged shape whose rows are a
+    multiple of 8 halves (the cp.async path) or not (K = 517: element by element); version 10 in every layout."""
+    from gpuedu.ops import fp16
+    rng = np.random.default_rng(version)
+    layouts = [(False, False), (True, False), (False, True), (True, True)] if version == 10 else [(False, False)]
+    for M, N, K in [(1024, 1024, 1024), (1000, 1032, 520), (1000, 1030, 517)]:
+        a = rng.standard_normal((M, K)).astype(np.float16)
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        want = fp16.matmul_reference(a, b, out_dtype=np.float64)
+        bound = 4 * fp16.matmul_tolerance(a, b, out_dtype=np.float32)   # tensor cores may truncate when aligning
+        for ta, tb in layouts:
+            got = fp16.matmul(np.ascontiguousarray(a.T) if ta else a, np.ascontiguousarray(b.T) if tb else b,
+                              transpose_a=ta, transpose_b=tb, out_dtype=np.float32, version=version).get()
+            assert np.all(np.abs(got - want) <= bound), f"version {version} {M}x{N}x{K} transposes {ta, tb}"

@@ -53,6 +53,9 @@ def test_function_source_returns_one_whole_function_with_its_comment():
     assert text.startswith('extern "C" __global__ void reduce_kernel3(')
     assert text.rstrip().endswith("}") and "reduce_kernel4" not in text
     assert text.count("{") == text.count("}")
+    bounded = kernels.function_source("mma_gemm", "mma_gemm_kernel6")   # declared with __launch_bounds__
+    assert "__launch_bounds__(MMA_THREADS) mma_gemm_kernel6(" in bounded and bounded.startswith("//")
+    assert "mma_gemm_kernel7" not in bounded and bounded.count("{") == bounded.count("}")
     helper = kernels.function_source("common.cuh", "warp_reduce_sum")
     assert helper.startswith("//") and "__shfl_down_sync" in helper
     with pytest.raises(KeyError, match="no function 'nope' in reduction.cu"):
@@ -238,7 +241,8 @@ def test_every_prepared_signature_matches_its_kernel():
     assert package_calls >= 45, f"only {package_calls} launch signatures found: has the launchers' form changed?"
     for kernel in ("conv_kernel1", "conv_kernel2", "conv_im2col", "conv_backward_filter", "maxpool_backward",
                    "wmma_gemm_kernel2_tn", "wmma_gemm_kernel3_tt", "dense_forward_64x16", "gemm_nt_32x32",
-                   "softmax_xent", "adam_update_multi", "update_loss_scale", "softmax_xent_half", "hgemm_tiled"):
+                   "softmax_xent", "adam_update_multi", "update_loss_scale", "softmax_xent_half", "hgemm_tiled",
+                   "mma_gemm_kernel6", "mma_gemm_kernel9", "mma_gemm_kernel10_nn", "mma_gemm_kernel10_tt"):
         assert kernel in seen, f"no launcher of {kernel} was seen"
 
 
@@ -302,6 +306,9 @@ def kernel_constants():
         bm, bn, bk = (literal("wmma_gemm", f"V{v}_{m}") for m in ("BM", "BN", "BK"))
         halves = [max(w * (bk + v2["V2_PAD"]), bk * (w + v2["V2_PAD"])) for w in (bm, bn)]
         return literal("wmma_gemm", f"V{v}_STAGES") * sum(halves) * 2
+    def mma(prefix, stages):   # mma_gemm.cu: (tile, threads, MMA_SHARED_BYTES or 0 for a static slice)
+        bm, bn, bk, wm, wn = (literal("mma_gemm", f"{prefix}_{m}") for m in ("BM", "BN", "BK", "WARPS_M", "WARPS_N"))
+        return (bm, bn), 32 * wm * wn, (literal("mma_gemm", stages) * (bm * bk + bk * bn) * 2 if stages else 0)
     return {
         "copy_transpose.TILE": (copy_transpose.TILE, literal("copy_transpose", "TILE")),
         "copy_transpose.BLOCK_ROWS": (copy_transpose.BLOCK_ROWS, literal("copy_transpose", "BLOCK_ROWS")),
@@ -327,6 +334,8 @@ def kernel_constants():
                 shared(v), 32 * literal("wmma_gemm", f"V{v}_WARPS_M") * literal("wmma_gemm", f"V{v}_WARPS_N"))
             for v in (2, 3)}),
         "fp16.WMMA_PIPELINED_THREADS": (fp16.WMMA_PIPELINED_THREADS, (32 * v2["V2_WARPS_M"] * v2["V2_WARPS_N"], 1, 1)),
+        "fp16.MMA_GEMMS": (fp16.MMA_GEMMS, {6: mma("MMA", None), 7: mma("MMA", None), 8: mma("MMA", None),
+                                            9: mma("MMA", "MMA_STAGES"), 10: mma("MMA10", "MMA10_STAGES")}),
         "dense.GEMM_TILES": (dense.GEMM_TILES, tuple((n, *tile(f"Tile{n}")[:2], tile(f"Tile{n}")[3])
                                                      for n in ("128x128", "64x64", "32x32"))),
         "dense.NARROW_TILE": (dense.NARROW_TILE, ("64x16", *tile("Tile64x16")[:2], tile("Tile64x16")[3])),
@@ -353,6 +362,7 @@ def test_every_constant_python_takes_from_a_kernel_matches_its_source():
     # the values the launchers used when they were written out by hand: reading them changed no launch
     from gpuedu.ops import fp16
     assert fp16.WMMA_PIPELINED == {2: ((128, 128), 61440, 256), 3: ((128, 256), 92160, 256)}
+    assert fp16.MMA_GEMMS[9] == ((128, 128), 256, 65536) and fp16.MMA_GEMMS[10] == ((128, 256), 256, 98304)
     assert constants["gemm.TILE7"][0] == dict(BM=128, BN=128, BK=16, THREADS=256)
     assert [t[1:] for t in constants["dense.GEMM_TILES"][0]] == [(128, 128, 256), (64, 64, 128), (32, 32, 64)]
 

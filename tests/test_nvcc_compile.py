@@ -1,7 +1,9 @@
 """Everything the emulator accepts must be real CUDA: compile every kernel with nvcc.
 
-- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90; attention.cu's tensor-core
-  kernels (sm_80 instructions) also for sm_80 at each head size they take, their PTX read for the instructions;
+- every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90, or for sm_80 and sm_90 where
+  its instructions need sm_80 (``SM80_FILES``: such a file says so with an ``#error`` below sm_80);
+  attention.cu's tensor-core kernels (sm_80 instructions) also for sm_80 at each head size they take, their
+  PTX read for the instructions;
 - every kernel source embedded in a lesson's code cells: a triple-quoted string that contains
   ``__global__``, wrapped in ``extern "C" { ... }`` unless it says ``extern "C"`` itself, as
   PyCUDA's ``SourceModule`` does. Such sources must be complete, literal CUDA (sizes through
@@ -29,6 +31,9 @@ pytestmark = pytest.mark.nvcc
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LESSONS = os.path.join(ROOT, "lessons")
 ARCHES = ("sm_75", "sm_90")
+# kernel files written in instructions that begin with sm_80 (mma.sync.m16n8k16 with FP32 sums, cp.async)
+SM80_FILES = {"mma_gemm"}
+SM80_ARCHES = ("sm_80", "sm_90")
 NVCC = shutil.which("nvcc")
 WORKERS = 4
 
@@ -95,7 +100,8 @@ def _as_pycuda_would_compile(src):
 def test_every_kernel_file_compiles():
     names = kernels.names()
     assert names, f"no .cu files found in {kernels.DIR}"
-    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in ARCHES]
+    assert SM80_FILES <= set(names), f"SM80_FILES names files that are not there: {SM80_FILES - set(names)}"
+    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in (SM80_ARCHES if n in SM80_FILES else ARCHES)]
     failures = _compile_all(jobs)
     assert not failures, "nvcc rejected:\n\n" + "\n\n".join(failures)
 
@@ -135,6 +141,13 @@ def test_the_tensor_core_attention_is_built_for_sm80_on_and_traps_before(tmp_pat
         if arch != "sm_75" and present != list(wanted):
             problems.append(f"{arch} HEAD_DIM={head_dim}: missing {sorted(set(wanted) - set(present))}")
     assert problems == [], "\n".join(problems)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(SM80_FILES))
+def test_an_sm80_file_says_what_to_use_on_an_older_gpu(name):
+    ok, message = _nvcc(kernels.path(name), "sm_75")
+    assert not ok and "needs sm_80 or later" in message and "wmma_gemm.cu" in message, message
 
 
 def test_extraction_finds_kernels_and_wraps_them(tmp_path):

@@ -157,7 +157,7 @@ def run(quick=False, only=None, out=None, repeats=None, log=print, command=None)
             "numpy_blas_threads": blas_threads,
         },
         "figures": bench.figure_list(),
-        "targets": targets.evaluate(bench.figures, on_gpu),
+        "targets": targets.evaluate(bench.figures, on_gpu, machine.get("device_name")),
         "notes": notes,
     }
     results_file.write(results, path)

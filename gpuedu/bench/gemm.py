@@ -88,7 +88,9 @@ def measure_matmul(run):
 # FP16 GEMMs: name -> (how to call gpuedu.ops.fp16, output dtype). The naive and tiled GEMMs
 # store FP16 and accumulate in FP32 on CUDA cores; wmma_gemm (version 1, the plain WMMA kernel) and
 # wmma_gemm_v2 / _v3 (the pipelined ones, 128x128 and 128x256 tiles, FP16 output like cuBLAS's here)
-# feed the tensor cores; the FP16 target (targets.py) takes the best of the three.
+# feed the tensor cores through WMMA; the WMMA target (targets.py) takes the best of the three.
+# mma_gemm_v6 .. _v10 are ops.fp16.matmul's versions 6-10 (mma_gemm.cu: the tensor cores in PTX, FP16
+# output); the FP16 GEMM target takes the best of them.
 FP16_GEMMS = {
     "hgemm_naive": (lambda f, a, b, c: f.matmul(a, b, out=c, version=2), np.float16),
     "hgemm_tiled": (lambda f, a, b, c: f.matmul(a, b, out=c, version=3), np.float16),
@@ -96,7 +98,11 @@ FP16_GEMMS = {
     "wmma_gemm_v2": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version=4), np.float16),
     "wmma_gemm_v3": (lambda f, a, b, c: f.matmul(a, b, out=c, out_dtype=np.float16, version=5),
                      np.float16),
+    **{f"mma_gemm_v{v}": (lambda f, a, b, c, v=v: f.matmul(a, b, out=c, out_dtype=np.float16, version=v), np.float16)
+       for v in (6, 7, 8, 9, 10)},
 }
+#: The figures of the PTX rungs, which the FP16 GEMM target (targets.py) takes the best of.
+MMA_FIGURES = tuple(name for name in FP16_GEMMS if name.startswith("mma_gemm_v"))
 
 
 def measure_fp16_gemm(run):

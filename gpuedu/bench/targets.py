@@ -4,9 +4,12 @@ Each target names a figure (or a rule that picks one, e.g. the best version of a
 quantity compared (the figure's headline ratio, or its median) and the goal. Its status is
 
     "met" / "missed"       measured here and compared with the goal
-    "not applicable"       the goal is about GPU hardware and this run is on the CPU emulator
+    "not applicable"       the goal is about GPU hardware and this run is on the CPU emulator, or on
+                           another GPU than the ones the goal is stated for (``DEVICES``)
     "unavailable"          the figure or its baseline could not be measured (reason given)
 """
+
+from .gemm import MMA_FIGURES
 
 NOT_APPLICABLE_CPU = "no GPU: the CPU emulator's speed says nothing about a GPU's"
 
@@ -24,15 +27,23 @@ TARGETS = [
      ("last_version", "reduce_sum_v", "copy_dtod"), "ratio", ">=", 0.85, True, None),
     ("fp16_wmma_vs_cublas", "best FP16 tensor-core (WMMA) GEMM >= 30% of cuBLAS FP16",
      ("best_of", ("wmma_gemm", "wmma_gemm_v2", "wmma_gemm_v3"), "cublas_hgemm"), "ratio", ">=", 0.30, True, None),
+    ("fp16_gemm_vs_cublas", "best FP16 GEMM (tensor cores in PTX, mma_gemm v6-v10) >= 60% of cuBLAS FP16 at "
+     "4096^3 on an H100 or H200",
+     ("best_of", MMA_FIGURES, "cublas_hgemm"), "ratio", ">=", 0.60, True, {"m": 4096, "n": 4096, "k": 4096}),
     ("mlp_step_b128_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 1.0x PyTorch eager samples/s at batch 128",
      ("figure", "mlp_step_b128", "torch_mlp_step_b128"), "ratio", ">=", 1.0, True, {"widths": MLP_WIDTHS}),
     ("mlp_step_b4096_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 0.8x PyTorch eager samples/s at batch 4096",
      ("figure", "mlp_step_b4096", "torch_mlp_step_b4096"), "ratio", ">=", 0.8, True, {"widths": MLP_WIDTHS}),
-    ("amp_step_vs_fp32", "mixed-precision step >= 1.5x gpuedu's FP32 step (width 4096, batch 512)",
-     ("figure", "amp_step", "fp32_step"), "ratio", ">=", 1.5, True, {"widths": [784, 4096, 4096, 10], "batch": 512}),
+    ("amp_step_vs_fp32", "mixed-precision step >= 2x gpuedu's FP32 step (width 4096, batch 512)",
+     ("figure", "amp_step", "fp32_step"), "ratio", ">=", 2.0, True, {"widths": [784, 4096, 4096, 10], "batch": 512}),
     ("prepared_call_overhead", "prepared_call <= 10 us a launch",
      ("figure", "launch_prepared_call", None), "median", "<=", 10.0, False, None),
 ]
+
+
+#: Targets stated for some GPUs only: name -> the words one of which the device's name must contain. Elsewhere the
+#: target is "not applicable" (another GPU's balance of tensor cores, memory and cuBLAS's kernels differs).
+DEVICES = {"fp16_gemm_vs_cublas": ("H100", "H200")}
 
 
 def _version_number(name, prefix):
@@ -73,8 +84,9 @@ def _pick(figures, rule):
     return max(with_ratio, key=lambda f: f["ratios"][baseline]), None
 
 
-def evaluate(figures, on_gpu):
-    """The status of every target for this run's ``figures`` (a dict name -> figure with ratios)."""
+def evaluate(figures, on_gpu, device=None):
+    """The status of every target for this run's ``figures`` (a dict name -> figure with ratios) on ``device``
+    (the GPU's name, as the machine record gives it; None: unknown)."""
     out = []
     for name, description, rule, metric, comparison, goal, gpu_only, required in TARGETS:
         baseline = rule[2]
@@ -86,8 +98,12 @@ def evaluate(figures, on_gpu):
             entry["figure"] = figure["name"]
             if figure["status"] == "ok":
                 entry["value"] = figure["ratios"].get(baseline) if metric == "ratio" else figure["median"]
+        devices = DEVICES.get(name)
         if gpu_only and not on_gpu:
             entry["status"], entry["reason"] = "not applicable", NOT_APPLICABLE_CPU
+        elif devices and not any(d in (device or "") for d in devices):
+            entry["status"], entry["reason"] = "not applicable", (
+                f"the goal is stated for the {' and '.join(devices)}; this run's GPU is {device or 'unknown'}")
         elif figure is None:
             entry["status"], entry["reason"] = "unavailable", why
         elif figure["status"] != "ok":

@@ -179,7 +179,8 @@ def function_source(name, function):
     lines = text.splitlines()
     start = None
     for i, line in enumerate(lines):
-        head = line.split("(")[0].split()
+        # the name is the word before the parameters' "(" (a __launch_bounds__(...) before it is skipped)
+        head = re.sub(r"__launch_bounds__\s*\([^)]*\)", "", line).split("(")[0].split()
         if line and not line[0].isspace() and head and head[-1] == function and "(" in line:
             start = i
             break

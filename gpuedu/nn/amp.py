@@ -6,8 +6,10 @@ The recipe (what deep-learning frameworks call automatic mixed precision):
 
 1. Weights and activations are stored in FP16 (half the bytes to move; tensor cores take FP16).
 2. Every GEMM sums its products in FP32: summing in FP16 loses the small terms.  The layers' GEMMs
-   run on tensor cores (``wmma_gemm.cu`` version 2, through ``ops.fp16.matmul(version=4)``);
-   the CUDA-core ones of ``fp16_gemm.cu`` remain a choice (``gemm_version=3``, the tiled one).
+   run on tensor cores (``mma_gemm.cu``'s version 10 in PTX, through ``ops.fp16.matmul(version=10)``: every
+   layout, so dW = X^T dZ and dX = dZ W^T need no transposed copy; on a GPU older than sm_80, WMMA's
+   ``version=4``); any other version of ``ops.fp16.GEMM_VERSIONS`` remains a choice (``gemm_version=3``,
+   the tiled CUDA-core one of ``fp16_gemm.cu``).
 3. The optimizer keeps FP32 *master* weights and updates them; the FP16 copy used by the forward and
    backward passes is re-rounded from the master after every step.  An update lr*g is often smaller
    than half an FP16 ulp of the weight and would vanish if applied to the FP16 copy.
@@ -207,18 +209,26 @@ class HalfDense:
     ``LossScaler.unscale_on_device`` turns them into the masters' FP32 ``.grad``.
 
     ``gemm_version`` picks the three GEMMs' kernel (a version of ``ops.fp16.matmul``,
-    ``ops.fp16.GEMM_VERSIONS``): 4, the pipelined tensor-core GEMM, by default; 3 the tiled CUDA-core one of ``fp16_gemm.cu``.
+    ``ops.fp16.GEMM_VERSIONS``; each takes every layout but 6-9, which take the plain one only). None (the
+    default): ``ops.fp16.tensor_gemm_version()``, the top tensor-core rung the device runs: 10 (tensor cores
+    in PTX, a 64x64 warp tile) from sm_80 on, 4 (WMMA) before; 3 is the tiled CUDA-core one of ``fp16_gemm.cu``.
     ``stream``: the stream its kernels go to (None: the default stream).
     """
 
-    def __init__(self, dense, gemm_version=4):
+    def __init__(self, dense, gemm_version=None):
         if not isinstance(dense, Dense):
             raise TypeError(f"HalfDense is built from a gpuedu.nn.Dense, got {type(dense).__name__}")
         if dense.activation not in (None, "relu"):
             raise ValueError(f"HalfDense supports activation 'relu' or None, not {dense.activation!r}")
+        if gemm_version is None:
+            gemm_version = fp16.tensor_gemm_version()
         if isinstance(gemm_version, bool) or gemm_version not in fp16.GEMM_VERSIONS:
             raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16.GEMM_VERSIONS))} "
                              f"(gpuedu.ops.fp16.GEMM_VERSIONS says what each is), got {gemm_version!r}")
+        if gemm_version in fp16.MMA_GEMMS and gemm_version != fp16.MMA_LAYOUTS_VERSION:
+            raise ValueError(f"gemm_version {gemm_version} multiplies the plain layout only, and a layer's backward "
+                             f"pass needs X^T dZ and dZ W^T: use {fp16.MMA_LAYOUTS_VERSION} (tensor cores in PTX, "
+                             "every layout), 4 or 5 (WMMA) or 3 (CUDA cores)")
         self.gemm_version = gemm_version
         self.in_features, self.out_features = dense.in_features, dense.out_features
         self.activation = dense.activation
@@ -299,7 +309,7 @@ class MixedPrecisionMLP(Sequential):
     kept per batch size); ``predict`` and ``accuracy`` convert the FP16 logits back to float32.
     """
 
-    def __init__(self, model, gemm_version=4):
+    def __init__(self, model, gemm_version=None):
         layers = getattr(model, "layers", None)
         if not layers or not all(isinstance(l, Dense) for l in layers):
             raise TypeError("MixedPrecisionMLP converts a Sequential of gpuedu.nn.Dense layers (as nn.mlp "

@@ -12,7 +12,7 @@ the top of its ``.cu`` file), the tile sizes it reads from that file, and its Nu
     attention       ops.attention.attention(q, k, v, heads=2, causal=True, version=3),   (attention.cu)
                     its backward (attention_backward)
     conv            ops.conv.conv2d(x, w, version=4), pooling, im2col, gradients         (conv2d.cu)
-    fp16            ops.fp16.matmul(a16, b16, version=4), conversions, half2 kernels     (fp16_*.cu, wmma_gemm.cu)
+    fp16            ops.fp16.matmul(a16, b16, version=10), conversions, half2 kernels    (fp16_*.cu, wmma_gemm.cu, mma_gemm.cu)
     dense, loss,    the kernels gpuedu.nn's layers, loss, optimizers and mixed-precision trainer launch
     optim, amp,     (nn_dense.cu, nn_activations.cu, nn_loss.cu, nn_optim.cu, fp16_amp.cu, nn_layernorm.cu)
     layernorm

@@ -4,10 +4,12 @@ launch), their ladders and their NumPy references. Introduced in lessons/07_mixe
 
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
 axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: ``wmma_matmul`` version 1 the plain
-WMMA kernel; versions 2 and 3 the pipelined ones, also ``matmul``'s versions 4 and 5).
+WMMA kernel; versions 2 and 3 the pipelined ones, also ``matmul``'s versions 4 and 5), ``mma_gemm.cu`` (tensor
+cores in inline PTX: ``mma.sync``, ``ldmatrix``, ``cp.async``; ``matmul``'s versions 6-10).
 
-Versions are numbers, as in every ladder of the course: ``matmul``'s are fp16_gemm.cu's versions 1-3 and then
-the tensor cores (4, 5: wmma_gemm.cu's ``wmma_gemm_kernel2_*`` and ``wmma_gemm_kernel3_*``).
+Versions are numbers, as in every ladder of the course: ``matmul``'s are fp16_gemm.cu's versions 1-3, then
+the tensor cores through WMMA (4, 5: wmma_gemm.cu's ``wmma_gemm_kernel2_*`` and ``wmma_gemm_kernel3_*``), then
+through PTX (6-10: mma_gemm.cu's ``mma_gemm_kernel6`` .. ``mma_gemm_kernel9`` and ``mma_gemm_kernel10_*``).
 References: ``to_half_reference``, ``axpy_reference``, ``matmul_reference``, ... at the end of this module.
 
 Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
@@ -55,16 +57,48 @@ WMMA_PIPELINED = {v: ((_wmma(f"V{v}_BM"), _wmma(f"V{v}_BN")), _pipelined_shared_
                   for v in (2, 3)}
 WMMA_PIPELINED_THREADS = (_wmma("V2_THREADS"), 1, 1)   # versions 2 and 3 alike: 8 warps
 
+
+def _mma(macro):
+    return kernels.define("mma_gemm", macro)
+
+
+def _mma_shared_bytes(bm, bn, bk, stages):
+    """mma_gemm.cu's MMA_SHARED_BYTES: stages x (A slice + B slice) halves x 2 bytes (the swizzle needs no
+    padding)."""
+    return stages * (bm * bk + bk * bn) * 2
+
+
+# mma_gemm.cu's versions (matmul's 6-10): version -> (C tile per block (rows, columns), threads per block,
+# bytes of dynamic shared memory). Versions 6-8 stage one slice in static shared memory (0 here); 9 and 10
+# keep MMA_STAGES and MMA10_STAGES slices, above the default 48 KB: the launcher raises the kernel's limit.
+_MMA_SMALL = (_mma("MMA_BM"), _mma("MMA_BN"))
+MMA_GEMMS = {
+    **{v: (_MMA_SMALL, _mma("MMA_THREADS"), 0) for v in (6, 7, 8)},
+    9: (_MMA_SMALL, _mma("MMA_THREADS"), _mma_shared_bytes(*_MMA_SMALL, _mma("MMA_BK"), _mma("MMA_STAGES"))),
+    10: ((_mma("MMA10_BM"), _mma("MMA10_BN")), _mma("MMA10_THREADS"),
+         _mma_shared_bytes(_mma("MMA10_BM"), _mma("MMA10_BN"), _mma("MMA10_BK"), _mma("MMA10_STAGES"))),
+}
+#: mma_gemm.cu's version that takes every layout (transpose_a, transpose_b); 6-9 take the plain one only.
+MMA_LAYOUTS_VERSION = 10
+
 #: ``matmul``'s ladder: version -> what it is. 1 and 2 are one thread per element of C (1 sums in FP16, to show
-#: why not), 3 adds shared-memory tiles, 4 and 5 are the tensor cores (wmma_gemm.cu's pipelined versions 2 and 3).
+#: why not), 3 adds shared-memory tiles, 4 and 5 are the tensor cores through WMMA (wmma_gemm.cu's pipelined
+#: versions 2 and 3), 6-10 through PTX (mma_gemm.cu), one idea per rung.
 GEMM_VERSIONS = {1: "FP16 running sums (hgemm_naive_half_accum)", 2: "FP32 sums (hgemm_naive)",
                  3: "shared-memory tiles, FP32 sums (hgemm_tiled)",
                  4: "tensor cores, 128x128 tiles pipelined with cp.async (wmma_gemm_kernel2)",
-                 5: "tensor cores, 128x256 tiles (wmma_gemm_kernel3)"}
+                 5: "tensor cores, 128x256 tiles (wmma_gemm_kernel3)",
+                 6: "mma.sync m16n8k16, fragments loaded lane by lane (mma_gemm_kernel6)",
+                 7: "+ ldmatrix (mma_gemm_kernel7)",
+                 8: "+ XOR-swizzled shared tiles, no bank conflicts (mma_gemm_kernel8)",
+                 9: f"+ a {_mma('MMA_STAGES')}-stage cp.async pipeline (mma_gemm_kernel9)",
+                 10: f"{MMA_GEMMS[10][0][0]}x{MMA_GEMMS[10][0][1]} tiles, "
+                     f"{MMA_GEMMS[10][0][0] // _mma('MMA10_WARPS_M')}x{MMA_GEMMS[10][0][1] // _mma('MMA10_WARPS_N')} "
+                     "per warp, every layout (mma_gemm_kernel10)"}
 _GEMM_KERNELS = {1: "hgemm_naive_half_accum", 2: "hgemm_naive"}
 _TENSOR = {4: 2, 5: 3}        # matmul version -> wmma_gemm.cu version
 #: ``matmul``'s versions that run on the tensor cores.
-TENSOR_VERSIONS = tuple(_TENSOR)
+TENSOR_VERSIONS = tuple(_TENSOR) + tuple(MMA_GEMMS)
 
 
 #: What to do with a device array of the wrong dtype: convert it on the device.
@@ -181,9 +215,14 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     FP16, to show why not); ``GEMM_VERSIONS`` lists the ladder.
 
     ``transpose_a=True`` multiplies by a's transpose without copying it (the kernel reads a with
-    swapped strides).  ``out_dtype`` float16 (default) or float32 (versions 3, 4 and 5).  ``version=4``:
+    swapped strides).  ``out_dtype`` float16 (default) or float32 (versions 3 and up).  ``version=4``:
     the tensor cores (wmma_gemm.cu version 2, 128x128 tiles pipelined with cp.async); ``version=5``:
     128x256 tiles (more reuse per fragment, more work wasted on the edges of small matrices).
+    Versions 6-10 (mma_gemm.cu, sm_80 and later) program the tensor cores in PTX, one idea per rung:
+    ``mma.sync`` (6), ``ldmatrix`` (7), a swizzled shared layout (8), a ``cp.async`` pipeline (9), a
+    64x64 warp tile (10, the top rung, which ``nn.amp`` uses; its speed against cuBLAS waits for a GPU
+    measurement). 6-9 take the plain layout only; 10 takes every ``transpose_a`` / ``transpose_b``.
+    Every version takes any M, N, K.
     """
     if isinstance(version, bool) or version not in GEMM_VERSIONS:
         raise ValueError(f"unknown GEMM version {version!r}; the versions are numbers: "
@@ -191,8 +230,14 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     out_dtype = np.dtype(out_dtype)
     if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
         raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype}")
-    if out_dtype == np.float32 and version not in (3, 4, 5):
-        raise ValueError("a float32 output is available with versions 3 (tiled), 4 and 5 (tensor cores) only")
+    if out_dtype == np.float32 and version not in (3, *TENSOR_VERSIONS):
+        raise ValueError("a float32 output is available with versions 3 (tiled) and 4-10 (tensor cores) only")
+    if version in MMA_GEMMS and version != MMA_LAYOUTS_VERSION and (transpose_a or transpose_b):
+        which = ("transpose_a and transpose_b were" if transpose_a and transpose_b
+                 else "transpose_a was" if transpose_a else "transpose_b was")
+        raise ValueError(f"version {version} multiplies the plain layout only (its kernel stages a as M x K and b "
+                         f"as K x N), but {which} asked for: use version {MMA_LAYOUTS_VERSION}, which reads "
+                         "either operand transposed without a copy")
     a = _device(a, "a", np.float16, ndim=2)
     b = _device(b, "b", np.float16, ndim=2)
     (m, k), (a_rs, a_cs) = _operand(a, "a", transpose_a)
@@ -202,6 +247,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     out = L.output(out, (m, n), out_dtype)
     if version in _TENSOR:
         return _wmma_pipelined(_TENSOR[version], a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream)
+    if version in MMA_GEMMS:
+        return _mma_gemm(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream)
     if version == 3:
         name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
         (tile_m, tile_n), block = GEMM_TILE, GEMM_THREADS
@@ -255,23 +302,92 @@ def _wmma_pipelined_function(version, transpose_a, transpose_b):
     return f
 
 
-def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream=None):
-    """Launch wmma_gemm.cu version 2 or 3 on checked device arrays: out = alpha * op(a) @ op(b)."""
+def _nothing_to_multiply(out, m, n, k, stream):
+    """True (with ``out`` already final) for an empty product: an empty C, or K = 0."""
     if m == 0 or n == 0:
-        return out   # nothing to write (and no grid of zero blocks to launch)
+        return True   # nothing to write (and no grid of zero blocks to launch)
     if k == 0:
         # a sum of no products (and a and b have no device memory to point at): zeros, by a memset on the
         # caller's stream, in order with the launches around it (fill has no float16 kernel in PyCUDA)
         L.zero(out, stream)
+        return True
+    return False
+
+
+def _tensor_args(out, a, b, m, n, k, alpha):
+    """wmma_gemm.cu's and mma_gemm.cu's arguments after the kernel: (C, A, B, M, N, K, lda, ldb, alpha, c_half)."""
+    c_half = out.dtype == np.float16
+    # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
+    return (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a.shape[1]), L.i32(b.shape[1]),
+            np.float32(alpha), L.i32(c_half))
+
+
+def _wmma_pipelined(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream=None):
+    """Launch wmma_gemm.cu version 2 or 3 on checked device arrays: out = alpha * op(a) @ op(b)."""
+    if _nothing_to_multiply(out, m, n, k, stream):
         return out
     (tile_m, tile_n), shared, threads = WMMA_PIPELINED[version]
     f = _wmma_pipelined_function(version, transpose_a, transpose_b)
     grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
-    c_half = out.dtype == np.float16
-    # leading dimensions: the stored rows' lengths (a is stored K x M when transposed)
-    args = (L.ptr(out), L.ptr(a), L.ptr(b), L.i32(m), L.i32(n), L.i32(k), L.i32(a.shape[1]), L.i32(b.shape[1]),
-            np.float32(alpha), L.i32(c_half))
-    L.launch(f, grid, (threads, 1, 1), args, stream, shared_size=shared)
+    L.launch(f, grid, (threads, 1, 1), _tensor_args(out, a, b, m, n, k, alpha), stream, shared_size=shared)
+    return out
+
+
+_capability = {}
+
+
+def _require_sm80(version):
+    """mma_gemm.cu's instructions (mma.sync.m16n8k16 with FP32 sums, cp.async) need compute capability 8.0:
+    refuse its versions on an older GPU before nvcc does, saying what to use instead."""
+    active = backend.active()
+    cc = _capability.get(active.name)
+    if cc is None:
+        cc = _capability[active.name] = tuple(active.driver.Context.get_device().compute_capability())
+    if cc < (8, 0):
+        raise ValueError(f"version {version} runs mma.sync.m16n8k16 and cp.async, which need a GPU of compute "
+                         f"capability 8.0 or later (sm_80: A100, RTX 30xx and newer), and this one is "
+                         f"sm_{cc[0]}{cc[1]}: use version 4 or 5 (WMMA), which run from sm_70")
+
+
+def tensor_gemm_version():
+    """The top tensor-core rung of ``matmul`` the active device runs: 10 from sm_80 on (the emulator is an
+    sm_80), 4 (WMMA) on an older GPU, which lacks mma_gemm.cu's instructions."""
+    try:
+        _require_sm80(MMA_LAYOUTS_VERSION)
+    except ValueError:
+        return 4
+    return MMA_LAYOUTS_VERSION
+
+
+def _mma_function(version, transpose_a, transpose_b):
+    """mma_gemm.cu's kernel of ``version`` (10: of the layout), prepared, with its dynamic shared memory
+    limit raised once where it needs more than the default 48 KB."""
+    _require_sm80(version)
+    if version == MMA_LAYOUTS_VERSION:
+        layout = ("t" if transpose_a else "n") + ("t" if transpose_b else "n")
+        f = L.kernel("mma_gemm", f"mma_gemm_kernel10_{layout}", "PPPiiiiifi")
+        name = f"mma_gemm_kernel10_{layout}"
+    else:
+        f = L.kernel("mma_gemm", f"mma_gemm_kernel{version}", "PPPiiiiifi")
+        name = f"mma_gemm_kernel{version}"
+    shared = MMA_GEMMS[version][2]
+    key = (backend.active().name, name)
+    if shared and key not in _shared_raised:
+        # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
+        drv = backend.active().driver
+        f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+        _shared_raised.add(key)
+    return f
+
+
+def _mma_gemm(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream=None):
+    """Launch mma_gemm.cu's version 6-10 on checked device arrays: out = alpha * op(a) @ op(b)."""
+    if _nothing_to_multiply(out, m, n, k, stream):
+        return out
+    (tile_m, tile_n), threads, shared = MMA_GEMMS[version]
+    f = _mma_function(version, transpose_a, transpose_b)
+    grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
+    L.launch(f, grid, (threads, 1, 1), _tensor_args(out, a, b, m, n, k, alpha), stream, shared_size=shared)
     return out
 
 

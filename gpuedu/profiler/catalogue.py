@@ -124,7 +124,9 @@ def course_families():
 
 #: The dense layer's GEMM tile counted: the one ``gemm_plan`` picks for a 4096 x 4096 x 4096 layer.
 DENSE_TILE = "128x128"
-#: fp16.matmul's versions counted: 5 (a 128 x 256 tile) needs 512^3 to fill its tiles, too slow to count here.
+#: fp16.matmul's versions counted: 5 (a 128 x 256 tile) needs 512^3 to fill its tiles, too slow to count here;
+#: 6-10 (mma_gemm.cu's inline PTX) run their mma.sync, ldmatrix and cp.async outside the emulator's counters, so
+#: the time model would see no tensor-core work in them.
 FP16_VERSIONS = (1, 2, 3, 4)
 
 

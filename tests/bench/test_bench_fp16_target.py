@@ -1,4 +1,7 @@
-"""The FP16 tensor-core target takes the best of the WMMA GEMMs (wmma_gemm, wmma_gemm_v2, wmma_gemm_v3)."""
+"""The FP16 tensor-core targets: the WMMA one takes the best of wmma_gemm, wmma_gemm_v2 and wmma_gemm_v3, the PTX one
+the best of mma_gemm_v6 .. _v10, at 4096^3 on an H100 or H200."""
+import numpy as np
+
 from gpuedu.bench import targets
 
 
@@ -33,3 +36,37 @@ def test_a_failed_version_leaves_the_other():
 def test_no_tensor_core_gemm_in_the_run():
     t = _fp16_target({"hgemm_tiled": _fig("hgemm_tiled", 0.9)})
     assert t["status"] == "unavailable" and "none of wmma_gemm, wmma_gemm_v2, wmma_gemm_v3 was run" in t["reason"]
+
+
+# ---- the PTX rungs (ops.fp16.matmul versions 6-10): >= 60 % of cuBLAS FP16 at 4096^3 on an H100 or H200 ----
+def _gemm_target(figures, device="NVIDIA H200"):
+    return {t["name"]: t for t in targets.evaluate(figures, on_gpu=True, device=device)}["fp16_gemm_vs_cublas"]
+
+
+def test_the_best_ptx_rung_is_compared_with_the_goal():
+    figures = {"mma_gemm_v6": _fig("mma_gemm_v6", 0.2), "mma_gemm_v9": _fig("mma_gemm_v9", 0.55),
+               "mma_gemm_v10": _fig("mma_gemm_v10", 0.64),
+               "wmma_gemm_v2": _fig("wmma_gemm_v2", 0.9)}   # a WMMA GEMM: not a candidate for this target
+    t = _gemm_target(figures)
+    assert (t["figure"], t["value"], t["status"]) == ("mma_gemm_v10", 0.64, "met")
+    assert _gemm_target(dict(figures, mma_gemm_v10=_fig("mma_gemm_v10", 0.5)))["status"] == "missed"
+    assert _gemm_target(figures, device="NVIDIA H100 80GB HBM3")["status"] == "met"
+
+
+def test_the_ptx_goal_applies_to_an_h100_or_h200_at_4096_cubed_only():
+    figures = {"mma_gemm_v10": _fig("mma_gemm_v10", 0.64)}
+    t = _gemm_target(figures, device="NVIDIA A100-SXM4-80GB")
+    assert t["status"] == "not applicable" and "H100 and H200; this run's GPU is NVIDIA A100" in t["reason"]
+    assert _gemm_target(figures, device=None)["status"] == "not applicable"
+    small = dict(_fig("mma_gemm_v10", 0.64), sizes={"m": 1024, "n": 1024, "k": 1024})
+    t = _gemm_target({"mma_gemm_v10": small})
+    assert t["status"] == "unavailable" and "without --quick" in t["reason"]
+    t = _gemm_target({"wmma_gemm_v3": _fig("wmma_gemm_v3", 0.3)})
+    assert t["status"] == "unavailable" and "none of mma_gemm_v6" in t["reason"]
+
+
+def test_the_bench_measures_every_ptx_rung_of_the_ladder():
+    from gpuedu.bench import gemm
+    from gpuedu.ops import fp16
+    assert gemm.MMA_FIGURES == tuple(f"mma_gemm_v{v}" for v in sorted(fp16.MMA_GEMMS))
+    assert all(gemm.FP16_GEMMS[name][1] == np.float16 for name in gemm.MMA_FIGURES)   # FP16 C, like cuBLAS's

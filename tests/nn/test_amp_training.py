@@ -153,7 +153,7 @@ def test_mixed_precision_accuracy_is_within_half_a_point_of_fp32_on_digits():
     assert abs(acc16 - acc32) <= 0.005, f"FP32 {acc32:.4f} vs mixed {acc16:.4f}"
 
 
-@pytest.mark.parametrize("gemm_version", [4, 3])
+@pytest.mark.parametrize("gemm_version", [10, 4, 3])
 def test_half_mlp_gradients_match_the_float64_reference_of_its_fp16_weights(gemm_version):
     # Sizes off every GEMM tile (and rows not a multiple of 8 halves: the tensor-core GEMM's
     # element-by-element path); the reference runs on the very values the FP16 model holds.
@@ -180,11 +180,34 @@ def test_half_dense_gemm_paths_agree_and_a_bad_version_is_refused():
     rng = np.random.default_rng(8)
     x = rng.uniform(-1, 1, (64, 48)).astype(np.float32)     # aligned rows: the 16-byte cp.async path
     logits = {v: fp16.to_float(amp.MixedPrecisionMLP(nn.mlp([48, 40, 8], seed=5), gemm_version=v).forward(x)).get()
-              for v in (4, 3)}
+              for v in (10, 4, 3)}
     # the same FP16 inputs and FP32 sums, in another order: at most one FP16 rounding step apart
+    assert np.allclose(logits[10], logits[3], rtol=2e-3, atol=2e-3)
     assert np.allclose(logits[4], logits[3], rtol=2e-3, atol=2e-3)
     with pytest.raises(ValueError, match="gemm_version must be one of"):
         amp.MixedPrecisionMLP(nn.mlp([4, 2], seed=0), gemm_version="tensor")
+    # 6-9 multiply the plain layout only: a layer's backward pass needs both transposes
+    with pytest.raises(ValueError, match="gemm_version 9 multiplies the plain layout only.*use 10"):
+        amp.MixedPrecisionMLP(nn.mlp([4, 2], seed=0), gemm_version=9)
+
+
+def test_every_gemm_of_the_step_runs_on_version_10_by_default(monkeypatch):
+    # The forward GEMM (X W), and the backward's X^T dZ and dZ W^T: all on mma_gemm.cu's version 10 (the
+    # emulator is an sm_80), in the layouts they need.
+    calls = []
+    matmul = fp16.matmul
+
+    def recording(*args, **kwargs):
+        calls.append((kwargs.get("version"), kwargs.get("transpose_a", False), kwargs.get("transpose_b", False)))
+        return matmul(*args, **kwargs)
+    monkeypatch.setattr(fp16, "matmul", recording)
+    model = amp.MixedPrecisionMLP(nn.mlp([24, 16, 8], seed=2))
+    assert [layer.gemm_version for layer in model.layers] == [fp16.MMA_LAYOUTS_VERSION] * 2 == [10, 10]
+    rng = np.random.default_rng(9)
+    _, dlogits = amp.softmax_xent(model.forward(rng.uniform(0, 1, (16, 24)).astype(np.float32)),
+                                  rng.integers(0, 8, 16).astype(np.int32), grad_scale=1.0)
+    model.backward(dlogits)
+    assert sorted(set(calls)) == [(10, False, False), (10, False, True), (10, True, False)]
 
 
 def test_bias_grad_sums_columns_in_fp32():

@@ -31,8 +31,9 @@ def test_every_ladder_version_of_the_lessons_is_listed(emulator):
     assert listed["conv2d"] == conv.VERSIONS                   # version 3's three launches summed
     assert listed["reduce pass"] == ops.REDUCE_VERSIONS[:-1]   # version 7 finishes with atomics in one launch
     assert listed["dense layer"] == (1,)                       # lesson 05's fused forward GEMM
-    # lessons 07 and 08: FP16 storage on the CUDA cores, then the tensor cores; 5's 128 x 256 tile needs 512^3
-    assert listed["fp16 matmul"] == tuple(v for v in fp16.GEMM_VERSIONS if v != 5)
+    # lessons 07 and 08: FP16 storage on the CUDA cores, then the tensor cores; 5's 128 x 256 tile needs 512^3;
+    # 6-10's PTX tensor-core instructions are not counted by the emulator (catalogue.FP16_VERSIONS says so)
+    assert listed["fp16 matmul"] == tuple(v for v in fp16.GEMM_VERSIONS if v <= 4)
     assert listed["wmma_matmul"] == (1,)
     lessons = {f.name: f.lesson for f in catalogue.course_families()}
     assert lessons == {"relu": "01", "transpose": "02", "reduce pass": "03", "softmax rows": "03", "conv2d": "11",
