@@ -15,12 +15,12 @@
 //     nor the ldmatrix that read it wait on a bank.
 //
 // The instructions (PTX ISA: "Warp-level matrix multiply-accumulate instructions", "ldmatrix",
-// "cp.async"), each wrapped once below, need sm_80 or later:
-//   mma_m16n8k16      mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: D = A B + C, A 16x16,
+// "cp.async"), each wrapped once in ptx_sm80.cuh, need sm_80 or later:
+//   MmaF16::fma       mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: D = A B + C, A 16x16,
 //                     B 16x8 (FP16), C and D 16x8 (FP32), one warp-wide instruction
 //   ldmatrix_x4       ldmatrix.sync.aligned.m8n8.x4.shared.b16: four 8x8 matrices of halves from
 //   ldmatrix_x4_trans shared memory into the warp's registers (.trans: each transposed)
-//   cp_async_16       cp.async.cg.shared.global: 16 bytes global -> shared without registers,
+//   cp_async16        cp.async.cg.shared.global: 16 bytes global -> shared without registers,
 //                     zero-filled past a source size
 //   cp_async_commit / cp_async_wait<N>: close a group of copies; wait until at most N are in flight
 //
@@ -123,6 +123,7 @@
 // nvcc -Xptxas -v for sm_90: 103, 104, 122 and 126 registers (versions 6-9), 210-225 (version 10's
 // four layouts), no spills: two blocks per SM for versions 6-9, one for version 10.
 #include <cuda_fp16.h>
+#include "ptx_sm80.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "mma_gemm.cu needs sm_80 or later (mma.sync m16n8k16, cp.async): on an older GPU use wmma_gemm.cu"
@@ -151,58 +152,8 @@
 #define MMA_SHARED_BYTES(bm, bn, bk, stages) ((stages) * ((bm) * (bk) + (bk) * (bn)) * 2)
 
 
-// ---- the instructions, one wrapper each -----------------------------------------------------------
-
-// d += a @ b for one 16 x 8 x 16 tile: a, b FP16 fragments, d FP32 (the layouts above).
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2])
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Four 8 x 8 matrices of halves from shared memory: this lane gives the address of one row
-// (16 bytes, 16-byte aligned) of matrix lane / 8; matrix j lands in r[j].
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned shared_address)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address));
-}
-
-// The same, each matrix transposed on the way: lane l receives column l / 4.
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], unsigned shared_address)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address));
-}
-
-// 16 bytes from global to shared memory, asynchronously; the bytes past src_bytes (0..16) are
-// written as zeros and not read.  Both addresses 16-byte aligned.
-__device__ __forceinline__ void cp_async_16(unsigned shared_address, const void* global, int src_bytes)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(shared_address), "l"(global), "r"(src_bytes) : "memory");
-}
-
-// Close this thread's group of copies issued since the last commit.
-__device__ __forceinline__ void cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Wait until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-
-// The 32-bit shared-memory address ldmatrix and cp.async take.
-__device__ __forceinline__ unsigned shared_address(const void* p)
-{
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+// ---- the instructions: ptx_sm80.cuh's wrappers (cp_async16, cp_async_commit, cp_async_wait<N>, ldmatrix_x4,
+// ldmatrix_x4_trans, MmaF16::fma), one each, their fragment layouts written beside them -----------------------
 
 
 // ---- tiles in shared memory ---------------------------------------------------------------------
@@ -296,7 +247,7 @@ __device__ __forceinline__ void fill_tile_async(__half* s, const __half* __restr
             // is then g itself, never dereferenced), a chunk across the edge only its inside.
             int inside = chunk_inside(g_rows, g_cols, gr, gc);
             const __half* src = inside > 0 ? g + (size_t)gr * ld + gc : g;
-            cp_async_16(shared_address(dst), src, 2 * inside);
+            cp_async16(shared_address(dst), src, 2 * inside);
         } else {
             *reinterpret_cast<uint4*>(dst) = load_chunk(g, g_rows, g_cols, ld, gr, gc, false);
         }
@@ -453,7 +404,7 @@ extern "C" __global__ void __launch_bounds__(MMA_THREADS) mma_gemm_kernel6(
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) mma_m16n8k16(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < FN; ++j) MmaF16::fma(acc[i][j], a[i], b[j][0], b[j][1]);
         }
         __syncthreads();   // every warp has read the slices before the next step overwrites them
     }
@@ -497,7 +448,7 @@ __device__ __forceinline__ void mma_gemm_staged(void* __restrict__ C, const __ha
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) mma_m16n8k16(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < FN; ++j) MmaF16::fma(acc[i][j], a[i], b[j][0], b[j][1]);
         }
         __syncthreads();   // every warp has read the slices before the next step overwrites them
     }
@@ -589,7 +540,7 @@ __device__ __forceinline__ void mma_gemm_pipelined(void* __restrict__ C, const _
 #pragma unroll
             for (int i = 0; i < FM; ++i)
 #pragma unroll
-                for (int j = 0; j < FN; ++j) mma_m16n8k16(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < FN; ++j) MmaF16::fma(acc[i][j], a[i], b[j][0], b[j][1]);
         }
     }
     cp_async_wait<0>();   // nothing left in flight (the groups past the last slice are empty)

@@ -1,5 +1,6 @@
 // ptx_sm80.cuh: the Ampere (sm_80) instructions the course's tensor-core kernels write as inline PTX, one
-// wrapper each, so that a kernel reads as the instructions it issues: cp_async16, ldmatrix_x4, MmaF16::fma.
+// wrapper each, so that a kernel reads as the instructions it issues: cp_async16, ldmatrix_x4, MmaF16::fma
+// (attention.cu's version 4 and mma_gemm.cu's GEMM ladder use them).
 // Semantics and fragment layouts are the PTX ISA's (sections "Data Movement and Conversion Instructions:
 // cp.async", "Warp-level matrix load instruction: ldmatrix" and "Matrix Fragments for mma.m16n8k16 with
 // floating point type"); the emulator runs the same statements with the same layouts.
@@ -34,20 +35,24 @@ __device__ inline unsigned shared_address(const void* p) {
 
 // cp.async.cg: copy 16 bytes from global to shared memory without passing through registers; the copy is
 // only issued here. src_bytes < 16 reads that many and zero-fills the rest (0: reads nothing, writes 16
-// zeros). Both addresses must be 16-byte aligned.
-__device__ inline void cp_async16(void* shared, const void* global, int src_bytes) {
+// zeros). Both addresses must be 16-byte aligned. (Each cp.async statement clobbers "memory": the compiler
+// keeps the kernel's own shared-memory accesses on their side of the issue and of the wait.)
+__device__ inline void cp_async16(unsigned shared, const void* global, int src_bytes) {
 #if PTX_SM80
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(shared_address(shared)), "l"(global), "r"(src_bytes));
+                 :: "r"(shared), "l"(global), "r"(src_bytes) : "memory");
 #else
     __trap();
 #endif
+}
+__device__ inline void cp_async16(void* shared, const void* global, int src_bytes) {
+    cp_async16(shared_address(shared), global, src_bytes);
 }
 
 // Close the batch of this thread's cp.async copies issued since the last commit: one "group".
 __device__ inline void cp_async_commit() {
 #if PTX_SM80
-    asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
 #else
     __trap();
 #endif
@@ -59,31 +64,35 @@ __device__ inline void cp_async_commit() {
 template <int PENDING>
 __device__ inline void cp_async_wait() {
 #if PTX_SM80
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING));
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(PENDING) : "memory");
 #else
     __trap();
 #endif
 }
 
 // ldmatrix .x4: four 8 x 8 matrices of 16-bit elements from shared memory into r[0..3] (layout above);
-// every lane passes the address of one row (lanes 8j .. 8j+7: matrix j).
-__device__ inline void ldmatrix_x4(unsigned (&r)[4], const void* row) {
+// every lane passes the address of one row (lanes 8j .. 8j+7: matrix j), as a pointer or a shared address.
+__device__ inline void ldmatrix_x4(unsigned (&r)[4], unsigned row) {
 #if PTX_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row)));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
 #else
     __trap();
 #endif
 }
+__device__ inline void ldmatrix_x4(unsigned (&r)[4], const void* row) { ldmatrix_x4(r, shared_address(row)); }
 
 // The same, each matrix transposed on the way: rows stored in shared memory arrive as columns.
-__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], unsigned row) {
 #if PTX_SM80
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(row)));
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
 #else
     __trap();
 #endif
+}
+__device__ inline void ldmatrix_x4_trans(unsigned (&r)[4], const void* row) {
+    ldmatrix_x4_trans(r, shared_address(row));
 }
 
 // mma.sync m16n8k16 on FP16 inputs with FP32 sums: d += A b, one warp together (fragments above).
