@@ -169,23 +169,54 @@ def test_the_bench_record_reaches_the_results_folder_only_when_the_run_is_over(t
     assert record["steps"][0]["results_file"] == str(results / "test-gpu.json")
 
 
-def test_the_real_steps_are_the_documented_five_on_the_cuda_backend(tmp_path):
+def test_the_real_steps_are_the_documented_six_on_the_cuda_backend(tmp_path):
     steps = gpu_check.build_steps(str(tmp_path), jobs=4, lesson_jobs=13)
-    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES) == ["doctor", "bench", "lessons", "gpu-tests",
-                                                                      "tests"]
+    assert [s.name for s in steps] == list(gpu_check.STEP_NAMES) == ["doctor", "bench", "ncu", "lessons",
+                                                                      "gpu-tests", "tests"]
     commands = {s.name: " ".join(s.command) for s in steps}
     assert "-m gpu tests" in commands["gpu-tests"] and "-m not gpu tests" in commands["tests"]
     assert "--nbval" in commands["lessons"] and " lessons " in commands["lessons"]
     if gpu_check._has_module("xdist"):       # a whole notebook per worker: its cells share one kernel
         assert "-n 13 --dist loadfile" in commands["lessons"] and "-n 4 --dist loadscope" in commands["tests"]
     assert commands["bench"].endswith(f"-m gpuedu bench --out {tmp_path / 'bench.json'}")
+    assert commands["ncu"].endswith(f"ncu_compare.py measure --out-dir {tmp_path / 'ncu'} --gpu H200")
     assert all(s.junit for s in steps if "pytest" in s.command)
 
 
 def test_the_bench_runs_alone_and_what_times_nothing_runs_side_by_side(tmp_path):
     phases = gpu_check.plan(gpu_check.build_steps(str(tmp_path)))
-    assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["lessons", "gpu-tests", "tests"]]
+    assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["ncu"],
+                                                             ["lessons", "gpu-tests", "tests"]]
     assert gpu_check.lesson_workers(os.path.join(REPO, "lessons")) == min(15, os.cpu_count())
+
+
+def test_the_ncu_step_records_how_many_pairs_agree_and_its_files_go_beside_the_results(tmp_path):
+    out_dir = tmp_path / "logs" / gpu_check.NCU_DIR
+    comparison = {"gpu": "H200 SXM", "equal": 40, "pairs": 42, "per_metric": {}, "differences": []}
+    ncu = gpu_check.Step("ncu", "stand-in ncu", [sys.executable, "-c", textwrap.dedent(f"""
+        import json, os, sys
+        folder = sys.argv[sys.argv.index("--out-dir") + 1]
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, "ncu.csv"), "w").write('"ID","Kernel Name"\\n')
+        json.dump({comparison!r}, open(os.path.join(folder, "ncu-compare.json"), "w"))
+    """), "--out-dir", str(out_dir)], timeout_s=120)
+    record, path = run(tmp_path, [ncu])
+    (entry,) = record["steps"]
+    assert entry["ok"] and (entry["ncu_equal"], entry["ncu_pairs"]) == (40, 42)
+    results = tmp_path / "results"
+    assert entry["results_file"] == str(results / "test-gpu-ncu-check.json")
+    assert json.loads((results / "test-gpu-ncu-check.json").read_text())["equal"] == 40
+    assert (results / "test-gpu-ncu-check.csv").read_text().startswith('"ID"')
+    assert "40 of 42 (launch, metric) pairs equal to Nsight Compute's" in "\n".join(
+        gpu_check.summary_lines(record, path))
+
+
+def test_the_ncu_step_models_dram_for_the_device_when_the_profiler_knows_it():
+    assert gpu_check.profiler_gpu("NVIDIA H200") == "H200 SXM"
+    assert gpu_check.profiler_gpu("NVIDIA A100-SXM4-80GB") == "A100 SXM4 80GB"
+    assert gpu_check.profiler_gpu("NVIDIA GeForce RTX 4090") == gpu_check.NCU_DEFAULT_GPU == "H200"   # unknown
+    assert gpu_check.profiler_gpu("Tesla T4") == "T4"
+    assert gpu_check.profiler_gpu(None) == gpu_check.NCU_DEFAULT_GPU
 
 
 def test_steps_side_by_side_run_at_once_and_are_recorded_in_the_plans_order(tmp_path):
@@ -247,7 +278,7 @@ def test_list_shows_the_plan_and_every_steps_command_without_a_gpu():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert [ln for ln in lines if ln.startswith("phase")] == [
-        "phase 1 (alone):", "phase 2 (alone):", "phase 3 (side by side):"]
+        "phase 1 (alone):", "phase 2 (alone):", "phase 3 (alone):", "phase 4 (side by side):"]
     names = [ln.split()[0] for ln in lines if ln.startswith("  ") and not ln.startswith("   ")]
     assert names == list(gpu_check.STEP_NAMES)
     assert "GPUEDU_BACKEND=cuda" in proc.stdout and "-m gpuedu bench" in proc.stdout
