@@ -693,7 +693,7 @@ void racecheck(const Lane& L, int space, size_t range, uint64_t offset, unsigned
   std::vector<Shadow>& shadow = all[range];
   if (shadow.empty()) {
     size_t words = (r.hi - r.lo + 3) / 4;
-    if (words > ((size_t)16 << 20)) return;  // over 64 MB: not checked (its shadow would need 768 MB)
+    if (words > ((size_t)16 << 20)) return;  // over 64 MB: not checked (its shadow would need 1 GB)
     shadow.assign(words, Shadow{});
   }
   uint64_t end = offset + size;
