@@ -154,6 +154,11 @@ COUNTED.update({
 })
 
 
+#: Metrics a GPU has only from an architecture on (the sm number): LDGSTS (cp.async) is Ampere's. ncu refuses a
+#: command that asks for a metric the device lacks, so ``ncu_command(sm=...)`` leaves them out below it.
+SINCE_SM = {name: 80 for name in COUNTED if "ldgsts" in name}
+
+
 def ncu_name(name):
     """The name Nsight Compute is asked for: ``name`` without the instance a counted metric names in brackets."""
     return name.split("[", 1)[0]
@@ -235,8 +240,11 @@ def from_counts(counts, l2_bytes):
     return out
 
 
-def ncu_command(script="script.py", names=None):
-    """The Nsight Compute command line that measures the same metrics on a GPU."""
+def ncu_command(script="script.py", names=None, sm=None):
+    """The Nsight Compute command line that measures the same metrics on a GPU (``sm``: the device's architecture,
+    as 75 or 90, when known: metrics it lacks are left out)."""
     names = names or [n for n in list(COUNTED) + list(MODELLED)] + list(COMPILER)
+    if sm is not None:
+        names = [n for n in names if SINCE_SM.get(n, 0) <= int(sm)]
     names = list(dict.fromkeys(ncu_name(n) for n in names))
     return f"ncu --metrics {','.join(names)} python {script}"

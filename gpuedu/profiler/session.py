@@ -433,12 +433,22 @@ def memcheck(arch=None):
     return Profile(memcheck=True, arch=arch)
 
 
+def device_sm():
+    """The current CUDA device's architecture as a number (90 for sm_90), or None when it cannot be asked."""
+    try:
+        import pycuda.driver as drv
+        major, minor = drv.Context.get_device().compute_capability()
+        return 10 * major + minor
+    except Exception:   # no context yet, or a PyCUDA without it: the command then asks for every metric
+        return None
+
+
 def _time_gpu_launches(prof):
     """On real PyCUDA: time every launch with CUDA events; returns the function that stops it."""
     import pycuda.driver as drv
     cls = drv.Function
     saved = {name: getattr(cls, name) for name in ("__call__", "prepared_call", "prepared_async_call")}
-    reason = ("counters come from the emulator; on this GPU, run: " + _metrics.ncu_command())
+    reason = ("counters come from the emulator; on this GPU, run: " + _metrics.ncu_command(sm=device_sm()))
 
     def timed(name):
         original = saved[name]

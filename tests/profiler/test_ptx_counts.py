@@ -283,3 +283,12 @@ def test_memcheck_reports_a_cp_async_that_reads_past_its_source(emu):
     assert [(e["kind"], e["space"], e["access"], e["size"], e["offset"], e["line"], e["thread"]) for e in mc.errors] \
         == [("out of bounds", "global", "read", 4, 124, "kernel.cu:44", (31, 0, 0))]
     assert "invalid __global__ read of size 4 in kernel 'ldgsts_past_the_end' at kernel.cu:44" in str(mc)
+
+
+def test_the_ncu_command_leaves_out_what_the_device_lacks():
+    # LDGSTS is Ampere's: ncu refuses a command that names a metric the device does not have (a T4 is sm_75).
+    turing, hopper, unknown = (metrics.ncu_command("train.py", sm=sm) for sm in (75, 90, None))
+    assert "smsp__inst_executed_op_ldgsts.sum" not in turing and "op_ldgsts" not in turing
+    assert "smsp__inst_executed_op_ldsm.sum" in turing and metrics.TENSOR_HMMA in turing
+    assert "smsp__inst_executed_op_ldgsts.sum" in hopper and hopper == unknown
+    assert metrics.kind("smsp__inst_executed_op_ldgsts.sum") == metrics.kind(metrics.TENSOR_HMMA) == "counted"
