@@ -292,3 +292,17 @@ def test_the_ncu_command_leaves_out_what_the_device_lacks():
     assert "smsp__inst_executed_op_ldsm.sum" in turing and metrics.TENSOR_HMMA in turing
     assert "smsp__inst_executed_op_ldgsts.sum" in hopper and hopper == unknown
     assert metrics.kind("smsp__inst_executed_op_ldgsts.sum") == metrics.kind(metrics.TENSOR_HMMA) == "counted"
+
+
+@pytest.mark.nvcc
+def test_the_kernels_here_are_cuda_that_nvcc_compiles_for_ampere_and_hopper(tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    path = tmp_path / "kernel.cu"
+    path.write_text('extern "C" {\n' + SOURCE + "\n}\n")      # as SourceModule wraps it
+    archs = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    proc = subprocess.run(["nvcc", "-fatbin", *archs, "-o", str(tmp_path / "k.fatbin"), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
