@@ -14,11 +14,20 @@ or count them with ``gpuedu profile`` on any script, and compare the two files o
     GPUEDU_BACKEND=cpu gpuedu profile --gpu H200 --csv counted.csv script.py
     python benchmarks/ncu_compare.py compare ncu.csv --counted counted.csv
 
+Both at once, on a GPU with Nsight Compute (``gpuedu gpu-check`` runs this as its ``ncu`` step):
+
+    python benchmarks/ncu_compare.py measure --out-dir DIR [--gpu H200]
+
+runs the workload under ncu (``DIR/ncu.csv``), counts it on the emulator, and writes the comparison
+(``DIR/ncu-compare.json``).
+
 The workload is a fixed list of launches: the reduction ladder's passes (versions 1-6 one pass each, version 7
-whole), the ReLU ladder, the SGEMM ladder's first three versions, the transpose ladder, and the FP16 GEMMs
-(naive, tiled, the two pipelined WMMA versions and the WMMA GEMM that loads its fragments from global memory), on
-fixed sizes and seeds. ``compare`` runs it under ``gpuedu.profile(gpu=...)`` on the emulator and prints, for every metric both
-sides have, how many launches agree exactly, and each disagreement with both values. Launches match by kernel
+whole), the ReLU ladder, the SGEMM ladder's first three versions, the transpose ladder, the FP16 GEMMs
+(naive, tiled, the two pipelined WMMA versions and the WMMA GEMM that loads its fragments from global memory), and
+the inline PTX instructions of ``ptx_counts.cu`` (mma.sync, ldmatrix at three layouts, cp.async with and without a
+zero-filling tail, and ``__pipeline_memcpy_async``), on fixed sizes and seeds. ``compare`` runs it under
+``gpuedu.profile(gpu=...)`` on the emulator and prints, for every metric both sides have, how many launches agree
+exactly, and each disagreement with both values. Launches match by kernel
 name and order (PyCUDA's own helper kernels, e.g. ``fill``, are left out on both sides).
 """
 import argparse
@@ -32,12 +41,89 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+#: The inline PTX kernels of the workload, each with what Nsight Compute counts for it in its comment.
+PTX_KERNELS = os.path.join(REPO, "benchmarks", "ptx_counts.cu")
+#: Launches of ptx_counts.cu's kernels: (kernel, block, grid, what the launch passes besides its buffers).
+PTX_LAUNCHES = (
+    ("ptx_mma", 64, 2, {"calls": 3}),
+    ("ptx_ldmatrix", 64, 2, {"layout": 0}),
+    ("ptx_ldmatrix", 64, 2, {"layout": 1}),
+    ("ptx_ldmatrix", 64, 2, {"layout": 2}),
+    ("ptx_cp_async", 128, 2, {"zeros": 0}),
+    ("ptx_cp_async", 128, 2, {"zeros": 8}),
+    ("ptx_pipeline", 128, 2, {"stages": 4}),
+)
+#: Nsight Compute's file and the comparison's, in ``measure``'s folder.
+NCU_CSV, COMPARISON = "ncu.csv", "ncu-compare.json"
+
 
 def metric_names():
     """What ncu is asked for: every counted and modelled metric the profiler gives, and the registers."""
     from gpuedu.profiler import metrics
     names = list(metrics.COUNTED) + list(metrics.MODELLED) + ["launch__registers_per_thread"]
     return list(dict.fromkeys(metrics.ncu_name(n) for n in names))
+
+
+def ptx_launches(active):
+    """Launch each of ``PTX_LAUNCHES`` on the ``active`` backend (its SourceModule compiles ptx_counts.cu: nvcc for
+    the GPU's architecture there, sm_80 on the emulator); the results of each are checked, so that a launch
+    counts only when its kernel worked."""
+    with open(PTX_KERNELS, encoding="utf-8") as f:
+        module = active.compiler.SourceModule(f.read(), no_extern_c=True)
+    drv, gpuarray = active.driver, active.gpuarray
+    rng = np.random.default_rng(1)
+    for name, block, grid, args in PTX_LAUNCHES:
+        threads = block * grid
+        fn = module.get_function(name)
+        if name == "ptx_mma":
+            # A = B = 1 in halves (0x3c00 twice a register): every sum of calls + 1 products of 16 (or 8) ones.
+            regs = gpuarray.to_gpu(np.full(32 * 6, 0x3C003C00, np.uint32))
+            out = gpuarray.zeros(threads * 4, np.float32)
+            fn(out.gpudata, regs.gpudata, np.int32(args["calls"]), block=(block, 1, 1), grid=(grid, 1))
+            expect = np.full(threads * 4, 16.0 * args["calls"] + 8.0, np.float32)
+        elif name == "ptx_ldmatrix":
+            fill = rng.integers(0, 2**32, 1024, dtype=np.uint32)
+            out, fill_gpu = gpuarray.zeros(threads * 7, np.uint32), gpuarray.to_gpu(fill)
+            fn(out.gpudata, fill_gpu.gpudata, np.int32(args["layout"]), block=(block, 1, 1), grid=(grid, 1))
+            expect = _ldmatrix_expected(fill.view(np.uint16), args["layout"], threads // 32)
+        elif name == "ptx_cp_async":
+            x = rng.standard_normal(5 * threads).astype(np.float32)
+            out, x_gpu = gpuarray.zeros(5 * threads, np.float32), gpuarray.to_gpu(x)
+            fn(out.gpudata, x_gpu.gpudata, np.int32(args["zeros"]), block=(block, 1, 1), grid=(grid, 1))
+            wide = x[:4 * threads].reshape(threads, 4).copy()
+            wide[threads - args["zeros"]:] = 0.0                 # the zero-filled tail
+            nxt = (np.arange(threads) % block + 1) % block + np.arange(threads) // block * block
+            expect = np.concatenate([wide[nxt].ravel(), x[4 * threads:][nxt]])
+        else:
+            stages = args["stages"]
+            x = rng.standard_normal((grid, stages, block, 4)).astype(np.float32)
+            out, x_gpu = gpuarray.zeros(threads, np.float32), gpuarray.to_gpu(x)
+            fn(out.gpudata, x_gpu.gpudata, np.int32(stages), block=(block, 1, 1), grid=(grid, 1))
+            expect = np.roll(x.sum(axis=(1, 3)), -1, axis=1).ravel()
+        got = out.get()
+        if not np.allclose(got, expect, rtol=1e-5, atol=1e-5):
+            raise SystemExit(f"{name} {args}: wrong results, {np.sum(~np.isclose(got, expect))} of {got.size} values "
+                             f"differ from the NumPy reference: its counts would mean nothing")
+    drv.Context.synchronize()
+
+
+def _ldmatrix_expected(halves, layout, warps):
+    """What ptx_ldmatrix writes for each lane of each warp: its registers of .x4, .x2 and .x1.trans, by the PTX
+    ISA's ldmatrix layout (lane l gets row l / 4, halves 2 (l % 4) and the next of each matrix; .trans the
+    transpose's), from the tile the block filled (4096 bytes: `halves`)."""
+    lanes = np.arange(32)
+    offsets = {0: lanes * 16, 1: lanes * 128, 2: lanes * 128 + (lanes % 8) * 16}[layout] // 2
+    rows = np.stack([halves[o:o + 8] for o in offsets]).astype(np.uint32)    # row r: the 8 halves lane r names
+    out = np.zeros((32, 7), np.uint32)
+    for lane in range(32):
+        q, p = lane // 4, 2 * (lane % 4)
+        for j in range(4):
+            m = rows[8 * j:8 * j + 8]
+            out[lane, j] = m[q, p] | m[q, p + 1] << 16
+        out[lane, 4:6] = out[lane, 0:2]
+        t = rows[0:8].T                                    # .x1.trans: matrix 0 transposed
+        out[lane, 6] = t[q, p] | t[q, p + 1] << 16
+    return np.tile(out, (warps, 1)).ravel()
 
 
 def workload():
@@ -62,6 +148,7 @@ def workload():
     for version in (2, 3, 4, 5):          # the FP16 ladder: naive and tiled FP32 sums, the pipelined WMMA GEMMs
         ops.fp16.matmul(h, h, version=version)
     ops.fp16.wmma_matmul(h, h)            # WMMA fragments loaded straight from global memory
+    ptx_launches(backend.active())        # inline PTX: mma.sync, ldmatrix, cp.async (ptx_counts.cu)
     backend.active().driver.Context.synchronize()
 
 
@@ -117,6 +204,56 @@ def compare(ncu, emu, ours=lambda name: True):
     return per_metric, differences
 
 
+def ncu_command(ncu="ncu"):
+    """The command line that runs the workload under Nsight Compute, its CSV on standard output."""
+    return [ncu, "--csv", "--print-units", "base", "--clock-control", "none", "--metrics", ",".join(metric_names()),
+            sys.executable, os.path.abspath(__file__), "workload"]
+
+
+def measure(out_dir, gpu, ncu=None):
+    """Run the workload under Nsight Compute into ``out_dir/ncu.csv``, count it on the emulator, and write the
+    comparison to ``out_dir/ncu-compare.json``; returns the comparison (a dict). Raises SystemExit saying what is
+    missing when ncu is not installed or fails."""
+    import shutil
+    import subprocess
+    ncu = ncu or shutil.which("ncu")
+    if ncu is None:
+        raise SystemExit("ncu (Nsight Compute's command line) is not on PATH: install Nsight Compute (it comes with "
+                         "the CUDA toolkit, or apt install nsight-compute) and put its folder on PATH")
+    os.makedirs(out_dir, exist_ok=True)
+    csv_path = os.path.join(out_dir, NCU_CSV)
+    with open(csv_path, "w", encoding="utf-8") as out:
+        done = subprocess.run(ncu_command(ncu), stdout=out, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"ncu failed (exit code {done.returncode}): {done.stderr.strip()[-2000:]}")
+    measured = read_ncu_csv(csv_path)
+    if not measured:
+        raise SystemExit(f"ncu wrote no metric rows to {csv_path}: {done.stderr.strip()[-2000:]}")
+    return report(measured, emulator_launches(gpu), gpu, os.path.join(out_dir, COMPARISON), csv_path, None)
+
+
+def report(measured, counted, gpu, out, csv_name, counted_name):
+    """Print the comparison of ``measured`` (ncu) and ``counted`` (the emulator) metric by metric, write it as
+    JSON to ``out`` (when given) and return it."""
+    course = {name for name, _ in counted}
+    per_metric, differences = compare(measured, counted, ours=lambda name: name in course)
+    width = max((len(m) for m in per_metric), default=10)
+    agree = sum(t[0] for t in per_metric.values())
+    total = sum(sum(t) for t in per_metric.values())
+    for metric, (same, other) in sorted(per_metric.items()):
+        print(f"{metric:<{width}}  {same:3d} equal  {other:3d} differ")
+    print(f"\n{agree} of {total} (launch, metric) pairs equal over {len(counted)} launches")
+    for d in differences:
+        print(f"  {d['kernel']:<28} {d['metric']:<{width}} ncu {d['ncu']:>14,.0f}  emulator {d['emulator']:>14,.0f}")
+    record = {"gpu": gpu, "csv": os.path.basename(csv_name),
+              "counted": os.path.basename(counted_name) if counted_name else "counted here",
+              "equal": agree, "pairs": total, "per_metric": per_metric, "differences": differences}
+    if out:
+        with open(out, "w") as f:
+            json.dump(record, f, indent=1)
+    return record
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -129,6 +266,10 @@ def main(argv=None):
     cmp_.add_argument("--counted", metavar="CSV",
                       help="the emulator's side from `gpuedu profile --csv CSV` of the same script, instead of "
                            "counting the workload here")
+    meas = sub.add_parser("measure", help="on a GPU: run the workload under ncu, count it here, compare")
+    meas.add_argument("--out-dir", required=True, help=f"where {NCU_CSV} and {COMPARISON} go")
+    meas.add_argument("--gpu", default="H200", help="the GPU whose L2 the DRAM model uses (default H200)")
+    meas.add_argument("--ncu", default=None, help="the ncu program (default: ncu on PATH)")
     args = parser.parse_args(argv)
     if args.command == "metrics":
         print(",".join(metric_names()))
@@ -137,6 +278,9 @@ def main(argv=None):
         import gpuedu
         gpuedu.setup(verbose=False)
         workload()
+        return 0
+    if args.command == "measure":
+        measure(args.out_dir, args.gpu, args.ncu)
         return 0
     measured = read_ncu_csv(args.csv)
     if not measured:
@@ -147,22 +291,7 @@ def main(argv=None):
             raise SystemExit(f"{args.counted} holds no gpuedu profile --csv rows")
     else:
         counted = emulator_launches(args.gpu)
-    course = {name for name, _ in counted}
-    per_metric, differences = compare(measured, counted, ours=lambda name: name in course)
-    width = max(len(m) for m in per_metric)
-    agree = sum(t[0] for t in per_metric.values())
-    total = sum(sum(t) for t in per_metric.values())
-    for metric, (same, other) in sorted(per_metric.items()):
-        print(f"{metric:<{width}}  {same:3d} equal  {other:3d} differ")
-    print(f"\n{agree} of {total} (launch, metric) pairs equal over {len(counted)} launches")
-    for d in differences:
-        print(f"  {d['kernel']:<28} {d['metric']:<{width}} ncu {d['ncu']:>14,.0f}  emulator {d['emulator']:>14,.0f}")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"gpu": args.gpu, "csv": os.path.basename(args.csv),
-                       "counted": os.path.basename(args.counted) if args.counted else "counted here",
-                       "equal": agree, "pairs": total,
-                       "per_metric": per_metric, "differences": differences}, f, indent=1)
+    report(measured, counted, args.gpu, args.out, args.csv, args.counted)
     return 0
 
 

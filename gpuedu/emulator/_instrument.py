@@ -36,6 +36,10 @@ COUNTERS = (
     "mma_sync",
     "local_ld_requests", "local_st_requests", "local_ld_sectors", "local_st_sectors",
     "local_ld_lanes", "local_st_lanes", "shuffles",
+    "hmma_16816", "hmma_1688",
+    "ldsm_requests", "ldsm_wavefronts", "ldsm_ideal_wavefronts",
+    "ldgsts_requests", "ldgsts_wavefronts", "ldgsts_ideal_wavefronts", "ldgsts_lanes",
+    "ldgsts_global_requests", "ldgsts_global_sectors",
 )
 
 #: At most this many L2 sizes are modelled in one launch (gpuedu_profile.cpp's MAX_CAPACITIES, less the
@@ -51,7 +55,9 @@ def l2_keys(l2_bytes):
     32-byte sectors written back to DRAM by the end of the launch."""
     return tuple(f"{prefix}{int(l2_bytes)}" for prefix in L2_KEY_PREFIXES)
 
-HAZARD_KINDS = ("read-after-write", "write-after-read", "write-after-write")
+#: gpuedu_profile.cpp's HazardKind: two threads with no barrier between them, or an access to shared bytes a
+#: cp.async has issued and no wait of its thread has landed yet (the first access named is the cp.async).
+HAZARD_KINDS = ("read-after-write", "write-after-read", "write-after-write", "read-before-wait", "write-before-wait")
 SPACES = ("global", "shared")
 
 

@@ -10,7 +10,14 @@ is refused before compiling, naming the instruction and what is supported, as pt
 know. An ``asm`` statement with an empty template (a compiler barrier, ``asm volatile("" ::: "memory")``) is
 left to the C++ compiler.
 
-Adding an instruction is a row of ``INSTRUCTIONS`` and its case in ``gpuedu_ptx.h``.
+A profiled build (``rewrite(..., profile=True)``, the twin ``gpuedu.profile()`` runs) adds, at each statement's
+own site, a call of the counters' hook for each memory access an instruction makes (``_PROFILED``): an
+ldmatrix's rows (LDSM), a cp.async's global read and shared write (LDGSTS). Each statement is then an instruction
+of its own, with every lane's address, as an atomic is (``gpuedu_profile.h``); racecheck and memcheck see the
+accesses too. mma.sync needs none: the warp's meeting tells the counters once per warp.
+
+Adding an instruction is a row of ``INSTRUCTIONS`` and its case in ``gpuedu_ptx.h`` (and, if it touches memory,
+its hooks in ``_PROFILED``).
 """
 import re
 from dataclasses import dataclass
@@ -118,6 +125,16 @@ INSTRUCTIONS = (
     Instruction("cvt.rna.tf32.f32", r"cvt\.rna\.tf32\.f32", 80, "CVT_TF32", False,
                 lambda m: [_regs(1, dest=True), _regs(1)], lambda m: 0),
 )
+
+
+#: What a profiled build adds before an op's runtime call, at the statement's site: the counters' hooks, each
+#: one of the lane's accesses (gpuedu_profile.h), from where gpuedu_ptx.h says the instruction reads and writes.
+_PROFILED = {
+    "LDMATRIX": "__gpuedu_prof_ldsm(::__gpuedu::ptx::ldmatrix_row(__gpuedu_in[0], {mods}, {line}));",
+    "CP_ASYNC": ("{{ const ::__gpuedu::ptx::CopyParts __gpuedu_cp = ::__gpuedu::ptx::cp_async_parts(__gpuedu_in, "
+                 "{mods}, {line}); __gpuedu_prof_ldgsts_read(__gpuedu_cp.src, __gpuedu_cp.src_bytes); "
+                 "__gpuedu_prof_ldgsts_write(__gpuedu_cp.dst, __gpuedu_cp.bytes); }}"),
+}
 
 
 def supported():
@@ -325,8 +342,8 @@ def _immediate(st, text, instruction):
     return f"::__gpuedu::ptx::in<8>({op.expr})", None
 
 
-def _instruction_code(st, text, sm):
-    """The C++ for one instruction (its text without the ';')."""
+def _instruction_code(st, text, sm, profile=False):
+    """The C++ for one instruction (its text without the ';'); ``profile``: with the counters' hooks."""
     text = text.strip()
     if text.startswith("@"):
         raise Refused(f"{text.split()[0]} (a predicated instruction) is not supported by the emulator: put the "
@@ -398,6 +415,8 @@ def _instruction_code(st, text, sm):
         code.append(f"const unsigned long long __gpuedu_in[{len(sources)}] = {{{', '.join(sources)}}};")
     if n_out:
         code.append(f"unsigned long long __gpuedu_out[{n_out}];")
+    if profile and op in _PROFILED:
+        code.append(_PROFILED[op].format(mods=mods, line=st.line))
     code.append(f"{call}(::__gpuedu::ptx::{op}, {mods}, {'__gpuedu_out' if n_out else 'nullptr'}, "
                 f"{'__gpuedu_in' if sources else 'nullptr'}, {st.line});")
     code.extend(writes)
@@ -465,8 +484,9 @@ def _need_output(st, op, opcode):
 
 
 # ---- the rewrite ------------------------------------------------------------------------------------------
-def rewrite(source, sm=DEFAULT_SM):
-    """``source`` with each asm statement replaced by the runtime's calls, every line kept where it was.
+def rewrite(source, sm=DEFAULT_SM, profile=False):
+    """``source`` with each asm statement replaced by the runtime's calls, every line kept where it was;
+    ``profile``: for the profiled build, each memory access of an instruction also told to the counters there.
 
     Raises ``Refused`` (with the line) for an instruction outside ``INSTRUCTIONS`` or not in architecture
     ``sm``, or operands that do not fit it."""
@@ -491,7 +511,7 @@ def rewrite(source, sm=DEFAULT_SM):
         inputs = _operands(*sections[2], len(outputs), line, outputs, True) if len(sections) > 2 else []
         st = _Statement(outputs + inputs, line)
         pieces = [p for p in re.split(r";", template.replace("\n", " ")) if p.strip()]
-        code = " ".join(_instruction_code(st, piece, sm) for piece in pieces)
+        code = " ".join(_instruction_code(st, piece, sm, profile) for piece in pieces)
         span = source[m.start():close + 1]
         breaks = "".join("\\\n" if span[k - 1:k] == "\\" else "\n" for k, ch in enumerate(span) if ch == "\n")
         out.append(source[last:m.start()])

@@ -534,11 +534,11 @@ def _architecture(arch, options):
         raise CompileError(f"SourceModule: {exc}") from None
 
 
-def _inline_ptx(source, sm, name="kernel.cu"):
-    """``source`` with its asm() statements rewritten to the emulator's PTX (``_ptx``), or the CompileError
-    ptxas would give, at the statement's line."""
+def _inline_ptx(source, sm, name="kernel.cu", profile=False):
+    """``source`` with its asm() statements rewritten to the emulator's PTX (``_ptx``; ``profile``: with the
+    counters' hooks at each statement), or the CompileError ptxas would give, at the statement's line."""
     try:
-        return _ptx.rewrite(source, sm)
+        return _ptx.rewrite(source, sm, profile)
     except _ptx.Refused as exc:
         raise CompileError(f"{name}({exc.line}): error: {exc}") from None
 
@@ -559,7 +559,7 @@ def _rewrite_headers(files, build_dir, profile, sm):
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
         with open(target, "w", encoding="utf-8") as f:
-            f.write(_scanner.rewrite_source(_inline_ptx(text, sm, os.path.basename(path)), profile=profile,
+            f.write(_scanner.rewrite_source(_inline_ptx(text, sm, os.path.basename(path), profile), profile=profile,
                                             tag=f"h{k}_"))
 
 
@@ -633,7 +633,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     relocatable = _relocatable(options)
     _check_source(source, relocatable)
     sm = _architecture(arch, options)
-    rewritten = _scanner.rewrite_source(_inline_ptx(source, sm), profile, device_launches=relocatable)
+    rewritten = _scanner.rewrite_source(_inline_ptx(source, sm, profile=profile), profile,
+                                        device_launches=relocatable)
     if profile:  # the instrumentation's flags are part of what the cached module is
         flags = flags + profile_flags(find_cxx()[1])
     folder = trusted_folder(os.path.abspath(cache_dir_)) if cache_dir_ else cache_dir()

@@ -156,7 +156,10 @@ def _shift(expected, got):
 
 # What each thread of a hazard did, by its kind (racecheck names the earlier access first).
 _RACE_VERBS = {"read-after-write": ("wrote", "read"), "write-after-read": ("read", "wrote"),
-               "write-after-write": ("wrote", "wrote")}
+               "write-after-write": ("wrote", "wrote"),
+               # the first access is a cp.async that no wait of its thread had landed yet
+               "read-before-wait": ("began copying (cp.async) to", "read"),
+               "write-before-wait": ("began copying (cp.async) to", "wrote")}
 
 
 def _xyz(v):
@@ -183,7 +186,13 @@ def race(hazards):
     # Two threads writing one address from one line: an update (`++`, `+=`) that is not atomic.
     lost_updates = any(x["kind"] == "write-after-write" and x["first"]["line"] == x["second"]["line"]
                        for x in hazards)
-    if lost_updates:
+    in_flight = h["kind"] in ("read-before-wait", "write-before-wait")
+    if in_flight:
+        hint = (f"the copy of {_line(first)} had not landed: a cp.async's bytes are in shared memory only after a "
+                f"wait of the thread that issued it covers its group. Before {_line(second)}, wait for it "
+                f"(cp.async.wait_group N, or __pipeline_wait_prior(N)), then __syncthreads(), so that every "
+                f"thread's copies are there for every thread.")
+    elif lost_updates:
         hint = ("two threads update one address with a plain read-modify-write (`++`, `+=`): on a GPU "
                 "they interleave and one update is lost. The emulator runs them one after the other, so "
                 "the values come out right here, but not on a GPU. Make the update atomic, e.g. "

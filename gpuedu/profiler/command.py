@@ -31,7 +31,7 @@ def run(args):
     from .. import backend as _backend
     from . import metrics
     from .report import modelled_times
-    from .session import profile
+    from .session import device_sm, profile
     script = args.script
     if not os.path.isfile(script):
         print(f"gpuedu profile: no such script: {script}", file=sys.stderr)
@@ -39,7 +39,7 @@ def run(args):
     backend = _backend.setup()
     if backend.name != "cpu":
         print("gpuedu profile: on this GPU the counters come from Nsight Compute; measure them with:\n  "
-              + metrics.ncu_command(" ".join([script] + list(args.args))), flush=True)
+              + metrics.ncu_command(" ".join([script] + list(args.args)), sm=device_sm()), flush=True)
     if args.csv and not os.path.isdir(os.path.dirname(os.path.abspath(args.csv))):
         print(f"gpuedu profile: --csv {args.csv}: no such folder; make it first, or name a file in an existing one",
               file=sys.stderr)

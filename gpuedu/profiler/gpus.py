@@ -50,6 +50,9 @@ class GPU:
     # Clocks a warp spends on each WMMA mma_sync (16 x 16 x 16, two mma.sync.m16n8k16 on sm_80 and later) before
     # it goes on, its mma_syncs being independent: None where no measurement says (the time model leaves it out).
     mma_sync_cycles: float = None
+    # Clocks a warp spends on each HMMA instruction (inline PTX's mma.sync.m16n8k16 or m16n8k8): None where
+    # mma_sync_cycles is (the time model leaves it out).
+    hmma_cycles: float = None
     aliases: tuple = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
@@ -95,6 +98,8 @@ def _sources(datasheet, whitepaper, **specific):
         "max_threads_per_block": _GUIDE, "warp_size": _GUIDE,
         "mma_sync_cycles": "not known: no measurement of a warp's WMMA mma_sync on this GPU here, so the time model "
                            "leaves the wait out",
+        "hmma_cycles": "not known: no measurement of a warp's WMMA mma_sync (two HMMA.16816) on this GPU here, so "
+                       "the time model leaves the wait out",
     }
     common.update(specific)
     return common
@@ -117,6 +122,13 @@ _HOPPER_MMA_SYNC = ("59 clocks a warp per WMMA mma_sync; the H200's tile sweep (
                     "one block an SM, took 0.970 ms with 8 warps of 64 x 32 and 1.456 ms with 4 warps of 64 x 64, "
                     "whose warps issue 8 more mma_syncs each 16-wide K step: 58.7 clocks each at the 1,980 MHz "
                     "boost clock (57.7 and 62.3 in the transposed layouts)")
+# An inline PTX mma.sync on Hopper: half a WMMA mma_sync, which nvcc compiles to two HMMA.16816 issued back to back.
+# An assumption, not a measurement: no run here has timed a lone HMMA, and an m16n8k8 (HMMA.1688) is charged the
+# same wait as an m16n8k16, the figure being a warp's wait per instruction, not a rate of multiply-adds.
+_HOPPER_HMMA_CYCLES = _HOPPER_MMA_SYNC_CYCLES / 2
+_HOPPER_HMMA = (f"assumption: {_HOPPER_HMMA_CYCLES:g} clocks a warp per HMMA (inline PTX mma.sync, m16n8k16 or "
+                f"m16n8k8 alike), half of mma_sync_cycles' {_HOPPER_MMA_SYNC_CYCLES} clocks: a WMMA mma_sync of 16 x 16 "
+                f"x 16 is two HMMA.16816 on sm_80 and later, and no run here has timed an HMMA alone")
 
 T4 = GPU(
     name="T4", arch="sm_75", sms=40, boost_clock_mhz=1590, dram_bytes_per_s=320e9,
@@ -154,7 +166,7 @@ H100 = GPU(
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
     shared_allocation_unit=128, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
-    aliases=("h100", "h100 sxm5", "h100 80gb"),
+    hmma_cycles=_HOPPER_HMMA_CYCLES, aliases=("h100", "h100 sxm5", "h100 80gb"),
     sources=_sources(
         "NVIDIA H100 Tensor Core GPU datasheet",
         "NVIDIA H100 Tensor Core GPU architecture whitepaper (Hopper)",
@@ -162,7 +174,8 @@ H100 = GPU(
         l2_bytes="NVIDIA H100 Tensor Core GPU architecture whitepaper (50 MB L2 on the H100 SXM5)",
         l2_bytes_per_clock="assumption: A100's published 5120 bytes/clock per SM (47.4) x 132 SMs "
                            "(NVIDIA publishes no H100 L2 bandwidth)",
-        mma_sync_cycles=f"assumption: as fitted on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}"),
+        mma_sync_cycles=f"assumption: as fitted on an H200 (the same GH100 SMs and clock): {_HOPPER_MMA_SYNC}",
+        hmma_cycles=_HOPPER_HMMA),
 )
 
 H200 = GPU(
@@ -171,7 +184,7 @@ H200 = GPU(
     fp32_flops=67e12, fp16_tensor_flops=989e12,
     shared_per_sm=228 * KiB, shared_per_block_optin=227 * KiB, shared_reserved_per_block=1 * KiB,
     shared_allocation_unit=128, max_warps_per_sm=64, max_blocks_per_sm=32, mma_sync_cycles=_HOPPER_MMA_SYNC_CYCLES,
-    aliases=("h200",),
+    hmma_cycles=_HOPPER_HMMA_CYCLES, aliases=("h200",),
     sources=_sources(
         "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e at 4.8 TB/s)",
         "NVIDIA H100 Tensor Core GPU architecture whitepaper (the H200 uses the same GH100 chip)",
@@ -179,7 +192,7 @@ H200 = GPU(
                  "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE (gpuedu bench, 2026-11-26), as Nsight Compute reported there; "
                  "the GH100 chip's full 60 MB, where the H100 SXM5 enables 50 MB",
         l2_bytes_per_clock="assumption: as H100 (the same chip; NVIDIA publishes no L2 bandwidth)",
-        mma_sync_cycles=f"fitted to two times measured on this GPU: {_HOPPER_MMA_SYNC}"),
+        mma_sync_cycles=f"fitted to two times measured on this GPU: {_HOPPER_MMA_SYNC}", hmma_cycles=_HOPPER_HMMA),
 )
 
 RTX_A6000 = GPU(

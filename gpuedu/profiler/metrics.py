@@ -53,12 +53,38 @@ are not counted. A WMMA fragment load or store counts as the GPU's lanes make it
 (each lane two neighbours in each 8 x 8 block of the tile, mma.sync's fragment layout: the emulator's mma.h),
 which matches ncu's shared-memory wavefronts and global sectors, though not its instructions (nvcc moves a
 fragment with fewer, wider ones).
+
+**Inline PTX's tensor-core instructions** (gpuedu/emulator/_ptx.py runs them), each warp-level instruction counted
+as the GPU executes it:
+
+- ``mma.sync``: one HMMA a warp a call (m16n8k16 is HMMA.16816 on sm_80 and later, m16n8k8 HMMA.1688), on the
+  tensor pipe: ``smsp__inst_executed_pipe_tensor_op_hmma.sum``. That total also holds WMMA's: a 16 x 16 x 16
+  ``mma_sync`` (and 32 x 8 x 16, 8 x 32 x 16) on halves or bfloat16 is two HMMA.16816, as nvcc compiles it, so the
+  metric is the PTX mma.syncs plus twice the WMMA ``mma_sync``s; ``KernelRecord.reasons`` says how many of each.
+  (The emulator's own counts keep them apart: ``mma_sync``, ``hmma_16816`` and ``hmma_1688``.)
+- ``ldmatrix``: an LDSM instruction (``smsp__inst_executed_op_ldsm.sum``), not an LDS: its shared-memory
+  wavefronts and bank conflicts are ``..._mem_shared_op_ldsm.sum``, not ``op_ld``'s. Each matrix is 8 rows of 16
+  bytes at the addresses lanes 8j to 8j + 7 give: one wavefront when its rows lie in 8 different groups of 4 banks
+  (an address / 16 mod 8), one more for each further row on the busiest group. So an ldmatrix.x4 of 32 rows 16
+  bytes apart is 4 wavefronts, 0 conflicts; rows 128 bytes apart share their banks, 8 wavefronts a matrix (28
+  conflicts for .x4); a swizzled layout (the row's 16-byte chunk XORed with the row number mod 8) is 4 again.
+- ``cp.async`` (and ``cuda_pipeline.h``'s ``__pipeline_memcpy_async``): an LDGSTS instruction
+  (``smsp__inst_executed_op_ldgsts.sum``), whose global read is counted as a load's (its requests and sectors:
+  ``l1tex__t_..._global_op_ldgsts.sum``) and whose shared write as a store of its width
+  (``l1tex__data_..._mem_shared_op_ldgsts.sum``). The L1's global load requests and sectors (``..._global_op_ld``)
+  include the LDGSTS ones, as Nsight Compute counted them on an H200 (2026-11-26, benchmarks/results/
+  nvidia-h200-ncu.csv: the pipelined WMMA GEMM, whose SASS has no LDG, ``smsp__sass_inst_executed_op_global_ld``
+  0, made 1,024 ``l1tex__t_requests_pipe_lsu_mem_global_op_ld`` requests: its 1,024 LDGSTS); the SASS load count
+  does not. A lane whose copy only zero-fills (source size 0) reads nothing; lanes of one instruction that read
+  different nonzero source sizes are counted at the first lane's.
 """
 
 # Nsight Compute name -> how it follows from the emulator's raw counts (_instrument.COUNTERS).
 COUNTED = {
-    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": lambda c: c["global_ld_requests"],
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": lambda c: c["global_ld_sectors"],
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum":
+        lambda c: c["global_ld_requests"] + c.get("ldgsts_global_requests", 0),
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum":
+        lambda c: c["global_ld_sectors"] + c.get("ldgsts_global_sectors", 0),
     "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": lambda c: c["global_st_requests"],
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": lambda c: c["global_st_sectors"],
     "l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum": lambda c: c["global_atom_requests"],
@@ -105,6 +131,32 @@ COUNTED = {
 #: reports every opcode's instance: ``ncu_name`` drops the ``[SHFL]``.
 SHUFFLES = "sass__inst_executed_per_opcode[SHFL]"
 COUNTED[SHUFFLES] = lambda c: c.get("shuffles", 0)
+
+
+#: Warp-level instructions on the tensor pipe: inline PTX's mma.sync (HMMA.16816 and HMMA.1688), and WMMA's
+#: mma_sync, two HMMA.16816 each (the module docstring says why).
+TENSOR_HMMA = "smsp__inst_executed_pipe_tensor_op_hmma.sum"
+COUNTED[TENSOR_HMMA] = lambda c: c.get("hmma_16816", 0) + c.get("hmma_1688", 0) + 2 * c.get("mma_sync", 0)
+#: ldmatrix (LDSM) and cp.async (LDGSTS): their instructions, wavefronts and bank conflicts, and LDGSTS's global side.
+LDSM = "smsp__inst_executed_op_ldsm.sum"
+LDGSTS = "smsp__inst_executed_op_ldgsts.sum"
+COUNTED.update({
+    LDSM: lambda c: c.get("ldsm_requests", 0),
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum": lambda c: c.get("ldsm_wavefronts", 0),
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum":
+        lambda c: c.get("ldsm_wavefronts", 0) - c.get("ldsm_ideal_wavefronts", 0),
+    LDGSTS: lambda c: c.get("ldgsts_requests", 0),
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum": lambda c: c.get("ldgsts_global_requests", 0),
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum": lambda c: c.get("ldgsts_global_sectors", 0),
+    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum": lambda c: c.get("ldgsts_wavefronts", 0),
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum":
+        lambda c: c.get("ldgsts_wavefronts", 0) - c.get("ldgsts_ideal_wavefronts", 0),
+})
+
+
+#: Metrics a GPU has only from an architecture on (the sm number): LDGSTS (cp.async) is Ampere's. ncu refuses a
+#: command that asks for a metric the device lacks, so ``ncu_command(sm=...)`` leaves them out below it.
+SINCE_SM = {name: 80 for name in COUNTED if "ldgsts" in name}
 
 
 def ncu_name(name):
@@ -188,8 +240,11 @@ def from_counts(counts, l2_bytes):
     return out
 
 
-def ncu_command(script="script.py", names=None):
-    """The Nsight Compute command line that measures the same metrics on a GPU."""
+def ncu_command(script="script.py", names=None, sm=None):
+    """The Nsight Compute command line that measures the same metrics on a GPU (``sm``: the device's architecture,
+    as 75 or 90, when known: metrics it lacks are left out)."""
     names = names or [n for n in list(COUNTED) + list(MODELLED)] + list(COMPILER)
+    if sm is not None:
+        names = [n for n in names if SINCE_SM.get(n, 0) <= int(sm)]
     names = list(dict.fromkeys(ncu_name(n) for n in names))
     return f"ncu --metrics {','.join(names)} python {script}"

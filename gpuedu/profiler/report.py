@@ -47,10 +47,52 @@ def table(prof):
     else:
         note = "on a GPU: times are measured with CUDA events (rec.seconds); counters: " + (first._reason or "")
     lines.append(note)
+    tensor = tensor_table(prof)
+    if tensor:
+        lines.append(tensor)
     if prof.racecheck:
         lines.append(hazard_report(prof))
     if getattr(prof, "memcheck", False):
         lines.append(memcheck_report(prof))
+    return "\n".join(lines)
+
+
+#: The tensor-core table's columns: (heading, metric).
+TENSOR_COLUMNS = (
+    ("HMMA", "smsp__inst_executed_pipe_tensor_op_hmma.sum"),
+    ("LDSM", "smsp__inst_executed_op_ldsm.sum"),
+    ("ldsm wf", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum"),
+    ("conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum"),
+    ("LDGSTS", "smsp__inst_executed_op_ldgsts.sum"),
+    ("sect/req", None),
+    ("ldgsts wf", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum"),
+    ("conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldgsts.sum"),
+)
+
+
+def tensor_table(prof):
+    """The launches that ran tensor-core instructions, ldmatrix or cp.async, one row each (counted): HMMA
+    instructions (WMMA's mma_sync two each), LDSM instructions with their wavefronts and bank conflicts, LDGSTS
+    instructions with their global sectors per request and their shared wavefronts and bank conflicts; "" when
+    none did."""
+    rows = []
+    for k in prof.kernels:
+        m = k.metrics
+        if not any(m.get(name) for _, name in TENSOR_COLUMNS if name):
+            continue
+        sectors = _ratio(m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"),
+                         m.get("l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"))
+        rows.append([k.name] + [_fmt(sectors, ".1f") if name is None else _fmt(m.get(name))
+                                for _, name in TENSOR_COLUMNS])
+    if not rows:
+        return ""
+    head = ["tensor cores"] + [h for h, _ in TENSOR_COLUMNS]
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in [head] + rows]
+    lines.append("counted: HMMA = inline PTX mma.sync + 2 x WMMA mma_sync (smsp__inst_executed_pipe_tensor_op_hmma); "
+                 "ldmatrix as LDSM, cp.async as LDGSTS, their shared wavefronts and bank conflicts apart from LDS's "
+                 "and STS's (gpuedu.profiler.metrics)")
     return "\n".join(lines)
 
 
@@ -74,6 +116,16 @@ def hazard_report(prof):
         else:
             place = f"a {where['allocation_bytes']}-byte allocation, byte offset {where['offset']}"
         a, b = h["first"], h["second"]
+        if h["kind"] in ("read-before-wait", "write-before-wait"):
+            what = "reads" if h["kind"] == "read-before-wait" else "writes"
+            out.append(f"  {h['kind']} hazard in {h['space']} memory of kernel '{h['kernel']}' at {place}: thread "
+                       f"{b['thread']} of block {b['block']} ({b['line'] or 'line unknown'}) {what} bytes that the "
+                       f"cp.async of thread {a['thread']} of block {a['block']} ({a['line'] or 'line unknown'}) has "
+                       f"not landed: no wait of that thread covers the copy yet. Wait for its group first "
+                       f"(cp.async.wait_group N, wait_all or __pipeline_wait_prior(N)), then __syncthreads() so that "
+                       f"every thread's copies are visible, before touching them ({h['count']} "
+                       f"time{'s' if h['count'] != 1 else ''})")
+            continue
         out.append(f"  {h['kind']} hazard in {h['space']} memory of kernel '{h['kernel']}' at {place}: "
                    f"thread {a['thread']} of block {a['block']} ({a['line'] or 'line unknown'}) and thread "
                    f"{b['thread']} of block {b['block']} ({b['line'] or 'line unknown'}), "

@@ -115,6 +115,20 @@ class KernelRecord:
             for name in ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
                          "smsp__sass_inst_executed_op_shared_ld.sum"):
                 self._reasons[name] = SHARED_VECTOR_NOTE
+        wmma, k16, k8 = c.get("mma_sync", 0), c.get("hmma_16816", 0), c.get("hmma_1688", 0)
+        if wmma or k16 or k8:
+            self._reasons[_metrics.TENSOR_HMMA] = (
+                f"{k16 + k8:,} inline PTX mma.sync ({k16:,} m16n8k16, HMMA.16816; {k8:,} m16n8k8, HMMA.1688) and "
+                f"{wmma:,} WMMA mma_sync, each two HMMA.16816 as nvcc compiles it for sm_80 and later: "
+                f"{k16 + k8:,} + 2 x {wmma:,}")
+        if c.get("ldgsts_global_requests"):
+            note = (f"includes cp.async's global reads ({c['ldgsts_global_requests']:,} LDGSTS requests, "
+                    f"{c.get('ldgsts_global_sectors', 0):,} sectors), as Nsight Compute's L1 counts them (an H200, "
+                    f"2026-11-26: a kernel with no LDG made as many global load requests as LDGSTS); "
+                    f"smsp__sass_inst_executed_op_global_ld.sum does not")
+            for name in ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+                         "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"):
+                self._reasons[name] = note
         if c.get("global_atom_requests") or c.get("global_red_requests"):
             self._reasons["smsp__sass_inst_executed_op_global_red.sum"] = (
                 "an atomic whose result the statement discards (atomicAdd(&x, v);) is a RED, one whose result is "
@@ -419,12 +433,22 @@ def memcheck(arch=None):
     return Profile(memcheck=True, arch=arch)
 
 
+def device_sm():
+    """The current CUDA device's architecture as a number (90 for sm_90), or None when it cannot be asked."""
+    try:
+        import pycuda.driver as drv
+        major, minor = drv.Context.get_device().compute_capability()
+        return 10 * major + minor
+    except Exception:   # no context yet, or a PyCUDA without it: the command then asks for every metric
+        return None
+
+
 def _time_gpu_launches(prof):
     """On real PyCUDA: time every launch with CUDA events; returns the function that stops it."""
     import pycuda.driver as drv
     cls = drv.Function
     saved = {name: getattr(cls, name) for name in ("__call__", "prepared_call", "prepared_async_call")}
-    reason = ("counters come from the emulator; on this GPU, run: " + _metrics.ncu_command())
+    reason = ("counters come from the emulator; on this GPU, run: " + _metrics.ncu_command(sm=device_sm()))
 
     def timed(name):
         original = saved[name]

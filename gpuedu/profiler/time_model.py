@@ -7,16 +7,22 @@ share of the work, if it ran at its own top speed, and how long the waits of one
 - launch: a fixed cost on the GPU before any work starts;
 - DRAM: bytes that must come from or go to memory, over the achievable bandwidth;
 - L2: every 32-byte sector the SMs ask for, over the L2 bandwidth;
-- L1/shared: every wavefront (one pass of the L1/shared data path), at one per clock per SM;
+- L1/shared: every wavefront (one pass of the L1/shared data path), at one per clock per SM: shared loads,
+  stores and atomics, ldmatrix's (LDSM) and cp.async's shared writes (LDGSTS), and a pass per 128-byte line each
+  global request touches;
 - compute: your count of floating-point operations, over the FP32 peak (only when you give one), or
   over the dense FP16 tensor-core peak for kernels that run on the tensor cores (``pipe="tensor"``);
-- issue: every warp instruction the counts know of (memory instructions, barriers, and an FMA per two
-  FLOPs on the FP32 pipe) at four a clock per SM, one per scheduler;
+- issue: every warp instruction the counts know of (memory instructions, LDSM and LDGSTS included, and
+  barriers) at four a clock per SM, one per scheduler;
 - latency/occupancy: the waits. An SM holds only so many blocks at once (the occupancy); each wave of
   them takes as long as one block's chain of waits: its start, its rounds of global loads (a DRAM or an
   L2 round trip each, as the counted DRAM bytes say), a barrier plus a shared-memory round trip per
   ``__syncthreads``, and, on the tensor cores, each warp's WMMA ``mma_sync`` operations one after another
-  (the emulator counts them; ``GPU.mma_sync_cycles`` each, 59 clocks on Hopper as an H200 measured them).
+  (the emulator counts them; ``GPU.mma_sync_cycles`` each, 59 clocks on Hopper as an H200 measured them) and its
+  inline PTX ``mma.sync`` instructions (HMMA), ``GPU.hmma_cycles`` each: half a WMMA ``mma_sync``, which is two
+  HMMA.16816 (an assumption: gpus.py). A cp.async's global read is a load here: its sectors cross L2 and count
+  for DRAM as a load's do, and its requests are loads in the chain's rounds (a pipeline that keeps several
+  stages in flight hides more of them than the chain's two loads in flight a warp: not modelled).
   The SM's shared-memory wavefronts, the replays of global requests scattered over several 128-byte
   lines, and its memory and barrier instructions add to that: a warp busy with them is not waiting on
   memory, and a barrier lets no warp run ahead into the next step.
@@ -81,6 +87,9 @@ BARRIERS = "gpuedu__barriers_released.sum"
 #: ``KernelRecord.predict`` passes in. On sm_80 and later each is two ``mma.sync.m16n8k16`` (SASS HMMA.16816), 8,192
 #: FLOPs.
 MMA_SYNC = "gpuedu__mma_sync.sum"
+#: Warp-level HMMA instructions on the tensor pipe (Nsight Compute's name): inline PTX's mma.sync, and twice each
+#: WMMA mma_sync (gpuedu.profiler.metrics). Those beyond twice ``MMA_SYNC`` are charged at ``GPU.hmma_cycles``.
+TENSOR_HMMA = "smsp__inst_executed_pipe_tensor_op_hmma.sum"
 #: The distinct 128-byte lines each global request touched, summed over the requests: the emulator's own count,
 #: which ``KernelRecord.predict`` passes in. The L1 takes a pass (a wavefront) per line, so a request whose 32 lanes
 #: fall in 32 lines costs 32 where a coalesced one costs 1.
@@ -100,6 +109,12 @@ def _sectors(op):
 
 
 SHARED_WAVEFRONTS = tuple(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum" for op in ("ld", "st"))
+#: ldmatrix's wavefronts and cp.async's shared writes: passes of the same data path (absent: none).
+MATRIX_AND_ASYNC_WAVEFRONTS = tuple(f"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_{op}.sum"
+                                    for op in ("ldsm", "ldgsts"))
+#: LDSM and LDGSTS instructions, and the global requests of LDGSTS (which the L1's global load requests include).
+LDSM_INSTRUCTIONS, LDGSTS_INSTRUCTIONS = "smsp__inst_executed_op_ldsm.sum", "smsp__inst_executed_op_ldgsts.sum"
+LDGSTS_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"
 SHARED_ATOMICS = "smsp__sass_inst_executed_op_shared_atom.sum"
 DIVERGENT_BRANCHES = "smsp__sass_branch_targets_threads_divergent.sum"
 DRAM_READ, DRAM_WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
@@ -174,7 +189,7 @@ def _occupancy(gpu, threads, shared_dynamic, occupancy, notes):
 
 def _l1_wavefronts(metrics):
     """Wavefronts through the L1/shared data path, or None if a count it needs is unknown."""
-    total = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    total = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS, *MATRIX_AND_ASYNC_WAVEFRONTS))
     lines = metrics.get(GLOBAL_LINES)
     if lines is not None and total is not None:
         return total + float(lines)     # a global request takes a wavefront per line it touches
@@ -188,19 +203,48 @@ def _l1_wavefronts(metrics):
 
 
 def _instructions(metrics, barriers, blocks, threads, gpu):
-    """Warp instructions the counts know of: global and shared memory instructions, and a barrier per warp per
-    ``__syncthreads`` (None when a count is unknown; barriers left out when not counted)."""
+    """Warp instructions the counts know of: global and shared memory instructions (LDSM and LDGSTS too, an
+    LDGSTS once: the global load requests include its reads), and a barrier per warp per ``__syncthreads`` (None
+    when a count is unknown; barriers left out when not counted)."""
     names = [_requests(op) for op in GLOBAL_OPS] + [f"smsp__sass_inst_executed_op_shared_{op}.sum"
                                                      for op in ("ld", "st", "atom")]
-    total = _total(metrics, names)
-    if total is None:
+    total = _total(metrics, names + [LDSM_INSTRUCTIONS, LDGSTS_INSTRUCTIONS])
+    ldgsts_reads = _count(metrics, LDGSTS_REQUESTS)
+    if total is None or ldgsts_reads is None:
         return None
+    total -= ldgsts_reads
     if barriers:
         total += float(barriers) * math.ceil(threads / gpu.warp_size)
     return total
 
 
 def _mma_chain(metrics, warps, gpu, notes):
+    """Clocks each warp's tensor-core instructions add to its block's chain: its WMMA mma_syncs
+    (``_wmma_chain``) and its inline PTX mma.syncs (``_hmma_chain``), one after another."""
+    return _wmma_chain(metrics, warps, gpu, notes) + _hmma_chain(metrics, warps, gpu, notes)
+
+
+def _hmma_chain(metrics, warps, gpu, notes):
+    """Clocks of the HMMA instructions beyond WMMA's (the tensor-pipe count less two a WMMA mma_sync: inline PTX's
+    mma.sync), ``gpu.hmma_cycles`` each, one after another on each warp's chain (0 where there are none, or the GPU
+    has no such figure: the notes say which)."""
+    tensor = metrics.get(TENSOR_HMMA)
+    if not tensor:
+        return 0.0
+    hmma = float(tensor) - 2 * float(metrics.get(MMA_SYNC) or 0)
+    if hmma <= 0:
+        return 0.0
+    per_warp = hmma / warps
+    if gpu.hmma_cycles is None:
+        notes.append(f"tensor cores: {hmma:,.0f} HMMA (inline PTX mma.sync) counted ({per_warp:,.4g} a warp); the "
+                     f"wait on each is not modelled on the {gpu.name} ({gpu.sources['hmma_cycles']})")
+        return 0.0
+    notes.append(f"tensor cores: {hmma:,.0f} HMMA (inline PTX mma.sync) counted, {per_warp:,.4g} a warp, one after "
+                 f"another on its chain at {gpu.hmma_cycles:g} clocks each ({gpu.sources['hmma_cycles']})")
+    return per_warp * gpu.hmma_cycles
+
+
+def _wmma_chain(metrics, warps, gpu, notes):
     """Clocks each warp's WMMA mma_syncs add to its block's chain: the counted mma_syncs a warp, one after another,
     ``gpu.mma_sync_cycles`` each (0 where none are counted, or the GPU has no such figure: the notes say which)."""
     mma = metrics.get(MMA_SYNC, 0)
@@ -221,12 +265,26 @@ def _mma_chain(metrics, warps, gpu, notes):
     return per_warp * gpu.mma_sync_cycles
 
 
+def _matrix_and_async_notes(metrics, notes):
+    """Say how ldmatrix (LDSM) and cp.async (LDGSTS) are charged, where a launch made any."""
+    ldsm, ldgsts = _count(metrics, LDSM_INSTRUCTIONS), _count(metrics, LDGSTS_INSTRUCTIONS)
+    if ldsm:
+        notes.append(f"ldmatrix: {ldsm:,.0f} LDSM counted, charged as shared loads are: their wavefronts (bank "
+                     f"conflicts included) on the L1/shared data path and in the SM's serial work, each an instruction "
+                     f"to issue")
+    if ldgsts:
+        notes.append(f"cp.async: {ldgsts:,.0f} LDGSTS counted; each one instruction to issue, its global read a load "
+                     f"(its sectors through L2 and the DRAM model, its requests in the chain's rounds of loads: a "
+                     f"pipeline keeping more stages in flight hides more of them, not modelled), its shared write "
+                     f"wavefronts on the L1/shared data path as a store's")
+
+
 def _latency(metrics, read, barriers, instructions, blocks, threads, busiest_share, occ, gpu, notes):
     """Seconds of the waits on the busiest SM: each wave of resident blocks as long as one block's chain, plus the
     SM's shared wavefronts, scattered requests' replays and counted instructions, which do not hide under them."""
     loads, load_sectors = _count(metrics, _requests("ld")), _count(metrics, _sectors("ld"))
     stores = _count(metrics, _requests("st"))
-    shared = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS))
+    shared = _total(metrics, (*SHARED_WAVEFRONTS, SHARED_ATOMICS, *MATRIX_AND_ASYNC_WAVEFRONTS))
     lines, requests = metrics.get(GLOBAL_LINES), _total(metrics, [_requests(op) for op in GLOBAL_OPS])
     if None in (read, loads, load_sectors, stores, shared, requests, instructions):
         return None
@@ -354,6 +412,7 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_wa
                      f"memory instructions and barriers (arithmetic is the compute roof's; address math and other "
                      f"instructions are not counted)")
 
+    _matrix_and_async_notes(metrics, notes)
     latency = _latency(metrics, read, barriers, instructions, blocks, threads, busiest_share, occ, gpu, notes)
     if latency is None:
         unknown.append("latency/occupancy")

@@ -7,15 +7,16 @@ whatever happened in the one before, in the order of their value to the record:
     bench       ``gpuedu bench`` (the full suite): benchmarks/results/<device>.json and its plots, put
                 there when the whole run is over (the tests of the same run read the record before it)
     attention   ``benchmarks/gpu_probe.py attention``: attention versions 3 and 4 against each of PyTorch's
-                SDPA backends in FP16 at N = 2048 and 4096 (<device>-gpu-check-attention.json)
-    ncu         Nsight Compute's counts of ``benchmarks/ncu_compare.py``'s launches (the course's ladders and
-                the tensor-core instructions) against the profiler's (<device>-gpu-check-ncu.csv and .json)
+                SDPA backends at N = 2048 and 4096; benchmarks/results/<device>-attention-check.json
+    ncu         ``benchmarks/ncu_compare.py measure``: Nsight Compute's counters of a fixed workload (the
+                course's ladders and the inline PTX kernels of benchmarks/ptx_counts.cu) beside the
+                emulator's counts of the same launches; benchmarks/results/<device>-ncu-check.csv and .json
     lessons     every lesson under nbval with real PyCUDA, one notebook per worker
     gpu-tests   ``pytest -m gpu tests``: what only a real device shows
     tests       the rest of the test suite, on the GPU backend (``-m "not gpu"``)
 
-The bench, the attention probe and ncu time or replay the GPU, so each runs alone; the doctor runs first, alone, as it is quick and says
-whether the rest can mean anything. The last three time nothing they record, so they run side by
+The bench times the GPU, so it runs alone, and so do the attention probe and Nsight Compute, which replays each kernel; the
+doctor runs first, alone, as it is quick and says whether the rest can mean anything. The last three time nothing they record, so they run side by
 side (``plan``). ``--budget SECONDS`` bounds the whole run: a step still running when the budget
 runs out is interrupted (pytest then writes what it has) and recorded as stopped, and a step the
 budget never reached as not run.
@@ -88,10 +89,13 @@ def lesson_workers(lessons_dir="lessons"):
 
 
 BENCH_FILE = "bench.json"    # the bench step's results in the logs folder; its plots are bench-<group>.png
-#: What the probe and ncu steps leave in the logs folder, and the name each gets beside the bench's results
-#: (``<device>-<suffix>``) when the run is over; the records the lessons quote keep their own names.
-PUBLISHED = {"attention": (("probe-attention.json", "gpu-check-attention.json"),),
-             "ncu": (("ncu.csv", "gpu-check-ncu.csv"), ("ncu-compare.json", "gpu-check-ncu.json"))}
+NCU_DIR = "ncu"              # the ncu step's folder in the logs folder: ncu.csv and ncu-compare.json
+NCU_FILES = (("ncu.csv", "ncu-check.csv"), ("ncu-compare.json", "ncu-check.json"))   # (written, published as)
+#: The attention step's record in the logs folder (gpu_probe.py names it), and its name beside the bench's results
+#: (not over the record the lessons quote, nvidia-h200-probe-attention.json).
+ATTENTION_FILES = ("probe-attention.json", "attention-check.json")
+#: The GPU whose L2 the ncu step's DRAM model uses, unless the device is one the profiler knows.
+NCU_DEFAULT_GPU = "H200"
 
 
 def publish_bench(log_dir, results_dir, device_name):
@@ -113,17 +117,52 @@ def publish_bench(log_dir, results_dir, device_name):
     return target
 
 
-def _ncu_script(python, log_dir):
-    """The ncu step's shell line: ncu's CSV of the workload, then the comparison with the emulator's counts."""
-    q = shlex.quote
-    compare = os.path.join("benchmarks", "ncu_compare.py")
-    csv_path, json_path = os.path.join(log_dir, "ncu.csv"), os.path.join(log_dir, "ncu-compare.json")
-    return (f"ncu --csv --clock-control none --metrics \"$({q(python)} {compare} metrics)\" {q(python)} {compare} "
-            f"workload > {q(csv_path)} && {q(python)} {compare} compare {q(csv_path)} --out {q(json_path)}")
+def publish_attention(log_dir, results_dir, device_name):
+    """Copy the attention step's record to ``<results>/<device>-attention-check.json``; returns its new path, or
+    None when the step wrote none."""
+    from ..bench.environment import slug
+    written, name = ATTENTION_FILES
+    source = os.path.join(log_dir, written)
+    if not os.path.isfile(source):
+        return None
+    os.makedirs(results_dir, exist_ok=True)
+    target = os.path.join(results_dir, f"{slug(device_name)}-{name}")
+    shutil.copyfile(source, target)
+    return target
 
 
-def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
-    """The seven steps, by their value; pytest plugins that are not installed are simply not asked for."""
+def publish_ncu(log_dir, results_dir, device_name):
+    """Copy the ncu step's CSV and comparison to ``<results>/<device>-ncu-check.csv`` and ``.json`` (beside, not
+    over, the records the README quotes); returns the comparison's new path, or None when the step wrote none."""
+    from ..bench.environment import slug
+    source = os.path.join(log_dir, NCU_DIR)
+    if not os.path.isfile(os.path.join(source, NCU_FILES[1][0])):
+        return None
+    os.makedirs(results_dir, exist_ok=True)
+    published = None
+    for written, name in NCU_FILES:
+        if os.path.isfile(os.path.join(source, written)):
+            published = os.path.join(results_dir, f"{slug(device_name)}-{name}")
+            shutil.copyfile(os.path.join(source, written), published)
+    return published
+
+
+def profiler_gpu(device_name):
+    """The profiler's name for the GPU called ``device_name`` (as the driver names it: "NVIDIA H200"), or
+    NCU_DEFAULT_GPU when the profiler does not know it."""
+    from ..profiler.gpus import get_gpu
+    name = str(device_name or "")
+    for candidate in (name, name.replace("NVIDIA", "", 1).strip()):
+        try:
+            return get_gpu(candidate).name
+        except ValueError:
+            continue
+    return NCU_DEFAULT_GPU
+
+
+def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None, gpu=NCU_DEFAULT_GPU):
+    """The seven steps, by their value; pytest plugins that are not installed are simply not asked for. ``gpu``: the
+    profiler's GPU for the ncu step's DRAM model."""
     jobs = default_jobs() if jobs is None else jobs
     lesson_jobs = lesson_workers() if lesson_jobs is None else lesson_jobs
     pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs"]   # list failures and skips
@@ -144,13 +183,14 @@ def build_steps(log_dir, jobs=None, python=sys.executable, lesson_jobs=None):
         Step("bench", "gpuedu bench, the full suite (it times the GPU: alone)",
              [python, "-m", "gpuedu", "bench", "--out", os.path.join(log_dir, BENCH_FILE)],
              timeout_s=6 * 3600, alone=True),
-        Step("attention", "attention v3 and v4 against each SDPA backend, FP16, N = 2048 and 4096 (times the GPU: "
-                          "alone)",
+        # Nsight Compute replays every kernel with the GPU's counters: nothing else may run beside it.
+        Step("attention", "attention v3 and v4 against each of PyTorch's SDPA backends at N = 2048 and 4096 (it times "
+                          "the GPU: alone)",
              [python, os.path.join("benchmarks", "gpu_probe.py"), "attention", "--seq", "2048", "4096",
               "--out", log_dir], timeout_s=1800, alone=True),
-        # ncu replays each launch under its counters, then the same launches are counted on the emulator.
-        Step("ncu", "Nsight Compute's counts of ncu_compare.py's launches against the profiler's (alone)",
-             ["sh", "-c", _ncu_script(python, log_dir)], timeout_s=3600, alone=True),
+        Step("ncu", "Nsight Compute's counters of ncu_compare.py's workload against the emulator's (alone)",
+             [python, os.path.join("benchmarks", "ncu_compare.py"), "measure", "--out-dir",
+              os.path.join(log_dir, NCU_DIR), "--gpu", gpu], timeout_s=3600, alone=True),
         # Lessons time kernels too, but those outputs are not compared and not recorded: they share.
         Step("lessons", "every lesson under nbval with real PyCUDA, a notebook per worker",
              pytest + timeout + notebooks + ["--nbval", "--nbval-cell-timeout=1800", "lessons",
@@ -291,6 +331,8 @@ def judge_step(step, returncode, lines, budget_s=None):
         using_gpu = any("Lessons will use:" in ln and "cuda (real GPU)" in ln for ln in lines)
         if not using_gpu:
             return False, "the lessons would not get the cuda backend (see the doctor's report)", extra
+    if step.name == "ncu" and returncode == 0:
+        extra.update(ncu_summary(step))
     if step.name == "bench":
         extra.update(bench_summary(lines))
         if extra.get("failed_figures"):
@@ -298,6 +340,20 @@ def judge_step(step, returncode, lines, budget_s=None):
     if returncode != 0:
         return False, f"exit code {returncode}", extra
     return True, "", extra
+
+
+def ncu_summary(step):
+    """How many (launch, metric) pairs the ncu step found equal, from the comparison it wrote."""
+    if "--out-dir" not in step.command[:-1]:
+        return {}
+    folder = step.command[step.command.index("--out-dir") + 1]
+    path = os.path.join(folder, NCU_FILES[1][0])
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError) as exc:
+        return {"ncu_error": f"{type(exc).__name__}: {exc}"}
+    return {"ncu_equal": record.get("equal"), "ncu_pairs": record.get("pairs"), "ncu_comparison": path}
 
 
 def bench_summary(lines):
@@ -430,21 +486,6 @@ def no_gpu_message(reason):
             f"(e.g. a cloud GPU instance or Google Colab). On this machine `make test` runs everything on the CPU emulator.")
 
 
-def publish_outputs(step_name, log_dir, results_dir, device_name):
-    """Copy what step ``step_name`` left in the logs folder (``PUBLISHED``) to ``<results>/<device>-<suffix>``;
-    returns the paths written."""
-    from ..bench.environment import slug
-    written = []
-    for source, suffix in PUBLISHED.get(step_name, ()):
-        path = os.path.join(log_dir, source)
-        if os.path.isfile(path):
-            os.makedirs(results_dir, exist_ok=True)
-            target = os.path.join(results_dir, f"{slug(device_name)}-{suffix}")
-            shutil.copyfile(path, target)
-            written.append(target)
-    return written
-
-
 def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), budget_s=None):
     """Run ``steps`` phase by phase (``plan``) within ``budget_s`` seconds if given, write the record after
     every phase, and return (record, its path)."""
@@ -485,12 +526,19 @@ def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), bud
         if published:
             bench["results_file"] = published
             write_record(record, path)
-    for entry in record["steps"]:
-        if entry["name"] in PUBLISHED and entry.get("returncode") is not None:
-            published = publish_outputs(entry["name"], log_dir, results_dir, device.get("name", "device"))
-            if published:
-                entry["results_files"] = published
-                write_record(record, path)
+    attention = next((e for e in record["steps"] if e["name"] == "attention" and e.get("returncode") is not None),
+                     None)
+    if attention is not None:
+        published = publish_attention(log_dir, results_dir, device.get("name", "device"))
+        if published:
+            attention["results_file"] = published
+            write_record(record, path)
+    ncu = next((e for e in record["steps"] if e["name"] == "ncu" and e.get("returncode") is not None), None)
+    if ncu is not None:
+        published = publish_ncu(log_dir, results_dir, device.get("name", "device"))
+        if published:
+            ncu["results_file"] = published
+            write_record(record, path)
     return record, path
 
 
@@ -500,7 +548,9 @@ def summary_lines(record, path):
         counts = s.get("counts")
         detail = (f"{counts['passed']} passed, {counts['failed']} failed, {counts['errors']} errors, "
                   f"{counts['skipped']} skipped" if counts else
-                  "not run" if s.get("not_run") else f"exit code {s['returncode']}")
+                  "not run" if s.get("not_run") else
+                  f"{s['ncu_equal']} of {s['ncu_pairs']} (launch, metric) pairs equal to Nsight Compute's"
+                  if s.get("ncu_pairs") is not None else f"exit code {s['returncode']}")
         lines.append(f"  [{'ok ' if s['ok'] else 'BAD'}] {s['name']:<10} {detail} ({s['duration_s']:.0f} s)"
                      + ("" if s["ok"] else f": {s['problem']}"))
         for name in s.get("failures", [])[:20]:
@@ -563,6 +613,8 @@ def run(args, argv=()):
         return NO_GPU_EXIT
     probe = details.get("probe", {})
     device = dict(details.get("device", {}))
+    gpu = profiler_gpu(device.get("name"))        # the ncu step's DRAM model: this GPU's L2 where it is known
+    steps = [s for s in build_steps(log_dir, args.jobs, gpu=gpu) if s.name in wanted]
     device["cuda_driver_version"] = probe.get("cuda_driver_version")
     device["pycuda_version"] = probe.get("pycuda_version")
     print(f"gpuedu gpu-check on {device.get('name')} (sm_{device.get('arch')}): {', '.join(s.name for s in steps)}")

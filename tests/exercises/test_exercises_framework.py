@@ -139,6 +139,16 @@ def test_two_threads_writing_from_one_line_is_a_lost_update():
     assert "of block 3" in f.summary and "no barrier orders blocks" in f.hint
 
 
+def test_a_read_before_the_wait_of_a_cp_async_says_to_wait_then_synchronise():
+    f = _diagnose.race([_hazard("read-before-wait", (0, 6, 14), (0, 5, 18))])
+    assert ("read-before-wait race on shared memory (found by gpuedu.racecheck()): thread 6 of block 0 began "
+            "copying (cp.async) to an address at line 14, then thread 5 of the same block read it at line 18") \
+        in f.summary
+    assert "the copy of line 14 had not landed" in f.hint
+    assert "Before line 18, wait for it (cp.async.wait_group N, or __pipeline_wait_prior(N)), then __syncthreads()" \
+        in f.hint
+
+
 # ---------------------------------------------------------------- requirements on counters
 
 LOADS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"

@@ -311,6 +311,13 @@ def test_each_warp_s_mma_sync_is_counted_once_with_one_worker_or_several(mma_emu
                                                                         (5, 3, 256)))
     text = "\n".join(counted[0].predict("H200").assumptions)
     assert "30 WMMA mma_sync counted, 2 a warp, one after another on its chain at 59 clocks each" in text
+    # On the tensor pipe each is two HMMA.16816, as nvcc compiles a 16 x 16 x 16 mma_sync for sm_80 and later; the
+    # time model charges them once, as WMMA's (no HMMA of inline PTX beside them).
+    from gpuedu.profiler import metrics
+    assert counted[0].metrics[metrics.TENSOR_HMMA] == 60
+    assert counted[0].reasons[metrics.TENSOR_HMMA].endswith("and 30 WMMA mma_sync, each two HMMA.16816 as nvcc "
+                                                            "compiles it for sm_80 and later: 0 + 2 x 30")
+    assert "inline PTX mma.sync) counted" not in text
 
 
 def test_a_kernel_without_wmma_counts_no_mma_sync(emu):

@@ -80,6 +80,17 @@ def test_hopper_s_mma_sync_wait_is_the_h200_s_tile_sweep_and_other_gpus_have_non
         assert get_gpu(name).sources["mma_sync_cycles"].startswith("not known")
 
 
+def test_an_hmma_waits_half_a_wmma_mma_sync_as_an_assumption_and_only_where_that_is_known():
+    # A WMMA mma_sync of 16 x 16 x 16 is two HMMA.16816 on sm_80 and later: no run times an HMMA alone.
+    for gpu in GPUS:
+        if gpu.mma_sync_cycles is None:
+            assert gpu.hmma_cycles is None and gpu.sources["hmma_cycles"].startswith("not known")
+        else:
+            assert gpu.hmma_cycles == gpu.mma_sync_cycles / 2 == 29.5
+            assert gpu.sources["hmma_cycles"].startswith("assumption: 29.5 clocks a warp per HMMA")
+            assert "two HMMA.16816" in gpu.sources["hmma_cycles"]
+
+
 def test_each_gpu_s_l2_is_the_published_size_with_its_source():
     sizes = {gpu.name: gpu.l2_bytes // 2**20 for gpu in GPUS}
     assert sizes == {"T4": 4, "A100 SXM4 80GB": 40, "RTX A6000": 6, "H100 SXM": 50, "H200 SXM": 60}

@@ -5,7 +5,7 @@ import pytest
 
 from gpuedu.profiler.gpus import get_gpu
 from gpuedu.profiler.time_model import (BARRIER_CYCLES, BARRIERS, DRAM_EFFICIENCY, DRAM_LATENCY_S, GLOBAL_LINES,
-                                       HOST_LAUNCH_S, MMA_SYNC,
+                                       HOST_LAUNCH_S, MMA_SYNC, TENSOR_HMMA,
                                        L2_LATENCY_CYCLES, LAUNCH_OVERHEAD_S, ROOFS, SHARED_LATENCY_CYCLES,
                                        arithmetic_intensity, compute_peak, format_seconds, predict, roofline,
                                        timeline)
@@ -242,6 +242,56 @@ def test_mma_syncs_are_not_charged_where_the_gpu_has_no_measured_wait_or_the_cou
     unknown = predict(counters(**{MMA_SYNC: None}), {"grid": (132, 1, 1), "block": (128, 1, 1)}, "H100")
     assert any("mma_sync unknown" in note for note in unknown.assumptions)
     assert not any("mma_sync" in note for note in predict(counters(), launch, "H100").assumptions)
+
+
+def test_inline_ptx_hmma_waits_half_a_wmma_mma_sync_on_the_warps_chain():
+    # 132 blocks of 4 warps, 100 HMMA a warp (inline PTX mma.sync): one wave, whose chain is a block's start and end
+    # and the warp's 100 HMMA at half of Hopper's 59 clocks a WMMA mma_sync (two HMMA.16816) each.
+    launch = {"grid": (132, 1, 1), "block": (128, 1, 1)}
+    assert H100.hmma_cycles == 29.5 == get_gpu("H200").hmma_cycles == H100.mma_sync_cycles / 2
+    p = predict(counters(**{TENSOR_HMMA: 132 * 4 * 100}), launch, "H100")
+    assert p.terms["latency/occupancy"] * CLOCK == pytest.approx(L2_LATENCY_CYCLES + 100 * 29.5)
+    assert any("52,800 HMMA (inline PTX mma.sync) counted, 100 a warp, one after another on its chain at 29.5 "
+               "clocks each (assumption: 29.5 clocks a warp per HMMA" in note for note in p.assumptions)
+    # The tensor-pipe total holds two HMMA a WMMA mma_sync: those are WMMA's (59 clocks each), charged once; a
+    # warp's 10 mma_sync and 20 HMMA beside them wait as long as 20 mma_sync.
+    both = predict(counters(**{MMA_SYNC: 132 * 4 * 10, TENSOR_HMMA: 132 * 4 * (2 * 10 + 20)}), launch, "H100")
+    wmma = predict(counters(**{MMA_SYNC: 132 * 4 * 20, TENSOR_HMMA: 132 * 4 * 40}), launch, "H100")
+    assert both.terms["latency/occupancy"] == pytest.approx(wmma.terms["latency/occupancy"])
+    assert not any("HMMA (inline PTX" in note for note in wmma.assumptions)
+
+
+def test_hmma_is_not_charged_where_the_gpu_has_no_measured_wait():
+    launch = {"grid": (108, 1, 1), "block": (128, 1, 1)}
+    counted = predict(counters(**{TENSOR_HMMA: 108 * 4 * 100}), launch, "A100")
+    assert get_gpu("A100").hmma_cycles is None
+    assert counted.terms["latency/occupancy"] == predict(counters(), launch, "A100").terms["latency/occupancy"]
+    assert any("43,200 HMMA (inline PTX mma.sync) counted (100 a warp); the wait on each is not modelled on the A100"
+               in note for note in counted.assumptions)
+
+
+def test_ldsm_and_ldgsts_wavefronts_are_charged_as_shared_wavefronts():
+    # 132 blocks of 8 warps. An LDSM is a shared load instruction and its wavefronts the L1/shared data path's; an
+    # LDGSTS is one instruction, its reads in the global load requests and sectors (which include them, as Nsight
+    # Compute's do) and its shared writes' wavefronts on the same data path.
+    launch = {"grid": (132, 1, 1), "block": (256, 1, 1)}
+    lds = predict(counters(shared=(132 * 800, 0), **{"smsp__sass_inst_executed_op_shared_ld.sum": 132 * 200}),
+                  launch, "H100")
+    ldsm = predict(counters(**{"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum": 132 * 800,
+                               "smsp__inst_executed_op_ldsm.sum": 132 * 200}), launch, "H100")
+    assert ldsm.terms == pytest.approx(lds.terms)
+    assert any(note.startswith("ldmatrix: 26,400 LDSM counted, charged as shared loads are") for note in
+               ldsm.assumptions)
+    ld_sts = predict(counters(ld=(132 * 64, 132 * 1024), shared=(0, 132 * 256), dram=(132 * 32768, 0),
+                              **{"smsp__sass_inst_executed_op_shared_st.sum": 0}), launch, "H100")
+    ldgsts = predict(counters(ld=(132 * 64, 132 * 1024), dram=(132 * 32768, 0),
+                              **{"l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldgsts.sum": 132 * 256,
+                                 "smsp__inst_executed_op_ldgsts.sum": 132 * 64,
+                                 "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum": 132 * 64,
+                                 "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum": 132 * 1024}), launch, "H100")
+    assert ldgsts.terms == pytest.approx(ld_sts.terms)     # the LDGSTS issued once: its reads are the loads
+    assert any(note.startswith("cp.async: 8,448 LDGSTS counted; each one instruction to issue, its global read a "
+                               "load") for note in ldgsts.assumptions)
 
 
 def test_the_launch_term_says_it_is_the_gpus_side_and_names_the_measured_host_cost():

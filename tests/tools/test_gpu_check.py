@@ -179,10 +179,8 @@ def test_the_real_steps_are_the_documented_seven_on_the_cuda_backend(tmp_path):
     if gpu_check._has_module("xdist"):       # a whole notebook per worker: its cells share one kernel
         assert "-n 13 --dist loadfile" in commands["lessons"] and "-n 4 --dist loadscope" in commands["tests"]
     assert commands["bench"].endswith(f"-m gpuedu bench --out {tmp_path / 'bench.json'}")
+    assert commands["ncu"].endswith(f"ncu_compare.py measure --out-dir {tmp_path / 'ncu'} --gpu H200")
     assert commands["attention"].endswith(f"gpu_probe.py attention --seq 2048 4096 --out {tmp_path}")
-    ncu = next(s for s in steps if s.name == "ncu").command
-    assert ncu[:2] == ["sh", "-c"] and ncu[2].startswith("ncu --csv --clock-control none --metrics")
-    assert f"compare {tmp_path / 'ncu.csv'} --out {tmp_path / 'ncu-compare.json'}" in ncu[2]
     assert all(s.junit for s in steps if "pytest" in s.command)
 
 
@@ -191,6 +189,35 @@ def test_the_bench_runs_alone_and_what_times_nothing_runs_side_by_side(tmp_path)
     assert [[s.name for s in phase] for phase in phases] == [["doctor"], ["bench"], ["attention"], ["ncu"],
                                                              ["lessons", "gpu-tests", "tests"]]
     assert gpu_check.lesson_workers(os.path.join(REPO, "lessons")) == min(15, os.cpu_count())
+
+
+def test_the_ncu_step_records_how_many_pairs_agree_and_its_files_go_beside_the_results(tmp_path):
+    out_dir = tmp_path / "logs" / gpu_check.NCU_DIR
+    comparison = {"gpu": "H200 SXM", "equal": 40, "pairs": 42, "per_metric": {}, "differences": []}
+    ncu = gpu_check.Step("ncu", "stand-in ncu", [sys.executable, "-c", textwrap.dedent(f"""
+        import json, os, sys
+        folder = sys.argv[sys.argv.index("--out-dir") + 1]
+        os.makedirs(folder, exist_ok=True)
+        open(os.path.join(folder, "ncu.csv"), "w").write('"ID","Kernel Name"\\n')
+        json.dump({comparison!r}, open(os.path.join(folder, "ncu-compare.json"), "w"))
+    """), "--out-dir", str(out_dir)], timeout_s=120)
+    record, path = run(tmp_path, [ncu])
+    (entry,) = record["steps"]
+    assert entry["ok"] and (entry["ncu_equal"], entry["ncu_pairs"]) == (40, 42)
+    results = tmp_path / "results"
+    assert entry["results_file"] == str(results / "test-gpu-ncu-check.json")
+    assert json.loads((results / "test-gpu-ncu-check.json").read_text())["equal"] == 40
+    assert (results / "test-gpu-ncu-check.csv").read_text().startswith('"ID"')
+    assert "40 of 42 (launch, metric) pairs equal to Nsight Compute's" in "\n".join(
+        gpu_check.summary_lines(record, path))
+
+
+def test_the_ncu_step_models_dram_for_the_device_when_the_profiler_knows_it():
+    assert gpu_check.profiler_gpu("NVIDIA H200") == "H200 SXM"
+    assert gpu_check.profiler_gpu("NVIDIA A100-SXM4-80GB") == "A100 SXM4 80GB"
+    assert gpu_check.profiler_gpu("NVIDIA GeForce RTX 4090") == gpu_check.NCU_DEFAULT_GPU == "H200"   # unknown
+    assert gpu_check.profiler_gpu("Tesla T4") == "T4"
+    assert gpu_check.profiler_gpu(None) == gpu_check.NCU_DEFAULT_GPU
 
 
 def test_steps_side_by_side_run_at_once_and_are_recorded_in_the_plans_order(tmp_path):
@@ -278,16 +305,10 @@ def test_make_gpu_check_runs_the_command_and_says_how_to_make_a_missing_environm
     assert f"no {missing}" in proc.stderr and "offline_install.py install --system-site-packages" in proc.stderr
 
 
-def test_the_probe_and_ncu_records_are_published_under_names_of_their_own(tmp_path):
+def test_the_attention_probes_record_is_published_beside_the_one_the_lessons_quote(tmp_path):
     logs, results = tmp_path / "logs", tmp_path / "results"
     logs.mkdir()
+    assert gpu_check.publish_attention(str(logs), str(results), "Test GPU") is None      # the step wrote nothing
     (logs / "probe-attention.json").write_text('{"probe": "attention"}')
-    (logs / "ncu.csv").write_text("ID,Kernel Name\n")
-    assert gpu_check.publish_outputs("attention", str(logs), str(results), "Test GPU") == [
-        str(results / "test-gpu-gpu-check-attention.json")]
-    assert json.loads((results / "test-gpu-gpu-check-attention.json").read_text()) == {"probe": "attention"}
-    # the comparison was not written (ncu failed half way): what there is is published, nothing else
-    assert gpu_check.publish_outputs("ncu", str(logs), str(results), "Test GPU") == [
-        str(results / "test-gpu-gpu-check-ncu.csv")]
-    assert not (results / "test-gpu-gpu-check-ncu.json").exists()
-    assert gpu_check.publish_outputs("lessons", str(logs), str(results), "Test GPU") == []
+    assert gpu_check.publish_attention(str(logs), str(results), "Test GPU") == str(results / "test-gpu-attention-check.json")
+    assert json.loads((results / "test-gpu-attention-check.json").read_text()) == {"probe": "attention"}

@@ -19,6 +19,10 @@
 // size, pointers not aligned to the size, and a destination outside shared
 // memory (cp.async writes shared memory only).
 //
+// A profiled build counts each __pipeline_memcpy_async as the LDGSTS it is on a GPU (its global read and its
+// shared write, at the call's own site: gpuedu_profile.h's hooks), and racecheck sees the copy land at the wait
+// that covers its batch; the checks and the queue are the runtime's, not counted.
+//
 // A C++ header, like NVIDIA's (whose helpers are templates, so nvcc refuses it
 // inside extern "C" { }): include it with no_extern_c=True.
 #pragma once
@@ -31,7 +35,7 @@
 namespace __gpuedu {
 // Does [p, p + n) lie inside the block's shared memory: a static __shared__
 // variable registered so far, or the dynamic (extern __shared__) buffer?
-inline bool in_shared_memory(const void* p, size_t n) {
+GPUEDU_PROF_QUIET inline bool in_shared_memory(const void* p, size_t n) {
   const unsigned char* b = (const unsigned char*)p;
   const Runtime& r = rt();
   if (b >= r.dyn && b + n <= r.dyn + r.dynamic_shared_bytes) return true;
@@ -43,7 +47,8 @@ inline bool in_shared_memory(const void* p, size_t n) {
 }
 
 template <typename Byte>  // a template, as NVIDIA's helpers are: refused in extern "C" as there
-inline void pipeline_copy(Byte* dst, const Byte* src, size_t size, size_t zfill) {
+GPUEDU_PROF_QUIET_PART inline void pipeline_copy(Byte* dst, const Byte* src, size_t size, size_t zfill) {
+  GPUEDU_PROF_SUSPEND;
   if (size != 4 && size != 8 && size != 16)
     fail(ASSERT,
          "__pipeline_memcpy_async(size_and_align=%zu): cp.async copies 4, 8 or 16 bytes; split larger copies",
@@ -67,9 +72,13 @@ inline void pipeline_copy(Byte* dst, const Byte* src, size_t size, size_t zfill)
 }
 }  // namespace __gpuedu
 
-static inline void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
-                                           size_t size_and_align, size_t zfill = 0) {
+GPUEDU_INSTRUCTION_FN void __pipeline_memcpy_async(void* __restrict__ dst_shared, const void* __restrict__ src_global,
+                                                   size_t size_and_align, size_t zfill = 0) {
   __gpuedu::pipeline_copy((unsigned char*)dst_shared, (const unsigned char*)src_global, size_and_align, zfill);
+#ifdef GPUEDU_PROFILE
+  __gpuedu_prof_ldgsts_read(src_global, (unsigned)(size_and_align - zfill));
+  __gpuedu_prof_ldgsts_write(dst_shared, (unsigned)size_and_align);
+#endif
 }
 static inline void __pipeline_commit() { __gpuedu::ptx::cp_commit(); }
 static inline void __pipeline_wait_prior(size_t n) { __gpuedu::ptx::cp_wait((long long)n, false, 0); }

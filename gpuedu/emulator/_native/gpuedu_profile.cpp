@@ -36,7 +36,9 @@ namespace {
 // profiled build's rewrite (__gpuedu_prof_local).
 enum Space : uint8_t { GLOBAL = 0, SHARED = 1, LOCAL = 2 };
 // RED: an atomic whose result the kernel never reads (nvcc makes it a RED instruction, ATOM otherwise).
-enum Op : uint8_t { LD = 0, ST = 1, ATOM = 2, RED = 3 };
+// LDSM: a lane's row of an ldmatrix; CP_LD and CP_ST: a cp.async's global read and its shared write (LDGSTS).
+// Racecheck and memcheck see each as the plain read or write it is (plain_op).
+enum Op : uint8_t { LD = 0, ST = 1, ATOM = 2, RED = 3, LDSM = 4, CP_LD = 5, CP_ST = 6 };
 enum SiteKind : uint8_t { MEMORY = 0, BLOCK = 1 };
 
 // Counter slots, mirrored in gpuedu/emulator/_instrument.py (COUNTERS).
@@ -61,7 +63,18 @@ enum Counter {
   L_SECT = 42,            // + op: local sectors, in a GPU's layout of local memory (count_request)
   L_LANES = 44,           // + op: lanes of local loads and stores
   SHUFFLES = 46,          // warp shuffles (__shfl*_sync, cooperative groups' shfl*): one per warp per call, as SHFL
-  N_COUNTERS = 47
+  HMMA_16816 = 47,        // inline PTX mma.sync.m16n8k16, one per warp per call (HMMA.16816 on sm_80 and later)
+  HMMA_1688 = 48,         // ... and m16n8k8 (HMMA.1688)
+  LDSM_REQ = 49,          // ldmatrix: warp-level instructions (LDSM), their shared wavefronts, and the wavefronts
+  LDSM_WAVE = 50,         // one matrix a wavefront would take (bank conflicts: the difference)
+  LDSM_IDEAL = 51,
+  CP_REQ = 52,            // cp.async (LDGSTS): warp-level instructions (its shared writes' requests), their
+  CP_WAVE = 53,           // wavefronts, the wavefronts their width needs at least,
+  CP_IDEAL = 54,
+  CP_LANES = 55,          // the lanes that executed them,
+  CP_G_REQ = 56,          // and the global requests and sectors of their reads (lanes whose copy reads something)
+  CP_G_SECT = 57,
+  N_COUNTERS = 58
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -285,7 +298,7 @@ struct Running {
   uint32_t block_steps = 0;               // block instances [0, this) are the common sequence's
 };
 
-// Racecheck: the last write and two last reads of every 4-byte word.
+// Racecheck: the last write and two last reads of every 4-byte word, and the cp.async in flight to it.
 struct Access {
   uint32_t thread;      // launch-wide thread number + 1 (0: none)
   uint32_t epoch;       // barrier interval of the access
@@ -294,10 +307,17 @@ struct Access {
   uint8_t mask;         // bytes of the word
   uint8_t atomic;
 };
-struct Shadow { Access w, r1, r2; };
+// pending: a cp.async that will write the word's bytes `mask` when a wait of its thread lands it (async_landed).
+struct Shadow { Access w, r1, r2, pending; };
+
+// A hazard's kind (_instrument.py's HAZARD_KINDS): the three of two threads with no barrier between them, and an
+// access to bytes a cp.async has not landed yet (no wait of its thread covers it: the first access is the cp.async).
+enum HazardKind : int32_t {
+  READ_AFTER_WRITE = 0, WRITE_AFTER_READ = 1, WRITE_AFTER_WRITE = 2, READ_BEFORE_WAIT = 3, WRITE_BEFORE_WAIT = 4
+};
 
 struct HazardOut {      // layout mirrored in _instrument.py
-  int32_t kind;         // 0 read-after-write, 1 write-after-read, 2 write-after-write
+  int32_t kind;         // HazardKind
   int32_t space;
   uint32_t site_first, site_second;
   uint32_t thread_first, thread_second;   // launch-wide thread numbers
@@ -625,19 +645,38 @@ void report(const Lane& L, int kind, int space, const Access& first, uint32_t si
   S.hazards.push_back(HazardOut{kind, space, first.site, site, first.thread - 1, launch_thread(L) - 1, 1, where});
 }
 
-void check_word(const Lane& L, Shadow& sh, int space, uint32_t site, uint8_t mask, uint8_t op, uint64_t where) {
+// What racecheck and memcheck see of an access: a read, a write or an atomic.
+inline uint8_t plain_op(uint8_t op) {
+  switch (op) {
+    case RED: return ATOM;
+    case LDSM: case CP_LD: return LD;
+    case CP_ST: return ST;
+    default: return op;
+  }
+}
+
+bool same_block(const Lane& L, const Access& a) { return (a.thread - 1) / S.nthreads == L.block_linear; }
+
+void check_word(const Lane& L, Shadow& sh, int space, uint32_t site, uint8_t mask, uint8_t op_asked, uint64_t where) {
   uint32_t me = launch_thread(L);
+  uint8_t op = plain_op(op_asked);
   bool write = op != LD, atomic = op == ATOM;
   bool shared = space == SHARED;
   auto conflicts = [&](const Access& a) {
     return a.thread && a.thread != me && (a.mask & mask) && !(a.atomic && atomic) && !ordered(L, a, shared);
   };
-  if (conflicts(sh.w)) report(L, write ? 2 : 0, space, sh.w, site, where);
+  // Bytes a cp.async of this block has issued and no wait of its thread has landed: whoever reads or writes them
+  // now (its own thread too) races the copy, whatever barriers lie between. (A second cp.async to them is a write
+  // like any other.)
+  bool in_flight = sh.pending.thread && (sh.pending.mask & mask) && same_block(L, sh.pending) && op_asked != CP_ST;
+  if (in_flight) report(L, write ? WRITE_BEFORE_WAIT : READ_BEFORE_WAIT, space, sh.pending, site, where);
+  else if (conflicts(sh.w)) report(L, write ? WRITE_AFTER_WRITE : READ_AFTER_WRITE, space, sh.w, site, where);
   if (write) {
-    if (conflicts(sh.r1)) report(L, 1, space, sh.r1, site, where);
-    else if (conflicts(sh.r2)) report(L, 1, space, sh.r2, site, where);
+    if (conflicts(sh.r1)) report(L, WRITE_AFTER_READ, space, sh.r1, site, where);
+    else if (conflicts(sh.r2)) report(L, WRITE_AFTER_READ, space, sh.r2, site, where);
   }
   Access now{me, L.epoch, L.warp_gen[L.tid / 32], (uint16_t)site, mask, (uint8_t)atomic};
+  if (op_asked == CP_ST) sh.pending = now;
   if (write) {
     sh.w = now;
   } else if (!sh.r1.thread || sh.r1.thread == me || ordered(L, sh.r1, shared)) {
@@ -654,7 +693,7 @@ void racecheck(const Lane& L, int space, size_t range, uint64_t offset, unsigned
   std::vector<Shadow>& shadow = all[range];
   if (shadow.empty()) {
     size_t words = (r.hi - r.lo + 3) / 4;
-    if (words > ((size_t)16 << 20)) return;  // over 64 MB: not checked (its shadow would need 768 MB)
+    if (words > ((size_t)16 << 20)) return;  // over 64 MB: not checked (its shadow would need 1 GB)
     shadow.assign(words, Shadow{});
   }
   uint64_t end = offset + size;
@@ -714,8 +753,18 @@ __attribute__((noinline)) void grow(std::vector<uint64_t>& v, size_t j) {   // (
   v.resize((std::max<size_t>(j + 1, 2 * v.size()) + 31) & ~(size_t)31);
 }
 
+// The op a request keeps: a global atomic's RED or ATOM; a shared atomic is an ATOMS whether or not its result is
+// read (shared memory has no RED); an ldmatrix row and a cp.async write are shared memory's instructions, a
+// cp.async read global memory's (elsewhere each counts as the plain access it is); local memory has loads and
+// stores only.
+inline uint8_t request_op(uint8_t space, uint8_t op_asked) {
+  if (space == SHARED) return op_asked == LDSM || op_asked == CP_ST ? op_asked : plain_op(op_asked);
+  if (space == GLOBAL) return op_asked == RED || op_asked == CP_LD ? op_asked : plain_op(op_asked);
+  return plain_op(op_asked);
+}
+
 __attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, unsigned size, uint8_t op_asked) {
-  uint8_t op = op_asked == RED ? ATOM : op_asked;  // what racecheck and memcheck see: an atomic either way
+  uint8_t op = plain_op(op_asked);  // what racecheck and memcheck see: a read, a write or an atomic
   size_t which;
   uint8_t space;
   uint64_t where;
@@ -750,8 +799,7 @@ __attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, un
   bool created;
   int32_t slot = W.memory.match(L.lane, site, ra, &created);
   if (created) {
-    // Shared memory has no RED: an atomic there is an ATOMS whether or not its result is read.
-    W.requests.push_back(Request{site, space, space == GLOBAL ? op_asked : op, (uint8_t)size, 0});
+    W.requests.push_back(Request{site, space, request_op(space, op_asked), (uint8_t)size, 0});
     if (space == LOCAL) {   // each lane's array is its own: the other lanes go the full way (an empty span)
       W.steps.push_back(Step{ra, 0, 0, 0, 0});
     } else {
@@ -771,8 +819,8 @@ __attribute__((noinline)) void access_slow(Lane& L, uintptr_t ra, uint64_t a, un
   W.addresses[at] = where;
   refresh_memory(L);
   if (S.racecheck && space != LOCAL) {   // (a thread's local memory is its own)
-    if (space == GLOBAL) racecheck(L, GLOBAL, which, a - S.ranges[which].lo, size, site, op);
-    else racecheck(L, SHARED, which, a - L.shared[which].lo, size, site, op);
+    if (space == GLOBAL) racecheck(L, GLOBAL, which, a - S.ranges[which].lo, size, site, op_asked);
+    else racecheck(L, SHARED, which, a - L.shared[which].lo, size, site, op_asked);
   }
 }
 
@@ -1023,11 +1071,16 @@ void count_request(Lane& L, const WarpState& W, size_t index) {
       std::sort(sectors, sectors + n);
     }
     uint64_t* counters = L.counters;
+    uint8_t op = q.op;
     if (q.op == RED) {
       counters[G_RED_REQ] += 1;
       counters[G_RED_SECT] += n;
       counters[G_RED_BYTES] += (uint64_t)lanes * q.size;
       counters[G_RED_LANES] += lanes;
+    } else if (q.op == CP_LD) {   // a cp.async's reads: L2 and DRAM see loads
+      counters[CP_G_REQ] += 1;
+      counters[CP_G_SECT] += n;
+      op = LD;
     } else {
       counters[G_REQ + q.op] += 1;
       counters[G_SECT + q.op] += n;
@@ -1043,7 +1096,7 @@ void count_request(Lane& L, const WarpState& W, size_t index) {
       uint64_t line = sectors[i] >> 2;
       unsigned mask = 0;
       for (; i < n && (sectors[i] >> 2) == line; ++i) mask |= 1u << (sectors[i] & 3);
-      *at++ = line << 6 | (uint64_t)q.op << 4 | mask;
+      *at++ = line << 6 | (uint64_t)op << 4 | mask;
     }
     counters[GLOBAL_LINES] += (uint64_t)(at - first);
     out.size += (size_t)(at - first);
@@ -1071,6 +1124,11 @@ void count_request(Lane& L, const WarpState& W, size_t index) {
   // (lanes reading the same word share it); 8-byte accesses go a half-warp at a time and
   // 16-byte ones a quarter-warp at a time, so they need 2 and 4 wavefronts at best.
   // Atomics serialise every lane on its bank.
+  // An ldmatrix reads its matrices so, each a phase of its own: matrix j's 8 rows of 16 bytes, at the addresses
+  // lanes 8j to 8j + 7 give, are one wavefront when they lie in 8 different groups of 4 banks (a row's address
+  // / 16 mod 8), and one more for each further row on the busiest group (two rows 128 bytes apart share their
+  // banks: rows 128 bytes apart are an 8-way conflict, 8 wavefronts; a row read twice is one). A cp.async writes
+  // its bytes as a store of its width does.
   unsigned per_phase = q.size <= 4 ? 32 : q.size <= 8 ? 16 : 8;
   uint64_t waves = 0, ideal = 0;
   for (unsigned first = 0; first < 32; first += per_phase) {
@@ -1113,10 +1171,21 @@ void count_request(Lane& L, const WarpState& W, size_t index) {
     for (unsigned i = 0; i < n; ++i) most = std::max(most, ++per_bank[words[i] & 31]);
     waves += most;
   }
-  L.counters[S_REQ + q.op] += 1;
-  L.counters[S_WAVE + q.op] += waves;
-  L.counters[S_IDEAL + q.op] += ideal;
-  L.counters[q.op == LD ? S_LD_LANES : q.op == ST ? S_ST_LANES : S_ATOM_LANES] += lanes;
+  if (q.op == LDSM) {
+    L.counters[LDSM_REQ] += 1;
+    L.counters[LDSM_WAVE] += waves;
+    L.counters[LDSM_IDEAL] += ideal;
+  } else if (q.op == CP_ST) {
+    L.counters[CP_REQ] += 1;
+    L.counters[CP_WAVE] += waves;
+    L.counters[CP_IDEAL] += ideal;
+    L.counters[CP_LANES] += lanes;
+  } else {
+    L.counters[S_REQ + q.op] += 1;
+    L.counters[S_WAVE + q.op] += waves;
+    L.counters[S_IDEAL + q.op] += ideal;
+    L.counters[q.op == LD ? S_LD_LANES : q.op == ST ? S_ST_LANES : S_ATOM_LANES] += lanes;
+  }
 }
 
 // ---- divergence as a GPU shows it ------------------------------------------------------------
@@ -1494,6 +1563,30 @@ void shuffled() {
   if (L) L->counters[SHUFFLES]++;
 }
 
+void hmma_synced(bool k16) {
+  Lane* L = running();
+  if (L) L->counters[k16 ? HMMA_16816 : HMMA_1688]++;
+}
+
+// The copy's bytes are written now, by the running thread, and no longer in flight: a read by another thread with
+// no barrier since is a read-after-write hazard with the cp.async's line, as for any write.
+void async_landed(const void* dst, size_t n) {
+  Lane* L = running();
+  if (!S.racecheck || !L || L->launch != S.launch || !n) return;
+  uint64_t a = (uint64_t)(uintptr_t)dst;
+  size_t which;
+  if (!find_shared(*L, a, &which) || which >= S.shared_shadow.size()) return;
+  std::vector<Shadow>& shadow = S.shared_shadow[which];
+  uint32_t me = launch_thread(*L);
+  uint64_t offset = a - L->shared[which].lo, end = offset + n;
+  for (uint64_t w = offset / 4; w * 4 < end && w < shadow.size(); ++w) {
+    Shadow& sh = shadow[w];
+    if (sh.pending.thread != me) continue;   // (another copy of these bytes since, or none in flight)
+    sh.w = Access{me, L->epoch, L->warp_gen[L->tid / 32], sh.pending.site, sh.pending.mask, 0};
+    sh.pending = Access{};
+  }
+}
+
 void warp_synced(unsigned warp) {
   Lane* L = running();
   if (L) L->warp_gen[warp & 31]++;
@@ -1553,6 +1646,17 @@ HIDDEN void __gpuedu_prof_local(const void* p, size_t n) {
 HIDDEN void __gpuedu_prof_red() {
   Lane* L = running();
   if (L) L->red_thread = L->run->on ? launch_thread(*L) : 0;
+}
+
+// Inline PTX's memory instructions (gpuedu_profile.h): each call is the lane's access at the asm statement's site.
+HIDDEN void __gpuedu_prof_ldsm(const void* row) {
+  if (row) access(RA, (uint64_t)(uintptr_t)row, 16, LDSM);
+}
+HIDDEN void __gpuedu_prof_ldgsts_read(const void* src, unsigned n) {
+  if (n) access(RA, (uint64_t)(uintptr_t)src, n, CP_LD);
+}
+HIDDEN void __gpuedu_prof_ldgsts_write(const void* dst, unsigned n) {
+  if (n) access(RA, (uint64_t)(uintptr_t)dst, n, CP_ST);
 }
 
 }  // extern "C"

@@ -48,6 +48,12 @@ GPUEDU_HIDDEN void warp_synced(unsigned warp);
 GPUEDU_HIDDEN void mma_synced();
 // A warp's lanes met at a shuffle and its values were exchanged (once per warp per call: one SHFL instruction).
 GPUEDU_HIDDEN void shuffled();
+// A warp's lanes met at an inline PTX mma.sync and its product was computed (once per warp per call:
+// gpuedu_ptx.h): one HMMA instruction, of shape m16n8k16 (k16) or m16n8k8.
+GPUEDU_HIDDEN void hmma_synced(bool k16);
+// The running thread's cp.async copy of `n` bytes to shared memory at `dst` landed, at the wait that covers its
+// group (gpuedu_ptx.h): for racecheck, its bytes are written now, and no longer in flight.
+GPUEDU_HIDDEN void async_landed(const void* dst, size_t n);
 // A static __shared__ variable of `n` bytes at `p` exists (registered when its declaration first runs).
 GPUEDU_HIDDEN void shared_range(const void* p, size_t n);
 // ... and the running worker's copy of one in a function, at `offset` of its arena (each time its declaration runs).
@@ -61,6 +67,17 @@ extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_atomic(con
 extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_red();
 // The `n` bytes at `p` are a local array of the calling thread (one nvcc keeps in local memory).
 extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_local(const void* p, size_t n);
+// Inline PTX's memory instructions, one call each at the asm statement's own site (the profiled build's rewrite,
+// gpuedu/emulator/_ptx.py; cuda_pipeline.h's __pipeline_memcpy_async): the caller's address names the
+// instruction, as an atomic's does, and each is the lane's access, seen by racecheck and memcheck too.
+// - ldmatrix: the 16-byte row at `row` the lane gives (null: the lane gives none; .x1 uses lanes 0-7, .x2 0-15),
+//   an LDSM's share;
+// - cp.async: its global read of `n` bytes at `src` (none when n is 0: a zero-filling copy reads nothing), and
+//   its write of `n` bytes to shared memory at `dst`, both LDGSTS's; the write lands at the wait that covers it
+//   (async_landed).
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_ldsm(const void* row);
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_ldgsts_read(const void* src, unsigned n);
+extern "C" GPUEDU_HIDDEN __attribute__((noinline)) void __gpuedu_prof_ldgsts_write(const void* dst, unsigned n);
 #define GPUEDU_PROF(call) ::__gpuedu::prof::call
 namespace __gpuedu {
 namespace prof {
@@ -84,6 +101,10 @@ struct Quiet {
 };
 }  // namespace prof
 }  // namespace __gpuedu
+// Counting stops until the end of the scope: the runtime's work for an instruction (gpuedu_ptx.h). GPUEDU_PROF_QUIET
+// alone is not enough there: g++ does not inline an instrumented helper (rt(), a format conversion) into an
+// uninstrumented caller, and the helper's own loads, stores and basic blocks would count as the lane's.
+#define GPUEDU_PROF_SUSPEND ::__gpuedu::prof::Quiet __gpuedu_prof_quiet
 // Every atomic starts here: counted (and checked by memcheck) in a profiled build, checked for alignment in a
 // plain one, where a misaligned atomic stops the launch as it does on a GPU ("misaligned address"). The rest of
 // the atomic's body (a compare-and-swap loop for float, where a GPU has one instruction) is the runtime's: its
@@ -97,8 +118,10 @@ struct Quiet {
 #else
 #define GPUEDU_PROF_QUIET __attribute__((noinline, no_sanitize_coverage, no_sanitize_thread))
 #endif
-// Atomics are inlined where they are called, so that each call is an instruction of its own.
+// Atomics are inlined where they are called, so that each call is an instruction of its own; so is any function
+// that tells the counters of an instruction (cuda_pipeline.h's __pipeline_memcpy_async).
 #define GPUEDU_ATOMIC_FN static inline __attribute__((always_inline))
+#define GPUEDU_INSTRUCTION_FN static inline __attribute__((always_inline))
 // A runtime function whose uninstrumented part is a function of its own (GPUEDU_PROF_QUIET) stays out of
 // line (warp_collective): small without that part, it would be inlined into kernels where the host compiler
 // keeps it whole out of line, and its counted blocks would merge with the kernel's (other counts of
@@ -111,6 +134,7 @@ struct Quiet {
 #define GPUEDU_PROF_OUTLINED
 #define GPUEDU_PROF_QUIET_PART __attribute__((always_inline))
 #define GPUEDU_PROF(call) ((void)0)
+#define GPUEDU_PROF_SUSPEND ((void)0)
 namespace __gpuedu {
 [[noreturn]] void misaligned_atomic(const void* p, unsigned size);
 }
@@ -119,4 +143,5 @@ namespace __gpuedu {
        ? ::__gpuedu::misaligned_atomic((const void*)(p), (unsigned)sizeof(*(p))) : (void)0)
 #define GPUEDU_PROF_QUIET
 #define GPUEDU_ATOMIC_FN static inline
+#define GPUEDU_INSTRUCTION_FN static inline
 #endif

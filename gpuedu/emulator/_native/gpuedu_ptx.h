@@ -16,6 +16,13 @@
 // read when the copy is issued, a schedule a GPU may follow) and written to shared memory at the
 // cp.async.wait_group / wait_all that covers their group. A kernel that reads a stage before waiting for it
 // reads what was there before, here as it may on a GPU.
+//
+// In a profiled build (GPUEDU_PROFILE) the counters see each instruction as Nsight Compute does: the rewrite puts,
+// at the asm statement's own site, a call of the counters' hook for each memory access the instruction makes
+// (ldmatrix_row and cp_async_parts below say where: a row of an LDSM; the global read and the shared write of an
+// LDGSTS), so that the statement is an instruction of its own with each lane's address, which racecheck and
+// memcheck see too; mma.sync tells them once per warp (hmma_synced), and a copy that lands tells racecheck
+// (async_landed).
 #pragma once
 #ifndef GPUEDU_SCAN
 #pragma GCC system_header
@@ -68,7 +75,13 @@ inline unsigned linear_thread() {
 }
 
 // ---- shared-memory addresses ----------------------------------------------------------------
-inline u64 to_shared(const void* p, int line, const char* what) {
+// (In a profiled build the runtime's work for an instruction counts nothing: each function here that the
+// kernel's code calls is GPUEDU_PROF_QUIET, uninstrumented, and stops counting while it runs
+// (GPUEDU_PROF_SUSPEND), since a helper it calls that the host compiler leaves out of line (rt(), a format's
+// conversion) is instrumented; the functions only those call are GPUEDU_PROF_QUIET too. Otherwise the warp's
+// last lane, which computes the instruction for all, would show the runtime's loads and branches as its own.)
+GPUEDU_PROF_QUIET inline u64 to_shared(const void* p, int line, const char* what) {
+  GPUEDU_PROF_SUSPEND;
   const unsigned char* b = (const unsigned char*)p;
   if (b >= rt().arena && b < rt().arena + S.arena_used) return (u64)(b - rt().arena);
   if (b >= rt().dyn && b <= rt().dyn + rt().dynamic_shared_bytes) return DYNAMIC_WINDOW + (u64)(b - rt().dyn);
@@ -84,7 +97,8 @@ inline u64 to_shared(const void* p, int line, const char* what) {
        what, line, p);
 }
 
-inline unsigned char* from_shared(u64 a, size_t n, int line, const char* what) {
+GPUEDU_PROF_QUIET inline unsigned char* from_shared(u64 a, size_t n, int line, const char* what) {
+  GPUEDU_PROF_SUSPEND;
   if (a + n <= S.arena_used) return rt().arena + a;
   if (a >= DYNAMIC_WINDOW && a - DYNAMIC_WINDOW + n <= rt().dynamic_shared_bytes) return rt().dyn + (a - DYNAMIC_WINDOW);
   fail(DEVICE_MISUSE,
@@ -142,7 +156,7 @@ struct LaneOperands {   // what a lane brings to a warp-wide instruction (on its
 // ("Matrix Fragments for mma.m16n8k16 / mma.m16n8k8"): groupID = lane / 4, t = lane % 4.
 // Products are exact in float (11 x 11 or 8 x 8 significant bits); each sum is a float addition, in k order
 // from C (the order and rounding inside one instruction are the hardware's; small integers come out exact).
-inline void mma_warp(LaneOperands* const* lanes, int mods) {
+GPUEDU_PROF_QUIET inline void mma_warp(LaneOperands* const* lanes, int mods) {
   MmaShape s = mma_shape(mods);
   int shape = mods & 3, in_type = (mods >> 2) & 3, c16 = (mods >> 4) & 1, d16 = (mods >> 5) & 1;
   float A[16][16], B[16][8], C[16][8];
@@ -190,7 +204,7 @@ inline void mma_warp(LaneOperands* const* lanes, int mods) {
 // Matrix j (of 1, 2 or 4) is 8 rows of 8 16-bit elements, row r at the address lane 8j + r gives; it lands in
 // each lane's register j: lane l gets row l / 4, elements 2 (l % 4) and the next (.trans: the transpose's row,
 // i.e. column l / 4, rows 2 (l % 4) and the next), the first in the low half.
-inline void ldmatrix_warp(LaneOperands* const* lanes, int mods) {
+GPUEDU_PROF_QUIET inline void ldmatrix_warp(LaneOperands* const* lanes, int mods) {
   int count = mods & 7;
   bool trans = (mods >> 3) & 1;
   unsigned short rows[4][8][8];
@@ -224,7 +238,7 @@ inline const char* op_name(int op) {
 }
 
 // ---- cp.async -------------------------------------------------------------------------------------
-inline AsyncQueue& queue_of(unsigned t) {
+GPUEDU_PROF_QUIET inline AsyncQueue& queue_of(unsigned t) {
   if (!rt().async) {
     rt().async = (AsyncQueue*)calloc(MAX_THREADS, sizeof(AsyncQueue));
     if (!rt().async) fail(DEVICE_MISUSE, "ran cp.async: no memory for the copies in flight (%zu bytes)", MAX_THREADS * sizeof(AsyncQueue));
@@ -233,19 +247,25 @@ inline AsyncQueue& queue_of(unsigned t) {
   return rt().async[t];
 }
 
-inline void land(AsyncQueue& q, unsigned up_to_group) {   // write the copies of groups < up_to_group
+// Write the copies of groups < up_to_group.
+GPUEDU_PROF_QUIET inline void land(AsyncQueue& q, unsigned up_to_group) {
   unsigned kept = 0;
   for (unsigned i = 0; i < q.n; ++i) {
     AsyncCopy& c = q.copies[i];
-    if (c.group < up_to_group) memcpy(c.dst, c.data, c.bytes);   // in the order they were issued
-    else q.copies[kept++] = c;
+    if (c.group < up_to_group) {   // in the order they were issued
+      memcpy(c.dst, c.data, c.bytes);
+      GPUEDU_PROF(async_landed(c.dst, c.bytes));
+    } else {
+      q.copies[kept++] = c;
+    }
   }
   q.n = kept;
 }
 
 // A copy of `bytes` into shared memory at `to`, `src_size` of them read from `src` now (it may fault there,
 // naming the line), written when a wait covers its group.
-inline void issue_copy(unsigned char* to, const void* src, unsigned bytes, u64 src_size, int line) {
+GPUEDU_PROF_QUIET inline void issue_copy(unsigned char* to, const void* src, unsigned bytes, u64 src_size,
+                                         int line) {
   AsyncQueue& q = queue_of(linear_thread());
   if (q.n == ASYNC_IN_FLIGHT)
     fail(DEVICE_MISUSE,
@@ -262,7 +282,7 @@ inline void issue_copy(unsigned char* to, const void* src, unsigned bytes, u64 s
 }
 
 // cp.async of `bytes` (4, 8, 16) from `src` to shared address `dst`, `src_size` of them read (the rest zeros).
-inline void cp_async(u64 dst, u64 src, unsigned bytes, u64 src_size, int line) {
+GPUEDU_PROF_QUIET inline void cp_async(u64 dst, u64 src, unsigned bytes, u64 src_size, int line) {
   if (src_size > bytes)
     fail(DEVICE_MISUSE,
          "ran cp.async (line %d): the source size %llu is larger than the copy's %u bytes (the source size says how "
@@ -276,13 +296,17 @@ inline void cp_async(u64 dst, u64 src, unsigned bytes, u64 src_size, int line) {
   issue_copy(from_shared(dst, bytes, line, "cp.async"), (const void*)(uintptr_t)src, bytes, src_size, line);
 }
 
-inline void cp_commit() {
+// (The runtime's part of cuda_pipeline.h's __pipeline_commit and __pipeline_wait_prior too: not the kernel's own
+// instructions, which a profiled build does not count.)
+GPUEDU_PROF_QUIET_PART inline void cp_commit() {
+  GPUEDU_PROF_SUSPEND;
   AsyncQueue& q = queue_of(linear_thread());
   q.committed++;
 }
 
 // cp.async.wait_group n: the groups committed before the n most recent have landed; wait_all: every copy.
-inline void cp_wait(long long n, bool all, int line) {
+GPUEDU_PROF_QUIET_PART inline void cp_wait(long long n, bool all, int line) {
+  GPUEDU_PROF_SUSPEND;
   if (n < 0) fail(DEVICE_MISUSE, "ran cp.async.wait_group (line %d): the count %lld is negative", line, n);
   AsyncQueue& q = queue_of(linear_thread());
   if (all) {
@@ -293,8 +317,34 @@ inline void cp_wait(long long n, bool all, int line) {
   }
 }
 
+// ---- what a profiled build's counters are told (the rewrite calls these at the asm statement's site) --------
+// The 16-byte row this lane gives an ldmatrix, where it lies in the worker's shared memory; null where the lane
+// gives none (.x1 reads the addresses of lanes 0-7, .x2 of lanes 0-15, .x4 of all 32).
+GPUEDU_PROF_QUIET inline const void* ldmatrix_row(u64 a, int mods, int line) {
+  GPUEDU_PROF_SUSPEND;
+  if (linear_thread() % 32 >= 8u * (unsigned)(mods & 7)) return nullptr;
+  return from_shared(a, 16, line, "ldmatrix");
+}
+
+// A cp.async's two accesses: the bytes it reads at its global source (its source size: none for a copy that
+// only zero-fills), and the bytes it writes to shared memory (all of them, zeros included).
+struct CopyParts {
+  const void* src;
+  unsigned src_bytes;
+  const void* dst;
+  unsigned bytes;
+};
+GPUEDU_PROF_QUIET inline CopyParts cp_async_parts(const u64* in, int mods, int line) {
+  GPUEDU_PROF_SUSPEND;
+  unsigned bytes = (unsigned)(mods & 31);
+  u64 src_size = (mods >> 6) & 1 ? in[3] : (u64)bytes;
+  return CopyParts{(const void*)(uintptr_t)in[1], (unsigned)(src_size < bytes ? src_size : bytes),
+                   from_shared(in[0], bytes, line, "cp.async"), bytes};
+}
+
 // ---- one instruction --------------------------------------------------------------------------------
 GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int line) {
+  GPUEDU_PROF_SUSPEND;
   switch (op) {
     case CP_ASYNC: cp_async(in[0], in[1], mods & 31, (mods >> 6) & 1 ? in[3] : (u64)(mods & 31), line); return;
     case CP_COMMIT: cp_commit(); return;
@@ -351,8 +401,12 @@ GPUEDU_PROF_QUIET inline bool warp_meet(LaneOperands& me) {
              "lanes of warp %u meet at different warp-wide PTX instructions: lane %u at %s (line %d), lane %u at "
              "%s (line %d); every lane must run the same one",
              t / 32, lane, op_name(op), line, l, op_name(meeting[l]->op), meeting[l]->line);
-    if (op == MMA) mma_warp(meeting, mods);
-    else ldmatrix_warp(meeting, mods);
+    if (op == MMA) {
+      mma_warp(meeting, mods);
+      GPUEDU_PROF(hmma_synced((mods & 3) == SHAPE_M16N8K16));   // the counters' HMMA: one of the warp
+    } else {
+      ldmatrix_warp(meeting, mods);
+    }
   }
   return all_here;
 }
@@ -365,8 +419,9 @@ static inline void __gpuedu_ptx_run(int op, int mods, unsigned long long* out, c
                                     int line) {
   ::__gpuedu::ptx::run(op, mods, out, in, line);
 }
-GPUEDU_PROF_OUTLINED static inline void __gpuedu_ptx_sync(int op, int mods, unsigned long long* out,
-                                                          const unsigned long long* in, int line) {
+GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_sync(int op, int mods, unsigned long long* out,
+                                                       const unsigned long long* in, int line) {
+  GPUEDU_PROF_SUSPEND;
   using namespace ::__gpuedu;
   if (!rt().fiber_mode) fail_loop_mode(ptx::op_name(op));
   ptx::LaneOperands me{op, mods, line, in, out};   // (read by the warp's last lane: it lives until all have met)
