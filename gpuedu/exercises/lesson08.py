@@ -1,7 +1,7 @@
 """Exercises of lessons/08_tensor_cores_bf16_tf32.ipynb: a tensor-core GEMM with WMMA, and rounding to BF16."""
 import numpy as np
 
-from . import Case, Exercise, ceil_div, never_written, register
+from . import Case, Exercise, Requirement, ceil_div, never_written, register
 
 # mma.h is a C++ header (templates in namespace nvcuda::wmma), so the WMMA source includes it and
 # declares its kernel `extern "C"` itself (no_extern_c=True), as gpuedu/kernels/wmma_gemm.cu does.
@@ -265,4 +265,119 @@ register(Exercise(
     solution=FLOAT_TO_BF16_SOLUTION,
     launch=f"block = ({BLOCK}, 1, 1), grid = (ceil_div(n, {BLOCK}), 1); n is np.int32",
     diagnoses=(_nan_mishandled, _truncated, _ties_up),
+))
+
+# ---------------------------------------------------------------------------------------------
+# 08.swizzled_rows: where each row of a tile lies in shared memory, so that ldmatrix reads it without conflicts
+
+ROWS, CHUNKS = 16, 8         # the tile: 16 rows of 64 halves, each row 8 chunks of 16 bytes (128 bytes)
+LDMATRIX_X4 = CHUNKS // 2    # the kernel's ldmatrix.x4 instructions: two chunks (4 matrices of 8 rows) each
+LDSM = "smsp__inst_executed_op_ldsm.sum"
+LDSM_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum"
+
+
+def swizzled_rows_spec(src):
+    """What the four ldmatrix.x4 give each lane, whatever the placement (as long as it is one to one): step s reads
+    chunks 2s and 2s + 1 of the tile's 16 rows as 4 matrices of 8 x 8 halves (rows 0-7 then 8-15 of chunk 2s, then
+    of 2s + 1); lane l receives row l / 4 of each, halves 2 (l % 4) and the next, packed low half first."""
+    halves = np.asarray(src).view(np.uint16).reshape(ROWS, CHUNKS, 8)
+    out = np.zeros((LDMATRIX_X4, 4, 32), np.uint32)
+    for step in range(LDMATRIX_X4):
+        for j in range(4):
+            matrix = halves[8 * (j % 2):8 * (j % 2) + 8, 2 * step + j // 2]
+            for lane in range(32):
+                pair = matrix[lane // 4, 2 * (lane % 4):2 * (lane % 4) + 2].astype(np.uint32)
+                out[step, j, lane] = pair[0] | pair[1] << 16
+    return out.ravel()
+
+
+def swizzled_rows_cases(rng):
+    for label in ("a tile of random halves", "another tile of random halves"):
+        src = rng.integers(0, 1 << 16, ROWS * CHUNKS * 8, dtype=np.uint16).view(np.uint32)   # 16-byte chunks
+        yield Case(label, {"src": src}, block=(32, 1, 1), grid=(1, 1))
+
+
+def _not_one_to_one(case, expected, got):
+    if np.array_equal(got["out"], expected["out"]):
+        return None
+    return ("the values are wrong: row_address must give each (row, chunk) a 16-byte slot of its own inside the "
+            "tile's 2,048 bytes (base + 128 * row plus a chunk position 0..7 times 16), so that what the kernel "
+            "stores through it, ldmatrix reads back. Two pairs on one slot overwrite each other.")
+
+
+SWIZZLED_ROWS_KERNEL = r"""
+// The kernel (do not change it): one warp stores the 16 x 64 halves of src into shared memory, chunk by chunk,
+// through row_address, and reads them back with four ldmatrix.x4, each lane naming the row it brings through
+// row_address too. out[(step * 4 + j) * 32 + lane] is register j of lane `lane` at step `step`.
+extern "C" __global__ void swizzled_rows(unsigned* out, const uint4* src) {
+    __shared__ __align__(128) uint4 tile[16 * 8];
+    const unsigned base = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    const int lane = threadIdx.x;
+    for (int i = lane; i < 16 * 8; i += 32)                      // chunk i % 8 of row i / 8: 16 bytes a lane
+        *static_cast<uint4*>(__cvta_shared_to_generic(row_address(base, i / 8, i % 8))) = src[i];
+    __syncwarp();
+    for (int step = 0; step < 4; ++step) {
+        // lanes 0-7: rows 0-7 of chunk 2 step, 8-15: rows 8-15; lanes 16-31: the same rows of chunk 2 step + 1
+        unsigned r0, r1, r2, r3;
+        const unsigned row = row_address(base, lane % 16, 2 * step + lane / 16);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(row));
+        out[(step * 4 + 0) * 32 + lane] = r0;
+        out[(step * 4 + 1) * 32 + lane] = r1;
+        out[(step * 4 + 2) * 32 + lane] = r2;
+        out[(step * 4 + 3) * 32 + lane] = r3;
+    }
+}
+"""
+
+SWIZZLED_ROWS_STUB = r"""
+// The shared-memory address of 16-byte chunk `chunk` (0..7) of row `row` (0..15) of a 16 x 128-byte tile that
+// starts at shared address `base` (a multiple of 128). Rows lie 128 bytes apart; within its row, put the chunk
+// where the 8 rows an ldmatrix matrix reads (one chunk of 8 consecutive rows) fall in 8 different groups of
+// 4 banks.
+__device__ unsigned row_address(unsigned base, int row, int chunk) {
+    // FILL ME IN (one line). This placeholder puts rows 8-15 where rows 0-7 are: half the tile is lost.
+    return base + 128 * (row % 8) + 16 * chunk;
+}
+""" + SWIZZLED_ROWS_KERNEL
+
+SWIZZLED_ROWS_SOLUTION = r"""
+__device__ unsigned row_address(unsigned base, int row, int chunk) {
+    // Chunk c of row r goes to position c ^ (r % 8): the 8 rows of one chunk land on 8 different positions,
+    // 16 bytes each, so the 32 banks of each 128-byte row are covered once by them.
+    return base + 128 * row + 16 * (chunk ^ (row % 8));
+}
+""" + SWIZZLED_ROWS_KERNEL
+
+
+def _swizzle_hint(case, got, limit, metrics):
+    return (f"the values are right, and ldmatrix met {got} bank conflicts: chunk c of rows r, r + 1, ..., r + 7 "
+            f"lies 128 bytes apart, in the same 4 banks, so each 8-row matrix takes 8 wavefronts instead of 1. "
+            f"Place the chunk at position c ^ (r % 8) within its row (an XOR swizzle): the 8 rows then hit 8 "
+            f"different groups of 4 banks, and the store loop, which writes whole rows, stays conflict-free too.")
+
+
+register(Exercise(
+    id="08.swizzled_rows",
+    title="An XOR-swizzled tile: ldmatrix's row addresses without bank conflicts",
+    text="ldmatrix.x4 reads four 8 x 8 matrices of halves from shared memory: each lane gives the address of one "
+         "16-byte row, and the 8 rows of a matrix are read together. Stored plainly (chunk c of row r at "
+         "base + 128 r + 16 c), the 8 rows of one chunk lie 128 bytes apart, in the same 4 of the 32 banks: 8 "
+         "wavefronts for a matrix that 1 could read. Write row_address, used both to store the tile and to give "
+         "ldmatrix its rows, so that each matrix is read without conflicts: rows stay 128 bytes apart, and the "
+         "chunk moves within its row, to position c ^ (r % 8). The check compares every lane's registers, and "
+         "counts, on the emulator (on a GPU too: the method is judged on the emulator), the LDSM instructions "
+         f"({LDMATRIX_X4}: the kernel's four ldmatrix.x4) and their bank conflicts (0: a plain layout, whose "
+         "values are right too, meets 28 an instruction).",
+    kernel="swizzled_rows", params=("out", "src"), outputs=("out",),
+    reference=swizzled_rows_spec, cases=swizzled_rows_cases, stub=SWIZZLED_ROWS_STUB, solution=SWIZZLED_ROWS_SOLUTION,
+    launch="block = (32, 1, 1), grid = (1, 1); src holds the tile's 16 x 64 halves as uint32 pairs",
+    diagnoses=(_not_one_to_one,),
+    requirements=(
+        Requirement(LDSM, at_least=lambda case: LDMATRIX_X4,
+                    hint="the kernel made {got} ldmatrix instructions, fewer than its {limit}: keep the kernel as "
+                         "given and write only row_address."),
+        Requirement(LDSM_CONFLICTS, at_most=lambda case: 0, hint=_swizzle_hint),
+    ),
+    no_extern_c=True,
 ))
