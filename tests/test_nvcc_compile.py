@@ -171,6 +171,20 @@ def test_extraction_finds_kernels_and_wraps_them(tmp_path):
         lesson_kernel_sources(str(path))
 
 
+# Instructions that begin with sm_80 (cp.async, mma.sync m16n8k16, BF16): a lesson kernel that issues one is built
+# for sm_80 and sm_90 (its cell runs it on the emulator, sm_80, or on a GPU of compute capability 8.0 or later).
+_SM80_PTX = re.compile(r"cp\.async|mma\.sync\.aligned\.m16n8k16|\.bf16")
+
+
+def _lesson_arches(src):
+    return ("sm_80", "sm_90") if _SM80_PTX.search(src) else ARCHES
+
+
+def test_a_lesson_kernel_with_ampere_instructions_is_built_for_ampere_and_hopper():
+    assert _lesson_arches('asm volatile("cp.async.commit_group;");') == ("sm_80", "sm_90")
+    assert _lesson_arches("__global__ void k(float* x) { x[0] = 1.0f; }") == ARCHES
+
+
 @needs_nvcc
 def test_every_lesson_kernel_compiles(tmp_path):
     notebooks = sorted(glob.glob(os.path.join(LESSONS, "*.ipynb")))
@@ -181,7 +195,7 @@ def test_every_lesson_kernel_compiles(tmp_path):
         for i, (label, src) in enumerate(lesson_kernel_sources(nb)):
             path = tmp_path / f"{os.path.basename(nb)[:-6]}_{i}.cu"
             path.write_text(_as_pycuda_would_compile(src))
-            jobs += [(label, str(path), arch) for arch in ARCHES]
+            jobs += [(label, str(path), arch) for arch in _lesson_arches(src)]
     if not jobs:
         pytest.skip("no lesson contains an inline kernel")
     failures = _compile_all(jobs)
