@@ -490,6 +490,8 @@ def rewrite(source, sm=DEFAULT_SM, profile=False):
 
     Raises ``Refused`` (with the line) for an instruction outside ``INSTRUCTIONS`` or not in architecture
     ``sm``, or operands that do not fit it."""
+    if "asm" not in source:
+        return source                           # (most kernels: no statement to look for)
     blank = _blank(source)
     out, last = [], 0
     for m in _ASM.finditer(blank):
