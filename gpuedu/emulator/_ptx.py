@@ -26,6 +26,22 @@ from dataclasses import dataclass
 DEFAULT_SM = 80
 
 
+class Target(int):
+    """The architecture a module is built for: its sm number (an int: sm_90 is 90), and ``specific``, whether it
+    was named with the "a" suffix (sm_90a), which is what Hopper's warpgroup and TMA instructions need (ptxas
+    refuses them for plain sm_90)."""
+
+    def __new__(cls, sm, specific=False):
+        target = super().__new__(cls, sm)
+        target.specific = bool(specific)
+        return target
+
+    def __repr__(self):
+        return f"sm_{int(self)}{'a' if self.specific else ''}"
+
+    __str__ = __repr__
+
+
 class Refused(ValueError):
     """An ``asm()`` statement the emulator cannot run; ``line`` is its line in the file."""
 
@@ -60,6 +76,7 @@ class Instruction:
     warp: bool             # the warp's lanes execute it together (.sync.aligned)
     operands: object       # match -> the operands, destinations first
     mods: object           # match -> the modifiers' bits gpuedu_ptx.h reads
+    specific: bool = False  # only for the architecture-specific target (sm_90a), as ptxas has it
 
 
 _MMA_INPUT = {"f16": 0, "bf16": 1, "tf32": 2}
@@ -139,7 +156,8 @@ _PROFILED = {
 
 def supported():
     """What a refusal lists: each supported form, one a line."""
-    return "\n".join(f"  {i.form}  (sm_{i.sm} and later)" for i in INSTRUCTIONS)
+    return "\n".join(f"  {i.form}  ({'sm_%da' % i.sm if i.specific else 'sm_%d and later' % i.sm})"
+                     for i in INSTRUCTIONS)
 
 
 def _valid_mma(m, line, sm):
@@ -155,7 +173,7 @@ def _valid_mma(m, line, sm):
     need = 80 if shape == "m16n8k16" or a != "f16" else 75
     if sm < need:
         raise Refused(f"mma.sync.aligned.{shape} with .{a} inputs needs sm_{need} or later; this module is built "
-                      f"for sm_{sm} (ptxas refuses it there)", line)
+                      f"for {_target(sm)} (ptxas refuses it there)", line)
 
 
 # ---- reading an asm statement -----------------------------------------------------------------------
@@ -366,8 +384,12 @@ def _instruction_code(st, text, sm, profile=False):
     if row.op == "MMA":
         _valid_mma(match, st.line, sm)
     elif sm < row.sm:
-        raise Refused(f"{opcode} needs sm_{row.sm} or later; this module is built for sm_{sm} (ptxas refuses it "
-                      f"there): build for a later architecture (arch='sm_{row.sm}')", st.line)
+        raise Refused(f"{opcode} needs sm_{row.sm} or later; this module is built for {_target(sm)} (ptxas refuses it "
+                      f"there): build for a later architecture (arch='sm_{row.sm}{'a' if row.specific else ''}')",
+                      st.line)
+    elif row.specific and not (getattr(sm, "specific", False) and int(sm) == row.sm):
+        raise Refused(f"{opcode} needs the architecture-specific target sm_{row.sm}a; this module is built for "
+                      f"{_target(sm)} (ptxas refuses it there): build with arch='sm_{row.sm}a'", st.line)
     parts = _ptx_operands(rest)
     if row.op == "MOV":
         return _mov_code(st, opcode, match, parts)
@@ -484,6 +506,10 @@ def _need_output(st, op, opcode):
 
 
 # ---- the rewrite ------------------------------------------------------------------------------------------
+def _target(sm):
+    return str(sm) if isinstance(sm, Target) else f"sm_{int(sm)}"
+
+
 def rewrite(source, sm=DEFAULT_SM, profile=False):
     """``source`` with each asm statement replaced by the runtime's calls, every line kept where it was;
     ``profile``: for the profiled build, each memory access of an instruction also told to the counters there.
@@ -527,9 +553,9 @@ _ARCH = re.compile(r"(?:sm|compute)_(\d+)([af]?)")
 
 
 def architecture(arch=None, options=()):
-    """The sm number a module is built for: ``arch`` ("sm_80"), else the last -arch / --gpu-architecture /
-    -gencode in the nvcc ``options``, else the emulated device's (DEFAULT_SM). Raises ValueError for a
-    value that names none."""
+    """The architecture a module is built for (a ``Target``: its sm number, and whether it is the "a" one):
+    ``arch`` ("sm_80", "sm_90a"), else the last -arch / --gpu-architecture / -gencode in the nvcc ``options``, else
+    the emulated device's (DEFAULT_SM). Raises ValueError for a value that names none."""
     given = []
     if arch:
         given.append(str(arch))
@@ -543,8 +569,9 @@ def architecture(arch=None, options=()):
         elif opt.startswith("-arch") and len(opt) > 5:
             given.append(opt[5:])
     if not given:
-        return DEFAULT_SM
+        return Target(DEFAULT_SM)
     found = _ARCH.findall(given[-1])
     if not found:
         raise ValueError(f"cannot read an architecture from {given[-1]!r}: write it as sm_80, sm_90 or sm_90a")
-    return max(int(n) for n, _ in found)
+    number, suffix = max(((int(n), suffix) for n, suffix in found), key=lambda f: (f[0], f[1] == "a"))
+    return Target(number, suffix == "a")

@@ -519,3 +519,11 @@ def test_asm_in_a_macro_and_a_compiler_barrier_are_kept_in_place():
     out = np.zeros(4, np.float32)
     mod.get_function("k")(drv.Out(out), drv.In(np.arange(4, dtype=np.float32)), block=(4, 1, 1))
     np.testing.assert_array_equal(out, np.arange(4) + 11)   # the lines stay where they were
+
+
+def test_the_architecture_is_read_with_its_specific_suffix():
+    from gpuedu.emulator import _ptx
+    assert _ptx.architecture() == 80 and not _ptx.architecture().specific
+    assert _ptx.architecture("sm_90a") == 90 and _ptx.architecture("sm_90a").specific
+    assert str(_ptx.architecture(options=["-gencode", "arch=compute_90a,code=sm_90a"])) == "sm_90a"
+    assert str(_ptx.architecture(options=["-arch=sm_90"])) == "sm_90"
