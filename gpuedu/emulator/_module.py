@@ -907,7 +907,7 @@ def _suggest(kind, size):
 def _shared_place(module, address):
     """Where ``address`` lies in the shared memory of ``module``'s worker threads, past what a block may touch:
     ``("static", bytes past the end of the last __shared__ variable before it, that variable's size, its name,
-    whether it is the running kernel's)`` (the running kernel's last, if it has one there; the size 0 and the bytes
+    whether it is the running kernel's, whether it is an array)`` (the running kernel's last, if it has one there; the size 0 and the bytes
     from the arena's start when no variable starts before it), ``("dynamic", bytes past the end of the launch's
     dynamic shared memory, shared=)``, or None."""
     if module is None or not address:
@@ -916,7 +916,8 @@ def _shared_place(module, address):
     name = ctypes.c_char_p()
     area = module._lib.gpuedu_shared_place(ctypes.c_void_p(address), out, ctypes.byref(name))
     if area == 1:
-        return "static", out[0], out[1], name.value.decode() if name.value else None, bool(out[2])
+        return ("static", out[0], out[1], name.value.decode() if name.value else None, bool(out[2] & 1),
+                bool(out[2] & 2))
     if area == 2:
         return "dynamic", out[0], out[1]
     return None
@@ -929,9 +930,10 @@ def _describe_shared_fault(where, verb, place):
         return (f"{where} {verb} past the dynamic shared memory the launch asked for (shared={shared} bytes): at "
                 f"byte {shared + past} of it, {at}, which faults on a GPU too; pass a larger shared= (in bytes, "
                 f"not elements) or check the index. gpuedu.memcheck() names the line")
-    _, past, size, name, own = place
+    _, past, size, name, own, array = place
     if size:
-        variable = f"the __shared__ array '{name}' ({size} bytes)" if name else f"a {size}-byte __shared__ variable"
+        kind = "array" if array else "variable"
+        variable = f"the __shared__ {kind} '{name}' ({size} bytes)" if name else f"a {size}-byte __shared__ variable"
         whose = "the kernel's" if own else "the module's"
         at = f"{past} bytes past the end of {variable}, {whose} last before that address"
     else:

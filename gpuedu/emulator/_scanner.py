@@ -403,8 +403,9 @@ def rewrite_source(source, profile=False, tag="", device_launches=False):
             return m.group(0)
         slot = f"__gpuedu_shared_t_{n}"
         refs = " ".join(f"auto& {name} = __gpuedu_shared_v_{n}.{name};" for name in names)
+        label = f'"{names[0]}"' if len(names) == 1 else "nullptr"    # (what messages call it: one name, or none)
         return (f"struct {slot} {{ {m.group(1)}; }}; static long long __gpuedu_shared_key_{n}; "
-                f"auto& __gpuedu_shared_v_{n} = __gpuedu::shared_var<{slot}>(&__gpuedu_shared_key_{n}, nullptr); "
+                f"auto& __gpuedu_shared_v_{n} = __gpuedu::shared_var<{slot}>(&__gpuedu_shared_key_{n}, {label}); "
                 f"{refs}")
 
     def register_file_scope(m):

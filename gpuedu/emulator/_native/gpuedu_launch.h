@@ -228,9 +228,10 @@ extern "C" __attribute__((visibility("default"))) size_t gpuedu_static_shared(co
 // Where `address` lies in the shared memory of this module's workers, for the description of a fault there:
 // 1 in a worker's arena of static __shared__ variables, beyond the pages the module's variables use (out[0]: how
 // many bytes past the end of the last variable that starts before it, the running kernel's if it has one there
-// (out[2] 1) or else the module's (out[2] 0), out[1]: that variable's size, *name: its name or nullptr; out[0] is
-// the offset in the arena if none starts before it, out[1] then 0); 2 past the dynamic shared memory of the
-// worker's last launch (out[0]: how many bytes past its end, out[1]: its size, shared=); 0 neither.
+// (out[2] bit 0 set) or else the module's, out[1]: that variable's size, out[2] bit 1: whether it is an array,
+// *name: its name or nullptr; out[0] is the offset in the arena if none starts before it, out[1] then 0); 2 past
+// the dynamic shared memory of the worker's last launch (out[0]: how many bytes past its end, out[1]: its size,
+// shared=); 0 neither.
 extern "C" __attribute__((visibility("default"))) int gpuedu_shared_place(const void* address,
                                                                            unsigned long long* out,
                                                                            const char** name) {
@@ -252,7 +253,7 @@ extern "C" __attribute__((visibility("default"))) int gpuedu_shared_place(const 
               (!last || S.at[i].offset > last->offset))
             last = &S.at[i];
       if (last) {
-        out[2] = last->kernel == r->kernel;
+        out[2] = (last->kernel == r->kernel) | (last->guard >= 0) << 1;   // (guarded: an array)
         out[0] = offset > last->offset + last->n ? offset - (last->offset + last->n) : 0;
         out[1] = last->n;
         *name = last->name;
