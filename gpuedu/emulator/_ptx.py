@@ -10,6 +10,10 @@ is refused before compiling, naming the instruction and what is supported, as pt
 know. An ``asm`` statement with an empty template (a compiler barrier, ``asm volatile("" ::: "memory")``) is
 left to the C++ compiler.
 
+Predicates and ``{ }`` scopes are not taken, but for an mbarrier wait, whose result is a predicate that inline asm
+cannot bind to a C++ value: public code keeps it inside a ``{ .reg .pred P; ... }`` scope and reads it out with
+``selp``, or loops on it until the phase completes (``WAIT_IDIOMS``). Those two scopes are recognised whole.
+
 A profiled build (``rewrite(..., profile=True)``, the twin ``gpuedu.profile()`` runs) adds, at each statement's
 own site, a call of the counters' hook for each memory access an instruction makes (``_PROFILED``): an
 ldmatrix's rows (LDSM), a cp.async's global read and shared write (LDGSTS). Each statement is then an instruction
@@ -52,15 +56,16 @@ class Refused(ValueError):
 
 # ---- the table --------------------------------------------------------------------------------------
 # An operand of an instruction: ``regs`` a register or a {vector} of ``count`` registers of ``bits`` bits (a
-# destination or a source), ``shared`` / ``global`` an address in brackets ([%0], [%0+16]), ``imm`` an integer
-# (a literal or an "n" operand).
+# destination or a source), ``shared`` / ``global`` an address in brackets ([%0], [%0+16]), ``generic`` one in
+# no state space (a 64-bit pointer), ``imm`` an integer (a literal or an "n" operand).
 @dataclass(frozen=True)
 class Operand:
-    kind: str              # "regs", "shared", "global", "imm"
+    kind: str              # "regs", "shared", "global", "generic", "imm"
     count: int = 1
     bits: int = 32
     dest: bool = False
     optional: bool = False
+    sink: bool = False     # a destination that may be "_" (the result discarded)
 
 
 def _regs(count, bits=32, dest=False):
@@ -77,6 +82,8 @@ class Instruction:
     operands: object       # match -> the operands, destinations first
     mods: object           # match -> the modifiers' bits gpuedu_ptx.h reads
     specific: bool = False  # only for the architecture-specific target (sm_90a), as ptxas has it
+    needs: object = None   # (match, operand count) -> the first architecture that has this form, where some of
+                           # the row's forms need a later one than ``sm``
 
 
 _MMA_INPUT = {"f16": 0, "bf16": 1, "tf32": 2}
@@ -106,6 +113,52 @@ def _mov_operands(m):
     if m["pack"]:
         return [_regs(1, 2 * int(m["bits"]), dest=True), _regs(2, int(m["bits"]))]
     return [_regs(2, int(m["bits"]), dest=True), _regs(1, 2 * int(m["bits"]))]
+
+
+# ---- mbarrier (gpuedu_mbarrier.h) --------------------------------------------------------------------------
+# The state space: .shared or .shared::cta, the block's own shared memory, with a shared address (32 or 64 bits);
+# none, a generic pointer (64 bits) into it. (.shared::cluster, a barrier of another block of the cluster, is not
+# in the subset: the emulator runs no clusters.) The .sem and .scope a form may name (.release.cta, .acquire.cta,
+# .relaxed.cluster, ...) order memory between threads and blocks of a cluster: the emulator's memory is one, written
+# by one fiber at a time in program order, so each is exact here without more.
+_SPACE = r"(?P<space>\.shared(?:::cta)?)?"
+_ARRIVE_SEM = r"(?:\.(?P<sem>release|relaxed)\.(?P<scope>cta|cluster))?"
+_WAIT_SEM = r"(?:\.(?P<sem>acquire|relaxed)\.(?P<scope>cta|cluster))?"
+# gpuedu_mbarrier.h's MB_ bits (keep both in step)
+_MB_GENERIC, _MB_COUNT, _MB_EXPECT_TX, _MB_PARITY, _MB_TRY, _MB_LOOP = 1, 2, 4, 8, 16, 32
+
+
+def _mbar_address(m):
+    return Operand("shared" if m["space"] else "generic")
+
+
+def _mbar_mods(m):
+    return 0 if m["space"] else _MB_GENERIC
+
+
+def _sm90_scope(m):
+    """.relaxed and .cluster came with Hopper (ptxas refuses them for sm_80; .release.cta and .acquire.cta it takes)."""
+    return m["sem"] == "relaxed" or m["scope"] == "cluster"
+
+
+def _arrive_operands(m):
+    # state, [addr], then arrive's count (optional) or arrive.expect_tx's transaction count
+    return [Operand("regs", 1, 64, dest=True, sink=True), _mbar_address(m), Operand("imm", optional=not m["tx"])]
+
+
+def _arrive_needs(m, operands):
+    return 90 if m["tx"] or operands == 3 or _sm90_scope(m) else 80
+
+
+def _wait_operands(m):
+    # the result first: the predicate, bound by the idiom around the wait (_scoped_wait) to a C++ value or to none
+    arg = Operand("imm") if m["parity"] else _regs(1, 64)
+    hint = [Operand("imm", optional=True)] if m["kind"] == "try" else []
+    return [_regs(1, dest=True), _mbar_address(m), arg, *hint]
+
+
+def _wait_mods(m):
+    return _mbar_mods(m) | (_MB_PARITY if m["parity"] else 0) | (_MB_TRY if m["kind"] == "try" else 0)
 
 
 _MMA_PATTERN = (r"mma\.sync\.aligned\.(?P<shape>m16n8k16|m16n8k8)\.row\.col"
@@ -141,7 +194,42 @@ INSTRUCTIONS = (
                 lambda m: [_regs(1, dest=True), _regs(1), _regs(1)], lambda m: 0),
     Instruction("cvt.rna.tf32.f32", r"cvt\.rna\.tf32\.f32", 80, "CVT_TF32", False,
                 lambda m: [_regs(1, dest=True), _regs(1)], lambda m: 0),
+    # mbarrier ("Parallel Synchronization and Communication Instructions: mbarrier"; the architectures as ptxas
+    # has them: Ampere's init, inval, arrive and test_wait, Hopper's transaction counts, try_wait and arrive's count)
+    Instruction("mbarrier.init[.shared[::cta]].b64 [addr], count  (no state space: a generic 64-bit pointer)",
+                r"mbarrier\.init" + _SPACE + r"\.b64", 80, "MBAR_INIT", False,
+                lambda m: [_mbar_address(m), Operand("imm")], _mbar_mods),
+    Instruction("mbarrier.inval[.shared[::cta]].b64 [addr]", r"mbarrier\.inval" + _SPACE + r"\.b64", 80, "MBAR_INVAL",
+                False, lambda m: [_mbar_address(m)], _mbar_mods),
+    Instruction("mbarrier.arrive[.release.cta][.shared[::cta]].b64 state, [addr]  (state: a 64-bit \"l\" output, "
+                "or _); sm_90: state, [addr], count; .release.cluster, .relaxed.{cta,cluster}",
+                r"mbarrier\.arrive(?P<tx>)" + _ARRIVE_SEM + _SPACE + r"\.b64", 80, "MBAR_ARRIVE", False,
+                _arrive_operands, _mbar_mods, needs=_arrive_needs),
+    Instruction("mbarrier.arrive.expect_tx[.{release,relaxed}.{cta,cluster}][.shared[::cta]].b64 state, [addr], "
+                "tx_count", r"mbarrier\.arrive(?P<tx>\.expect_tx)" + _ARRIVE_SEM + _SPACE + r"\.b64", 90,
+                "MBAR_ARRIVE", False, _arrive_operands, lambda m: _mbar_mods(m) | _MB_EXPECT_TX),
+    Instruction("mbarrier.expect_tx[.relaxed.{cta,cluster}][.shared[::cta]].b64 [addr], tx_count",
+                r"mbarrier\.expect_tx(?:\.relaxed\.(?:cta|cluster))?" + _SPACE + r"\.b64", 90, "MBAR_EXPECT_TX", False,
+                lambda m: [_mbar_address(m), Operand("imm")], _mbar_mods),
+    Instruction("mbarrier.complete_tx[.relaxed.{cta,cluster}][.shared[::cta]].b64 [addr], tx_count",
+                r"mbarrier\.complete_tx(?:\.relaxed\.(?:cta|cluster))?" + _SPACE + r"\.b64", 90, "MBAR_COMPLETE_TX",
+                False, lambda m: [_mbar_address(m), Operand("imm")], _mbar_mods),
+    Instruction("mbarrier.test_wait[.parity][.acquire.cta][.shared[::cta]].b64 P, [addr], {phaseParity,state}  "
+                "(in a { .reg .pred P; ... } idiom below); sm_90: .acquire.cluster, .relaxed.{cta,cluster}",
+                r"mbarrier\.(?P<kind>test)_wait(?P<parity>\.parity)?" + _WAIT_SEM + _SPACE + r"\.b64",
+                80, "MBAR_WAIT", False, _wait_operands, _wait_mods, needs=lambda m, n: 90 if _sm90_scope(m) else 80),
+    Instruction("mbarrier.try_wait[.parity][.{acquire,relaxed}.{cta,cluster}][.shared[::cta]].b64 P, [addr], "
+                "{phaseParity,state}[, suspendTimeHint]  (in a { .reg .pred P; ... } idiom below)",
+                r"mbarrier\.(?P<kind>try)_wait(?P<parity>\.parity)?" + _WAIT_SEM + _SPACE + r"\.b64",
+                90, "MBAR_WAIT", False, _wait_operands, _wait_mods),
 )
+
+#: The two forms of an mbarrier wait public code writes, whose predicate stays inside the statement (inline asm
+#: binds no predicate to a C++ value): its value through selp, or a loop that ends once the phase completed.
+WAIT_IDIOMS = ("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2; selp.b32 %0, 1, 0, P; }  "
+               "(%0: 1 once the phase of parity %2 completed, else 0)",
+               "{ .reg .pred P; WAIT: mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1; @P bra DONE; bra WAIT; "
+               "DONE: }  (returns once it completed; or @!P bra WAIT; as the loop's end)")
 
 
 #: What a profiled build adds before an op's runtime call, at the statement's site: the counters' hooks, each
@@ -155,9 +243,10 @@ _PROFILED = {
 
 
 def supported():
-    """What a refusal lists: each supported form, one a line."""
-    return "\n".join(f"  {i.form}  ({'sm_%da' % i.sm if i.specific else 'sm_%d and later' % i.sm})"
-                     for i in INSTRUCTIONS)
+    """What a refusal lists: each supported form, one a line, then the idioms an mbarrier wait is written in."""
+    return "\n".join([f"  {i.form}  ({'sm_%da' % i.sm if i.specific else 'sm_%d and later' % i.sm})"
+                      for i in INSTRUCTIONS] + ["  an mbarrier wait, in one of these (.u32 or .s32 for selp too):"]
+                     + [f"    {idiom}" for idiom in WAIT_IDIOMS])
 
 
 def _valid_mma(m, line, sm):
@@ -343,11 +432,20 @@ def _address(st, text, instruction, space):
     if space == "global" and op.constraint != "l":
         raise Refused(f"{instruction}: the global address %{op.number} is bound with \"r\" (32 bits): pass the "
                       f"pointer with \"l\"", st.line)
+    if space == "generic" and op.constraint != "l":
+        raise Refused(f"{instruction}: the address %{op.number} is bound with \"r\" (32 bits), and with no state "
+                      f"space the instruction takes a generic address, a 64-bit pointer (\"l\"); for a 32-bit shared "
+                      f"address (__cvta_generic_to_shared) name the space: {_with_space(instruction)}", st.line)
     if op.mode == "=":
         raise Refused(f"{instruction}: the address %{op.number} is an output", st.line)
     offset = int(m[2], 0) if m[2] else 0
     value = f"::__gpuedu::ptx::in<{_CONSTRAINT_BYTES[op.constraint]}>({op.expr})"
     return f"({value} + {offset}ull)" if offset else value
+
+
+def _with_space(opcode):
+    """``opcode`` with .shared::cta before its .b64 (what a 32-bit shared address needs)."""
+    return re.sub(r"\.b64$", ".shared::cta.b64", opcode)
 
 
 def _immediate(st, text, instruction):
@@ -360,15 +458,16 @@ def _immediate(st, text, instruction):
     return f"::__gpuedu::ptx::in<8>({op.expr})", None
 
 
-def _instruction_code(st, text, sm, profile=False):
-    """The C++ for one instruction (its text without the ';'); ``profile``: with the counters' hooks."""
+def _instruction_code(st, text, sm, profile=False, idiom=None):
+    """The C++ for one instruction (its text without the ';'); ``profile``: with the counters' hooks; ``idiom``: for
+    an mbarrier wait, the form around it (_scoped_wait): "value" (its first operand the selp's destination) or
+    "loop" (no destination)."""
     text = text.strip()
     if text.startswith("@"):
         raise Refused(f"{text.split()[0]} (a predicated instruction) is not supported by the emulator: put the "
                       f"asm statement under an if in C++", st.line)
     if text.startswith((".reg", "{", "}")):
-        raise Refused("register declarations and { } scopes in inline PTX are not supported by the emulator: bind "
-                      "every value to a C++ variable with an operand (%0, %1, ...)", st.line)
+        raise Refused(_SCOPES_REFUSED, st.line)
     opcode, _, rest = text.partition(" ")
     opcode, rest = opcode.strip(), rest.strip()
     row = match = None
@@ -381,16 +480,26 @@ def _instruction_code(st, text, sm, profile=False):
         raise Refused(f"the emulator does not run the PTX instruction {opcode!r}. It runs these (the PTX ISA's "
                       f"semantics), for the module's architecture:\n{supported()}\nWrite the rest in CUDA C.",
                       st.line)
+    parts = _ptx_operands(rest)
+    if idiom is not None and row.op != "MBAR_WAIT":
+        raise Refused(_SCOPES_REFUSED, st.line)
+    if row.op == "MBAR_WAIT" and idiom is None:
+        raise Refused(f"{opcode} sets a predicate, which inline asm binds to no C++ value: the emulator runs it in "
+                      f"the forms public code writes it in, with the predicate inside the statement:\n    "
+                      + "\n    ".join(WAIT_IDIOMS), st.line)
+    if idiom == "loop":
+        parts = [""] + parts                    # (the predicate, which the loop keeps to itself)
+    first = row.needs(match, len(parts)) if row.needs else row.sm
     if row.op == "MMA":
         _valid_mma(match, st.line, sm)
-    elif sm < row.sm:
-        raise Refused(f"{opcode} needs sm_{row.sm} or later; this module is built for {_target(sm)} (ptxas refuses it "
-                      f"there): build for a later architecture (arch='sm_{row.sm}{'a' if row.specific else ''}')",
-                      st.line)
+    elif sm < first:
+        form = " in this form" if first > row.sm else ""
+        raise Refused(f"{opcode}{form} needs sm_{first} or later; this module is built for {_target(sm)} (ptxas "
+                      f"refuses it there): build for a later architecture (arch='sm_{first}"
+                      f"{'a' if row.specific else ''}')", st.line)
     elif row.specific and not (getattr(sm, "specific", False) and int(sm) == row.sm):
         raise Refused(f"{opcode} needs the architecture-specific target sm_{row.sm}a; this module is built for "
                       f"{_target(sm)} (ptxas refuses it there): build with arch='sm_{row.sm}a'", st.line)
-    parts = _ptx_operands(rest)
     if row.op == "MOV":
         return _mov_code(st, opcode, match, parts)
     specs = row.operands(match)
@@ -400,7 +509,9 @@ def _instruction_code(st, text, sm, profile=False):
         raise Refused(f"{opcode} takes {counts} operands, got {len(parts)}: {rest or '(none)'}", st.line)
     op, mods = row.op, row.mods(match)
     sources, writes, n_out = [], [], 0
-    for spec, part in zip(specs, parts):
+    for k, (spec, part) in enumerate(zip(specs, parts)):
+        if (spec.dest and spec.sink and part == "_") or (idiom == "loop" and k == 0):
+            continue                            # a result discarded
         if spec.kind == "regs":
             regs = _vector(st, part, spec.count, opcode)
             for token in regs:
@@ -415,7 +526,7 @@ def _instruction_code(st, text, sm, profile=False):
                     n_out += 1
                 else:
                     sources.append(st.source(o, opcode, spec.bits))
-        elif spec.kind in ("shared", "global"):
+        elif spec.kind in ("shared", "global", "generic"):
             sources.append(_address(st, part, opcode, spec.kind))
         else:
             value, literal = _immediate(st, part, opcode)
@@ -431,6 +542,8 @@ def _instruction_code(st, text, sm, profile=False):
         mods |= size | (len(parts) == 4) << 6
     if op == "CVT_PACK":
         op = "CVT_F16X2" if match["t"] == "f16x2" else "CVT_BF16X2"
+    if op == "MBAR_ARRIVE" and not match["tx"] and len(parts) == 3:
+        mods |= _MB_COUNT
     call = "__gpuedu_ptx_sync" if row.warp else "__gpuedu_ptx_run"
     code = []
     if sources:
@@ -439,8 +552,12 @@ def _instruction_code(st, text, sm, profile=False):
         code.append(f"unsigned long long __gpuedu_out[{n_out}];")
     if profile and op in _PROFILED:
         code.append(_PROFILED[op].format(mods=mods, line=st.line))
-    code.append(f"{call}(::__gpuedu::ptx::{op}, {mods}, {'__gpuedu_out' if n_out else 'nullptr'}, "
-                f"{'__gpuedu_in' if sources else 'nullptr'}, {st.line});")
+    if op == "MBAR_WAIT":                       # (a name of its own: the scan runs a kernel that waits as fibers)
+        code.append(f"__gpuedu_ptx_wait({mods | (_MB_LOOP if idiom == 'loop' else 0)}, "
+                    f"{'__gpuedu_out' if n_out else 'nullptr'}, __gpuedu_in, {st.line});")
+    else:
+        code.append(f"{call}(::__gpuedu::ptx::{op}, {mods}, {'__gpuedu_out' if n_out else 'nullptr'}, "
+                    f"{'__gpuedu_in' if sources else 'nullptr'}, {st.line});")
     code.extend(writes)
     return "{ " + " ".join(code) + " }"
 
@@ -505,6 +622,34 @@ def _need_output(st, op, opcode):
         raise Refused(f"{opcode} writes %{op.number}, an input: bind it as an output (\"={op.constraint}\")", st.line)
 
 
+# ---- an mbarrier wait's idioms ------------------------------------------------------------------------------
+_SCOPES_REFUSED = ("register declarations and { } scopes in inline PTX are not supported by the emulator, but for "
+                   "an mbarrier wait's two forms:\n    " + "\n    ".join(WAIT_IDIOMS) + "\nElsewhere bind every "
+                   "value to a C++ variable with an operand (%0, %1, ...)")
+_NAME = r"[A-Za-z_$][\w$]*"
+_SCOPED_WAIT = re.compile(rf"\{{\s*\.reg\s+\.pred\s+(?P<p>{_NAME})\s*;\s*(?:(?P<top>{_NAME})\s*:\s*)?"
+                          rf"(?P<wait>mbarrier\.\S+)\s+(?P<pred>{_NAME})\s*,\s*(?P<rest>[^;]*?)\s*;\s*"
+                          rf"(?P<tail>[^{{}}]*?)\s*\}}\s*", re.S)
+_SELP = re.compile(rf"selp\.(?:b32|u32|s32)\s+(?P<dst>%\d+|%\[\w+\])\s*,\s*1\s*,\s*0\s*,\s*(?P<p>{_NAME})\s*;")
+_LOOP_OUT = re.compile(rf"@(?P<p>{_NAME})\s+bra(?:\.uni)?\s+(?P<done>{_NAME})\s*;\s*bra(?:\.uni)?\s+(?P<top>{_NAME})"
+                       rf"\s*;\s*(?P<end>{_NAME})\s*:")
+_LOOP_BACK = re.compile(rf"@!(?P<p>{_NAME})\s+bra(?:\.uni)?\s+(?P<top>{_NAME})\s*;")
+
+
+def _scoped_wait(st, template, sm, profile):
+    """The C++ for a statement that is a { } scope: one of WAIT_IDIOMS, else refused."""
+    m = _SCOPED_WAIT.fullmatch(template.strip())
+    if m and m["pred"] == m["p"]:
+        tail = m["tail"]
+        if not m["top"] and (selp := _SELP.fullmatch(tail)) and selp["p"] == m["p"]:
+            return _instruction_code(st, f"{m['wait']} {selp['dst']}, {m['rest']}", sm, profile, idiom="value")
+        out, back = _LOOP_OUT.fullmatch(tail), _LOOP_BACK.fullmatch(tail)
+        if m["top"] and ((out and out["p"] == m["p"] and out["top"] == m["top"] and out["end"] == out["done"])
+                         or (back and back["p"] == m["p"] and back["top"] == m["top"])):
+            return _instruction_code(st, f"{m['wait']} {m['rest']}", sm, profile, idiom="loop")
+    raise Refused(_SCOPES_REFUSED, st.line)
+
+
 # ---- the rewrite ------------------------------------------------------------------------------------------
 def _target(sm):
     return str(sm) if isinstance(sm, Target) else f"sm_{int(sm)}"
@@ -538,8 +683,11 @@ def rewrite(source, sm=DEFAULT_SM, profile=False):
         outputs = _operands(*sections[1], 0, line, [], False) if len(sections) > 1 else []
         inputs = _operands(*sections[2], len(outputs), line, outputs, True) if len(sections) > 2 else []
         st = _Statement(outputs + inputs, line)
-        pieces = [p for p in re.split(r";", template.replace("\n", " ")) if p.strip()]
-        code = " ".join(_instruction_code(st, piece, sm, profile) for piece in pieces)
+        if template.lstrip().startswith("{"):     # a scope: an mbarrier wait's idiom, or refused
+            code = _scoped_wait(st, template.replace("\n", " "), sm, profile)
+        else:
+            pieces = [p for p in re.split(r";", template.replace("\n", " ")) if p.strip()]
+            code = " ".join(_instruction_code(st, piece, sm, profile) for piece in pieces)
         span = source[m.start():close + 1]
         breaks = "".join("\\\n" if span[k - 1:k] == "\\" else "\n" for k, ch in enumerate(span) if ch == "\n")
         out.append(source[last:m.start()])

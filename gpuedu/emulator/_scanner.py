@@ -17,7 +17,8 @@ import re
 # Intrinsics that make threads wait for one another: a kernel that reaches one
 # (directly or through the functions it calls) runs its threads as fibers.
 # wmma::mma_sync is one: a warp's lanes meet there to compute its product once (mma.h); so is a warp-wide PTX
-# instruction (mma.sync, ldmatrix), which _ptx rewrites to __gpuedu_ptx_sync.
+# instruction (mma.sync, ldmatrix), which _ptx rewrites to __gpuedu_ptx_sync, and an mbarrier wait, which
+# suspends the thread until its phase completes (__gpuedu_ptx_wait).
 # So are the cooperative groups' methods and functions that wait (block.sync(), tile.shfl_down(),
 # cg::reduce, cg::coalesced_threads(), ...): the scan sees their names, not their groups' types,
 # so a function of the same name elsewhere only costs a kernel the speed of the plain loop.
@@ -26,6 +27,7 @@ BARRIER_NAMES = frozenset("""
     __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync
     __reduce_add_sync __reduce_min_sync __reduce_max_sync __reduce_and_sync __reduce_or_sync __reduce_xor_sync
     __match_any_sync __match_all_sync __gpuedu_shfl block_barrier warp_collective mma_sync __gpuedu_ptx_sync
+    __gpuedu_ptx_wait
     sync shfl shfl_up shfl_down shfl_xor ballot any all match_any match_all reduce inclusive_scan exclusive_scan
     coalesced_threads
 """.split())

@@ -1,6 +1,6 @@
 """Every kernel source the emulator's tests run also compiles with the real nvcc, for sm_75 and
-sm_90 (sm_80 and sm_90 where a source needs Ampere), wrapped the way SourceModule wraps it: nothing the
-emulator accepts is invalid CUDA."""
+sm_90 (sm_80 and sm_90 where a source needs Ampere; inline PTX for the architectures its list names, sm_90a for
+Hopper's), wrapped the way SourceModule wraps it: nothing the emulator accepts is invalid CUDA."""
 import importlib
 import os
 import shutil
@@ -41,10 +41,13 @@ SOURCES = [
 AMPERE = {("test_bf16", "BF16_SRC")}
 
 
-# Sources with inline PTX for Ampere and later (cp.async, mma.m16n8k16): compiled for sm_80 and sm_90.
+# Sources with inline PTX, compiled for each architecture named: Ampere's and later (cp.async, mma.m16n8k16, the
+# mbarriers of sm_80) for sm_80 and sm_90, Hopper's (try_wait, transaction counts, setmaxnreg) for sm_90a.
 PTX_SOURCES = [
-    ("test_ptx", "PTX_SRC"),
-    ("test_ptx", "MISSING_WAIT_SRC"),
+    ("test_ptx", "PTX_SRC", ("sm_80", "sm_90")),
+    ("test_ptx", "MISSING_WAIT_SRC", ("sm_80", "sm_90")),
+    ("test_mbarrier", "AMPERE_MBARRIER_SRC", ("sm_80", "sm_90")),
+    ("test_mbarrier", "MBARRIER_SRC", ("sm_90a",)),
 ]
 
 
@@ -93,11 +96,11 @@ def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, o
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("module,name", PTX_SOURCES, ids=[f"{m}.{n}" for m, n in PTX_SOURCES])
-def test_inline_ptx_sources_compile_with_nvcc_for_ampere_and_hopper(tmp_path, module, name):
+@pytest.mark.parametrize("module,name,targets", PTX_SOURCES, ids=[f"{m}.{n}" for m, n, _ in PTX_SOURCES])
+def test_inline_ptx_sources_compile_with_nvcc_for_ampere_and_hopper(tmp_path, module, name, targets):
     path = tmp_path / "kernel.cu"
     path.write_text('extern "C" {\n' + _source(module, name) + "\n}\n")
-    archs = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
+    archs = [a for t in targets for a in ("-gencode", f"arch=compute_{t[3:]},code={t}")]
     proc = subprocess.run(["nvcc", "-fatbin", *archs, "-o", str(tmp_path / "k.fatbin"), str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

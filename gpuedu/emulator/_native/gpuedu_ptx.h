@@ -17,6 +17,9 @@
 // cp.async.wait_group / wait_all that covers their group. A kernel that reads a stage before waiting for it
 // reads what was there before, here as it may on a GPU.
 //
+// mbarrier objects (gpuedu_mbarrier.h): arrive, the transaction counts, and the waits, which suspend a thread
+// until the phase it waits for completes and stop the launch with a deadlock report when it never can.
+//
 // In a profiled build (GPUEDU_PROFILE) the counters see each instruction as Nsight Compute does: the rewrite puts,
 // at the asm statement's own site, a call of the counters' hook for each memory access the instruction makes
 // (ldmatrix_row and cp_async_parts below say where: a row of an LDSM; the global read and the shared write of an
@@ -38,10 +41,12 @@ using u64 = unsigned long long;
 enum : int {
   MMA = 1, LDMATRIX = 2, CP_ASYNC = 3, CP_COMMIT = 4, CP_WAIT = 5, CP_WAIT_ALL = 6, CVTA_TO_SHARED = 7,
   CVTA_TO_GENERIC = 8, MOV_PACK = 9, MOV_UNPACK = 10, CVT_F16X2 = 11, CVT_BF16X2 = 12, CVT_TF32 = 13, CVT_U32_U64 = 14,
+  MBAR_INIT = 15, MBAR_INVAL = 16, MBAR_ARRIVE = 17, MBAR_EXPECT_TX = 18, MBAR_COMPLETE_TX = 19, MBAR_WAIT = 20,
 };
 // mma's modifiers, as _ptx.py packs them: shape | A/B type << 2 | C type << 4 | D type << 5.
 enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_TF32 = 2, ACC_F32 = 0, ACC_F16 = 1 };
 // ldmatrix's: matrices (1, 2 or 4) | .trans << 3.  cp.async's: bytes (4, 8, 16) | .cg << 5 | source size given << 6.
+// The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.
 
 constexpr u64 DYNAMIC_WINDOW = 1u << 24;   // where the dynamic shared memory starts among shared addresses
 
@@ -342,10 +347,34 @@ GPUEDU_PROF_QUIET inline CopyParts cp_async_parts(const u64* in, int mods, int l
                    from_shared(in[0], bytes, line, "cp.async"), bytes};
 }
 
+}  // namespace ptx
+}  // namespace __gpuedu
+#include "gpuedu_mbarrier.h"
+namespace __gpuedu {
+namespace ptx {
+
 // ---- one instruction --------------------------------------------------------------------------------
 GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int line) {
   GPUEDU_PROF_SUSPEND;
   switch (op) {
+    case MBAR_INIT: mbarrier_init(mbarrier_address(in[0], mods, line, "mbarrier.init"), in[1], line); return;
+    case MBAR_INVAL: mbarrier_inval(mbarrier_address(in[0], mods, line, "mbarrier.inval"), line); return;
+    case MBAR_ARRIVE: {
+      bool tx = mods & MB_EXPECT_TX;
+      const char* what = tx ? "mbarrier.arrive.expect_tx" : "mbarrier.arrive";
+      u64 state = mbarrier_arrive(mbarrier_address(in[0], mods, line, what), mods & MB_COUNT ? in[1] : 1,
+                                  tx ? (long long)in[1] : 0, tx, line);
+      if (out) out[0] = state;
+      return;
+    }
+    case MBAR_EXPECT_TX:
+      mbarrier_transactions(mbarrier_address(in[0], mods, line, "mbarrier.expect_tx"), (long long)in[1], 1, line,
+                            "mbarrier.expect_tx");
+      return;
+    case MBAR_COMPLETE_TX:
+      mbarrier_transactions(mbarrier_address(in[0], mods, line, "mbarrier.complete_tx"), (long long)in[1], -1, line,
+                            "mbarrier.complete_tx");
+      return;
     case CP_ASYNC: cp_async(in[0], in[1], mods & 31, (mods >> 6) & 1 ? in[3] : (u64)(mods & 31), line); return;
     case CP_COMMIT: cp_commit(); return;
     case CP_WAIT: cp_wait((long long)in[0], false, line); return;
@@ -427,6 +456,17 @@ GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_sync(int op, int mods, unsigne
   ptx::LaneOperands me{op, mods, line, in, out};   // (read by the warp's last lane: it lives until all have met)
   ptx::warp_meet(me);
   warp_collective(W_PTX, 0xffffffffu, 0, 0, 32);
+}
+// An mbarrier wait (try_wait, test_wait, or the loop idiom around one): out[0], where the statement has one, is 1
+// once the phase completed, else 0. (A name the compiler's scan knows: a kernel that reaches it runs as fibers.)
+GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_wait(int mods, unsigned long long* out, const unsigned long long* in,
+                                                       int line) {
+  GPUEDU_PROF_SUSPEND;
+  using namespace ::__gpuedu;
+  const char* what = mods & ptx::MB_TRY ? "mbarrier.try_wait" : "mbarrier.test_wait";
+  unsigned long long a = ptx::mbarrier_address(in[0], mods, line, what);
+  bool done = ptx::mbarrier_wait(a, in[1], mods, line);
+  if (out) out[0] = done;
 }
 
 // CUDA's conversions between generic and shared addresses (the shared ones 32-bit values, as on a GPU).

@@ -33,7 +33,8 @@ enum : int {
   STATIC_SHARED_OVERRUN = 17,
   STOPPED = 100,  // (not a launch's code) why a worker stops: another failed
 };
-enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3 };
+enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3,
+             AT_MBARRIER = 4 };  // suspended at an mbarrier wait (gpuedu_mbarrier.h), woken by its phase's completion
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
 enum : int {
   W_SYNC = 0, W_SHFL = 1, W_SHFL_UP = 2, W_SHFL_DOWN = 3, W_SHFL_XOR = 4, W_BALLOT = 5, W_ANY = 6, W_ALL = 7,
@@ -120,6 +121,7 @@ struct AsyncQueue {
   unsigned n;                 // copies in flight
   unsigned committed;         // cp.async.commit_group calls so far in this block
 };
+struct MBarriers;             // a block's mbarrier objects and the threads waiting on them (gpuedu_mbarrier.h)
 
 struct Runtime {
   StackPool* pool;            // process-wide, set by Python when the module is loaded
@@ -143,7 +145,7 @@ struct Runtime {
   ucontext_t main_uc;
 #endif
   unsigned order[MAX_THREADS];
-  unsigned char state[MAX_THREADS];  // READY, AT_BLOCK, AT_WARP or DONE, by linear thread id (bytes:
+  unsigned char state[MAX_THREADS];  // READY, AT_BLOCK, AT_WARP, AT_MBARRIER or DONE, by linear thread id (bytes:
                                      // a barrier's release rewrites them all)
   unsigned pos;               // position in order[] of the running fiber
   unsigned cur;               // linear id of the running fiber
@@ -172,6 +174,8 @@ struct Runtime {
                                              // or their operands at a warp-wide PTX instruction (gpuedu_ptx.h)
   AsyncQueue* async;          // each thread's cp.async copies in flight (gpuedu_ptx.h), made when first used
   bool async_used;            // some thread of this block issued one: the queues are emptied before the next
+  MBarriers* mbar;            // the block's mbarriers (gpuedu_mbarrier.h), made when first used
+  bool mbar_used;             // some thread of this block used one: they are forgotten before the next block
 };
 
 // The launch's own stack (gpuedu_launch.h): where a worker's switch to it saved its caller's stack pointer.
@@ -654,6 +658,12 @@ GPUEDU_PROF_QUIET inline void resume(unsigned pos, Fiber* me) {
 }
 
 [[noreturn]] void report_deadlock();
+// (gpuedu_mbarrier.h) Threads polling an mbarrier with test_wait made ready again when nothing else can run
+// (false: there were none, or their polls have stopped changing anything); a deadlock described from the threads
+// waiting on mbarriers, if any wait; the block's mbarriers forgotten before the next block.
+GPUEDU_PROF_QUIET bool wake_mbarrier_pollers();
+void report_mbarrier_deadlock();
+GPUEDU_PROF_QUIET void forget_mbarriers();
 
 // Called by the running fiber once it can no longer run (barrier, warp
 // intrinsic, finished): run the next ready fiber in schedule order; release a
@@ -689,11 +699,17 @@ GPUEDU_PROF_QUIET inline void run_next() {
     resume(0, me);
     return;
   }
+  if (r.mbar_used && wake_mbarrier_pollers()) {
+    run_next();
+    return;
+  }
   report_deadlock();
 }
 
 inline void report_deadlock() {
-  // Describe the first warp that waits at a warp intrinsic; else the barrier.
+  // A thread waiting on an mbarrier first (the lanes and threads that wait for it are waiting for its barrier);
+  // then the first warp that waits at a warp intrinsic; else the barrier.
+  if (R.mbar_used) report_mbarrier_deadlock();
   for (unsigned w = 0; w < (R.nthreads + 31) / 32; ++w) {
     Warp& W = R.warps[w];
     if (!W.arrived) continue;
@@ -1151,6 +1167,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     GPUEDU_PROF(block_begin(b));
     poison_shared();
     if (R.async_used) forget_async_copies();
+    if (R.mbar_used) forget_mbarriers();
     if (R.fiber_mode) {
       run_block_fibers();
     } else {
