@@ -257,6 +257,8 @@ class Module:
         lib.gpuedu_running_kernel.restype = ctypes.c_char_p
         lib.gpuedu_static_shared.argtypes = [ctypes.c_void_p]
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
+        lib.gpuedu_registers_requested.argtypes = [ctypes.c_void_p]
+        lib.gpuedu_registers_requested.restype = ctypes.c_uint
         lib.gpuedu_shared_place.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong),
                                              ctypes.POINTER(ctypes.c_char_p)]
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
@@ -479,6 +481,13 @@ class Function:
     def shared_size_bytes(self):
         """Static __shared__ bytes of this kernel (known once it has run: declarations register on first use)."""
         return int(self.module._lib.gpuedu_static_shared(ctypes.c_void_p(self._info_address)))
+
+    @property
+    def registers_requested(self):
+        """The largest register count per thread a setmaxnreg of this kernel asked for (.inc or .dec; 0: none ran),
+        for an occupancy that follows Hopper's warpgroups as they move registers; known once it has run, as
+        shared_size_bytes is. (The emulator's own: PyCUDA's Function has none.)"""
+        return int(self.module._lib.gpuedu_registers_requested(ctypes.c_void_p(self._info_address)))
 
     # -- attributes
     _ATTRIBUTES = {

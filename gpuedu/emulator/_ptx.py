@@ -222,6 +222,14 @@ INSTRUCTIONS = (
                 "{phaseParity,state}[, suspendTimeHint]  (in a { .reg .pred P; ... } idiom below)",
                 r"mbarrier\.(?P<kind>try)_wait(?P<parity>\.parity)?" + _WAIT_SEM + _SPACE + r"\.b64",
                 90, "MBAR_WAIT", False, _wait_operands, _wait_mods),
+    Instruction("fence.proxy.async[.shared::cta,.shared::cluster,.global]  (a no-op: the emulator's memory is one "
+                "proxy)", r"fence\.proxy\.async(?:\.shared::cta|\.shared::cluster|\.global)?", 90, "NOP", False,
+                lambda m: [], lambda m: 0),
+    Instruction("fence.mbarrier_init.release.cluster  (a no-op: likewise)", r"fence\.mbarrier_init\.release\.cluster",
+                90, "NOP", False, lambda m: [], lambda m: 0),
+    Instruction("setmaxnreg.{inc,dec}.sync.aligned.u32 N  (N from 24 to 256, a multiple of 8; a block of whole "
+                "warpgroups)", r"setmaxnreg\.(?P<dir>inc|dec)\.sync\.aligned\.u32", 90, "SETMAXNREG", True,
+                lambda m: [Operand("imm")], lambda m: (m["dir"] == "inc") << 9, specific=True),
 )
 
 #: The two forms of an mbarrier wait public code writes, whose predicate stays inside the statement (inline asm
@@ -544,6 +552,8 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
         op = "CVT_F16X2" if match["t"] == "f16x2" else "CVT_BF16X2"
     if op == "MBAR_ARRIVE" and not match["tx"] and len(parts) == 3:
         mods |= _MB_COUNT
+    if op == "SETMAXNREG":
+        mods |= _register_count(st, parts[0], opcode)
     call = "__gpuedu_ptx_sync" if row.warp else "__gpuedu_ptx_run"
     code = []
     if sources:
@@ -560,6 +570,23 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
                     f"{'__gpuedu_in' if sources else 'nullptr'}, {st.line});")
     code.extend(writes)
     return "{ " + " ".join(code) + " }"
+
+
+def _register_count(st, text, opcode):
+    """setmaxnreg's register count, an immediate ptxas checks: from 24 to 256, a multiple of 8."""
+    count = _immediate(st, text, opcode)[1]
+    if count is None:
+        op = st.ref(text.strip(), opcode)
+        try:
+            count = int(op.expr.rstrip("uUlL"), 0) if op.constraint in "ni" else None
+        except ValueError:
+            count = None
+        if count is None:
+            raise Refused(f"{opcode} takes its register count as an immediate (a literal, or an \"n\" operand "
+                          f"whose expression is a number): %{op.number} is ({op.expr})", st.line)
+    if not 24 <= count <= 256 or count % 8:
+        raise Refused(f"{opcode}: the register count {count} must be from 24 to 256 and a multiple of 8", st.line)
+    return count
 
 
 def _constant(st, text):

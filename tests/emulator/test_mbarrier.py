@@ -68,6 +68,8 @@ __global__ void phases(unsigned* out) {
   unsigned b = smem(&bar);
   int k = 0;
   mbar_init(b, 2);
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");   // accepted: no-ops in the emulator
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   out[k++] = mbar_test_parity(b, 0);
   out[k++] = mbar_test_parity(b, 1);
   unsigned long long s0 = mbar_arrive(b);
@@ -210,6 +212,15 @@ __global__ void misuse(unsigned* out, int which) {
     mbar_arrive(smem(&go));
     mbar_wait(b, 0);
   }
+}
+
+// Two warpgroups give each other registers (Hopper's producer/consumer kernels do): setmaxnreg meets as each
+// warp's lanes, and the emulator records the count it asked for. (ptxas needs the registers at entry, from
+// __launch_bounds__ or -maxrregcount, or it ignores setmaxnreg.)
+__global__ void __launch_bounds__(256, 1) warpgroups(unsigned* out) {
+  if (threadIdx.x / 128 == 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  out[threadIdx.x] = threadIdx.x;
 }
 """
 
@@ -369,6 +380,18 @@ def test_what_a_gpu_leaves_undefined_stops_the_launch(mbar_module, which):
         f(drv.Out(np.zeros(32, np.uint32)), np.int32(which), block=(32, 1, 1))
 
 
+def test_setmaxnreg_meets_as_warpgroups_and_records_its_count(mbar_module):
+    f = mbar_module.get_function("warpgroups")
+    assert f.registers_requested == 0         # none ran yet
+    out = np.zeros(256, np.uint32)
+    f(drv.Out(out), block=(256, 1, 1))
+    np.testing.assert_array_equal(out, np.arange(256))
+    assert f.registers_requested == 232
+    with pytest.raises(LaunchError, match=r"setmaxnreg \(line \d+\) is run by every warp of a warpgroup \(4 "
+                                          r"consecutive warps, 128 threads\), and this block has 64 threads"):
+        f(drv.Out(np.zeros(64, np.uint32)), block=(64, 1, 1))
+
+
 def test_ampere_forms_run_for_sm80():
     mod = compiler.SourceModule(AMPERE_MBARRIER_SRC, arch="sm_80")
     out = np.full(3 * 64, 9, np.uint32)
@@ -389,6 +412,10 @@ ARCH_REFUSALS = [
      r"mbarrier\.arrive\.expect_tx\.shared::cta\.b64 needs sm_90 or later"),
     ('asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], 16;" :: "r"(r));', "sm_75",
      r"mbarrier\.complete_tx\.shared::cta\.b64 needs sm_90 or later; this module is built for sm_75"),
+    ('asm volatile("fence.proxy.async.shared::cta;");', "sm_80", r"fence\.proxy\.async\.shared::cta needs sm_90"),
+    ('asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");', "sm_90",
+     r"setmaxnreg\.inc\.sync\.aligned\.u32 needs the architecture-specific target sm_90a; this module is built for "
+     r"sm_90 \(ptxas refuses it there\): build with arch='sm_90a'"),
 ]
 
 # (statement, what the refusal says): forms outside the emulator's subset, or not PTX at all.
@@ -418,6 +445,10 @@ FORM_REFUSALS = [
     ('asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=r"(r) : "r"(r));',
      r"mbarrier\.arrive\.shared::cta\.b64: operand %0 \(r\) is bound with \"r\", 32 bits, where the instruction "
      r"takes a 64-bit register: use \"l\""),
+    ('asm volatile("setmaxnreg.inc.sync.aligned.u32 241;");',
+     r"setmaxnreg\.inc\.sync\.aligned\.u32: the register count 241 must be from 24 to 256 and a multiple of 8"),
+    ('asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "r"(r));',
+     r"setmaxnreg\.dec\.sync\.aligned\.u32 takes its register count as an immediate"),
 ]
 
 

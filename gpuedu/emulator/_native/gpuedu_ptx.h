@@ -19,6 +19,8 @@
 //
 // mbarrier objects (gpuedu_mbarrier.h): arrive, the transaction counts, and the waits, which suspend a thread
 // until the phase it waits for completes and stop the launch with a deadlock report when it never can.
+// fence.proxy.async and fence.mbarrier_init are no-ops (see NOP below); setmaxnreg meets as the warp's lanes and
+// records the register count it asks for (registers_requested).
 //
 // In a profiled build (GPUEDU_PROFILE) the counters see each instruction as Nsight Compute does: the rewrite puts,
 // at the asm statement's own site, a call of the counters' hook for each memory access the instruction makes
@@ -42,11 +44,12 @@ enum : int {
   MMA = 1, LDMATRIX = 2, CP_ASYNC = 3, CP_COMMIT = 4, CP_WAIT = 5, CP_WAIT_ALL = 6, CVTA_TO_SHARED = 7,
   CVTA_TO_GENERIC = 8, MOV_PACK = 9, MOV_UNPACK = 10, CVT_F16X2 = 11, CVT_BF16X2 = 12, CVT_TF32 = 13, CVT_U32_U64 = 14,
   MBAR_INIT = 15, MBAR_INVAL = 16, MBAR_ARRIVE = 17, MBAR_EXPECT_TX = 18, MBAR_COMPLETE_TX = 19, MBAR_WAIT = 20,
+  NOP = 21, SETMAXNREG = 22,
 };
 // mma's modifiers, as _ptx.py packs them: shape | A/B type << 2 | C type << 4 | D type << 5.
 enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_TF32 = 2, ACC_F32 = 0, ACC_F16 = 1 };
 // ldmatrix's: matrices (1, 2 or 4) | .trans << 3.  cp.async's: bytes (4, 8, 16) | .cg << 5 | source size given << 6.
-// The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.
+// setmaxnreg's: the register count | .inc << 9.  The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.
 
 constexpr u64 DYNAMIC_WINDOW = 1u << 24;   // where the dynamic shared memory starts among shared addresses
 
@@ -238,6 +241,7 @@ inline const char* op_name(int op) {
   switch (op) {
     case MMA: return "mma.sync";
     case LDMATRIX: return "ldmatrix";
+    case SETMAXNREG: return "setmaxnreg";
     default: return "inline PTX";
   }
 }
@@ -353,6 +357,46 @@ GPUEDU_PROF_QUIET inline CopyParts cp_async_parts(const u64* in, int mods, int l
 namespace __gpuedu {
 namespace ptx {
 
+// ---- setmaxnreg -------------------------------------------------------------------------------------
+// The register count each kernel's setmaxnreg asked for, the largest of its .inc and .dec (the emulator's threads
+// have no registers to move): for the profiler's occupancy, which a GPU's warpgroups change with it. One entry a
+// kernel of the module, added when its first setmaxnreg runs (a launch's workers may add at once).
+struct RegisterRequest {
+  const void* kernel;         // its KernelInfo
+  unsigned registers;
+  RegisterRequest* next;
+};
+GPUEDU_HIDDEN RegisterRequest* register_requests;
+
+GPUEDU_PROF_QUIET inline void record_setmaxnreg(unsigned registers) {
+  const void* kernel = rt().kernel;
+  RegisterRequest* e = __atomic_load_n(&register_requests, __ATOMIC_ACQUIRE);
+  while (e && e->kernel != kernel) e = e->next;
+  if (!e) {
+    RegisterRequest* fresh = (RegisterRequest*)calloc(1, sizeof(RegisterRequest));
+    if (!fresh) fail(DEVICE_MISUSE, "ran setmaxnreg: no memory to record its register count");
+    fresh->kernel = kernel;
+    fresh->next = __atomic_load_n(&register_requests, __ATOMIC_ACQUIRE);
+    while (!__atomic_compare_exchange_n(&register_requests, &fresh->next, fresh, true, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {}
+    e = fresh;
+    // (another worker may have added one for the same kernel meanwhile: registers_requested takes the largest)
+  }
+  unsigned had = __atomic_load_n(&e->registers, __ATOMIC_RELAXED);
+  while (had < registers && !__atomic_compare_exchange_n(&e->registers, &had, registers, true, __ATOMIC_RELAXED,
+                                                         __ATOMIC_RELAXED)) {}
+}
+
+// setmaxnreg.{inc,dec}.sync.aligned: the warp's lanes have met (warp_meet); a warpgroup is 4 whole warps.
+GPUEDU_PROF_QUIET inline void setmaxnreg_warp(LaneOperands* const* lanes, int mods) {
+  if (rt().nthreads % 128)
+    fail(WARP_MISMATCH,
+         "setmaxnreg (line %d) is run by every warp of a warpgroup (4 consecutive warps, 128 threads), and this "
+         "block has %u threads: make the block's size a multiple of 128",
+         lanes[0]->line, rt().nthreads);
+  record_setmaxnreg((unsigned)(mods & 511));
+}
+
 // ---- one instruction --------------------------------------------------------------------------------
 GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int line) {
   GPUEDU_PROF_SUSPEND;
@@ -375,6 +419,11 @@ GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int
       mbarrier_transactions(mbarrier_address(in[0], mods, line, "mbarrier.complete_tx"), (long long)in[1], -1, line,
                             "mbarrier.complete_tx");
       return;
+    // fence.proxy.async and fence.mbarrier_init order memory between the GPU's proxies (the generic one of loads
+    // and stores, the async one of TMA and wgmma) and make an mbarrier's init visible to the cluster's other
+    // blocks; the emulator's memory is one proxy, written in program order by one fiber at a time, so there is
+    // nothing to order.
+    case NOP: return;
     case CP_ASYNC: cp_async(in[0], in[1], mods & 31, (mods >> 6) & 1 ? in[3] : (u64)(mods & 31), line); return;
     case CP_COMMIT: cp_commit(); return;
     case CP_WAIT: cp_wait((long long)in[0], false, line); return;
@@ -407,7 +456,7 @@ GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int
   }
 }
 
-// A warp-wide instruction: every lane of the warp must reach it (the .aligned of mma.sync and ldmatrix).
+// A warp-wide instruction: every lane of the warp must reach it (the .aligned of mma.sync, ldmatrix, setmaxnreg).
 GPUEDU_PROF_QUIET inline bool warp_meet(LaneOperands& me) {
   int op = me.op, mods = me.mods, line = me.line;
   unsigned t = rt().cur, lane = t % 32;
@@ -433,6 +482,8 @@ GPUEDU_PROF_QUIET inline bool warp_meet(LaneOperands& me) {
     if (op == MMA) {
       mma_warp(meeting, mods);
       GPUEDU_PROF(hmma_synced((mods & 3) == SHAPE_M16N8K16));   // the counters' HMMA: one of the warp
+    } else if (op == SETMAXNREG) {
+      setmaxnreg_warp(meeting, mods);
     } else {
       ldmatrix_warp(meeting, mods);
     }
@@ -467,6 +518,16 @@ GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_wait(int mods, unsigned long l
   unsigned long long a = ptx::mbarrier_address(in[0], mods, line, what);
   bool done = ptx::mbarrier_wait(a, in[1], mods, line);
   if (out) out[0] = done;
+}
+
+// The largest register count a setmaxnreg of kernel `k` asked for (0: none ran yet), for the profiler's occupancy.
+extern "C" __attribute__((visibility("default"))) unsigned gpuedu_registers_requested(const void* k) {
+  unsigned most = 0;
+  using ::__gpuedu::ptx::RegisterRequest;
+  for (const RegisterRequest* e = __atomic_load_n(&::__gpuedu::ptx::register_requests, __ATOMIC_ACQUIRE); e;
+       e = e->next)
+    if (e->kernel == k && e->registers > most) most = e->registers;
+  return most;
 }
 
 // CUDA's conversions between generic and shared addresses (the shared ones 32-bit values, as on a GPU).
