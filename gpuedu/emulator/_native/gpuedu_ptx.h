@@ -6,7 +6,9 @@
 // modifiers. Warp-wide instructions (mma.sync, ldmatrix) are meetings of the warp's lanes, as the warp
 // intrinsics are (__gpuedu_ptx_sync): each lane leaves where its registers are, and the last lane to arrive
 // computes the instruction for the whole warp, from each lane's own registers in the layout the PTX ISA's
-// fragment figures give, so a kernel that gets a layout wrong gets wrong numbers here as on a GPU.
+// fragment figures give, so a kernel that gets a layout wrong gets wrong numbers here as on a GPU. Hopper's
+// wgmma.mma_async is a meeting of a warpgroup's 128 threads in the same way (gpuedu_wgmma.h), its
+// shared-memory operands read through their matrix descriptors as the ISA defines them.
 //
 // Shared memory has 32-bit addresses of its own, as on a GPU (cvta.to.shared, __cvta_generic_to_shared): a
 // block's static __shared__ variables from 0 (their offsets in the worker's arena), its dynamic shared memory
