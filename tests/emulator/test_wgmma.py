@@ -168,11 +168,12 @@ class Image:
 
 # ---- the kernels --------------------------------------------------------------------------------------------
 def _kernel(name, n, kind="f16", a_regs=False, scale_d="1", scale_a=1, scale_b=1, trans_a=0, trans_b=0, k_steps=1,
-            before_wait=False):
+            before_wait=False, masked=True):
     """A kernel that copies ``image`` into shared memory, loads its accumulators (``d_in``) and A registers, issues
     wgmma.mma_async (``k_steps`` times, each step's descriptors 32 bytes further along k, two per commit group),
     waits and stores D. The descriptors' start addresses are relative to the image: the kernel adds where the image
-    lies. ``before_wait``: D is stored before the wgmma.wait_group (a missing wait)."""
+    lies (its shared address masked to the 18 bits a descriptor holds, or, ``masked=False``, only shifted).
+    ``before_wait``: D is stored before the wgmma.wait_group (a missing wait)."""
     nd = n // 2
     d_ops = ", ".join(f"%{i}" for i in range(nd))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
@@ -193,6 +194,7 @@ def _kernel(name, n, kind="f16", a_regs=False, scale_d="1", scale_a=1, scale_b=1
         sd = scale_d
     store = f"  for (int i = 0; i < {nd}; ++i) d_out[t * {nd} + i] = d[i];\n"
     da_line = "    const unsigned long long da = descs[2 * group] + start + 2 * s;\n"
+    address = "(static_cast<unsigned>(__cvta_generic_to_shared(smem))" + (" & 0x3FFFF)" if masked else ")")
     return f"""
 __global__ void {name}(float* d_out, const float* d_in, const unsigned* a_regs, const unsigned char* image,
                        unsigned image_bytes, const unsigned long long* descs) {{
@@ -203,7 +205,7 @@ __global__ void {name}(float* d_out, const float* d_in, const unsigned* a_regs, 
   for (unsigned i = t; i < image_bytes; i += blockDim.x) smem[i] = image[i];
   asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");   // the writes, before wgmma's reads
   __syncthreads();
-  const unsigned long long start = (static_cast<unsigned>(__cvta_generic_to_shared(smem)) & 0x3FFFF) >> 4;
+  const unsigned long long start = {address} >> 4;
   float d[{nd}];
   for (int i = 0; i < {nd}; ++i) d[i] = d_in[t * {nd} + i];
 {"  const unsigned* a = a_regs + 4 * t;" if a_regs else "  (void)a_regs;"}
@@ -237,6 +239,7 @@ WGMMA_SRC = "".join([
     _kernel("f16_ss_tt", 64, trans_a=1, trans_b=1),
     _kernel("f16_rs_t", 64, a_regs=True, trans_b=1), _kernel("bf16_ss_tt", 128, "bf16", trans_a=1, trans_b=1),
     _kernel("f16_ss_k64", 64, k_steps=4), _kernel("f16_ss_no_wait", 32, before_wait=True),
+    _kernel("f16_ss_unmasked", 32, masked=False),
 ])
 
 
@@ -439,6 +442,15 @@ def test_a_descriptor_past_shared_memory_stops_the_launch(shapes_module):
                                           r"swizzle\) puts its element \(0, 8\) at shared address 0x5fff0, outside "
                                           r"the block's shared memory"):
         run(shapes_module, "rs_n64", 64, image, [0, db], a=np.zeros((64, 16)))
+
+
+def test_an_address_shifted_without_its_mask_names_the_same_matrix(wgmma_module):
+    """A GPU's shared addresses fit the descriptor's 18 bits, so a kernel may shift one into the start field without
+    masking it; the emulator's dynamic shared memory lies where the bits above 17 fall in unused descriptor bits."""
+    a, b = small((64, 16), 27), small((16, 32), 28)
+    image = Image()
+    da, db = image.place(a, "f16", "K", "none"), image.place(b.T, "f16", "K", "none")    # (LBO read: bits 16-29)
+    np.testing.assert_array_equal(run(wgmma_module, "f16_ss_unmasked", 32, image, [da, db]), a @ b)
 
 
 def test_a_missing_wait_group_is_not_seen_in_the_values(wgmma_module):
