@@ -72,7 +72,9 @@ inline u64 swizzle_chunks(unsigned mode) { return mode == 1 ? 8 : mode == 2 ? 4 
 //   swizzling the next 8 mn SBO further, the next 8 k LBO.
 // Then the swizzle XORs address bits 4 to 4 + log2 W - 1 (the 16-byte chunk in the row) with the bits as many
 // above bit 7 (the row, counted from the pattern's start: less the base offset), as CUTLASS's Swizzle<3,4,3>,
-// <2,4,3>, <1,4,3> that the ISA names; the pattern repeats every 1024, 512 or 256 bytes.
+// <2,4,3>, <1,4,3> that the ISA names; the pattern repeats every 1024, 512 or 256 bytes. (The base offset's use is
+// read from its definition, (pattern start >> 7) & 7, for a pattern that does not start on such a boundary; no GPU
+// run here has checked it, and kernels that align their tiles leave it 0.)
 inline u64 wgmma_element_address(const MatrixDescriptor& m, unsigned mn, unsigned k, bool mn_major) {
   const u64 w = swizzle_chunks(m.swizzle);
   u64 offset;
