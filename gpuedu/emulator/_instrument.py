@@ -40,6 +40,7 @@ COUNTERS = (
     "ldsm_requests", "ldsm_wavefronts", "ldsm_ideal_wavefronts",
     "ldgsts_requests", "ldgsts_wavefronts", "ldgsts_ideal_wavefronts", "ldgsts_lanes",
     "ldgsts_global_requests", "ldgsts_global_sectors",
+    "wgmma",
 )
 
 #: At most this many L2 sizes are modelled in one launch (gpuedu_profile.cpp's MAX_CAPACITIES, less the

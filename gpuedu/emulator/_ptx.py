@@ -20,6 +20,14 @@ ldmatrix's rows (LDSM), a cp.async's global read and shared write (LDGSTS). Each
 of its own, with every lane's address, as an atomic is (``gpuedu_profile.h``); racecheck and memcheck see the
 accesses too. mma.sync needs none: the warp's meeting tells the counters once per warp.
 
+Hopper's warpgroup MMA (``wgmma``, for sm_90a alone, as ptxas has it; refused for sm_90 and below with ptxas's
+reason): ``wgmma.mma_async`` m64nNk16 with .f32 accumulators and .f16 or .bf16 inputs, A from shared memory (a
+matrix descriptor) or registers, B from shared memory, runs as a meeting of the warpgroup's 128 threads
+(``gpuedu_wgmma.h``); its immediates (scale-d, imm-scale-a/b, imm-trans-a/b) must be literals or "n" operands the
+rewrite can read, as ptxas reads them. ``wgmma.fence``, ``commit_group``, ``wait_group`` and ``fence.proxy.async``
+are checked here and run nothing: the product is in the accumulators when mma_async returns, so a missing wait
+does not show in the values (``gpuedu_wgmma.h`` says more).
+
 Adding an instruction is a row of ``INSTRUCTIONS`` and its case in ``gpuedu_ptx.h`` (and, if it touches memory,
 its hooks in ``_PROFILED``).
 """
@@ -238,6 +246,27 @@ WAIT_IDIOMS = ("{ .reg .pred P; mbarrier.try_wait.parity.shared::cta.b64 P, [%1]
                "(%0: 1 once the phase of parity %2 completed, else 0)",
                "{ .reg .pred P; WAIT: mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1; @P bra DONE; bra WAIT; "
                "DONE: }  (returns once it completed; or @!P bra WAIT; as the loop's end)")
+
+
+# Hopper's warpgroup MMA (sm_90a only, as ptxas has it): a row's operands are read by _wgmma_code, not the generic
+# path. mma_async is a meeting of the warpgroup's 128 threads (gpuedu_wgmma.h's warpgroup_meet);
+# fence, commit_group and wait_group are checked here and have nothing left to do at run time, since mma_async's
+# product is in its registers when it returns (gpuedu_wgmma.h says what that hides). (fence.proxy.async, which orders
+# a thread's shared-memory writes before an async-proxy read such as wgmma's, is the mbarrier block's no-op row.)
+_WGMMA_MMA_PATTERN = (r"wgmma\.mma_async\.sync\.aligned\.m64n(?P<n>\d+)k(?P<k>\d+)\.(?P<d>[a-z0-9]+)"
+                      r"\.(?P<a>[a-z0-9]+)\.(?P<b>[a-z0-9]+)")
+_WGMMA_OPS = ("WGMMA_MMA", "WGMMA_FENCE", "WGMMA_COMMIT", "WGMMA_WAIT")
+INSTRUCTIONS += (
+    Instruction("wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} d, {a-desc | {a0,a1,a2,a3}}, "
+                "b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a], imm-trans-b (N = 8, 16, ..., 256)",
+                _WGMMA_MMA_PATTERN, 90, "WGMMA_MMA", True, None, None, specific=True),
+    Instruction("wgmma.fence.sync.aligned", r"wgmma\.fence\.sync\.aligned", 90, "WGMMA_FENCE", True, None, None,
+                specific=True),
+    Instruction("wgmma.commit_group.sync.aligned", r"wgmma\.commit_group\.sync\.aligned", 90, "WGMMA_COMMIT", True,
+                None, None, specific=True),
+    Instruction("wgmma.wait_group.sync.aligned N", r"wgmma\.wait_group\.sync\.aligned", 90, "WGMMA_WAIT", True,
+                None, None, specific=True),
+)
 
 
 #: What a profiled build adds before an op's runtime call, at the statement's site: the counters' hooks, each
@@ -500,16 +529,21 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
     first = row.needs(match, len(parts)) if row.needs else row.sm
     if row.op == "MMA":
         _valid_mma(match, st.line, sm)
+    elif row.specific and not (getattr(sm, "specific", False) and int(sm) == row.sm):
+        why = (f"where ptxas refuses it (\"Instruction '{_ptxas_name(opcode)}' not supported on .target "
+               f"'{_target(sm)}'\")" if row.op in _WGMMA_OPS else "(ptxas refuses it there)")
+        sep = ", " if row.op in _WGMMA_OPS else " "
+        raise Refused(f"{opcode} needs the architecture-specific target sm_{row.sm}a; this module is built for "
+                      f"{_target(sm)}{sep}{why}: build with arch='sm_{row.sm}a'", st.line)
     elif sm < first:
         form = " in this form" if first > row.sm else ""
         raise Refused(f"{opcode}{form} needs sm_{first} or later; this module is built for {_target(sm)} (ptxas "
                       f"refuses it there): build for a later architecture (arch='sm_{first}"
                       f"{'a' if row.specific else ''}')", st.line)
-    elif row.specific and not (getattr(sm, "specific", False) and int(sm) == row.sm):
-        raise Refused(f"{opcode} needs the architecture-specific target sm_{row.sm}a; this module is built for "
-                      f"{_target(sm)} (ptxas refuses it there): build with arch='sm_{row.sm}a'", st.line)
     if row.op == "MOV":
         return _mov_code(st, opcode, match, parts)
+    if row.op in _WGMMA_OPS:
+        return _wgmma_code(st, opcode, match, parts, row.op)
     specs = row.operands(match)
     need = [s for s in specs if not s.optional]
     if not len(need) <= len(parts) <= len(specs):
@@ -675,6 +709,105 @@ def _scoped_wait(st, template, sm, profile):
                          or (back and back["p"] == m["p"] and back["top"] == m["top"])):
             return _instruction_code(st, f"{m['wait']} {m['rest']}", sm, profile, idiom="loop")
     raise Refused(_SCOPES_REFUSED, st.line)
+
+
+# ---- wgmma ------------------------------------------------------------------------------------------------
+def _ptxas_name(opcode, kind=True):
+    """How ptxas names an instruction in its refusals: of a target or a value, with its kind ("wgmma.mma_async with
+    floating point types"); of its arguments' number or kinds (``kind=False``), without."""
+    name = opcode.split(".sync")[0]
+    if kind and name == "wgmma.mma_async" and not re.search(r"\.(?:s8|u8|b1)\b", opcode):
+        name += " with floating point types"
+    return name
+
+
+def _wgmma_immediate(st, text, opcode, what, allowed=None, argument=None):
+    """The value of an immediate operand of a wgmma instruction: a literal, or an "n" operand whose expression is an
+    integer literal (or true / false), read before compiling as ptxas reads it; ``allowed``: the values ptxas takes
+    (``argument``, its place among the operands, names it in ptxas's words)."""
+    text = text.strip()
+    if re.fullmatch(r"-?(?:0[xX][0-9a-fA-F]+|\d+)", text):
+        value = int(text, 0)
+    elif re.fullmatch(r"%(?:\d+|\[\w+\])", text):
+        o = st.ref(text, opcode)
+        if o.constraint not in "ni":
+            mismatch = f"Arguments mismatch for instruction '{_ptxas_name(opcode, False)}'"
+            raise Refused(f"{opcode}: {what} (%{o.number}, {o.expr}) is bound with \"{o.constraint}\", a register, "
+                          f"where ptxas takes an immediate (\"{mismatch}\"): write the number, or bind it with \"n\""
+                          + _SCALE_D_HINT.get(what, ""), st.line)
+        expr = o.expr.strip()
+        value = {"true": 1, "false": 0}.get(expr)
+        if value is None:
+            try:
+                value = int(expr.rstrip("uUlL"), 0)
+            except ValueError:
+                raise Refused(f"{opcode}: {what} \"n\"({expr}) is not a number the emulator can read before compiling: "
+                              f"write the number", st.line) from None
+    else:
+        raise Refused(f"{opcode}: {what} {text!r} is not an immediate the emulator takes: write a number (or %N bound "
+                      f"with \"n\")" + _SCALE_D_HINT.get(what, ""), st.line)
+    if allowed == "non-negative":
+        bad, expected = value < 0, "non-negative integer"
+    else:
+        bad, expected = bool(allowed) and value not in allowed, " or ".join(str(v) for v in allowed or ())
+    if bad:
+        raise Refused(f"{opcode}: {what} is {value}; ptxas refuses it (\"Argument {argument} of instruction "
+                      f"'{_ptxas_name(opcode)}': unexpected value '{value}', expected to be {expected}\")", st.line)
+    return value
+
+
+_SCALE_D_HINT = {"scale-d": ". (scale-d is a predicate: 1 accumulates, D = A B + D; 0 overwrites, D = A B. To choose "
+                            "at run time, write two statements under an if in C++, one with 1 and one with 0: a "
+                            "predicate register set inside the statement is not supported by the emulator)"}
+
+
+def _wgmma_code(st, opcode, match, parts, op):
+    """The C++ for a wgmma instruction (or fence.proxy.async): mma_async a call of __gpuedu_ptx_group with its
+    operands (the accumulators read too when scale-d is 1); the others checked, with nothing to run."""
+    if op in ("WGMMA_FENCE", "WGMMA_COMMIT", "FENCE_PROXY_ASYNC"):
+        if parts:
+            raise Refused(f"{opcode} takes no operands, got {', '.join(parts)}", st.line)
+        return "{ }"
+    if op == "WGMMA_WAIT":
+        if len(parts) != 1:
+            raise Refused(f"{opcode} takes 1 operand (N, an integer constant), got {len(parts)}", st.line)
+        _wgmma_immediate(st, parts[0], opcode, "N", "non-negative", 0)
+        return "{ }"
+    n, k, types = int(match["n"]), int(match["k"]), (match["d"], match["a"], match["b"])
+    if k != 16 or types not in (("f32", "f16", "f16"), ("f32", "bf16", "bf16")):
+        raise Refused(f"{opcode}: the emulator runs wgmma.mma_async .m64nNk16 with .f32 accumulators and .f16 or .bf16 "
+                      f"inputs (.f32.f16.f16, .f32.bf16.bf16); k{k}.{'.'.join(types)} is not one of them", st.line)
+    if n % 8 or not 8 <= n <= 256:
+        raise Refused(f"{opcode}: N is {n}; wgmma's shapes are m64nNk16 with N a multiple of 8 from 8 to 256", st.line)
+    a_regs = len(parts) > 1 and parts[1].startswith("{")
+    if len(parts) != (7 if a_regs else 8):
+        raise Refused(f"{opcode} takes 8 operands with A in shared memory (d, a-desc, b-desc, scale-d, imm-scale-a, "
+                      f"imm-scale-b, imm-trans-a, imm-trans-b) or 7 with A in registers (d, {{a0, a1, a2, a3}}, "
+                      f"b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b), got {len(parts)} (ptxas: \"Arguments "
+                      f"mismatch for instruction 'wgmma.mma_async'\")", st.line)
+    scale_d = _wgmma_immediate(st, parts[3], opcode, "scale-d", (0, 1), 3)
+    negate_a = _wgmma_immediate(st, parts[4], opcode, "imm-scale-a", (-1, 1), 4) == -1
+    negate_b = _wgmma_immediate(st, parts[5], opcode, "imm-scale-b", (-1, 1), 5) == -1
+    trans_a = 0 if a_regs else _wgmma_immediate(st, parts[6], opcode, "imm-trans-a", (0, 1), 6)
+    trans_b = _wgmma_immediate(st, parts[-1], opcode, "imm-trans-b", (0, 1), len(parts) - 1)
+    sources, writes = [], []
+    for j, token in enumerate(_vector(st, parts[0], n // 2, opcode)):
+        o = st.ref(token, opcode)
+        if not o.mode:
+            raise Refused(f"{opcode} writes %{o.number}, an input: bind the accumulators as outputs (\"+f\")", st.line)
+        st.check_size(o, opcode, 32)
+        if scale_d:   # D = A B + D reads them (an "=f" one is refused there: its value would not be passed in)
+            sources.append(st.source(o, opcode, 32))
+        writes.append(f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[o.constraint]}>({o.expr}, __gpuedu_out[{j}]);")
+    a_tokens = _vector(st, parts[1], 4 if a_regs else 1, opcode)
+    sources += [st.source(st.ref(t, opcode), opcode, 32 if a_regs else 64) for t in a_tokens]
+    sources.append(st.source(st.ref(_vector(st, parts[2], 1, opcode)[0], opcode), opcode, 64))
+    mods = (n // 8 | (match["a"] == "bf16") << 6 | a_regs << 7 | scale_d << 8 | negate_a << 9 | negate_b << 10
+            | trans_a << 11 | trans_b << 12)
+    return ("{ " + f"const unsigned long long __gpuedu_in[{len(sources)}] = {{{', '.join(sources)}}}; "
+            f"unsigned long long __gpuedu_out[{n // 2}]; "
+            f"__gpuedu_ptx_group(::__gpuedu::ptx::WGMMA_MMA, {mods}, __gpuedu_out, __gpuedu_in, {st.line}); "
+            + " ".join(writes) + " }")
 
 
 # ---- the rewrite ------------------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ import re
 # Intrinsics that make threads wait for one another: a kernel that reaches one
 # (directly or through the functions it calls) runs its threads as fibers.
 # wmma::mma_sync is one: a warp's lanes meet there to compute its product once (mma.h); so is a warp-wide PTX
-# instruction (mma.sync, ldmatrix), which _ptx rewrites to __gpuedu_ptx_sync, and an mbarrier wait, which
-# suspends the thread until its phase completes (__gpuedu_ptx_wait).
+# instruction (mma.sync, ldmatrix), which _ptx rewrites to __gpuedu_ptx_sync, a warpgroup one (wgmma.mma_async:
+# __gpuedu_ptx_group), and an mbarrier wait, which suspends the thread until its phase completes (__gpuedu_ptx_wait).
 # So are the cooperative groups' methods and functions that wait (block.sync(), tile.shfl_down(),
 # cg::reduce, cg::coalesced_threads(), ...): the scan sees their names, not their groups' types,
 # so a function of the same name elsewhere only costs a kernel the speed of the plain loop.
@@ -30,6 +30,7 @@ BARRIER_NAMES = frozenset("""
     __gpuedu_ptx_wait
     sync shfl shfl_up shfl_down shfl_xor ballot any all match_any match_all reduce inclusive_scan exclusive_scan
     coalesced_threads
+    __gpuedu_ptx_group
 """.split())
 
 _DYNAMIC_SHARED = re.compile(r"\bextern\s+__shared__\b([^;]*);")

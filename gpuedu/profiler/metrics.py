@@ -62,6 +62,11 @@ as the GPU executes it:
   ``mma_sync`` (and 32 x 8 x 16, 8 x 32 x 16) on halves or bfloat16 is two HMMA.16816, as nvcc compiles it, so the
   metric is the PTX mma.syncs plus twice the WMMA ``mma_sync``s; ``KernelRecord.reasons`` says how many of each.
   (The emulator's own counts keep them apart: ``mma_sync``, ``hmma_16816`` and ``hmma_1688``.)
+- ``wgmma.mma_async`` (Hopper, sm_90a): the emulator counts one a warpgroup a call (``wgmma``), and Nsight Compute's
+  ``sm__inst_executed_pipe_tensor_op_gmma.sum`` is given as four times that: inline PTX's one instruction is a
+  SASS HGMMA that each of the warpgroup's four warps executes, and ``inst_executed`` counts warp-level instructions.
+  That factor is read from the metric's definition, not yet compared with Nsight Compute on a GPU here (the
+  session's ``reasons`` say so beside the figure).
 - ``ldmatrix``: an LDSM instruction (``smsp__inst_executed_op_ldsm.sum``), not an LDS: its shared-memory
   wavefronts and bank conflicts are ``..._mem_shared_op_ldsm.sum``, not ``op_ld``'s. Each matrix is 8 rows of 16
   bytes at the addresses lanes 8j to 8j + 7 give: one wavefront when its rows lie in 8 different groups of 4 banks
@@ -137,6 +142,10 @@ COUNTED[SHUFFLES] = lambda c: c.get("shuffles", 0)
 #: mma_sync, two HMMA.16816 each (the module docstring says why).
 TENSOR_HMMA = "smsp__inst_executed_pipe_tensor_op_hmma.sum"
 COUNTED[TENSOR_HMMA] = lambda c: c.get("hmma_16816", 0) + c.get("hmma_1688", 0) + 2 * c.get("mma_sync", 0)
+#: Warpgroup MMA (wgmma.mma_async): an HGMMA executed by each of the warpgroup's 4 warps (the module docstring says
+#: what is assumed there).
+TENSOR_GMMA = "sm__inst_executed_pipe_tensor_op_gmma.sum"
+COUNTED[TENSOR_GMMA] = lambda c: 4 * c.get("wgmma", 0)
 #: ldmatrix (LDSM) and cp.async (LDGSTS): their instructions, wavefronts and bank conflicts, and LDGSTS's global side.
 LDSM = "smsp__inst_executed_op_ldsm.sum"
 LDGSTS = "smsp__inst_executed_op_ldgsts.sum"
@@ -154,9 +163,11 @@ COUNTED.update({
 })
 
 
-#: Metrics a GPU has only from an architecture on (the sm number): LDGSTS (cp.async) is Ampere's. ncu refuses a
-#: command that asks for a metric the device lacks, so ``ncu_command(sm=...)`` leaves them out below it.
+#: Metrics a GPU has only from an architecture on (the sm number): LDGSTS (cp.async) is Ampere's, the GMMA pipe
+#: Hopper's. ncu refuses a command that asks for a metric the device lacks, so ``ncu_command(sm=...)`` leaves them
+#: out below it.
 SINCE_SM = {name: 80 for name in COUNTED if "ldgsts" in name}
+SINCE_SM[TENSOR_GMMA] = 90
 
 
 def ncu_name(name):

@@ -70,28 +70,38 @@ TENSOR_COLUMNS = (
 )
 
 
+#: The column a profile with warpgroup MMA gets too, after HMMA (a profile without keeps the table it had).
+GMMA_COLUMN = ("GMMA", "sm__inst_executed_pipe_tensor_op_gmma.sum")
+
+
 def tensor_table(prof):
     """The launches that ran tensor-core instructions, ldmatrix or cp.async, one row each (counted): HMMA
-    instructions (WMMA's mma_sync two each), LDSM instructions with their wavefronts and bank conflicts, LDGSTS
-    instructions with their global sectors per request and their shared wavefronts and bank conflicts; "" when
-    none did."""
+    instructions (WMMA's mma_sync two each), GMMA (wgmma.mma_async) where any launch ran one, LDSM instructions with
+    their wavefronts and bank conflicts, LDGSTS instructions with their global sectors per request and their shared
+    wavefronts and bank conflicts; "" when none did."""
+    columns = list(TENSOR_COLUMNS)
+    gmma = any(k.metrics.get(GMMA_COLUMN[1]) for k in prof.kernels)
+    if gmma:
+        columns.insert(1, GMMA_COLUMN)
     rows = []
     for k in prof.kernels:
         m = k.metrics
-        if not any(m.get(name) for _, name in TENSOR_COLUMNS if name):
+        if not any(m.get(name) for _, name in columns if name):
             continue
         sectors = _ratio(m.get("l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts.sum"),
                          m.get("l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts.sum"))
         rows.append([k.name] + [_fmt(sectors, ".1f") if name is None else _fmt(m.get(name))
-                                for _, name in TENSOR_COLUMNS])
+                                for _, name in columns])
     if not rows:
         return ""
-    head = ["tensor cores"] + [h for h, _ in TENSOR_COLUMNS]
+    head = ["tensor cores"] + [h for h, _ in columns]
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     lines = ["  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in [head] + rows]
     lines.append("counted: HMMA = inline PTX mma.sync + 2 x WMMA mma_sync (smsp__inst_executed_pipe_tensor_op_hmma); "
-                 "ldmatrix as LDSM, cp.async as LDGSTS, their shared wavefronts and bank conflicts apart from LDS's "
+                 + ("GMMA = 4 x wgmma.mma_async, an HGMMA for each warp of the warpgroup "
+                    "(sm__inst_executed_pipe_tensor_op_gmma); " if gmma else "")
+                 + "ldmatrix as LDSM, cp.async as LDGSTS, their shared wavefronts and bank conflicts apart from LDS's "
                  "and STS's (gpuedu.profiler.metrics)")
     return "\n".join(lines)
 

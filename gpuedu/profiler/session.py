@@ -121,6 +121,11 @@ class KernelRecord:
                 f"{k16 + k8:,} inline PTX mma.sync ({k16:,} m16n8k16, HMMA.16816; {k8:,} m16n8k8, HMMA.1688) and "
                 f"{wmma:,} WMMA mma_sync, each two HMMA.16816 as nvcc compiles it for sm_80 and later: "
                 f"{k16 + k8:,} + 2 x {wmma:,}")
+        if c.get("wgmma"):
+            self._reasons[_metrics.TENSOR_GMMA] = (
+                f"{c['wgmma']:,} wgmma.mma_async (one a warpgroup a call, counted), each an HGMMA that the warpgroup's "
+                f"4 warps execute: 4 x {c['wgmma']:,} warp-level instructions, as Nsight Compute's inst_executed "
+                f"counts them (read from the metric's definition; not yet compared with ncu on a GPU)")
         if c.get("ldgsts_global_requests"):
             note = (f"includes cp.async's global reads ({c['ldgsts_global_requests']:,} LDGSTS requests, "
                     f"{c.get('ldgsts_global_sectors', 0):,} sectors), as Nsight Compute's L1 counts them (an H200, "

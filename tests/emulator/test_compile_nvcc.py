@@ -41,13 +41,17 @@ SOURCES = [
 AMPERE = {("test_bf16", "BF16_SRC")}
 
 
-# Sources with inline PTX, compiled for each architecture named: Ampere's and later (cp.async, mma.m16n8k16, the
-# mbarriers of sm_80) for sm_80 and sm_90, Hopper's (try_wait, transaction counts, setmaxnreg) for sm_90a.
+# Sources with inline PTX, each with the architectures it is compiled for: Ampere's and later (cp.async,
+# mma.m16n8k16, the mbarriers of sm_80) for sm_80 and sm_90; Hopper's (try_wait, transaction counts, setmaxnreg,
+# the warpgroup MMA wgmma) for sm_90a alone, as ptxas has them.
 PTX_SOURCES = [
     ("test_ptx", "PTX_SRC", ("sm_80", "sm_90")),
     ("test_ptx", "MISSING_WAIT_SRC", ("sm_80", "sm_90")),
     ("test_mbarrier", "AMPERE_MBARRIER_SRC", ("sm_80", "sm_90")),
     ("test_mbarrier", "MBARRIER_SRC", ("sm_90a",)),
+    ("test_wgmma", "SHAPES_SRC", ("sm_90a",)),
+    ("test_wgmma", "WGMMA_SRC", ("sm_90a",)),
+    ("test_wgmma", "MEETING_SRC", ("sm_90a",)),
 ]
 
 
@@ -96,11 +100,14 @@ def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, o
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("module,name,targets", PTX_SOURCES, ids=[f"{m}.{n}" for m, n, _ in PTX_SOURCES])
-def test_inline_ptx_sources_compile_with_nvcc_for_ampere_and_hopper(tmp_path, module, name, targets):
+@pytest.mark.parametrize("module,name,archs", PTX_SOURCES, ids=[f"{m}.{n}" for m, n, _ in PTX_SOURCES])
+def test_inline_ptx_sources_compile_with_nvcc_for_their_architectures(tmp_path, module, name, archs):
     path = tmp_path / "kernel.cu"
     path.write_text('extern "C" {\n' + _source(module, name) + "\n}\n")
-    archs = [a for t in targets for a in ("-gencode", f"arch=compute_{t[3:]},code={t}")]
-    proc = subprocess.run(["nvcc", "-fatbin", *archs, "-o", str(tmp_path / "k.fatbin"), str(path)],
-                          capture_output=True, text=True)
+    if len(archs) == 1:
+        command = ["nvcc", "-cubin", f"-arch={archs[0]}", "-o", str(tmp_path / "k.cubin"), str(path)]
+    else:
+        gencodes = [g for a in archs for g in ("-gencode", f"arch=compute{a[2:]},code={a}")]
+        command = ["nvcc", "-fatbin", *gencodes, "-o", str(tmp_path / "k.fatbin"), str(path)]
+    proc = subprocess.run(command, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

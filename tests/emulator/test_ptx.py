@@ -438,7 +438,8 @@ REFUSALS = [
     ('asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));',
      r"kernel\.cu\(3\): error: the emulator does not run the PTX instruction 'mov\.u32'\. It runs these"
      r"(.|\n)*cp\.async\.commit_group(.|\n)*Write the rest in CUDA C"),
-    ('asm volatile("wgmma.fence.sync.aligned;");', r"does not run the PTX instruction 'wgmma\.fence\.sync\.aligned'"),
+    ('asm volatile("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};" :: "r"(r), "r"(r));',
+     r"does not run the PTX instruction 'stmatrix\.sync\.aligned\.m8n8\.x1\.shared\.b16'"),
     ('asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.bf16.bf16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, '
      '{%8,%9};" : "=r"(r), "=r"(r) : "r"(r), "r"(r), "r"(r), "r"(r), "r"(r), "r"(r), "r"(r), "r"(r));',
      r"mma\.sync with \.bf16 inputs accumulates in \.f32 only"),

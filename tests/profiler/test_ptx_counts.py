@@ -11,7 +11,7 @@ import pytest
 
 import gpuedu
 from gpuedu.emulator import _module, hooks
-from gpuedu.profiler import metrics
+from gpuedu.profiler import metrics, report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PTX_COUNTS = os.path.join(ROOT, "benchmarks", "ptx_counts.cu")
@@ -285,12 +285,55 @@ def test_memcheck_reports_a_cp_async_that_reads_past_its_source(emu):
     assert "invalid __global__ read of size 4 in kernel 'ldgsts_past_the_end' at kernel.cu:44" in str(mc)
 
 
+# wgmma (sm_90a): each warpgroup issues `steps` wgmma.mma_async m64n8k16 on an A of ones and a B of ones (both K-major,
+# no swizzle, in one static tile), so each of its accumulators is 16 x steps.
+WGMMA_SOURCE = r"""
+__global__ void wgmma_steps(float* out, int steps) {
+  __shared__ __align__(1024) unsigned short tile[64 * 16];     // A (64 x 16); B (16 x 8) is its first 256 bytes
+  for (unsigned i = threadIdx.x; i < 64 * 16; i += blockDim.x) tile[i] = 0x3C00;   // 1.0 in halves
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  const unsigned long long desc = ((static_cast<unsigned>(__cvta_generic_to_shared(tile)) & 0x3FFFF) >> 4)
+                                  | (128ull >> 4) << 16 | (256ull >> 4) << 32;
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  for (int s = 0; s < steps; ++s)
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %4, 1, 1, 1, 0, 0;\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "l"(desc));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  out[blockIdx.x * blockDim.x + threadIdx.x] = d[0] + d[1] + d[2] + d[3];
+}
+"""
+
+
+def test_each_wgmma_is_one_a_warpgroup_and_an_hgmma_for_each_of_its_warps(emu):
+    from pycuda.compiler import SourceModule
+    _, _, gpuarray = emu
+    f = SourceModule(WGMMA_SOURCE, arch="sm_90a").get_function("wgmma_steps")
+    # 2 blocks of 2 warpgroups, 3 wgmma each: 12 wgmma, 48 warp-level HGMMA
+    out = gpuarray.zeros(2 * 256, np.float32)
+    with gpuedu.profile() as prof:
+        f(out, np.int32(3), block=(256, 1, 1), grid=(2, 1))
+    (rec,) = prof.kernels
+    np.testing.assert_array_equal(out.get(), 4 * 16 * 3)
+    assert rec._counts["wgmma"] == 12 and rec.metrics[metrics.TENSOR_GMMA] == 48
+    assert rec.metrics[metrics.TENSOR_HMMA] == 0
+    assert rec.reasons[metrics.TENSOR_GMMA].startswith("12 wgmma.mma_async (one a warpgroup a call, counted)")
+    # the warpgroup's meeting is no work of the kernel's: it reads no shared memory as LDS, and branches nowhere
+    assert rec.metrics[LDS] == 0 and rec.metrics["smsp__sass_branch_targets_threads_divergent.sum"] == 0
+    table = report.tensor_table(prof).splitlines()
+    assert table[0].split()[:4] == ["tensor", "cores", "HMMA", "GMMA"] and table[1].split()[1:3] == ["0", "48"]
+    assert metrics.SINCE_SM[metrics.TENSOR_GMMA] == 90
+
+
 def test_the_ncu_command_leaves_out_what_the_device_lacks():
     # LDGSTS is Ampere's: ncu refuses a command that names a metric the device does not have (a T4 is sm_75).
     turing, hopper, unknown = (metrics.ncu_command("train.py", sm=sm) for sm in (75, 90, None))
     assert "smsp__inst_executed_op_ldgsts.sum" not in turing and "op_ldgsts" not in turing
     assert "smsp__inst_executed_op_ldsm.sum" in turing and metrics.TENSOR_HMMA in turing
     assert "smsp__inst_executed_op_ldgsts.sum" in hopper and hopper == unknown
+    assert metrics.TENSOR_GMMA in hopper and metrics.TENSOR_GMMA not in metrics.ncu_command("train.py", sm=80)
     assert metrics.kind("smsp__inst_executed_op_ldgsts.sum") == metrics.kind(metrics.TENSOR_HMMA) == "counted"
 
 
@@ -304,5 +347,9 @@ def test_the_kernels_here_are_cuda_that_nvcc_compiles_for_ampere_and_hopper(tmp_
     path.write_text('extern "C" {\n' + SOURCE + "\n}\n")      # as SourceModule wraps it
     archs = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=sm_90"]
     proc = subprocess.run(["nvcc", "-fatbin", *archs, "-o", str(tmp_path / "k.fatbin"), str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    path.write_text('extern "C" {\n' + WGMMA_SOURCE + "\n}\n")
+    proc = subprocess.run(["nvcc", "-cubin", "-arch=sm_90a", "-o", str(tmp_path / "k.cubin"), str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

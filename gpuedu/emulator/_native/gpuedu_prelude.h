@@ -6,3 +6,4 @@
 #include "gpuedu_device.h"
 #include "gpuedu_runtime.h"
 #include "gpuedu_ptx.h"
+#include "gpuedu_wgmma.h"

@@ -74,7 +74,8 @@ enum Counter {
   CP_LANES = 55,          // the lanes that executed them,
   CP_G_REQ = 56,          // and the global requests and sectors of their reads (lanes whose copy reads something)
   CP_G_SECT = 57,
-  N_COUNTERS = 58
+  GMMA = 58,              // wgmma.mma_async, one per warpgroup per call (gpuedu_wgmma.h)
+  N_COUNTERS = 59
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -1566,6 +1567,11 @@ void shuffled() {
 void hmma_synced(bool k16) {
   Lane* L = running();
   if (L) L->counters[k16 ? HMMA_16816 : HMMA_1688]++;
+}
+
+void gmma_synced() {
+  Lane* L = running();
+  if (L) L->counters[GMMA]++;
 }
 
 // The copy's bytes are written now, by the running thread, and no longer in flight: a read by another thread with

@@ -51,6 +51,9 @@ GPUEDU_HIDDEN void shuffled();
 // A warp's lanes met at an inline PTX mma.sync and its product was computed (once per warp per call:
 // gpuedu_ptx.h): one HMMA instruction, of shape m16n8k16 (k16) or m16n8k8.
 GPUEDU_HIDDEN void hmma_synced(bool k16);
+// A warpgroup's 128 threads met at a wgmma.mma_async and its product was computed (once per warpgroup per call:
+// gpuedu_wgmma.h).
+GPUEDU_HIDDEN void gmma_synced();
 // The running thread's cp.async copy of `n` bytes to shared memory at `dst` landed, at the wait that covers its
 // group (gpuedu_ptx.h): for racecheck, its bytes are written now, and no longer in flight.
 GPUEDU_HIDDEN void async_landed(const void* dst, size_t n);

@@ -6,11 +6,17 @@
 // modifiers. Warp-wide instructions (mma.sync, ldmatrix) are meetings of the warp's lanes, as the warp
 // intrinsics are (__gpuedu_ptx_sync): each lane leaves where its registers are, and the last lane to arrive
 // computes the instruction for the whole warp, from each lane's own registers in the layout the PTX ISA's
-// fragment figures give, so a kernel that gets a layout wrong gets wrong numbers here as on a GPU.
+// fragment figures give, so a kernel that gets a layout wrong gets wrong numbers here as on a GPU. Hopper's
+// wgmma.mma_async is a meeting of a warpgroup's 128 threads in the same way (gpuedu_wgmma.h), its
+// shared-memory operands read through their matrix descriptors as the ISA defines them.
 //
 // Shared memory has 32-bit addresses of its own, as on a GPU (cvta.to.shared, __cvta_generic_to_shared): a
 // block's static __shared__ variables from 0 (their offsets in the worker's arena), its dynamic shared memory
-// from DYNAMIC_WINDOW. An address outside both stops the launch, naming the instruction's line.
+// from DYNAMIC_WINDOW. An address outside both stops the launch, naming the instruction's line. A wgmma matrix
+// descriptor keeps address bits 4-17 only (the PTX ISA's (x & 0x3FFFF) >> 4, enough for a GPU's 228 KiB), so the
+// window is placed where those bits still tell the two apart: static addresses below 128 KiB, the dynamic shared
+// memory's from 128 KiB (0xE0000 & 0x3FFFF = 0x20000; 96 KiB at most); its bits 18 and 19 land in unused bits
+// of a descriptor (14, 15) when a kernel shifts an address without masking it.
 //
 // cp.async copies land no earlier than the wait that covers them: each thread's copies are queued (the source
 // read when the copy is issued, a schedule a GPU may follow) and written to shared memory at the
@@ -51,7 +57,7 @@ enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_
 // ldmatrix's: matrices (1, 2 or 4) | .trans << 3.  cp.async's: bytes (4, 8, 16) | .cg << 5 | source size given << 6.
 // setmaxnreg's: the register count | .inc << 9.  The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.
 
-constexpr u64 DYNAMIC_WINDOW = 1u << 24;   // where the dynamic shared memory starts among shared addresses
+constexpr u64 DYNAMIC_WINDOW = 0xE0000;   // where the dynamic shared memory starts among shared addresses
 
 // An operand's bits, by its constraint's size: an integer or pointer by value, anything else (float, __half)
 // as its bits.
@@ -91,7 +97,16 @@ inline unsigned linear_thread() {
 GPUEDU_PROF_QUIET inline u64 to_shared(const void* p, int line, const char* what) {
   GPUEDU_PROF_SUSPEND;
   const unsigned char* b = (const unsigned char*)p;
-  if (b >= rt().arena && b < rt().arena + S.arena_used) return (u64)(b - rt().arena);
+  if (b >= rt().arena && b < rt().arena + S.arena_used) {
+    if ((u64)(b - rt().arena) >= DYNAMIC_WINDOW)
+      fail(DEVICE_MISUSE,
+           "ran %s (line %d): %p lies 0x%llx bytes into the emulator's arena of static __shared__ variables, which "
+           "the module's kernels share; shared addresses reach 0x%llx there (the dynamic shared memory starts "
+           "after). Put this kernel in a module of its own, or its array in dynamic shared memory (extern "
+           "__shared__)",
+           what, line, p, (u64)(b - rt().arena), DYNAMIC_WINDOW);
+    return (u64)(b - rt().arena);
+  }
   if (b >= rt().dyn && b <= rt().dyn + rt().dynamic_shared_bytes) return DYNAMIC_WINDOW + (u64)(b - rt().dyn);
   for (int i = 0, k = shared_count(); i < k; ++i)
     if (S.at[i].absolute && b >= S.at[i].absolute && b < S.at[i].absolute + S.at[i].n)
@@ -107,8 +122,11 @@ GPUEDU_PROF_QUIET inline u64 to_shared(const void* p, int line, const char* what
 
 GPUEDU_PROF_QUIET inline unsigned char* from_shared(u64 a, size_t n, int line, const char* what) {
   GPUEDU_PROF_SUSPEND;
-  if (a + n <= S.arena_used) return rt().arena + a;
-  if (a >= DYNAMIC_WINDOW && a - DYNAMIC_WINDOW + n <= rt().dynamic_shared_bytes) return rt().dyn + (a - DYNAMIC_WINDOW);
+  if (a >= DYNAMIC_WINDOW) {
+    if (a - DYNAMIC_WINDOW + n <= rt().dynamic_shared_bytes) return rt().dyn + (a - DYNAMIC_WINDOW);
+  } else if (a + n <= S.arena_used) {
+    return rt().arena + a;
+  }
   fail(DEVICE_MISUSE,
        "ran %s (line %d): shared address 0x%llx (%zu bytes) is outside the block's shared memory: its static "
        "__shared__ variables lie at 0x0 to 0x%zx and its dynamic shared memory at 0x%llx to 0x%llx. Compute "

@@ -93,6 +93,9 @@ struct Warp {
   unsigned coalescing, coalesced_done;
   const void* coalesce_site[32];
   unsigned coalesce_group[32];
+  // A warpgroup's meeting (gpuedu_wgmma.h, wgmma.mma_async): the lanes waiting there, their operands left in
+  // Runtime::mma_meeting, until the group's last thread computes for all 128 and clears them
+  unsigned grouped;
 };
 
 // The fiber stacks are mapped once per process and shared by every loaded
@@ -1031,6 +1034,7 @@ inline void run_block_fibers() {
     W.exited = 0;
     W.coalescing = 0;
     W.coalesced_done = 0;
+    W.grouped = 0;
   }
   r.n_ready = n;
   r.n_block = r.n_warp = r.n_done = 0;
