@@ -520,24 +520,12 @@ def run_checks(steps, log_dir, results_dir, device, cwd, echo=True, argv=(), bud
         record["ok"] = all(s["ok"] for s in record["steps"])
         record["failed_steps"] = [s["name"] for s in record["steps"] if not s["ok"]]
         write_record(record, path)     # after every phase: a run cut short still leaves its record
-    bench = next((e for e in record["steps"] if e["name"] == "bench" and e.get("returncode") is not None), None)
-    if bench is not None:
-        published = publish_bench(log_dir, results_dir, device.get("name", "device"))
+    # Each step's results go beside the records now the run is over (the tests of this run read the old ones).
+    for name, publish in (("bench", publish_bench), ("attention", publish_attention), ("ncu", publish_ncu)):
+        entry = next((e for e in record["steps"] if e["name"] == name and e.get("returncode") is not None), None)
+        published = publish(log_dir, results_dir, device.get("name", "device")) if entry is not None else None
         if published:
-            bench["results_file"] = published
-            write_record(record, path)
-    attention = next((e for e in record["steps"] if e["name"] == "attention" and e.get("returncode") is not None),
-                     None)
-    if attention is not None:
-        published = publish_attention(log_dir, results_dir, device.get("name", "device"))
-        if published:
-            attention["results_file"] = published
-            write_record(record, path)
-    ncu = next((e for e in record["steps"] if e["name"] == "ncu" and e.get("returncode") is not None), None)
-    if ncu is not None:
-        published = publish_ncu(log_dir, results_dir, device.get("name", "device"))
-        if published:
-            ncu["results_file"] = published
+            entry["results_file"] = published
             write_record(record, path)
     return record, path
 
