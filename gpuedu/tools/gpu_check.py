@@ -230,6 +230,15 @@ def _kill_group(proc):
     _signal_group(proc, signal.SIGKILL)
 
 
+# A step starts with SIGINT at its default, whatever this process inherited: a process started in the background by a
+# shell, or a test runner's worker, ignores SIGINT, and an ignored signal stays ignored across exec, so pytest in the
+# step would not stop and write its results when its time runs out. This runs first in the step's process and then
+# becomes the step's command (os.execvp), so it costs one interpreter start and no Popen(preexec_fn=...), which is
+# unsafe beside the threads that run steps side by side.
+_WITH_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                        "os.execvp(sys.argv[1], sys.argv[1:])")
+
+
 def run_command(command, log_path, env, cwd, timeout_s, echo=True):
     """Run ``command``, copying its output to the terminal (``echo``) and to ``log_path``; (exit code, lines).
 
@@ -240,9 +249,9 @@ def run_command(command, log_path, env, cwd, timeout_s, echo=True):
     lines = []
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(command) + "\n")
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True, errors="replace", bufsize=1,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-c", _WITH_DEFAULT_SIGINT, *command], cwd=cwd, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+                                errors="replace", bufsize=1, start_new_session=True)
         expired = threading.Event()
 
         def interrupt():             # runs on the timer's thread when the time limit passes

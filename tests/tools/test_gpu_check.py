@@ -6,6 +6,7 @@ command runs its doctor step against the fake PyCUDA of test_backend.py.
 """
 import json
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -312,3 +313,15 @@ def test_the_attention_probes_record_is_published_beside_the_one_the_lessons_quo
     (logs / "probe-attention.json").write_text('{"probe": "attention"}')
     assert gpu_check.publish_attention(str(logs), str(results), "Test GPU") == str(results / "test-gpu-attention-check.json")
     assert json.loads((results / "test-gpu-attention-check.json").read_text()) == {"probe": "attention"}
+
+
+def test_a_step_gets_sigint_at_its_default_even_when_this_process_ignores_it(tmp_path):
+    # (a shell's background job, or a test runner's worker, ignores SIGINT; a step must still stop on it)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code, lines = gpu_check.run_command(
+            [sys.executable, "-c", "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+            str(tmp_path / "step.log"), dict(os.environ), str(tmp_path), timeout_s=60, echo=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 0 and lines[-1].strip() == "True", lines
