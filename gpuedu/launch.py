@@ -22,14 +22,15 @@ _cache = {}
 _names = {}   # id(function) -> kernel name, for the functions in _cache (kept alive there, never removed)
 
 
-def kernel(file, name, signature=None, options=()):
-    """The kernel ``name`` from ``<file>.cu``, compiled with ``options`` and prepared with ``signature``
-    (PyCUDA's struct letters, e.g. "PPi") when given; memoised."""
+def kernel(file, name, signature=None, options=(), arch=None):
+    """The kernel ``name`` from ``<file>.cu``, compiled with ``options`` (for ``arch``, e.g. "sm_90a", when
+    given; else the device's) and prepared with ``signature`` (PyCUDA's struct letters, e.g. "PPi") when given;
+    memoised."""
     options = tuple(options)
-    key = (backend.active().name, file, options, name, signature)
+    key = (backend.active().name, file, options, arch, name, signature)
     fn = _cache.get(key)
     if fn is None:
-        fn = kernels.load(file, options).get_function(name)
+        fn = kernels.load(file, options, arch=arch).get_function(name)
         if signature is not None:
             fn.prepare(signature)
         _cache[key] = fn
