@@ -489,10 +489,11 @@ def _hopper_function(version, stages):
     dynamic shared memory limit raised once."""
     name = f"wgmma_gemm_kernel{version}"
     options = (f"-DWG{version}_STAGES={stages}",)
-    # A tensor map is a 128-byte struct passed by value ("128s", its bytes); the maps come first, so each lies
-    # on the 64-byte boundary CUtensorMap asks for.
-    signature = "128s128s128siiifi" if version == 13 else "128s128sPiiifi"
-    f = L.kernel("wgmma_gemm", name, signature, options, arch="sm_90a")
+    # T: a tensor map, a 128-byte struct passed by value (the kernel is left unprepared, for launch_by_value)
+    if version == 13:
+        f = L.kernel("wgmma_gemm", "wgmma_gemm_kernel13", "TTTiiifi", options, arch="sm_90a")
+    else:
+        f = L.kernel("wgmma_gemm", f"wgmma_gemm_kernel{version}", "TTPiiifi", options, arch="sm_90a")
     key = (backend.active().name, name, stages)
     if key not in _shared_raised:
         # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
@@ -526,11 +527,12 @@ def _hopper_gemm(version, a, b, alpha, out, m, n, k, stream=None):
         # C's map: boxes of 64 rows x WG13_CHUNK_N columns, each consumer's staging tile
         c_map = tma.tensor_map(out, box=(64, _wg("WG13_CHUNK_N")), swizzle=0)
         grid = (min(tiles, _device_attribute("MULTIPROCESSOR_COUNT")), 1)   # persistent: about one block an SM
-        args = (a_map.tobytes(), b_map.tobytes(), c_map.tobytes(), *scalars)
+        args = (a_map, b_map, c_map, *scalars)
     else:
         grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
-        args = (a_map.tobytes(), b_map.tobytes(), L.ptr(out), *scalars)
-    L.launch(f, grid, (threads, 1, 1), args, stream, shared_size=hopper_shared_bytes(version, stages))
+        args = (a_map, b_map, out.gpudata, *scalars)
+    # the tensor maps first: a CUtensorMap is 64-byte aligned, and PyCUDA packs the arguments one after another
+    L.launch_by_value(f, grid, (threads, 1, 1), args, stream, shared_size=hopper_shared_bytes(version, stages))
     return out
 
 
