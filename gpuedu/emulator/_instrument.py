@@ -41,6 +41,7 @@ COUNTERS = (
     "ldgsts_requests", "ldgsts_wavefronts", "ldgsts_ideal_wavefronts", "ldgsts_lanes",
     "ldgsts_global_requests", "ldgsts_global_sectors",
     "wgmma",
+    "tma_loads", "tma_load_bytes", "tma_stores", "tma_store_bytes", "mbarrier_waits", "tma_sectors", "wgmma_flops",
 )
 
 #: At most this many L2 sizes are modelled in one launch (gpuedu_profile.cpp's MAX_CAPACITIES, less the
@@ -68,14 +69,16 @@ class ProfilingUnavailable(Exception):
 
 class LaunchRecord:
     """What the emulator tells a listener of one launch: ``name``, ``grid``, ``block``, ``shared_dynamic`` (bytes),
-    ``source`` (the module's source, options, no_extern_c and include folders, or None), and what was counted:
+    ``source`` (the module's source, options, no_extern_c and include folders, or None), ``target`` (the
+    architecture the module was built for, ``arch=`` as given: "sm_90a", or None), and what was counted:
     ``counts`` {counter: int} (None where the launch could not be counted), ``hazards`` and ``errors`` [dict],
     ``seconds`` (the launch's time on this CPU), ``reason`` (why it was not counted) and ``error`` (how the
     launch failed, which then raises as it would unobserved)."""
 
     def __init__(self, name, grid, block, shared_dynamic, source=None, counts=None, hazards=(), errors=(),
-                 seconds=None, reason=None, error=None):
+                 seconds=None, reason=None, error=None, target=None):
         self.name, self.grid, self.block, self.shared_dynamic = name, grid, block, shared_dynamic
+        self.target = target
         self.source, self.counts, self.seconds = source, counts, seconds
         self.hazards, self.errors = list(hazards), list(errors)
         self.reason, self.error = reason, error
@@ -110,7 +113,8 @@ class Counting:
         import time
         shape = struct.unpack("8I", dims)
         args = getattr(function.module, "_build_args", None)
-        common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6])
+        common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6],
+                      target=getattr(function.module, "_arch", None))
         source = None if args is None else args[:4]
         try:
             raw = run(function, dims, argbuf, racecheck=self.racecheck, memcheck=self.memcheck,

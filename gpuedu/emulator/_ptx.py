@@ -268,6 +268,28 @@ INSTRUCTIONS += (
                 None, None, specific=True),
 )
 
+# The Tensor Memory Accelerator (gpuedu_tma.h; sm_90): a tensor copy's operands are read by _tensor_copy_code. A load
+# lands in shared memory when a thread waits on its mbarrier; a store is done when issued, so the bulk group's commit
+# and wait have nothing left to do, and prefetch.tensormap, a hint, neither.
+_TMA_LOAD = (r"cp\.async\.bulk\.tensor\.(?P<rank>[1-5])d\.shared::(?:cluster|cta)\.global(?:\.tile)?"
+             r"\.mbarrier::complete_tx::bytes")
+_TMA_STORE = r"cp\.async\.bulk\.tensor\.(?P<rank>[1-5])d\.global\.shared::cta(?:\.tile)?\.bulk_group"
+_TMA_OPS = ("TMA_LOAD", "TMA_STORE")
+INSTRUCTIONS += (
+    Instruction("cp.async.bulk.tensor.{1-5}d.shared::{cluster,cta}.global[.tile].mbarrier::complete_tx::bytes [dst], "
+                "[map, {c0, ...}], [mbar]  (map: the CUtensorMap parameter's address, \"l\"; no .multicast, no "
+                ".L2::cache_hint)", _TMA_LOAD, 90, "TMA_LOAD", False, None, None),
+    Instruction("cp.async.bulk.tensor.{1-5}d.global.shared::cta[.tile].bulk_group [map, {c0, ...}], [src]",
+                _TMA_STORE, 90, "TMA_STORE", False, None, None),
+    Instruction("cp.async.bulk.commit_group", r"cp\.async\.bulk\.commit_group", 90, "NOP", False, lambda m: [],
+                lambda m: 0),
+    Instruction("cp.async.bulk.wait_group[.read] N", r"cp\.async\.bulk\.wait_group(?:\.read)?", 90, "NOP", False,
+                lambda m: [Operand("imm")], lambda m: 0),
+    Instruction("prefetch[.{const,param}].tensormap [map]  (a hint: nothing to do)",
+                r"prefetch(?:\.(?:const|param))?\.tensormap", 90, "NOP", False, lambda m: [Operand("generic")],
+                lambda m: 0),
+)
+
 
 #: What a profiled build adds before an op's runtime call, at the statement's site: the counters' hooks, each
 #: one of the lane's accesses (gpuedu_profile.h), from where gpuedu_ptx.h says the instruction reads and writes.
@@ -544,6 +566,8 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
         return _mov_code(st, opcode, match, parts)
     if row.op in _WGMMA_OPS:
         return _wgmma_code(st, opcode, match, parts, row.op)
+    if row.op in _TMA_OPS:
+        return _tensor_copy_code(st, opcode, match, parts, row.op)
     specs = row.operands(match)
     need = [s for s in specs if not s.optional]
     if not len(need) <= len(parts) <= len(specs):
@@ -681,6 +705,42 @@ def _mov_code(st, opcode, match, parts):
 def _need_output(st, op, opcode):
     if not op.mode:
         raise Refused(f"{opcode} writes %{op.number}, an input: bind it as an output (\"={op.constraint}\")", st.line)
+
+
+# ---- the tensor copies ---------------------------------------------------------------------------------------
+_TENSOR_OPERAND = re.compile(r"\[\s*(?P<map>%\d+|%\[\w+\])\s*,\s*\{(?P<coords>[^{}]*)\}\s*\]")
+
+
+def _tensor_copy_code(st, opcode, match, parts, op):
+    """The C++ for cp.async.bulk.tensor: a load ([dst], [map, {c0, ...}], [mbar]) or a store ([map, {c0, ...}],
+    [src]), run by gpuedu_tma.h with the rank as its modifier."""
+    rank, load = int(match["rank"]), op == "TMA_LOAD"
+    shape = "[dst], [map, {c0, ...}], [mbar]" if load else "[map, {c0, ...}], [src]"
+    if len(parts) != (3 if load else 2):
+        raise Refused(f"{opcode} takes {shape}, got {len(parts)} operand{'s' if len(parts) != 1 else ''}: "
+                      f"{', '.join(parts) or '(none)'} (the emulator runs no .multicast::cluster, no .L2::cache_hint)",
+                      st.line)
+    tensor = _TENSOR_OPERAND.fullmatch((parts[1] if load else parts[0]).strip())
+    if not tensor:
+        raise Refused(f"{opcode}: the tensor operand {(parts[1] if load else parts[0]).strip()!r} must be "
+                      f"[%map, {{%c0, ...}}]: the tensor map's address and {rank} coordinate"
+                      f"{'s' if rank > 1 else ''}", st.line)
+    coords = [t.strip() for t in tensor["coords"].split(",")]
+    if len(coords) != rank:
+        raise Refused(f"{opcode} is a .{rank}d copy, which takes {rank} coordinate{'s' if rank > 1 else ''}, "
+                      f"got {len(coords)}: {{{tensor['coords'].strip()}}}", st.line)
+    tmap = st.ref(tensor["map"], opcode)
+    if tmap.constraint != "l" or tmap.mode == "=":
+        raise Refused(f"{opcode}: the tensor map %{tmap.number} is bound with \"{tmap.mode}{tmap.constraint}\"; pass "
+                      f"the address of the kernel's `const __grid_constant__ CUtensorMap` parameter as a 64-bit input, "
+                      f"\"l\"(reinterpret_cast<unsigned long long>(&map))", st.line)
+    values = [f"::__gpuedu::ptx::in<8>({tmap.expr})"] + [st.source(st.ref(t, opcode), opcode, 32) for t in coords]
+    if load:
+        sources = [_address(st, parts[0], opcode, "shared"), *values, _address(st, parts[2], opcode, "shared")]
+    else:
+        sources = [*values, _address(st, parts[1], opcode, "shared")]
+    return ("{ " + f"const unsigned long long __gpuedu_in[{len(sources)}] = {{{', '.join(sources)}}}; "
+            f"__gpuedu_ptx_run(::__gpuedu::ptx::{op}, {rank}, nullptr, __gpuedu_in, {st.line});" + " }")
 
 
 # ---- an mbarrier wait's idioms ------------------------------------------------------------------------------

@@ -163,11 +163,23 @@ COUNTED.update({
 })
 
 
+#: Hopper's TMA copies (cp.async.bulk.tensor): the UTMALDG and UTMASTG instances of the SASS opcode count, as the
+#: emulator counts the copies a thread issues (a kernel elects one lane of a warp to issue each, as its copies are
+#: the block's: an assumption where several lanes of one warp issue at once, which a GPU counts as one warp-level
+#: instruction). Their bytes, and the mbarrier waits, are the emulator's own counts (``tma_load_bytes``,
+#: ``tma_store_bytes``, ``mbarrier_waits``), not yet compared with Nsight Compute.
+TMA_LOADS = "sass__inst_executed_per_opcode[UTMALDG]"
+TMA_STORES = "sass__inst_executed_per_opcode[UTMASTG]"
+COUNTED[TMA_LOADS] = lambda c: c.get("tma_loads", 0)
+COUNTED[TMA_STORES] = lambda c: c.get("tma_stores", 0)
+
+
 #: Metrics a GPU has only from an architecture on (the sm number): LDGSTS (cp.async) is Ampere's, the GMMA pipe
 #: Hopper's. ncu refuses a command that asks for a metric the device lacks, so ``ncu_command(sm=...)`` leaves them
 #: out below it.
 SINCE_SM = {name: 80 for name in COUNTED if "ldgsts" in name}
 SINCE_SM[TENSOR_GMMA] = 90
+SINCE_SM[TMA_LOADS] = SINCE_SM[TMA_STORES] = 90
 
 
 def ncu_name(name):

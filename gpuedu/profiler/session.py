@@ -8,6 +8,7 @@ command that gives the counters there.
 """
 import csv
 import os
+import re
 
 from .. import launch as _launch
 from . import metrics as _metrics
@@ -52,7 +53,8 @@ class KernelRecord:
     """
 
     def __init__(self, name, grid, block, shared_dynamic, counts=None, hazards=(), seconds=None,
-                 source=None, arch="sm_90", backend="cpu", error=None, reason=None, errors=(), gpu=None):
+                 source=None, arch="sm_90", backend="cpu", error=None, reason=None, errors=(), gpu=None,
+                 target=None):
         self.name = name
         self.grid = tuple(grid)
         self.block = tuple(block)
@@ -65,6 +67,10 @@ class KernelRecord:
         self.gpu = _gpu_for(None, gpu) if gpu is not None else _gpu_for(arch, None)
         self.error = error
         self._source = source           # (source, options, no_extern_c, include_dirs) for nvcc
+        # the module's own architecture-specific target (sm_90a: wgmma and setmaxnreg, which ptxas refuses for
+        # sm_90) when it is `arch`'s: what nvcc compiles the source for, for the compiler's figures
+        specific = re.fullmatch(r"sm_(\d+)a", target or "")
+        self._compile_arch = target if specific and f"sm_{specific[1]}" == arch else arch
         self._counts = counts
         self._reason = reason
         self._metrics = None
@@ -179,7 +185,7 @@ class KernelRecord:
             return dict.fromkeys(names)
         source, options, no_extern_c, include_dirs = self._source
         try:
-            usage = resource_usage(source, self.name, arch=self.arch, options=options or (),
+            usage = resource_usage(source, self.name, arch=self._compile_arch, options=options or (),
                                    no_extern_c=no_extern_c, include_dirs=include_dirs or ())
         except ResourcesUnavailable as exc:
             for n in names:
@@ -246,7 +252,7 @@ class KernelRecord:
             raise ValueError(f"kernel '{self.name}' has no counts to model ({self._reason}); profile it on the "
                              f"emulator (GPUEDU_BACKEND=cpu)")
         from .gpus import get_gpu
-        from .time_model import BARRIERS, GLOBAL_LINES, MMA_SYNC, predict
+        from .time_model import BARRIERS, GLOBAL_LINES, MMA_SYNC, TMA_SECTORS, WGMMA_FLOPS, predict
         g = get_gpu(gpu)
         occ = None
         m = dict(self.metrics)
@@ -254,6 +260,7 @@ class KernelRecord:
         m[BARRIERS] = self._counts.get("barriers")   # None in counts from before the emulator counted them
         m[GLOBAL_LINES] = self._counts.get("global_lines")
         m[MMA_SYNC] = self._counts.get("mma_sync")       # None in counts from before the emulator counted them
+        m[WGMMA_FLOPS], m[TMA_SECTORS] = self._counts.get("wgmma_flops"), self._counts.get("tma_sectors")
         regs = self.ptxas_registers if self.ptxas_registers is not None else m.get("launch__registers_per_thread")
         if regs is not None:
             from .occupancy import theoretical_occupancy
@@ -319,7 +326,7 @@ class Profile:
                                          shared_dynamic=launch.shared_dynamic, arch=self.arch,
                                          counts=launch.counts, hazards=launch.hazards, errors=launch.errors,
                                          seconds=launch.seconds, source=launch.source, reason=launch.reason,
-                                         error=launch.error, gpu=self.gpu))
+                                         error=launch.error, gpu=self.gpu, target=launch.target))
 
     # -- reading it
     @property

@@ -12,6 +12,9 @@ share of the work, if it ran at its own top speed, and how long the waits of one
   global request touches;
 - compute: your count of floating-point operations, over the FP32 peak (only when you give one), or
   over the dense FP16 tensor-core peak for kernels that run on the tensor cores (``pipe="tensor"``);
+- tensor (wgmma): the counted FLOPs of Hopper's warpgroup MMAs over the dense FP16 tensor-core peak, which they are
+  built to reach (the TMA copies that feed them cross L2 as their counted sectors, and reach DRAM through the L2
+  model like loads);
 - issue: every warp instruction the counts know of (memory instructions, LDSM and LDGSTS included, and
   barriers) at four a clock per SM, one per scheduler;
 - latency/occupancy: the waits. An SM holds only so many blocks at once (the occupancy); each wave of
@@ -94,10 +97,15 @@ TENSOR_HMMA = "smsp__inst_executed_pipe_tensor_op_hmma.sum"
 #: which ``KernelRecord.predict`` passes in. The L1 takes a pass (a wavefront) per line, so a request whose 32 lanes
 #: fall in 32 lines costs 32 where a coalesced one costs 1.
 GLOBAL_LINES = "gpuedu__global_request_lines.sum"
+#: Hopper's asynchronous path, the emulator's own counts, which ``KernelRecord.predict`` passes in: the FLOPs of the
+#: warpgroup MMAs (wgmma.mma_async, 2 x 64 x N x 16 each), and the 32-byte global sectors the TMA copies' boxes
+#: touch (cp.async.bulk.tensor; the L2 model sees their lines for the DRAM bytes).
+WGMMA_FLOPS = "gpuedu__wgmma_flops.sum"
+TMA_SECTORS = "gpuedu__tma_sectors.sum"
 
 GLOBAL_OPS = ("ld", "st", "atom", "red")   # red: atomics whose result is unused
 #: The roofs, each a possible limiter.
-ROOFS = ("launch", "DRAM", "L2", "L1/shared", "compute", "issue", "latency/occupancy")
+ROOFS = ("launch", "DRAM", "L2", "L1/shared", "compute", "tensor (wgmma)", "issue", "latency/occupancy")
 
 
 def _requests(op):
@@ -369,12 +377,14 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_wa
                      f"end not yet written: gpuedu.profiler.metrics.dram_bytes)")
 
     sectors = _total(metrics, [_sectors(op) for op in GLOBAL_OPS])
+    tma_sectors = float(metrics.get(TMA_SECTORS) or 0)
     if sectors is None:
         unknown.append("L2")
     else:
-        terms["L2"] = sectors * SECTOR_BYTES / (gpu.l2_bytes_per_s * active_sms / gpu.sms)
+        terms["L2"] = (sectors + tma_sectors) * SECTOR_BYTES / (gpu.l2_bytes_per_s * active_sms / gpu.sms)
         notes.append(f"L2: every global sector the SMs ask for crosses L2 at {gpu.l2_bytes_per_s / 1e12:.3g} TB/s, "
-                     f"L1 hits included (an upper bound); busy SMs share it ({gpu.sources['l2_bytes_per_clock']})")
+                     f"L1 hits included (an upper bound); busy SMs share it ({gpu.sources['l2_bytes_per_clock']})"
+                     + (f"; the TMA copies' {tma_sectors:,.0f} sectors among them" if tma_sectors else ""))
 
     wavefronts = _l1_wavefronts(metrics)
     if wavefronts is None:
@@ -400,6 +410,16 @@ def predict(metrics, launch, gpu, flops=None, occupancy=None, pipe="fp32", l2_wa
                         "WMMA's warp-level mma.sync is held back by each warp's wait on it (the latency term): the "
                         "best WMMA tile an H200 ran reached 224 TFLOP/s, 23% of it "
                         "(benchmarks/results/nvidia-h200-probe-tiles-blocks.json, 2026-11-26)"))
+
+    wgmma_flops = float(metrics.get(WGMMA_FLOPS) or 0)
+    if wgmma_flops:
+        peak = compute_peak(gpu, "tensor")
+        terms["tensor (wgmma)"] = wgmma_flops * busiest_share / (peak / gpu.sms)
+        notes.append(f"tensor (wgmma): the {wgmma_flops:.4g} FLOPs of the counted warpgroup MMAs at the dense FP16 "
+                     f"tensor-core peak of {peak / 1e12:.3g} TFLOP/s, the roof wgmma is built to reach (an assumption: "
+                     f"that the kernel keeps the tensor cores fed; the latency term charges no wgmma wait, as a "
+                     f"pipeline of asynchronous MMAs and TMA copies hides them: how far it falls short is what a "
+                     f"measurement shows)")
 
     barriers = metrics.get(BARRIERS)
     instructions = _instructions(metrics, barriers, blocks, threads, gpu)

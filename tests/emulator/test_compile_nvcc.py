@@ -52,6 +52,7 @@ PTX_SOURCES = [
     ("test_wgmma", "SHAPES_SRC", ("sm_90a",)),
     ("test_wgmma", "WGMMA_SRC", ("sm_90a",)),
     ("test_wgmma", "MEETING_SRC", ("sm_90a",)),
+    ("test_tma", "TMA_SRC", ("sm_90a",)),
 ]
 
 

@@ -18,8 +18,10 @@
 // Waiting: threads are fibers, so a thread at try_wait whose phase is incomplete is suspended (AT_MBARRIER) and
 // the others run; the arrive or complete_tx that completes the phase makes it ready again (try_wait may return
 // false after a time limit of the system's choosing: here it returns once the phase completed, which the ISA
-// allows). When no thread can run and some wait on an mbarrier, none will ever arrive (the copies in flight here,
-// cp.async's, land at a wait of their own thread, not at an mbarrier): the launch stops with a deadlock that names
+// allows). When no thread can run, the TMA loads in flight land (TensorCopy: gpuedu_tma.h issues them, and they land
+// when a thread waits on their mbarrier, or then); if still none can run and some wait on an mbarrier, none will
+// ever arrive (cp.async's copies land at a wait of their own thread, not at an mbarrier): the launch stops with a
+// deadlock that names
 // the barrier (its shared address and __shared__ variable), the parity waited on, its current phase and what that
 // phase still waits for. A thread whose test_wait (which returns at once) finds its phase incomplete is suspended
 // too, as a poller: when nothing else can run the pollers are made ready and their test_wait returns false, so
@@ -54,8 +56,18 @@ struct MBarrierWait {         // what a suspended thread waits for
   int line;
   bool poll;                  // a test_wait: made ready again when nothing else can run
 };
+struct TensorCopy {            // a TMA load in flight (gpuedu_tma.h): the box read at issue, written when it lands
+  unsigned long long barrier;   // the mbarrier it completes bytes on (its shared address)
+  unsigned long long dst;       // its shared address (the box's start; chunks placed by the swizzle)
+  unsigned char* data;          // the box, dense, as read
+  unsigned bytes;
+  unsigned swizzle;             // CUtensorMapSwizzle: 0 none, 1 32-byte, 2 64-byte, 3 128-byte
+  int line;
+};
 struct MBarriers {
   MBarrier at[MBARRIERS];
+  TensorCopy* copies;         // TMA loads in flight, in the order they were issued
+  unsigned n_copies, copies_room;
   unsigned n;                 // slots used so far (a slot whose barrier was invalidated is taken again)
   MBarrierWait waits[MAX_THREADS];
   unsigned n_waiting, n_polling;
@@ -245,6 +257,37 @@ GPUEDU_PROF_QUIET inline void mbarrier_transactions(unsigned long long a, long l
   complete_if_done(m, b);
 }
 
+// ---- TMA loads in flight (issued by gpuedu_tma.h) --------------------------------------------------------------
+// Where a box's byte at shared address `a` lies under a swizzle mode (CUtensorMapSwizzle: 1 32-byte, 2 64-byte,
+// 3 128-byte): its 16-byte chunk (address bits 4..) XORed with the row's bits as many above bit 7, the pattern a
+// wgmma matrix descriptor with the same swizzle reads (gpuedu_wgmma.h's wgmma_element_address).
+inline unsigned long long tensor_swizzle(unsigned long long a, unsigned mode) {
+  return mode ? a ^ (((a >> 7) & ((1ull << mode) - 1)) << 4) : a;
+}
+
+// Write a TMA load's box into shared memory, 16 bytes at a time where the swizzle puts them, and complete its bytes
+// on its mbarrier.
+GPUEDU_PROF_QUIET inline void land_tensor_copy(const TensorCopy& c) {
+  for (unsigned o = 0; o < c.bytes; o += 16)
+    memcpy(from_shared(tensor_swizzle(c.dst + o, c.swizzle), 16, c.line, "cp.async.bulk.tensor"), c.data + o, 16);
+  free(c.data);
+  mbarrier_transactions(c.barrier, c.bytes, -1, c.line, "cp.async.bulk.tensor's complete_tx");
+}
+
+// Land the TMA loads in flight that complete bytes on the mbarrier at `barrier` (all of them: `all`), in the order
+// they were issued: when a thread waits on that barrier, or when no thread can run (a GPU lands every copy in its
+// own time; here none lands before a thread waits for it, so a kernel that reads a tile without waiting on its
+// mbarrier reads what was there before).
+GPUEDU_PROF_QUIET inline void land_tensor_copies(MBarriers& m, unsigned long long barrier, bool all) {
+  unsigned kept = 0, n = m.n_copies;
+  m.n_copies = 0;   // (mbarrier_transactions may wake threads; nothing here issues copies)
+  for (unsigned i = 0; i < n; ++i) {
+    if (all || m.copies[i].barrier == barrier) land_tensor_copy(m.copies[i]);
+    else m.copies[kept++] = m.copies[i];
+  }
+  m.n_copies = kept;
+}
+
 // The thread waits (suspended, the others running) until woken: by the completion it waits for, or, a poller, by
 // a round of polls when nothing else can run.
 GPUEDU_PROF_QUIET inline void suspend_on(MBarriers& m, unsigned b, unsigned long long phase, int parity, bool poll,
@@ -267,6 +310,8 @@ GPUEDU_PROF_QUIET inline void suspend_on(MBarriers& m, unsigned b, unsigned long
 GPUEDU_PROF_QUIET inline bool mbarrier_wait(unsigned long long a, unsigned long long arg, int mods, int line) {
   MBarriers& m = mbarriers();
   const char* what = mods & MB_TRY ? "mbarrier.try_wait" : "mbarrier.test_wait";
+  GPUEDU_PROF(mbarrier_waited());
+  if (m.n_copies) land_tensor_copies(m, a, false);
   unsigned b = mbarrier_at(m, a, line, what);
   MBarrier& B = m.at[b];
   unsigned long long phase;   // the phase whose completion it asks for
@@ -301,6 +346,10 @@ GPUEDU_PROF_QUIET inline bool mbarrier_wait(unsigned long long a, unsigned long 
 GPUEDU_PROF_QUIET inline bool wake_mbarrier_pollers() {
   Runtime& r = rt();
   MBarriers& m = *r.mbar;
+  if (m.n_copies) {   // the TMA loads in flight land (the waits they complete make threads ready)
+    ptx::land_tensor_copies(m, 0, true);
+    if (r.n_ready) return true;
+  }
   if (!m.n_polling) return false;
   if (m.changes != m.changes_seen) {
     m.changes_seen = m.changes;
@@ -340,6 +389,8 @@ inline void report_mbarrier_deadlock() {
 
 GPUEDU_PROF_QUIET inline void forget_mbarriers() {
   MBarriers& m = *rt().mbar;
+  for (unsigned i = 0; i < m.n_copies; ++i) free(m.copies[i].data);   // loads no thread waited for
+  m.n_copies = 0;
   m.n = 0;
   m.n_waiting = m.n_polling = 0;
   m.changes = m.changes_seen = 0;

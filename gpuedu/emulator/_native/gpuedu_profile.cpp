@@ -75,7 +75,14 @@ enum Counter {
   CP_G_REQ = 56,          // and the global requests and sectors of their reads (lanes whose copy reads something)
   CP_G_SECT = 57,
   GMMA = 58,              // wgmma.mma_async, one per warpgroup per call (gpuedu_wgmma.h)
-  N_COUNTERS = 59
+  TMA_LD = 59,            // cp.async.bulk.tensor loads (gpuedu_tma.h), one per issuing thread, and their boxes'
+  TMA_LD_BYTES = 60,      // bytes (zero-filled ones included, as complete_tx counts them);
+  TMA_ST = 61,            // ... stores, and the bytes their boxes hold
+  TMA_ST_BYTES = 62,
+  MBAR_WAITS = 63,        // mbarrier try_wait/test_wait statements a thread reached (gpuedu_mbarrier.h)
+  TMA_SECTORS = 64,       // the 32-byte global sectors the tensor copies' boxes touch inside the tensor
+  GMMA_FLOPS = 65,        // wgmma.mma_async's floating-point operations: 2 x 64 x N x 16 a call
+  N_COUNTERS = 66
 };
 
 // The L2 model's capacities (bytes, one per GPU the profiler knows) and what each lets through to DRAM;
@@ -1569,9 +1576,46 @@ void hmma_synced(bool k16) {
   if (L) L->counters[k16 ? HMMA_16816 : HMMA_1688]++;
 }
 
-void gmma_synced() {
+void gmma_synced(unsigned n) {
   Lane* L = running();
-  if (L) L->counters[GMMA]++;
+  if (!L) return;
+  L->counters[GMMA]++;
+  L->counters[GMMA_FLOPS] += 2ull * 64 * n * 16;
+}
+
+void tensor_copied(bool store, unsigned long long bytes) {
+  Lane* L = running();
+  if (!L) return;
+  L->counters[store ? TMA_ST : TMA_LD]++;
+  L->counters[store ? TMA_ST_BYTES : TMA_LD_BYTES] += bytes;
+}
+
+// A tensor copy reads (or writes: `store`) the `n` bytes at `p` of a tensor in global memory, one row of its box
+// inside the tensor: the L2 model and the DRAM maps see its sectors line by line as a load's (a store's), and the
+// counters its sectors. (TMA's requests do not go through the SM's load/store path: no request, no L1 wavefront.)
+void tensor_row(const void* p, unsigned long long n, bool store) {
+  Lane* L = running();
+  size_t which;
+  uint64_t a = (uint64_t)(uintptr_t)p;
+  if (!L || !n || !find_global(*L, a, &which)) return;
+  const uint64_t where = ((uint64_t)which << 40) | (a - S.ranges[which].lo);
+  const uint64_t first = where >> 5, last = (where + n - 1) >> 5;
+  L->counters[TMA_SECTORS] += last - first + 1;
+  Lines& out = L->out->lines;
+  uint64_t* at = out.room((last >> 2) - (first >> 2) + 1);
+  uint64_t* start = at;
+  for (uint64_t line = first >> 2; line <= last >> 2; ++line) {
+    unsigned mask = 0;
+    for (unsigned s = 0; s < 4; ++s)
+      if ((line << 2 | s) >= first && (line << 2 | s) <= last) mask |= 1u << s;
+    *at++ = line << 6 | (uint64_t)(store ? ST : LD) << 4 | mask;
+  }
+  out.size += (size_t)(at - start);
+}
+
+void mbarrier_waited() {
+  Lane* L = running();
+  if (L) L->counters[MBAR_WAITS]++;
 }
 
 // The copy's bytes are written now, by the running thread, and no longer in flight: a read by another thread with

@@ -51,9 +51,15 @@ GPUEDU_HIDDEN void shuffled();
 // A warp's lanes met at an inline PTX mma.sync and its product was computed (once per warp per call:
 // gpuedu_ptx.h): one HMMA instruction, of shape m16n8k16 (k16) or m16n8k8.
 GPUEDU_HIDDEN void hmma_synced(bool k16);
-// A warpgroup's 128 threads met at a wgmma.mma_async and its product was computed (once per warpgroup per call:
-// gpuedu_wgmma.h).
-GPUEDU_HIDDEN void gmma_synced();
+// A warpgroup's 128 threads met at a wgmma.mma_async of N columns (m64nNk16) and its product was computed (once per
+// warpgroup per call: gpuedu_wgmma.h).
+GPUEDU_HIDDEN void gmma_synced(unsigned n);
+// The running thread issued a TMA copy (cp.async.bulk.tensor, gpuedu_tma.h): a load, or a store, of a box of `bytes`.
+GPUEDU_HIDDEN void tensor_copied(bool store, unsigned long long bytes);
+// ... one row of its box inside the tensor: the `n` bytes at `p` in global memory, read (or written: `store`).
+GPUEDU_HIDDEN void tensor_row(const void* p, unsigned long long n, bool store);
+// The running thread reached an mbarrier wait (try_wait or test_wait: gpuedu_mbarrier.h), once however long it waited.
+GPUEDU_HIDDEN void mbarrier_waited();
 // The running thread's cp.async copy of `n` bytes to shared memory at `dst` landed, at the wait that covers its
 // group (gpuedu_ptx.h): for racecheck, its bytes are written now, and no longer in flight.
 GPUEDU_HIDDEN void async_landed(const void* dst, size_t n);

@@ -50,12 +50,13 @@ enum : int {
   MMA = 1, LDMATRIX = 2, CP_ASYNC = 3, CP_COMMIT = 4, CP_WAIT = 5, CP_WAIT_ALL = 6, CVTA_TO_SHARED = 7,
   CVTA_TO_GENERIC = 8, MOV_PACK = 9, MOV_UNPACK = 10, CVT_F16X2 = 11, CVT_BF16X2 = 12, CVT_TF32 = 13, CVT_U32_U64 = 14,
   MBAR_INIT = 15, MBAR_INVAL = 16, MBAR_ARRIVE = 17, MBAR_EXPECT_TX = 18, MBAR_COMPLETE_TX = 19, MBAR_WAIT = 20,
-  NOP = 21, SETMAXNREG = 22,
+  NOP = 21, SETMAXNREG = 22, TMA_LOAD = 23, TMA_STORE = 24,
 };
 // mma's modifiers, as _ptx.py packs them: shape | A/B type << 2 | C type << 4 | D type << 5.
 enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_TF32 = 2, ACC_F32 = 0, ACC_F16 = 1 };
 // ldmatrix's: matrices (1, 2 or 4) | .trans << 3.  cp.async's: bytes (4, 8, 16) | .cg << 5 | source size given << 6.
-// setmaxnreg's: the register count | .inc << 9.  The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.
+// setmaxnreg's: the register count | .inc << 9.  The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.  The tensor
+// copies' (TMA_LOAD, TMA_STORE): the rank.
 
 constexpr u64 DYNAMIC_WINDOW = 0xE0000;   // where the dynamic shared memory starts among shared addresses
 
@@ -372,6 +373,7 @@ GPUEDU_PROF_QUIET inline CopyParts cp_async_parts(const u64* in, int mods, int l
 }  // namespace ptx
 }  // namespace __gpuedu
 #include "gpuedu_mbarrier.h"
+#include "gpuedu_tma.h"
 namespace __gpuedu {
 namespace ptx {
 
@@ -442,6 +444,8 @@ GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int
     // blocks; the emulator's memory is one proxy, written in program order by one fiber at a time, so there is
     // nothing to order.
     case NOP: return;
+    case TMA_LOAD: tensor_load(in, (unsigned)mods & 7, line); return;
+    case TMA_STORE: tensor_store(in, (unsigned)mods & 7, line); return;
     case CP_ASYNC: cp_async(in[0], in[1], mods & 31, (mods >> 6) & 1 ? in[3] : (u64)(mods & 31), line); return;
     case CP_COMMIT: cp_commit(); return;
     case CP_WAIT: cp_wait((long long)in[0], false, line); return;

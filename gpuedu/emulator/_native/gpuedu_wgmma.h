@@ -221,7 +221,7 @@ GPUEDU_PROF_QUIET inline void warpgroup_meet(LaneOperands& me) {
       }
     }
     wgmma_group(ops, group);
-    GPUEDU_PROF(gmma_synced());   // the counters' wgmma: one of the warpgroup
+    GPUEDU_PROF(gmma_synced(wgmma_form(ops[0]->mods).n));   // the counters' wgmma: one of the warpgroup
     for (unsigned w = first; w < first + 4; ++w) {
       r.warps[w].grouped = 0;
       GPUEDU_PROF(warp_synced(w));
