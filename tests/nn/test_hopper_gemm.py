@@ -94,7 +94,7 @@ def test_the_counted_wgmma_are_what_the_tiles_say(m, n, k, version):
     a, b = operands(m, n, k, seed=13)
     with gpuedu.profile() as prof:
         fp16.matmul(a, b, version=version).get()
-    (rec,) = [r for r in prof.records if r.name == f"wgmma_gemm_kernel{version}"]
+    (rec,) = [r for r in prof.kernels if r.name == f"wgmma_gemm_kernel{version}"]
     tm, tn, tk = _tiles(m, n, k, version)
     wgmma = tm * tn * tk * 8
     (bm, bn), _ = fp16.HOPPER_GEMMS[version]
