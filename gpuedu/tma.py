@@ -17,9 +17,10 @@ the emulator's equivalent (``gpuedu.emulator.hooks.encode_tensor_map``, the same
 ``_native/gpuedu_tma.h`` runs. Both check the arguments first, here, so that a box the driver would refuse with
 CUDA_ERROR_INVALID_VALUE is refused with the reason.
 
-The map holds the array's address, not the array: keep the array alive while kernels use the map (the map
-keeps a reference, ``map.array``). Pass tensor maps first in a kernel's parameter list: a CUtensorMap is 64-byte
-aligned, and PyCUDA packs the arguments one after another.
+A map is a NumPy structured scalar (``np.void``) of those 128 bytes, which PyCUDA and the emulator both pass to a
+kernel by value. It holds the array's address, not the array: keep the array alive while kernels use the map.
+``describe(map)`` reads back what an emulator's map says. Pass tensor maps first in a kernel's parameter list: a
+CUtensorMap is 64-byte aligned, and PyCUDA packs the arguments one after another.
 """
 import ctypes
 
@@ -36,21 +37,6 @@ DATA_TYPES = {np.dtype(np.uint8): 0, np.dtype(np.int8): 0, np.dtype(np.uint16): 
 SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
 CUDA_SUCCESS = 0
 TENSOR_MAP_BYTES = 128   # sizeof(CUtensorMap)
-
-
-class TensorMap(np.ndarray):
-    """A tensor map: its 128 bytes (an array of uint8, which PyCUDA and the emulator pass to a kernel by value),
-    with what it was made from: ``array``, ``shape_mapped`` (the array's shape), ``box`` and ``swizzle`` (bytes)."""
-
-    def __array_finalize__(self, obj):
-        self.array = getattr(obj, "array", None)
-        self.shape_mapped = getattr(obj, "shape_mapped", None)
-        self.box = getattr(obj, "box", None)
-        self.swizzle = getattr(obj, "swizzle", None)
-
-    def __repr__(self):
-        return (f"TensorMap(shape={self.shape_mapped}, dtype={getattr(self.array, 'dtype', '?')}, box={self.box}, "
-                f"swizzle={self.swizzle})")
 
 
 def _address(array):
@@ -75,7 +61,8 @@ def tensor_map(array, box, swizzle=0):
     """The tensor map of ``array`` (a device array of rank 1 to 5, its last dimension contiguous) for boxes of
     ``box`` elements (a tuple in the array's order: (rows, columns) for a matrix), with ``swizzle`` 0, 32, 64 or 128
     bytes (how a box's 16-byte chunks are placed in shared memory; the box's row, columns x itemsize, must be at
-    most that). Raises ValueError (the reason and the fix) for what the driver would refuse."""
+    most that). Returns the map, 128 bytes as a ``np.void`` a kernel takes by value. Raises ValueError (the reason
+    and the fix) for what the driver would refuse."""
     shape = tuple(int(n) for n in getattr(array, "shape", ()))
     dtype = np.dtype(getattr(array, "dtype", np.uint8))
     address = _address(array)
@@ -104,9 +91,23 @@ def tensor_map(array, box, swizzle=0):
         raise ValueError(f"cannot map {shape} {dtype} in boxes of {box} with swizzle {swizzle}: {exc}") from None
     if not _emulated(array):
         raw = _driver_encode(*args)
-    tmap = np.frombuffer(raw, dtype=np.uint8).copy().view(TensorMap)
-    tmap.array, tmap.shape_mapped, tmap.box, tmap.swizzle = array, shape, box, swizzle
-    return tmap
+    return np.void(raw)
+
+
+def describe(tmap):
+    """What a tensor map the emulator made says (a dict: the tensor's address, shape and strides in bytes, in the
+    array's order, the element's bytes, the box and the swizzle in bytes); a map the driver made is opaque, and
+    this says so (ValueError)."""
+    raw = bytes(memoryview(tmap))
+    if len(raw) != TENSOR_MAP_BYTES or raw[:8] != b"GPUEDUTM":
+        raise ValueError("this tensor map was made by the driver (a GPU's cuTensorMapEncodeTiled), whose 128 bytes "
+                         "are opaque; describe() reads the emulator's")
+    address, rank, elem, swizzle = int.from_bytes(raw[8:16], "little"), raw[16], raw[18], raw[19]
+    dims = [int.from_bytes(raw[24 + 8 * d:32 + 8 * d], "little") for d in range(rank)]
+    strides = [elem] + [int.from_bytes(raw[64 + 8 * d:72 + 8 * d], "little") for d in range(rank - 1)]
+    box = [int.from_bytes(raw[96 + 2 * d:98 + 2 * d], "little") for d in range(rank)]
+    return {"address": address, "shape": tuple(dims[::-1]), "strides": tuple(strides[::-1]), "itemsize": elem,
+            "box": tuple(box[::-1]), "swizzle": {0: 0, 1: 32, 2: 64, 3: 128}[swizzle]}
 
 
 _encode = None

@@ -552,10 +552,6 @@ class Function:
                 arg = arg[()] if isinstance(arg, np.ndarray) else arg
                 data = arg.tobytes()
                 value = None
-            elif isinstance(arg, np.ndarray) and kind == KIND_STRUCT and arg.nbytes == size:
-                # a struct's bytes, as PyCUDA passes a host array (gpuedu.tma's tensor maps are such arrays)
-                data = np.ascontiguousarray(arg).tobytes()
-                value = None
             elif isinstance(arg, (bool, int, float)):
                 hint = "np.float32(x)" if isinstance(arg, float) else "np.int32(n)"
                 raise TypeError(f"invalid type on parameter #{i} (0-based): kernel '{self.name}' got a Python "

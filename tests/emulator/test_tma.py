@@ -280,7 +280,8 @@ def test_a_store_writes_the_box_and_nothing_outside_the_tensor(tma_module, swizz
 
 def test_a_load_lands_when_a_thread_waits_on_its_mbarrier(tma_module):
     tensor = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
-    tmap = tma.tensor_map(gpuarray.to_gpu(tensor), box=(8, 16))
+    array = gpuarray.to_gpu(tensor)                          # (kept: the map holds its address, not the array)
+    tmap = tma.tensor_map(array, box=(8, 16))
     early, late = np.zeros(128, np.uint32), np.zeros(128, np.uint32)
     tma_module.get_function("read_before_wait")(tmap, drv.Out(early), drv.Out(late), np.uint32(512),
                                                 block=(64, 1, 1))
@@ -291,7 +292,8 @@ def test_a_load_lands_when_a_thread_waits_on_its_mbarrier(tma_module):
 @pytest.mark.parametrize("schedule", ["forward", "reverse", "random"])
 def test_a_ring_of_two_stages_under_any_schedule(tma_module, schedule):
     tensor = np.random.default_rng(5).integers(-8, 8, (8 * 13, 32)).astype(np.float32)
-    tmap = tma.tensor_map(gpuarray.to_gpu(tensor), box=(8, 32))
+    array = gpuarray.to_gpu(tensor)
+    tmap = tma.tensor_map(array, box=(8, 32))
     sums = np.zeros(32, np.float32)
     compiler.set_schedule(schedule, seed=11)
     try:
@@ -305,8 +307,9 @@ def test_wgmma_reads_tma_tiles_through_descriptors_with_the_same_swizzle(tma_mod
     rng = np.random.default_rng(7)
     a = rng.integers(-4, 5, (64, 16)).astype(np.float16)
     b = rng.integers(-4, 5, (16, 8)).astype(np.float16)
-    a_map = tma.tensor_map(gpuarray.to_gpu(a), box=(64, 16), swizzle=32)
-    b_map = tma.tensor_map(gpuarray.to_gpu(b), box=(16, 8))
+    a_gpu, b_gpu = gpuarray.to_gpu(a), gpuarray.to_gpu(b)
+    a_map = tma.tensor_map(a_gpu, box=(64, 16), swizzle=32)
+    b_map = tma.tensor_map(b_gpu, box=(16, 8))
     d = np.zeros((64, 8), np.float32)
     tma_module.get_function("tma_wgmma")(a_map, b_map, drv.Out(d), block=(128, 1, 1))
     np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32))
@@ -328,7 +331,8 @@ def test_a_misaligned_tile_stops_the_launch(tma_module):
 
 
 def test_a_map_of_another_rank_stops_the_launch(tma_module):
-    tmap = tma.tensor_map(gpuarray.to_gpu(np.zeros((4, 16), np.float32)), box=(4, 8))
+    array = gpuarray.to_gpu(np.zeros((4, 16), np.float32))
+    tmap = tma.tensor_map(array, box=(4, 8))
     with pytest.raises(LaunchError, match=r"the tensor map has rank 2, and this is a \.3d copy with 3 coordinates"):
         tma_module.get_function("load_box")(tmap, drv.Out(np.zeros(4096, np.uint32)), drv.Out(np.zeros(1, np.uint32)),
                                             np.int32(0), np.int32(0), np.int32(0), np.int32(3), np.uint32(128),
@@ -337,17 +341,24 @@ def test_a_map_of_another_rank_stops_the_launch(tma_module):
 
 def test_bytes_that_are_not_a_tensor_map_stop_the_launch(tma_module):
     with pytest.raises(LaunchError, match=r"the tensor map at 0x[0-9a-f]+ was not made by cuTensorMapEncodeTiled"):
-        tma_module.get_function("load_box")(np.zeros(128, np.uint8), drv.Out(np.zeros(4096, np.uint32)),
+        tma_module.get_function("load_box")(np.void(bytes(128)), drv.Out(np.zeros(4096, np.uint32)),
                                             drv.Out(np.zeros(1, np.uint32)), np.int32(0), np.int32(0), np.int32(0),
                                             np.int32(2), np.uint32(128), np.uint32(0), np.uint32(0), block=(32, 1, 1))
 
 
 # ---- the host side --------------------------------------------------------------------------------------------
-def test_a_tensor_map_is_128_bytes_that_name_what_it_maps():
-    array = gpuarray.to_gpu(np.zeros((64, 32), np.float16))
-    tmap = tma.tensor_map(array, box=(16, 32), swizzle=64)
-    assert tmap.nbytes == 128 and tmap.array is array
-    assert repr(tmap) == "TensorMap(shape=(64, 32), dtype=float16, box=(16, 32), swizzle=64)"
+def test_a_tensor_map_is_128_bytes_that_say_what_they_map():
+    host = np.zeros((64, 40), np.float16)
+    array = gpuarray.to_gpu(host)
+    tmap = tma.tensor_map(array[:, :32], box=(16, 32), swizzle=64)
+    assert isinstance(tmap, np.void) and tmap.itemsize == 128      # what PyCUDA passes to a kernel by value
+    assert tma.describe(tmap) == {"address": int(array.gpudata), "shape": (64, 32), "strides": (80, 2),
+                                  "itemsize": 2, "box": (16, 32), "swizzle": 64}
+
+
+def test_describe_says_a_drivers_map_is_opaque():
+    with pytest.raises(ValueError, match=r"made by the driver .* whose 128 bytes are opaque"):
+        tma.describe(np.void(bytes(128)))
 
 
 @pytest.mark.parametrize("shape,dtype,box,swizzle,message", [
