@@ -22,15 +22,19 @@ _cache = {}
 _names = {}   # id(function) -> kernel name, for the functions in _cache (kept alive there, never removed)
 
 
-def kernel(file, name, signature=None, options=()):
-    """The kernel ``name`` from ``<file>.cu``, compiled with ``options`` and prepared with ``signature``
-    (PyCUDA's struct letters, e.g. "PPi") when given; memoised."""
+def kernel(file, name, signature=None, options=(), arch=None):
+    """The kernel ``name`` from ``<file>.cu``, compiled with ``options`` (for ``arch``, e.g. "sm_90a", when
+    given; else the device's) and prepared with ``signature`` (PyCUDA's struct letters, e.g. "PPi") when given;
+    memoised. A "T" in the signature is a TMA tensor map (``gpuedu.tma``, a 128-byte struct by value), which
+    struct letters cannot say alike for PyCUDA and the emulator: such a kernel is left unprepared, for
+    ``launch_by_value``, and the signature says its parameters for the checks."""
     options = tuple(options)
-    key = (backend.active().name, file, options, name, signature)
+    key = (backend.active().name, file, options, arch, name, signature)
     fn = _cache.get(key)
     if fn is None:
-        fn = kernels.load(file, options).get_function(name)
-        if signature is not None:
+        module = kernels.load(file, options, arch=arch) if arch else kernels.load(file, options)
+        fn = module.get_function(name)
+        if signature is not None and "T" not in signature:
             fn.prepare(signature)
         _cache[key] = fn
         _names[id(fn)] = name
@@ -53,6 +57,14 @@ def launch(fn, grid, block, args, stream=None, shared_size=0):
         fn.prepared_call(grid, block, *args, shared_size=shared_size)
     else:
         fn.prepared_async_call(grid, block, stream, *args, shared_size=shared_size)
+
+
+def launch_by_value(fn, grid, block, args, stream=None, shared_size=0):
+    """Queue an unprepared kernel (``kernel(..., signature=None)``) whose arguments include structs passed by
+    value, such as ``gpuedu.tma`` tensor maps: PyCUDA's call packs a NumPy array argument as its bytes, which a
+    prepared call's struct letters cannot say. Pointers as device allocations (``x.gpudata``), scalars as NumPy
+    scalars; the host does not wait for the kernel."""
+    fn(*args, grid=grid, block=block, stream=stream, shared=shared_size)
 
 
 def zero(array, stream=None):

@@ -127,9 +127,13 @@ def kernel_parameter_lists(text):
 
 def argument_order_problems(name, params):
     """What breaks common.cuh's parameter order in one kernel: a pointer after a size or scalar, or a
-    written pointer after a read-only one."""
+    written pointer after a read-only one. TMA tensor maps (CUtensorMap, by value) come before all of them: a
+    CUtensorMap is 64-byte aligned, and PyCUDA packs the arguments one after another."""
     problems, seen_scalar, seen_const = [], None, None
-    for p in params:
+    maps = [p for p in params if "CUtensorMap" in p]
+    if params[:len(maps)] != maps:
+        problems.append(f"{name}: a tensor map comes after `{params[0]}`: tensor maps go first")
+    for p in params[len(maps):] if params[:len(maps)] == maps else params:
         if "*" in p:
             if seen_scalar:
                 problems.append(f"{name}: pointer `{p}` comes after the non-pointer `{seen_scalar}`")
@@ -174,6 +178,8 @@ def struct_letter(param):
     """The PyCUDA struct letter a launcher must give one declared kernel parameter."""
     if "*" in param:
         return "P"
+    if "CUtensorMap" in param:
+        return "T"          # a TMA tensor map, by value (launch.kernel's "T")
     words = param.replace("unsigned", "").split()[:-1]   # the type, without the parameter's name
     return {"int": "i", "float": "f", "double": "d"}[" ".join(words)]
 
@@ -242,7 +248,8 @@ def test_every_prepared_signature_matches_its_kernel():
     for kernel in ("conv_kernel1", "conv_kernel2", "conv_im2col", "conv_backward_filter", "maxpool_backward",
                    "wmma_gemm_kernel2_tn", "wmma_gemm_kernel3_tt", "dense_forward_64x16", "gemm_nt_32x32",
                    "softmax_xent", "adam_update_multi", "update_loss_scale", "softmax_xent_half", "hgemm_tiled",
-                   "mma_gemm_kernel6", "mma_gemm_kernel9", "mma_gemm_kernel10_nn", "mma_gemm_kernel10_tt"):
+                   "mma_gemm_kernel6", "mma_gemm_kernel9", "mma_gemm_kernel10_nn", "mma_gemm_kernel10_tt",
+                   "wgmma_gemm_kernel11", "wgmma_gemm_kernel12", "wgmma_gemm_kernel13"):
         assert kernel in seen, f"no launcher of {kernel} was seen"
 
 
@@ -336,6 +343,11 @@ def kernel_constants():
         "fp16.WMMA_PIPELINED_THREADS": (fp16.WMMA_PIPELINED_THREADS, (32 * v2["V2_WARPS_M"] * v2["V2_WARPS_N"], 1, 1)),
         "fp16.MMA_GEMMS": (fp16.MMA_GEMMS, {6: mma("MMA", None), 7: mma("MMA", None), 8: mma("MMA", None),
                                             9: mma("MMA", "MMA_STAGES"), 10: mma("MMA10", "MMA10_STAGES")}),
+        "fp16.HOPPER_GEMMS": (fp16.HOPPER_GEMMS, {
+            11: ((literal("wgmma_gemm", "WG_BM"), literal("wgmma_gemm", "WG11_BN")),
+                 literal("wgmma_gemm", "WG11_THREADS")),
+            **{v: ((literal("wgmma_gemm", "WG_BM"), literal("wgmma_gemm", "WG12_BN")),
+                   literal("wgmma_gemm", "WG12_THREADS")) for v in (12, 13)}}),
         "dense.GEMM_TILES": (dense.GEMM_TILES, tuple((n, *tile(f"Tile{n}")[:2], tile(f"Tile{n}")[3])
                                                      for n in ("128x128", "64x64", "32x32"))),
         "dense.NARROW_TILE": (dense.NARROW_TILE, ("64x16", *tile("Tile64x16")[:2], tile("Tile64x16")[3])),

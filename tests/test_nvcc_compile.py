@@ -1,7 +1,8 @@
 """Everything the emulator accepts must be real CUDA: compile every kernel with nvcc.
 
 - every ``.cu`` in ``gpuedu/kernels/`` (whoever added it), for sm_75 and sm_90, or for sm_80 and sm_90 where
-  its instructions need sm_80 (``SM80_FILES``: such a file says so with an ``#error`` below sm_80);
+  its instructions need sm_80 (``SM80_FILES``: such a file says so with an ``#error`` below sm_80), or for
+  sm_90a alone where they are Hopper's architecture-specific ones (``SM90A_FILES``: wgmma, setmaxnreg);
   attention.cu's tensor-core kernels (sm_80 instructions) also for sm_80 at each head size they take, their
   PTX read for the instructions;
 - every kernel source embedded in a lesson's code cells: a triple-quoted string that contains
@@ -34,6 +35,8 @@ ARCHES = ("sm_75", "sm_90")
 # kernel files written in instructions that begin with sm_80 (mma.sync.m16n8k16 with FP32 sums, cp.async)
 SM80_FILES = {"mma_gemm"}
 SM80_ARCHES = ("sm_80", "sm_90")
+# kernel files built for sm_90a alone (wgmma, setmaxnreg: ptxas refuses them for any other target)
+SM90A_FILES = {"wgmma_gemm"}
 NVCC = shutil.which("nvcc")
 WORKERS = 4
 
@@ -101,7 +104,9 @@ def test_every_kernel_file_compiles():
     names = kernels.names()
     assert names, f"no .cu files found in {kernels.DIR}"
     assert SM80_FILES <= set(names), f"SM80_FILES names files that are not there: {SM80_FILES - set(names)}"
-    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in (SM80_ARCHES if n in SM80_FILES else ARCHES)]
+    assert SM90A_FILES <= set(names), f"SM90A_FILES names files that are not there: {SM90A_FILES - set(names)}"
+    arches = {n: ("sm_90a",) if n in SM90A_FILES else SM80_ARCHES if n in SM80_FILES else ARCHES for n in names}
+    jobs = [(f"{n}.cu", kernels.path(n), arch) for n in names for arch in arches[n]]
     failures = _compile_all(jobs)
     assert not failures, "nvcc rejected:\n\n" + "\n\n".join(failures)
 
@@ -200,3 +205,12 @@ def test_every_lesson_kernel_compiles(tmp_path):
         pytest.skip("no lesson contains an inline kernel")
     failures = _compile_all(jobs)
     assert not failures, "nvcc rejected lesson kernels:\n\n" + "\n\n".join(failures)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(SM90A_FILES))
+def test_an_sm90a_file_is_refused_by_ptxas_for_plain_sm90(name):
+    # the Hopper GEMMs' wgmma and setmaxnreg exist for the architecture-specific target only: the launcher builds
+    # them with arch="sm_90a", and a build for sm_90 fails in ptxas, naming the instruction
+    ok, message = _nvcc(kernels.path(name), "sm_90")
+    assert not ok and "not supported on .target 'sm_90'" in message, message

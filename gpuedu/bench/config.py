@@ -1,7 +1,8 @@
 """Problem sizes, repeats and warm-up for each mode (GPU or CPU emulator; full or --quick).
 
 On a GPU the bandwidth working sets are at least four times the L2 (H200: 50 MB L2 -> 256 MiB),
-so they measure device memory, and the GEMMs are at the sizes the targets are stated at (4096^3).
+so they measure device memory, and the GEMMs are at the sizes the targets are stated at (4096^3; the Hopper
+FP16 rungs and cuBLAS also at 8192^3, fp16_gemm_large: a few GEMMs of milliseconds each).
 On the CPU emulator every launch runs the kernel's threads on one host core, so sizes are chosen
 to keep the whole run in minutes (full) or seconds (--quick); its figures are read as ratios to
 NumPy measured in the same run.
@@ -21,7 +22,8 @@ def sizes_for(on_gpu, quick, l2_bytes):
                         amp_widths=[784, 1024, 1024, 10], amp_batch=256, launches=500,
                         repeats=10, warmup=2, l2_bytes=l2_bytes)
         return dict(copy_bytes=roof_bytes, elementwise_n=roof_bytes // 4, reduce_n=roof_bytes // 4,
-                    matmul=4096, fp16_gemm=4096, mlp_widths=[784, 1024, 1024, 10], mlp_batches=[128, 4096],
+                    matmul=4096, fp16_gemm=4096, fp16_gemm_large=8192,
+                    mlp_widths=[784, 1024, 1024, 10], mlp_batches=[128, 4096],
                     amp_widths=[784, 4096, 4096, 10], amp_batch=512, launches=2000,
                     repeats=20, warmup=3, l2_bytes=l2_bytes)
     if quick:

@@ -90,7 +90,9 @@ def measure_matmul(run):
 # wmma_gemm_v2 / _v3 (the pipelined ones, 128x128 and 128x256 tiles, FP16 output like cuBLAS's here)
 # feed the tensor cores through WMMA; the WMMA target (targets.py) takes the best of the three.
 # mma_gemm_v6 .. _v10 are ops.fp16.matmul's versions 6-10 (mma_gemm.cu: the tensor cores in PTX, FP16
-# output); the FP16 GEMM target takes the best of them.
+# output); the FP16 GEMM target takes the best of them. wgmma_gemm_v11 .. _v13 are versions 11-13
+# (wgmma_gemm.cu: Hopper's TMA and wgmma, sm_90a: measured on an H100 / H200 only, skipped on another GPU),
+# also measured at HOPPER_LARGE^3 on a GPU (fp16_gemm_large), beside cuBLAS at that size.
 FP16_GEMMS = {
     "hgemm_naive": (lambda f, a, b, c: f.matmul(a, b, out=c, version=2), np.float16),
     "hgemm_tiled": (lambda f, a, b, c: f.matmul(a, b, out=c, version=3), np.float16),
@@ -100,9 +102,27 @@ FP16_GEMMS = {
                      np.float16),
     **{f"mma_gemm_v{v}": (lambda f, a, b, c, v=v: f.matmul(a, b, out=c, out_dtype=np.float16, version=v), np.float16)
        for v in (6, 7, 8, 9, 10)},
+    **{f"wgmma_gemm_v{v}": (lambda f, a, b, c, v=v: f.matmul(a, b, out=c, out_dtype=np.float16, version=v),
+                            np.float16) for v in (11, 12, 13)},
 }
 #: The figures of the PTX rungs, which the FP16 GEMM target (targets.py) takes the best of.
 MMA_FIGURES = tuple(name for name in FP16_GEMMS if name.startswith("mma_gemm_v"))
+#: The figures of the Hopper rungs (each with a target of its own).
+HOPPER_FIGURES = tuple(name for name in FP16_GEMMS if name.startswith("wgmma_gemm_v"))
+
+
+def large_figure(name):
+    """The name of a figure measured at fp16_gemm_large (the Hopper rungs and cuBLAS): ``name`` + its size."""
+    return f"{name}_large"
+
+
+def _require_hopper(run, name):
+    """Versions 11-13 are built for sm_90a, which only a GPU of compute capability 9.0 runs."""
+    if run.on_gpu and name in HOPPER_FIGURES:
+        cc = tuple(run.drv.Context.get_device().compute_capability())
+        if cc != (9, 0):
+            raise Skipped(f"{name} is built for sm_90a (compute capability 9.0: H100, H200); this GPU is "
+                          f"sm_{cc[0]}{cc[1]}")
 
 
 def measure_fp16_gemm(run):
@@ -120,6 +140,7 @@ def measure_fp16_gemm(run):
                         note="gpuedu.ops.fp16; 2 m n k FLOPs") as fig:
             if run.drv is None:
                 raise Skipped("pycuda.driver is not available on this backend")
+            _require_hopper(run, name)
             if fp16 is None:
                 try:
                     from gpuedu.ops import fp16
@@ -144,6 +165,8 @@ def measure_fp16_gemm(run):
 
     _vendor_gemm(run, "cublas_hgemm", "fp16_gemm", dict(sizes, output="float16"), "float16",
                  "cuBLAS FP16 GEMM (tensor cores)")
+    if run.sizes.get("fp16_gemm_large"):
+        _measure_hopper_large(run, run.sizes["fp16_gemm_large"])
 
     if not run.on_gpu:
         with run.figure("numpy_hgemm", "fp16_gemm", "GFLOP/s", dict(sizes, output="float32"),
@@ -153,3 +176,39 @@ def measure_fp16_gemm(run):
             c32 = np.empty((m, n), np.float32)
             seconds = run.time(lambda: np.matmul(a32, b32, out=c32))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
+
+
+def _measure_hopper_large(run, size):
+    """The Hopper rungs and cuBLAS at size^3 (GPU only): the size where a persistent kernel's tile walk and the
+    L2 matter. Checked on 64 rows of C against float64 (a whole float64 product of 8192^3 would take the host
+    longer than every GEMM here)."""
+    m = n = k = size
+    sizes = {"m": m, "n": n, "k": k, "inputs": "float16"}
+    flops = 2.0 * m * n * k
+    baseline = large_figure("cublas_hgemm")
+    a_host, b_host = _operands(m, n, k, np.float16, seed=3)
+    rows = np.random.default_rng(3).choice(m, 64, replace=False)
+    expected = a_host[rows].astype(np.float64) @ b_host.astype(np.float64)
+    device = {}
+    for name in HOPPER_FIGURES:
+        call, out_dtype = FP16_GEMMS[name]
+        with run.figure(large_figure(name), "fp16_gemm", "GFLOP/s", dict(sizes, output="float16"), [baseline],
+                        note="gpuedu.ops.fp16; 2 m n k FLOPs") as fig:
+            _require_hopper(run, name)
+            from gpuedu.ops import fp16
+            if not device:
+                gpuarray = run.backend.gpuarray
+                device["a"], device["b"] = gpuarray.to_gpu(a_host), gpuarray.to_gpu(b_host)
+                device["c"] = gpuarray.empty((m, n), np.float16)
+            a, b, c = device["a"], device["b"], device["c"]
+            call(fp16, a, b, c)
+            got = c.get()[rows].astype(np.float64)
+            err = float(np.max(np.abs(got - expected)))
+            allowed = 1e-5 * k + 2e-3 * float(np.max(np.abs(expected)))
+            if not err <= allowed:
+                raise RuntimeError(f"{name} is wrong at {size}^3: max |error| {err:.3g} > {allowed:.3g}")
+            seconds = run.time(lambda: call(fp16, a, b, c))
+            fig.record(stats.rates(seconds, flops / 1e9), seconds)
+    device.clear()   # the device's memory back before cuBLAS allocates its own operands
+    _vendor_gemm(run, baseline, "fp16_gemm", dict(sizes, output="float16"), "float16",
+                 f"cuBLAS FP16 GEMM (tensor cores) at {size}^3")

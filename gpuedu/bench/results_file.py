@@ -131,7 +131,7 @@ def targets_table(results):
     """The targets as a text table: goal, value, status (and the reason when not compared)."""
     rows = [("target", "goal", "value", "status")]
     for t in results["targets"]:
-        goal = f"{t['comparison']} {t['goal']:g}" + ("x" if t["metric"] == "ratio" else " us")
+        goal = f"{t['comparison']} {t['goal']:g}" + {"ratio": "x", "count": ""}.get(t["metric"], " us")
         value = "-" if t["value"] is None else f"{t['value']:.3g}"
         status = t["status"] if t["status"] in ("met", "missed") else f"{t['status']}: {_shorten(t['reason'], 70)}"
         rows.append((t["name"], goal, value, status))

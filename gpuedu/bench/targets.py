@@ -7,9 +7,12 @@ quantity compared (the figure's headline ratio, or its median) and the goal. Its
     "not applicable"       the goal is about GPU hardware and this run is on the CPU emulator, or on
                            another GPU than the ones the goal is stated for (``DEVICES``)
     "unavailable"          the figure or its baseline could not be measured (reason given)
+
+A rule ``("count_above", figures, others)`` counts how many of ``figures`` are faster (a larger median) than the
+fastest of ``others``: its metric is "count".
 """
 
-from .gemm import MMA_FIGURES
+from .gemm import HOPPER_FIGURES, MMA_FIGURES, large_figure
 
 NOT_APPLICABLE_CPU = "no GPU: the CPU emulator's speed says nothing about a GPU's"
 
@@ -30,6 +33,15 @@ TARGETS = [
     ("fp16_gemm_vs_cublas", "best FP16 GEMM (tensor cores in PTX, mma_gemm v6-v10) >= 60% of cuBLAS FP16 at "
      "4096^3 on an H100 or H200",
      ("best_of", MMA_FIGURES, "cublas_hgemm"), "ratio", ">=", 0.60, True, {"m": 4096, "n": 4096, "k": 4096}),
+    # The Hopper rungs (ops.fp16.matmul 11-13, sm_90a), each against cuBLAS FP16 at 4096^3 and 8192^3 on an H200
+    *[(f"fp16_wgmma_v{v}_vs_cublas{tag}", f"FP16 GEMM version {v} (wgmma_gemm.cu) >= {goal:.0%} of cuBLAS FP16 at "
+       f"{size}^3 on an H200", ("figure", figure, base), "ratio", ">=", goal, True, {"m": size, "n": size, "k": size})
+      for v, goal in ((11, 0.60), (12, 0.80), (13, 0.90))
+      for tag, size, figure, base in (("", 4096, f"wgmma_gemm_v{v}", "cublas_hgemm"),
+                                      ("_8192", 8192, large_figure(f"wgmma_gemm_v{v}"), large_figure("cublas_hgemm")))],
+    ("fp16_wgmma_vs_mma", "at least 2 of the 3 Hopper FP16 GEMMs (versions 11-13) faster than the best mma.sync "
+     "version (6-10) at 4096^3 on an H200",
+     ("count_above", HOPPER_FIGURES, MMA_FIGURES), "count", ">=", 2, True, {"m": 4096, "n": 4096, "k": 4096}),
     ("mlp_step_b128_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 1.0x PyTorch eager samples/s at batch 128",
      ("figure", "mlp_step_b128", "torch_mlp_step_b128"), "ratio", ">=", 1.0, True, {"widths": MLP_WIDTHS}),
     ("mlp_step_b4096_vs_torch", "MLP training step (784-1024-1024-10, FP32) >= 0.8x PyTorch eager samples/s at batch 4096",
@@ -43,7 +55,8 @@ TARGETS = [
 
 #: Targets stated for some GPUs only: name -> the words one of which the device's name must contain. Elsewhere the
 #: target is "not applicable" (another GPU's balance of tensor cores, memory and cuBLAS's kernels differs).
-DEVICES = {"fp16_gemm_vs_cublas": ("H100", "H200")}
+DEVICES = {"fp16_gemm_vs_cublas": ("H100", "H200"),
+           **{name: ("H200",) for name, *_ in TARGETS if name.startswith("fp16_wgmma_")}}
 
 
 def _version_number(name, prefix):
@@ -58,6 +71,8 @@ def _pick(figures, rule):
     ("best_of", (name, ...)) over the figures named.
     """
     kind, key, baseline = rule
+    if kind == "count_above":
+        return _count_above(figures, key, baseline)
     if kind == "figure":
         figure = figures.get(key)
         if figure is None:
@@ -84,12 +99,31 @@ def _pick(figures, rule):
     return max(with_ratio, key=lambda f: f["ratios"][baseline]), None
 
 
+def _count_above(figures, names, others):
+    """For ("count_above", names, others): the fastest of ``names`` (the figure the target names), with
+    ``count`` set to how many of ``names`` have a larger median than the fastest of ``others``; or (None, reason)
+    when any of them was not measured."""
+    missing = [n for n in (*names, *others) if n not in figures]
+    measured = [figures[n] for n in names if n in figures and figures[n]["status"] == "ok"]
+    best_other = max((figures[n] for n in others if n in figures and figures[n]["status"] == "ok"),
+                     key=lambda f: f["median"], default=None)
+    if len(measured) < len(names) or best_other is None:
+        failed = [f"{n}: {figures[n].get('reason')}" for n in (*names, *others)
+                  if n in figures and figures[n]["status"] != "ok"]
+        why = "; ".join(([f"not run: {', '.join(missing)} (see --only)"] if missing else []) + failed)
+        return None, why or "none of the figures compared was measured"
+    fastest = dict(max(measured, key=lambda f: f["median"]))
+    fastest["count"] = sum(f["median"] > best_other["median"] for f in measured)
+    fastest["compared_with"] = best_other["name"]
+    return fastest, None
+
+
 def evaluate(figures, on_gpu, device=None):
     """The status of every target for this run's ``figures`` (a dict name -> figure with ratios) on ``device``
     (the GPU's name, as the machine record gives it; None: unknown)."""
     out = []
     for name, description, rule, metric, comparison, goal, gpu_only, required in TARGETS:
-        baseline = rule[2]
+        baseline = rule[2] if metric != "count" else None   # (a count names the figure it beat, below)
         entry = {"name": name, "description": description, "metric": metric,
                  "comparison": comparison, "goal": goal, "figure": None, "baseline": baseline,
                  "value": None, "status": None, "reason": None}
@@ -97,7 +131,10 @@ def evaluate(figures, on_gpu, device=None):
         if figure is not None:
             entry["figure"] = figure["name"]
             if figure["status"] == "ok":
-                entry["value"] = figure["ratios"].get(baseline) if metric == "ratio" else figure["median"]
+                entry["value"] = (figure["ratios"].get(baseline) if metric == "ratio" else figure["count"]
+                                  if metric == "count" else figure["median"])
+            if metric == "count":
+                entry["baseline"] = figure.get("compared_with")
         devices = DEVICES.get(name)
         if gpu_only and not on_gpu:
             entry["status"], entry["reason"] = "not applicable", NOT_APPLICABLE_CPU

@@ -147,11 +147,12 @@ def source(name):
         return f.read()
 
 
-def load(name, options=()):
+def load(name, options=(), arch=None):
     """Compile ``<name>.cu`` with the active backend's ``SourceModule`` and return the module.
 
-    Memoised per (backend, name, options): compiling is slow (nvcc or g++), loading twice is not needed.
-    ``options`` are extra compiler flags, e.g. ``("-DBLOCK=128",)``.
+    Memoised per (backend, name, options, arch): compiling is slow (nvcc or g++), loading twice is not needed.
+    ``options`` are extra compiler flags, e.g. ``("-DBLOCK=128",)``. ``arch`` (e.g. ``"sm_90a"``) builds for that
+    architecture instead of the device's (PyCUDA's ``SourceModule(arch=...)``; the emulator takes it too).
     """
     if isinstance(options, str):
         raise TypeError(f"options must be a list or tuple of flags, got the string {options!r}; "
@@ -159,12 +160,13 @@ def load(name, options=()):
     options = tuple(options)
     active = _backend.active()
     stem = name[:-3] if isinstance(name, str) and name.endswith(".cu") else name
-    key = (active.name, stem, options)
+    key = (active.name, stem, options, arch)
     module = _loaded.get(key)
     if module is None:
         src = source(stem)
+        extra = {"arch": arch} if arch else {}
         module = active.compiler.SourceModule(
-            src, no_extern_c=True, include_dirs=[DIR], options=list(options))
+            src, no_extern_c=True, include_dirs=[DIR], options=list(options), **extra)
         _loaded[key] = module
     return module
 

@@ -209,7 +209,7 @@ class HalfDense:
     ``LossScaler.unscale_on_device`` turns them into the masters' FP32 ``.grad``.
 
     ``gemm_version`` picks the three GEMMs' kernel (a version of ``ops.fp16.matmul``,
-    ``ops.fp16.GEMM_VERSIONS``; each takes every layout but 6-9, which take the plain one only). None (the
+    ``ops.fp16.GEMM_VERSIONS``; each takes every layout but 6-9 and 11-13, which take the plain one only). None (the
     default): ``ops.fp16.tensor_gemm_version()``, the top tensor-core rung the device runs: 10 (tensor cores
     in PTX, a 64x64 warp tile) from sm_80 on, 4 (WMMA) before; 3 is the tiled CUDA-core one of ``fp16_gemm.cu``.
     ``stream``: the stream its kernels go to (None: the default stream).
@@ -225,7 +225,7 @@ class HalfDense:
         if isinstance(gemm_version, bool) or gemm_version not in fp16.GEMM_VERSIONS:
             raise ValueError(f"gemm_version must be one of {', '.join(map(repr, fp16.GEMM_VERSIONS))} "
                              f"(gpuedu.ops.fp16.GEMM_VERSIONS says what each is), got {gemm_version!r}")
-        if gemm_version in fp16.MMA_GEMMS and gemm_version != fp16.MMA_LAYOUTS_VERSION:
+        if gemm_version in fp16.PLAIN_LAYOUT_VERSIONS:
             raise ValueError(f"gemm_version {gemm_version} multiplies the plain layout only, and a layer's backward "
                              f"pass needs X^T dZ and dZ W^T: use {fp16.MMA_LAYOUTS_VERSION} (tensor cores in PTX, "
                              "every layout), 4 or 5 (WMMA) or 3 (CUDA cores)")

@@ -5,11 +5,13 @@ launch), their ladders and their NumPy references. Introduced in lessons/07_mixe
 Kernels: ``gpuedu/kernels/fp16_convert.cu`` (float <-> half), ``fp16_elementwise.cu`` (half / half2
 axpy, ReLU, bias add), ``fp16_gemm.cu`` (GEMMs with FP16 storage), ``wmma_gemm.cu`` (tensor cores: ``wmma_matmul`` version 1 the plain
 WMMA kernel; versions 2 and 3 the pipelined ones, also ``matmul``'s versions 4 and 5), ``mma_gemm.cu`` (tensor
-cores in inline PTX: ``mma.sync``, ``ldmatrix``, ``cp.async``; ``matmul``'s versions 6-10).
+cores in inline PTX: ``mma.sync``, ``ldmatrix``, ``cp.async``; ``matmul``'s versions 6-10), ``wgmma_gemm.cu``
+(Hopper, sm_90a: TMA, ``wgmma``, mbarriers, warp specialisation; ``matmul``'s versions 11-13).
 
 Versions are numbers, as in every ladder of the course: ``matmul``'s are fp16_gemm.cu's versions 1-3, then
 the tensor cores through WMMA (4, 5: wmma_gemm.cu's ``wmma_gemm_kernel2_*`` and ``wmma_gemm_kernel3_*``), then
-through PTX (6-10: mma_gemm.cu's ``mma_gemm_kernel6`` .. ``mma_gemm_kernel9`` and ``mma_gemm_kernel10_*``).
+through PTX (6-10: mma_gemm.cu's ``mma_gemm_kernel6`` .. ``mma_gemm_kernel9`` and ``mma_gemm_kernel10_*``), then
+Hopper's (11-13: wgmma_gemm.cu's ``wgmma_gemm_kernel11`` .. ``wgmma_gemm_kernel13``).
 References: ``to_half_reference``, ``axpy_reference``, ``matmul_reference``, ... at the end of this module.
 
 Every launcher takes GPUArrays (a NumPy array is copied to the device first) and returns a GPUArray;
@@ -81,6 +83,36 @@ MMA_GEMMS = {
 #: mma_gemm.cu's version that takes every layout (transpose_a, transpose_b); 6-9 take the plain one only.
 MMA_LAYOUTS_VERSION = 10
 
+
+def _wg(macro):
+    return kernels.define("wgmma_gemm", macro)
+
+
+# wgmma_gemm.cu's versions (matmul's 11-13, Hopper, sm_90a): version -> (C tile per block (rows, columns), threads
+# per block). Their stages are as many as the device's shared memory holds (hopper_stages).
+HOPPER_GEMMS = {
+    11: ((_wg("WG_BM"), _wg("WG11_BN")), _wg("WG11_THREADS")),
+    12: ((_wg("WG_BM"), _wg("WG12_BN")), _wg("WG12_THREADS")),
+    13: ((_wg("WG_BM"), _wg("WG12_BN")), _wg("WG12_THREADS")),
+}
+#: The most stages a Hopper version's ring has (wgmma_gemm.cu's default: what an H100 / H200 holds).
+HOPPER_MAX_STAGES = {v: _wg(f"WG{v}_STAGES") for v in HOPPER_GEMMS}
+_WG_BK, _WG_ALIGN = _wg("WG_BK"), _wg("WG_ALIGN")
+_WG13_STAGING = 64 * _wg("WG13_CHUNK_N") * 4
+
+
+def hopper_shared_bytes(version, stages):
+    """wgmma_gemm.cu's WG11/12/13_SHARED_BYTES for ``stages``: the 1024-byte alignment slack, the stages (A's
+    BM x 64 and B's 64 x BN halves), the mbarriers (full, and empty for 12 and 13, 8 bytes each) and version 13's
+    staging tiles of C (64 x 64 floats for each consumer) with each consumer's own mbarrier."""
+    (bm, bn), _ = HOPPER_GEMMS[version]
+    stage = (bm + bn) * _WG_BK * 2
+    if version == 11:
+        return _WG_ALIGN + stages * stage + stages * 8
+    consumers = _wg("WG12_CONSUMERS")
+    extra = consumers * (_WG13_STAGING + 8) if version == 13 else 0
+    return _WG_ALIGN + stages * stage + stages * 16 + extra
+
 #: ``matmul``'s ladder: version -> what it is. 1 and 2 are one thread per element of C (1 sums in FP16, to show
 #: why not), 3 adds shared-memory tiles, 4 and 5 are the tensor cores through WMMA (wmma_gemm.cu's pipelined
 #: versions 2 and 3), 6-10 through PTX (mma_gemm.cu), one idea per rung.
@@ -94,11 +126,18 @@ GEMM_VERSIONS = {1: "FP16 running sums (hgemm_naive_half_accum)", 2: "FP32 sums 
                  9: f"+ a {_mma('MMA_STAGES')}-stage cp.async pipeline (mma_gemm_kernel9)",
                  10: f"{MMA_GEMMS[10][0][0]}x{MMA_GEMMS[10][0][1]} tiles, "
                      f"{MMA_GEMMS[10][0][0] // _mma('MMA10_WARPS_M')}x{MMA_GEMMS[10][0][1] // _mma('MMA10_WARPS_N')} "
-                     "per warp, every layout (mma_gemm_kernel10)"}
+                     "per warp, every layout (mma_gemm_kernel10)",
+                 11: f"Hopper: TMA loads into 128-byte-swizzled tiles, wgmma.mma_async from shared memory, "
+                     f"{HOPPER_GEMMS[11][0][0]}x{HOPPER_GEMMS[11][0][1]} tiles, one warpgroup (wgmma_gemm_kernel11)",
+                 12: f"+ a producer warpgroup and two consumers on full/empty mbarrier rings, "
+                     f"{HOPPER_GEMMS[12][0][0]}x{HOPPER_GEMMS[12][0][1]} tiles (wgmma_gemm_kernel12)",
+                 13: "+ persistent blocks walking grouped tiles, C out through a TMA store (wgmma_gemm_kernel13)"}
 _GEMM_KERNELS = {1: "hgemm_naive_half_accum", 2: "hgemm_naive"}
 _TENSOR = {4: 2, 5: 3}        # matmul version -> wmma_gemm.cu version
 #: ``matmul``'s versions that run on the tensor cores.
-TENSOR_VERSIONS = tuple(_TENSOR) + tuple(MMA_GEMMS)
+TENSOR_VERSIONS = tuple(_TENSOR) + tuple(MMA_GEMMS) + tuple(HOPPER_GEMMS)
+#: ``matmul``'s versions that take the plain layout only (a as M x K, b as K x N).
+PLAIN_LAYOUT_VERSIONS = tuple(v for v in (*MMA_GEMMS, *HOPPER_GEMMS) if v != MMA_LAYOUTS_VERSION)
 
 
 #: What to do with a device array of the wrong dtype: convert it on the device.
@@ -222,7 +261,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     ``mma.sync`` (6), ``ldmatrix`` (7), a swizzled shared layout (8), a ``cp.async`` pipeline (9), a
     64x64 warp tile (10, the top rung, which ``nn.amp`` uses; its speed against cuBLAS waits for a GPU
     measurement). 6-9 take the plain layout only; 10 takes every ``transpose_a`` / ``transpose_b``.
-    Every version takes any M, N, K.
+    Versions 11-13 (wgmma_gemm.cu, Hopper only: compiled for sm_90a, refused on any other GPU) copy tiles with
+    TMA and multiply with ``wgmma``: one warpgroup (11), a producer warpgroup and two consumers (12), persistent
+    blocks with a TMA store of C (13); the plain layout only. Every version takes any M, N, K, but for 11-13
+    a tensor map needs rows a multiple of 16 bytes apart: K and N must be multiples of 8 (a ValueError says
+    so; pad the matrices with zeros, or use version 10).
     """
     if isinstance(version, bool) or version not in GEMM_VERSIONS:
         raise ValueError(f"unknown GEMM version {version!r}; the versions are numbers: "
@@ -231,8 +274,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
     if out_dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
         raise ValueError(f"out_dtype must be float16 or float32, got {out_dtype}")
     if out_dtype == np.float32 and version not in (3, *TENSOR_VERSIONS):
-        raise ValueError("a float32 output is available with versions 3 (tiled) and 4-10 (tensor cores) only")
-    if version in MMA_GEMMS and version != MMA_LAYOUTS_VERSION and (transpose_a or transpose_b):
+        raise ValueError("a float32 output is available with versions 3 (tiled) and 4-13 (tensor cores) only")
+    if version in PLAIN_LAYOUT_VERSIONS and (transpose_a or transpose_b):
         which = ("transpose_a and transpose_b were" if transpose_a and transpose_b
                  else "transpose_a was" if transpose_a else "transpose_b was")
         raise ValueError(f"version {version} multiplies the plain layout only (its kernel stages a as M x K and b "
@@ -249,6 +292,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False, alpha=1.0, out=None, out_
         return _wmma_pipelined(_TENSOR[version], a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream)
     if version in MMA_GEMMS:
         return _mma_gemm(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stream)
+    if version in HOPPER_GEMMS:
+        return _hopper_gemm(version, a, b, alpha, out, m, n, k, stream)
     if version == 3:
         name = "hgemm_tiled_f32out" if out_dtype == np.float32 else "hgemm_tiled"
         (tile_m, tile_n), block = GEMM_TILE, GEMM_THREADS
@@ -388,6 +433,106 @@ def _mma_gemm(version, a, b, transpose_a, transpose_b, alpha, out, m, n, k, stre
     f = _mma_function(version, transpose_a, transpose_b)
     grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
     L.launch(f, grid, (threads, 1, 1), _tensor_args(out, a, b, m, n, k, alpha), stream, shared_size=shared)
+    return out
+
+
+def _require_sm90a(version):
+    """wgmma_gemm.cu is built for sm_90a, the architecture-specific target of compute capability 9.0 (H100, H200,
+    GH200): refuse its versions on any other GPU before nvcc does. The emulator runs sm_90a modules whatever
+    device it reports (it says sm_80)."""
+    active = backend.active()
+    if active.name == "cpu":
+        return
+    cc = _capability.get(active.name)
+    if cc is None:
+        cc = _capability[active.name] = tuple(active.driver.Context.get_device().compute_capability())
+    if cc != (9, 0):
+        raise ValueError(f"version {version} runs Hopper's TMA and wgmma instructions, built for sm_90a, which runs "
+                         f"on a GPU of compute capability 9.0 only (H100, H200, GH200), and this one is "
+                         f"sm_{cc[0]}{cc[1]}: use version {tensor_gemm_version()}")
+
+
+def _device_attribute(name):
+    active = backend.active()
+    drv = active.driver
+    return int(drv.Context.get_device().get_attribute(getattr(drv.device_attribute, name)))
+
+
+def hopper_stages(version):
+    """The stages of version ``version``'s ring on the active device: as many as its shared memory per block
+    holds (MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), up to HOPPER_MAX_STAGES (an H200's 227 KB holds 4 of each; the
+    emulator's 96 KB, 2 of version 11's and 1 of 12's and 13's)."""
+    limit = _device_attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    stages = HOPPER_MAX_STAGES[version]
+    while stages > 1 and hopper_shared_bytes(version, stages) > limit:
+        stages -= 1
+    if hopper_shared_bytes(version, stages) > limit:
+        raise ValueError(f"version {version} needs {hopper_shared_bytes(version, 1)} bytes of shared memory for one "
+                         f"stage, and this device gives a block at most {limit}")
+    return stages
+
+
+def _pitch_problem(name, x):
+    """Why a tensor map cannot describe device array ``x`` (its rows must be a multiple of 16 bytes apart, its
+    address 16-byte aligned), or None."""
+    rows, cols = x.shape
+    if cols * x.dtype.itemsize % 16:
+        return (f"{name} is {rows}x{cols} {x.dtype}: its rows are {cols * x.dtype.itemsize} bytes apart, and a TMA "
+                f"tensor map needs a multiple of 16 bytes ({16 // x.dtype.itemsize} elements)")
+    if int(x.gpudata) % 16:
+        return f"{name} starts at 0x{int(x.gpudata):x}, and a TMA tensor map needs a 16-byte aligned address"
+    return None
+
+
+def _hopper_function(version, stages):
+    """wgmma_gemm.cu's kernel of ``version``, built for sm_90a with its ring of ``stages``, prepared, with its
+    dynamic shared memory limit raised once."""
+    name = f"wgmma_gemm_kernel{version}"
+    options = (f"-DWG{version}_STAGES={stages}",)
+    # T: a tensor map, a 128-byte struct passed by value (the kernel is left unprepared, for launch_by_value)
+    if version == 13:
+        f = L.kernel("wgmma_gemm", "wgmma_gemm_kernel13", "TTTiiifi", options, arch="sm_90a")
+    else:
+        f = L.kernel("wgmma_gemm", f"wgmma_gemm_kernel{version}", "TTPiiifi", options, arch="sm_90a")
+    key = (backend.active().name, name, stages)
+    if key not in _shared_raised:
+        # Above 48 KB a kernel must opt in (cuFuncSetAttribute), or the launch fails.
+        drv = backend.active().driver
+        f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, hopper_shared_bytes(version, stages))
+        _shared_raised.add(key)
+    return f
+
+
+def _hopper_gemm(version, a, b, alpha, out, m, n, k, stream=None):
+    """Launch wgmma_gemm.cu's version 11-13 on checked device arrays: out = alpha * a @ b."""
+    _require_sm90a(version)
+    if _nothing_to_multiply(out, m, n, k, stream):
+        return out
+    problems = [p for p in (_pitch_problem("a", a), _pitch_problem("b", b),
+                            _pitch_problem("out", out) if version == 13 else None) if p]
+    if problems:
+        raise ValueError(f"version {version} copies tiles with TMA, and " + "; ".join(problems) + ". Pad K and N to "
+                         f"multiples of 8 with zeros (the product is unchanged where it is defined), or use version "
+                         f"{MMA_LAYOUTS_VERSION}, which takes any M, N, K")
+    from .. import tma
+    (tile_m, tile_n), threads = HOPPER_GEMMS[version]
+    stages = hopper_stages(version)
+    f = _hopper_function(version, stages)
+    # A's tiles: BM rows x 64 k (128 bytes: the swizzle's span); B's: 64 k x 64 columns, BN / 64 boxes a slice
+    a_map = tma.tensor_map(a, box=(tile_m, _WG_BK), swizzle=128)
+    b_map = tma.tensor_map(b, box=(_WG_BK, _wg("WG_BOX_N")), swizzle=128)
+    tiles = L.ceil_div(m, tile_m) * L.ceil_div(n, tile_n)
+    scalars = (L.i32(m), L.i32(n), L.i32(k), np.float32(alpha), L.i32(out.dtype == np.float16))
+    if version == 13:
+        # C's map: boxes of 64 rows x WG13_CHUNK_N columns, each consumer's staging tile
+        c_map = tma.tensor_map(out, box=(64, _wg("WG13_CHUNK_N")), swizzle=0)
+        grid = (min(tiles, _device_attribute("MULTIPROCESSOR_COUNT")), 1)   # persistent: about one block an SM
+        args = (a_map, b_map, c_map, *scalars)
+    else:
+        grid = (L.ceil_div(n, tile_n), L.ceil_div(m, tile_m))
+        args = (a_map, b_map, out.gpudata, *scalars)
+    # the tensor maps first: a CUtensorMap is 64-byte aligned, and PyCUDA packs the arguments one after another
+    L.launch_by_value(f, grid, (threads, 1, 1), args, stream, shared_size=hopper_shared_bytes(version, stages))
     return out
 
 

@@ -42,7 +42,7 @@ def extrapolate(small, large, size_small, size_large, size, grid):
         counts[key] = int(round(c2 * (size / size_large) ** p))
     grid = tuple(int(g) for g in grid) + (1,) * (3 - len(tuple(grid)))
     record = KernelRecord(large.name, grid, large.block, large.shared_dynamic, counts=counts, source=large._source,
-                          arch=large.arch, backend=large.backend, gpu=large.gpu)
+                          arch=large.arch, backend=large.backend, gpu=large.gpu, target=large._target)
     record.exponents = exponents
     return record
 

@@ -69,6 +69,7 @@ class KernelRecord:
         self._source = source           # (source, options, no_extern_c, include_dirs) for nvcc
         # the module's own architecture-specific target (sm_90a: wgmma and setmaxnreg, which ptxas refuses for
         # sm_90) when it is `arch`'s: what nvcc compiles the source for, for the compiler's figures
+        self._target = target
         specific = re.fullmatch(r"sm_(\d+)a", target or "")
         self._compile_arch = target if specific and f"sm_{specific[1]}" == arch else arch
         self._counts = counts

@@ -97,7 +97,9 @@ def halves(shape, seed):
 
 
 def gemm(version, stream):
-    if version in fp16.MMA_GEMMS and version != fp16.MMA_LAYOUTS_VERSION:   # 6-9: the plain layout only
+    if version in fp16.HOPPER_GEMMS:    # 11-13: the plain layout, K and N multiples of 8 (TMA's row pitch)
+        return fp16.matmul(halves((20, 32), 1), halves((32, 24), 2), version=version, stream=stream)
+    if version in fp16.PLAIN_LAYOUT_VERSIONS:   # 6-9: the plain layout only
         return fp16.matmul(halves((20, 33), 1), halves((33, 18), 2), version=version, stream=stream)
     return fp16.matmul(halves((33, 20), 1), halves((33, 18), 2), transpose_a=True, version=version, stream=stream)
 

@@ -216,10 +216,10 @@ def test_bad_input_is_refused_with_a_message_that_says_what_to_do(call, error, m
 
 
 def test_gemm_versions_are_numbers_and_a_name_is_refused_with_the_ladder():
-    a, b = np.ones((2, 3), np.float16), np.ones((3, 2), np.float16)
-    assert sorted(fp16.GEMM_VERSIONS) == list(range(1, 11))
+    a, b = np.ones((2, 8), np.float16), np.ones((8, 8), np.float16)   # (K, N multiples of 8: 11-13's tensor maps)
+    assert sorted(fp16.GEMM_VERSIONS) == list(range(1, 14))
     for version in fp16.GEMM_VERSIONS:
-        np.testing.assert_array_equal(fp16.matmul(a, b, version=version).get(), np.full((2, 2), 3, np.float16))
+        np.testing.assert_array_equal(fp16.matmul(a, b, version=version).get(), np.full((2, 8), 8, np.float16))
     with pytest.raises(ValueError, match=r"unknown GEMM version 'tiled'; the versions are numbers: 1: FP16 running "
                                          r"sums .*3: shared-memory tiles"):
         fp16.matmul(a, b, version="tiled")
