@@ -23,9 +23,11 @@ runs the workload under ncu (``DIR/ncu.csv``), counts it on the emulator, and wr
 
 The workload is a fixed list of launches: the reduction ladder's passes (versions 1-6 one pass each, version 7
 whole), the ReLU ladder, the SGEMM ladder's first three versions, the transpose ladder, the FP16 GEMMs
-(naive, tiled, the two pipelined WMMA versions and the WMMA GEMM that loads its fragments from global memory), and
-the inline PTX instructions of ``ptx_counts.cu`` (mma.sync, ldmatrix at three layouts, cp.async with and without a
-zero-filling tail, and ``__pipeline_memcpy_async``), on fixed sizes and seeds. ``compare`` runs it under
+(naive, tiled, the two pipelined WMMA versions and the WMMA GEMM that loads its fragments from global memory), the
+inline PTX instructions of ``ptx_counts.cu`` (mma.sync, ldmatrix at three layouts, cp.async with and without a
+zero-filling tail, and ``__pipeline_memcpy_async``), and the FP16 GEMM's rungs in inline PTX the GPU has
+(``TENSOR_RUNGS``: versions 6-10 from sm_80, Hopper's 11-13 with TMA, mbarriers and wgmma on sm_90a), on fixed sizes
+and seeds; the emulator launches the rungs ncu's launches hold. ``compare`` runs it under
 ``gpuedu.profile(gpu=...)`` on the emulator and prints, for every metric both sides have, how many launches agree
 exactly, and each disagreement with both values. Launches match by kernel
 name and order (PyCUDA's own helper kernels, e.g. ``fill``, are left out on both sides).
@@ -126,8 +128,14 @@ def _ldmatrix_expected(halves, layout, warps):
     return np.tile(out, (warps, 1)).ravel()
 
 
-def workload():
-    """The launches, in order, on the active backend."""
+#: matmul's rungs in inline PTX, each launched where the device has its instructions: version -> the sm it needs
+#: (mma.sync, ldmatrix and cp.async from sm_80; TMA, mbarrier and wgmma on sm_90a, compute capability 9.0 alone).
+TENSOR_RUNGS = {6: 80, 7: 80, 8: 80, 9: 80, 10: 80, 11: 90, 12: 90, 13: 90}
+
+
+def workload(sm=None):
+    """The launches, in order, on the active backend; ``sm``: the architecture whose rungs to launch (default: the
+    device's)."""
     from gpuedu import backend, ops
     gpuarray = backend.active().gpuarray
     rng = np.random.default_rng(0)
@@ -149,7 +157,33 @@ def workload():
         ops.fp16.matmul(h, h, version=version)
     ops.fp16.wmma_matmul(h, h)            # WMMA fragments loaded straight from global memory
     ptx_launches(backend.active())        # inline PTX: mma.sync, ldmatrix, cp.async (ptx_counts.cu)
+    sm = _device_sm(backend.active()) if sm is None else sm
+    for version in TENSOR_RUNGS:          # matmul's rungs in inline PTX, where the device has their instructions
+        if sm >= TENSOR_RUNGS[version]:
+            ops.fp16.matmul(h, h, version=version)
     backend.active().driver.Context.synchronize()
+
+
+def _device_sm(active):
+    """The GPU's architecture as a number (90 for sm_90); 0 on the emulator, whose side follows the GPU's launches
+    (``rungs_launched``)."""
+    if active.is_emulator:
+        return 0
+    major, minor = active.driver.Context.get_device().compute_capability()
+    return 10 * major + minor
+
+
+def rungs_launched(measured):
+    """The architecture whose rungs ncu's launches (``read_ncu_csv``) hold: 90 when they hold the Hopper rungs, 80
+    with the mma.sync ones, else 0; the emulator then launches the same."""
+    names = {name for name, _ in measured}
+    return max((sm for version, sm in TENSOR_RUNGS.items() if _rung_kernel(version) & names), default=0)
+
+
+def _rung_kernel(version):
+    """The kernel names matmul's tensor-core ``version`` launches."""
+    return {f"wgmma_gemm_kernel{version}"} if version >= 11 else {f"mma_gemm_kernel{version}",
+                                                                  f"mma_gemm_kernel{version}_nn"}
 
 
 def read_ncu_csv(path):
@@ -172,8 +206,9 @@ def read_ncu_csv(path):
     return [launches[k] for k in sorted(launches)]
 
 
-def emulator_launches(gpu):
-    """[(kernel name, {metric: value})] of the workload counted on the emulator, DRAM through ``gpu``'s L2."""
+def emulator_launches(gpu, sm=0):
+    """[(kernel name, {metric: value})] of the workload counted on the emulator, DRAM through ``gpu``'s L2, with the
+    rungs a GPU of architecture ``sm`` launches."""
     import gpuedu
     gpuedu.setup("cpu", verbose=False)
     try:
@@ -181,7 +216,7 @@ def emulator_launches(gpu):
     except TypeError:        # a profiler without per-GPU DRAM models
         session = gpuedu.profile()
     with session as prof:
-        workload()
+        workload(sm)
     return [(rec.name, dict(rec.metrics)) for rec in prof.kernels]
 
 
@@ -229,7 +264,8 @@ def measure(out_dir, gpu, ncu=None):
     measured = read_ncu_csv(csv_path)
     if not measured:
         raise SystemExit(f"ncu wrote no metric rows to {csv_path}: {done.stderr.strip()[-2000:]}")
-    return report(measured, emulator_launches(gpu), gpu, os.path.join(out_dir, COMPARISON), csv_path, None)
+    return report(measured, emulator_launches(gpu, rungs_launched(measured)), gpu, os.path.join(out_dir, COMPARISON),
+                  csv_path, None)
 
 
 def report(measured, counted, gpu, out, csv_name, counted_name):
@@ -290,7 +326,7 @@ def main(argv=None):
         if not counted:
             raise SystemExit(f"{args.counted} holds no gpuedu profile --csv rows")
     else:
-        counted = emulator_launches(args.gpu)
+        counted = emulator_launches(args.gpu, rungs_launched(measured))
     report(measured, counted, args.gpu, args.out, args.csv, args.counted)
     return 0
 

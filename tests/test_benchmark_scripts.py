@@ -180,3 +180,15 @@ def test_the_committed_cache_check_record_meets_its_target_and_the_readme_quotes
         readme = f.read()
     quoted = re.search(r"\[(\d+\.\d) %\]\(benchmarks/results/cpu-emulator-cache-x86_64\.json\)", readme)
     assert quoted and float(quoted.group(1)) == round(100 * record["median_cost"], 1)
+
+
+def test_the_ncu_workload_launches_on_the_emulator_the_rungs_the_gpu_ran():
+    # ncu's side runs the rungs the GPU has (mma.sync from sm_80; TMA, mbarrier and wgmma on sm_90a): the emulator's
+    # side reads which from ncu's launches, so the two lists of launches match on any GPU
+    ncu = load("ncu_compare")
+    on = lambda *names: [(name, {}) for name in ("reduce_v1", *names)]   # noqa: E731
+    assert ncu.rungs_launched(on()) == 0
+    assert ncu.rungs_launched(on("mma_gemm_kernel6", "mma_gemm_kernel10_nn")) == 80
+    assert ncu.rungs_launched(on("mma_gemm_kernel10_nn", "wgmma_gemm_kernel11", "wgmma_gemm_kernel13")) == 90
+    assert [v for v, sm in ncu.TENSOR_RUNGS.items() if sm <= 80] == [6, 7, 8, 9, 10]
+    assert [v for v, sm in ncu.TENSOR_RUNGS.items() if sm == 90] == [11, 12, 13]
