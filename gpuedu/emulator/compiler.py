@@ -563,11 +563,24 @@ def _rewrite_headers(files, build_dir, profile, sm):
                                             tag=f"h{k}_"))
 
 
-def _translation_unit(no_extern_c):
-    head = '#include "gpuedu_prelude.h"\n'
+def _translation_unit(no_extern_c, sm):
+    head = '#include "gpuedu_prelude.h"\n' + _arch_macros(sm)
     if no_extern_c:
         return head + '#include "kernel.cu"\n'
     return head + 'extern "C" {\n#include "kernel.cu"\n}\n'
+
+
+def _arch_macros(sm):
+    """The macros nvcc defines for the architecture a module is built for, where it is not the prelude's sm_80:
+    ``__CUDA_ARCH__`` (900 for sm_90), and for an architecture-specific target (sm_90a) its feature macro
+    ``__CUDA_ARCH_FEAT_SM90_ALL``, which kernels test before Hopper's wgmma and setmaxnreg."""
+    if int(sm) == _ptx.DEFAULT_SM and not getattr(sm, "specific", False):
+        return ""
+    macros = (f"#undef __CUDA_ARCH__\n#define __CUDA_ARCH__ {int(sm) * 10}\n#undef __CUDA_ARCH_LIST__\n"
+              f"#define __CUDA_ARCH_LIST__ {int(sm) * 10}\n")
+    if getattr(sm, "specific", False):
+        macros += f"#define __CUDA_ARCH_FEAT_SM{int(sm)}_ALL 1\n"
+    return macros
 
 
 def _overloaded_name(log, build_dir):
@@ -640,7 +653,8 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
     folder = trusted_folder(os.path.abspath(cache_dir_)) if cache_dir_ else cache_dir()
     load_worker_library(folder)
     key = hashlib.sha256(json.dumps(
-        [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten, bool(profile)]).encode()
+        [_prelude_version(), _cxx_identity(), flags, bool(no_extern_c), rewritten, bool(profile)]
+        + ([_arch_macros(sm)] if _arch_macros(sm) else [])).encode()
     ).hexdigest()[:40]
     meta_path = os.path.join(folder, f"k{key}.json")
     cached = _cached_library(meta_path)
@@ -656,7 +670,7 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
         base = [cxx] + CXX_FLAGS + ["-I" + NATIVE_DIR, "-I" + build_dir] + flags
         pch_dir = None if profile else _precompiled_prelude(cxx, version, folder)
         with open(tu, "w") as f:
-            f.write(_translation_unit(no_extern_c))
+            f.write(_translation_unit(no_extern_c, sm))
         scan_cmd = [c for c in base if c != "-shared"] + ["-E", "-DGPUEDU_SCAN", "module.cpp"]
         proc = _run(scan_cmd, build_dir)
         if proc.returncode != 0:

@@ -528,3 +528,23 @@ def test_the_architecture_is_read_with_its_specific_suffix():
     assert _ptx.architecture("sm_90a") == 90 and _ptx.architecture("sm_90a").specific
     assert str(_ptx.architecture(options=["-gencode", "arch=compute_90a,code=sm_90a"])) == "sm_90a"
     assert str(_ptx.architecture(options=["-arch=sm_90"])) == "sm_90"
+
+
+ARCH_SRC = r"""
+__global__ void arch_macros(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    out[0] = __CUDA_ARCH__ + 1;
+#else
+    out[0] = __CUDA_ARCH__;
+#endif
+}
+"""
+
+
+@pytest.mark.parametrize("arch,seen", [(None, 800), ("sm_80", 800), ("sm_86", 860), ("sm_90", 900), ("sm_90a", 901)])
+def test_a_module_sees_the_architecture_it_is_built_for_as_nvcc_defines_it(arch, seen):
+    # __CUDA_ARCH__ of the target, and __CUDA_ARCH_FEAT_SM90_ALL for sm_90a alone: the guards kernels put around
+    # Hopper's instructions take the same branch here as under nvcc
+    out = np.zeros(1, np.int32)
+    compiler.SourceModule(ARCH_SRC, arch=arch).get_function("arch_macros")(drv.Out(out), block=(1, 1, 1))
+    assert out[0] == seen
