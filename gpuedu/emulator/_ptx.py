@@ -23,10 +23,18 @@ accesses too. mma.sync needs none: the warp's meeting tells the counters once pe
 Hopper's warpgroup MMA (``wgmma``, for sm_90a alone, as ptxas has it; refused for sm_90 and below with ptxas's
 reason): ``wgmma.mma_async`` m64nNk16 with .f32 accumulators and .f16 or .bf16 inputs, A from shared memory (a
 matrix descriptor) or registers, B from shared memory, runs as a meeting of the warpgroup's 128 threads
-(``gpuedu_wgmma.h``); its immediates (scale-d, imm-scale-a/b, imm-trans-a/b) must be literals or "n" operands the
-rewrite can read, as ptxas reads them. ``wgmma.fence``, ``commit_group``, ``wait_group`` and ``fence.proxy.async``
-are checked here and run nothing: the product is in the accumulators when mma_async returns, so a missing wait
-does not show in the values (``gpuedu_wgmma.h`` says more).
+(``gpuedu_wgmma.h``); its immediates (scale-d, imm-scale-a/b, imm-trans-a/b, and wait_group's and setmaxnreg's
+counts) are literals or "n" operands, read here when their expression is a number, and when the instruction runs
+when it is a constant only nvcc knows (a template parameter), checked there as ptxas checks the instance; scale-d
+may also be a predicate set from a register in the statement, as public kernels write it
+(``{ .reg .pred p; setp.ne.b32 p, %x, 0; wgmma.mma_async ... p, ...; }``). ``wgmma.fence``, ``commit_group``,
+``wait_group`` and ``fence.proxy.async`` are checked here and run nothing: the product is in the accumulators when
+mma_async returns, so a missing wait does not show in the values (``gpuedu_wgmma.h`` says more).
+
+The Tensor Memory Accelerator's copies (``cp.async.bulk.tensor``, sm_90: a load of a tensor map's box into shared
+memory that completes its bytes on an mbarrier, a store of a box back; ``gpuedu_tma.h``) take the map's address and
+the box's coordinates as ``[%map, {%c0, ...}]``; the bulk group's commit and wait and ``prefetch.tensormap`` have
+nothing to run.
 
 Adding an instruction is a row of ``INSTRUCTIONS`` and its case in ``gpuedu_ptx.h`` (and, if it touches memory,
 its hooks in ``_PROFILED``).
@@ -517,7 +525,7 @@ def _immediate(st, text, instruction):
     return f"::__gpuedu::ptx::in<8>({op.expr})", None
 
 
-def _instruction_code(st, text, sm, profile=False, idiom=None):
+def _instruction_code(st, text, sm, profile=False, idiom=None, scale_d_predicate=None):
     """The C++ for one instruction (its text without the ';'); ``profile``: with the counters' hooks; ``idiom``: for
     an mbarrier wait, the form around it (_scoped_wait): "value" (its first operand the selp's destination) or
     "loop" (no destination)."""
@@ -565,7 +573,7 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
     if row.op == "MOV":
         return _mov_code(st, opcode, match, parts)
     if row.op in _WGMMA_OPS:
-        return _wgmma_code(st, opcode, match, parts, row.op)
+        return _wgmma_code(st, opcode, match, parts, row.op, scale_d_predicate)
     if row.op in _TMA_OPS:
         return _tensor_copy_code(st, opcode, match, parts, row.op)
     specs = row.operands(match)
@@ -611,7 +619,8 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
     if op == "MBAR_ARRIVE" and not match["tx"] and len(parts) == 3:
         mods |= _MB_COUNT
     if op == "SETMAXNREG":
-        mods |= _register_count(st, parts[0], opcode)
+        count = _register_count(st, parts[0], opcode)
+        mods |= _SETMAXNREG_RUNTIME if count is None else count
     call = "__gpuedu_ptx_sync" if row.warp else "__gpuedu_ptx_run"
     code = []
     if sources:
@@ -630,8 +639,14 @@ def _instruction_code(st, text, sm, profile=False, idiom=None):
     return "{ " + " ".join(code) + " }"
 
 
+#: setmaxnreg's modifier when its count is a constant the rewrite cannot read: the count is its operand, checked when
+#: it runs (gpuedu_ptx.h's setmaxnreg_warp).
+_SETMAXNREG_RUNTIME = 1 << 10
+
+
 def _register_count(st, text, opcode):
-    """setmaxnreg's register count, an immediate ptxas checks: from 24 to 256, a multiple of 8."""
+    """setmaxnreg's register count, an immediate ptxas checks: from 24 to 256, a multiple of 8 (None: an "n" operand
+    whose expression the rewrite cannot read, checked when it runs)."""
     count = _immediate(st, text, opcode)[1]
     if count is None:
         op = st.ref(text.strip(), opcode)
@@ -639,9 +654,11 @@ def _register_count(st, text, opcode):
             count = int(op.expr.rstrip("uUlL"), 0) if op.constraint in "ni" else None
         except ValueError:
             count = None
+        if count is None and op.constraint in "ni":
+            return None   # a constant the rewrite cannot read (a template parameter): checked when it runs
         if count is None:
-            raise Refused(f"{opcode} takes its register count as an immediate (a literal, or an \"n\" operand "
-                          f"whose expression is a number): %{op.number} is ({op.expr})", st.line)
+            raise Refused(f"{opcode} takes its register count as an immediate (a literal, or an \"n\" operand): "
+                          f"%{op.number} ({op.expr}) is bound with \"{op.constraint}\"", st.line)
     if not 24 <= count <= 256 or count % 8:
         raise Refused(f"{opcode}: the register count {count} must be from 24 to 256 and a multiple of 8", st.line)
     return count
@@ -757,8 +774,27 @@ _LOOP_OUT = re.compile(rf"@(?P<p>{_NAME})\s+bra(?:\.uni)?\s+(?P<done>{_NAME})\s*
 _LOOP_BACK = re.compile(rf"@!(?P<p>{_NAME})\s+bra(?:\.uni)?\s+(?P<top>{_NAME})\s*;")
 
 
+_SCOPED_WGMMA = re.compile(rf"\{{\s*\.reg\s+\.pred\s+(?P<p>{_NAME})\s*;\s*setp\.ne\.(?:b32|s32|u32)\s+(?P<set>{_NAME})\s*,"
+                           rf"\s*(?P<x>%\d+|%\[\w+\])\s*,\s*0\s*;\s*(?P<mma>wgmma\.mma_async\S*)\s+(?P<rest>[^;]*?)\s*;"
+                           rf"\s*\}}\s*", re.S)
+
+
+def _scoped_wgmma(st, m, sm):
+    """The C++ for the scale-d idiom of public wgmma code: { .reg .pred p; setp.ne.b32 p, %x, 0; wgmma.mma_async d,
+    a, b, p, ...; }, scale-d the value of %x != 0 when it runs."""
+    parts = _ptx_operands(m["rest"])
+    if m["set"] != m["p"] or len(parts) < 4 or parts[3].strip() != m["p"]:
+        raise Refused(_SCOPES_REFUSED, st.line)
+    x = st.ref(m["x"], m["mma"])
+    value = st.source(x, "setp.ne.b32", 32)
+    text = f"{m['mma']} " + ", ".join(parts[:3] + ["1"] + parts[4:])   # (checked with scale-d 1, then replaced)
+    return _instruction_code(st, text, sm, scale_d_predicate=value)
+
+
 def _scoped_wait(st, template, sm, profile):
-    """The C++ for a statement that is a { } scope: one of WAIT_IDIOMS, else refused."""
+    """The C++ for a statement that is a { } scope: one of WAIT_IDIOMS or the wgmma scale-d idiom, else refused."""
+    if (w := _SCOPED_WGMMA.fullmatch(template.strip())):
+        return _scoped_wgmma(st, w, sm)
     m = _SCOPED_WAIT.fullmatch(template.strip())
     if m and m["pred"] == m["p"]:
         tail = m["tail"]
@@ -801,8 +837,9 @@ def _wgmma_immediate(st, text, opcode, what, allowed=None, argument=None):
             try:
                 value = int(expr.rstrip("uUlL"), 0)
             except ValueError:
-                raise Refused(f"{opcode}: {what} \"n\"({expr}) is not a number the emulator can read before compiling: "
-                              f"write the number", st.line) from None
+                # a constant nvcc knows and Python does not (a template parameter, a constexpr): its value is read
+                # when the instruction runs, and checked there as ptxas checks it when it compiles the instance
+                return RuntimeValue(expr)
     else:
         raise Refused(f"{opcode}: {what} {text!r} is not an immediate the emulator takes: write a number (or %N bound "
                       f"with \"n\")" + _SCALE_D_HINT.get(what, ""), st.line)
@@ -816,14 +853,29 @@ def _wgmma_immediate(st, text, opcode, what, allowed=None, argument=None):
     return value
 
 
+@dataclass(frozen=True)
+class RuntimeValue:
+    """An immediate whose value is a C++ constant expression the rewrite cannot read (a template parameter): read
+    when the instruction runs (``expr``), and checked there."""
+    expr: str
+
+
+def _runtime_bit(value, plus_minus_one, what, st):
+    """C++ for an immediate's bit in the modifiers: 1 for 1 (for imm-scale: for -1), checked when it runs."""
+    return (f"::__gpuedu::ptx::wgmma_bit((long long)({value.expr}), {'true' if plus_minus_one else 'false'}, "
+            f"\"{what}\", {st.line})")
+
+
 _SCALE_D_HINT = {"scale-d": ". (scale-d is a predicate: 1 accumulates, D = A B + D; 0 overwrites, D = A B. To choose "
-                            "at run time, write two statements under an if in C++, one with 1 and one with 0: a "
-                            "predicate register set inside the statement is not supported by the emulator)"}
+                            "at run time, set a predicate from a register inside the statement, as public kernels "
+                            "do: " + "{ .reg .pred p; setp.ne.b32 p, %N, 0; wgmma.mma_async... d, a, b, p, 1, 1, 0, 1; }"
+                            + ")"}
 
 
-def _wgmma_code(st, opcode, match, parts, op):
+def _wgmma_code(st, opcode, match, parts, op, scale_d_predicate=None):
     """The C++ for a wgmma instruction (or fence.proxy.async): mma_async a call of __gpuedu_ptx_group with its
-    operands (the accumulators read too when scale-d is 1); the others checked, with nothing to run."""
+    operands (the accumulators read too when scale-d may be 1); the others checked, with nothing to run.
+    ``scale_d_predicate``: the operand whose value != 0 is scale-d (the predicate idiom, _scoped_wgmma)."""
     if op in ("WGMMA_FENCE", "WGMMA_COMMIT", "FENCE_PROXY_ASYNC"):
         if parts:
             raise Refused(f"{opcode} takes no operands, got {', '.join(parts)}", st.line)
@@ -831,7 +883,9 @@ def _wgmma_code(st, opcode, match, parts, op):
     if op == "WGMMA_WAIT":
         if len(parts) != 1:
             raise Refused(f"{opcode} takes 1 operand (N, an integer constant), got {len(parts)}", st.line)
-        _wgmma_immediate(st, parts[0], opcode, "N", "non-negative", 0)
+        n = _wgmma_immediate(st, parts[0], opcode, "N", "non-negative", 0)
+        if isinstance(n, RuntimeValue):      # (nothing to wait for: checked when it runs)
+            return "{ " + f"::__gpuedu::ptx::wgmma_wait_count((long long)({n.expr}), {st.line});" + " }"
         return "{ }"
     n, k, types = int(match["n"]), int(match["k"]), (match["d"], match["a"], match["b"])
     if k != 16 or types not in (("f32", "f16", "f16"), ("f32", "bf16", "bf16")):
@@ -845,25 +899,39 @@ def _wgmma_code(st, opcode, match, parts, op):
                       f"imm-scale-b, imm-trans-a, imm-trans-b) or 7 with A in registers (d, {{a0, a1, a2, a3}}, "
                       f"b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b), got {len(parts)} (ptxas: \"Arguments "
                       f"mismatch for instruction 'wgmma.mma_async'\")", st.line)
-    scale_d = _wgmma_immediate(st, parts[3], opcode, "scale-d", (0, 1), 3)
-    negate_a = _wgmma_immediate(st, parts[4], opcode, "imm-scale-a", (-1, 1), 4) == -1
-    negate_b = _wgmma_immediate(st, parts[5], opcode, "imm-scale-b", (-1, 1), 5) == -1
+    if scale_d_predicate is not None:
+        scale_d = RuntimeValue(f"(({scale_d_predicate}) != 0)")
+    else:
+        scale_d = _wgmma_immediate(st, parts[3], opcode, "scale-d", (0, 1), 3)
+    negate_a = _wgmma_immediate(st, parts[4], opcode, "imm-scale-a", (-1, 1), 4)
+    negate_b = _wgmma_immediate(st, parts[5], opcode, "imm-scale-b", (-1, 1), 5)
     trans_a = 0 if a_regs else _wgmma_immediate(st, parts[6], opcode, "imm-trans-a", (0, 1), 6)
     trans_b = _wgmma_immediate(st, parts[-1], opcode, "imm-trans-b", (0, 1), len(parts) - 1)
+    # each modifier's bit: a number's now, a runtime value's when it runs (wgmma_bit checks it as ptxas would)
+    bits = {8: (scale_d, False, "scale-d"), 9: (negate_a, True, "imm-scale-a"), 10: (negate_b, True, "imm-scale-b"),
+            11: (trans_a, False, "imm-trans-a"), 12: (trans_b, False, "imm-trans-b")}
+    fixed, runtime = 0, []
+    for shift, (value, plus_minus_one, what) in bits.items():
+        if isinstance(value, RuntimeValue):
+            runtime.append(f"({_runtime_bit(value, plus_minus_one, what, st)} << {shift})")
+        else:
+            fixed |= (value == -1 if plus_minus_one else value) << shift
+    reads_d = isinstance(scale_d, RuntimeValue) or scale_d == 1
     sources, writes = [], []
     for j, token in enumerate(_vector(st, parts[0], n // 2, opcode)):
         o = st.ref(token, opcode)
         if not o.mode:
             raise Refused(f"{opcode} writes %{o.number}, an input: bind the accumulators as outputs (\"+f\")", st.line)
         st.check_size(o, opcode, 32)
-        if scale_d:   # D = A B + D reads them (an "=f" one is refused there: its value would not be passed in)
+        if reads_d:   # D = A B + D reads them (an "=f" one is refused there: its value would not be passed in)
             sources.append(st.source(o, opcode, 32))
         writes.append(f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[o.constraint]}>({o.expr}, __gpuedu_out[{j}]);")
     a_tokens = _vector(st, parts[1], 4 if a_regs else 1, opcode)
     sources += [st.source(st.ref(t, opcode), opcode, 32 if a_regs else 64) for t in a_tokens]
     sources.append(st.source(st.ref(_vector(st, parts[2], 1, opcode)[0], opcode), opcode, 64))
-    mods = (n // 8 | (match["a"] == "bf16") << 6 | a_regs << 7 | scale_d << 8 | negate_a << 9 | negate_b << 10
-            | trans_a << 11 | trans_b << 12)
+    mods = n // 8 | (match["a"] == "bf16") << 6 | a_regs << 7 | fixed | reads_d << 13
+    if runtime:
+        mods = f"(int)({mods}u | " + " | ".join(runtime) + ")"
     return ("{ " + f"const unsigned long long __gpuedu_in[{len(sources)}] = {{{', '.join(sources)}}}; "
             f"unsigned long long __gpuedu_out[{n // 2}]; "
             f"__gpuedu_ptx_group(::__gpuedu::ptx::WGMMA_MMA, {mods}, __gpuedu_out, __gpuedu_in, {st.line}); "

@@ -53,6 +53,7 @@ PTX_SOURCES = [
     ("test_wgmma", "WGMMA_SRC", ("sm_90a",)),
     ("test_wgmma", "MEETING_SRC", ("sm_90a",)),
     ("test_tma", "TMA_SRC", ("sm_90a",)),
+    ("test_wgmma", "TEMPLATE_SRC", ("sm_90a",)),
 ]
 
 
@@ -104,7 +105,10 @@ def test_kernel_sources_compile_with_nvcc(tmp_path, module, name, no_extern_c, o
 @pytest.mark.parametrize("module,name,archs", PTX_SOURCES, ids=[f"{m}.{n}" for m, n, _ in PTX_SOURCES])
 def test_inline_ptx_sources_compile_with_nvcc_for_their_architectures(tmp_path, module, name, archs):
     path = tmp_path / "kernel.cu"
-    path.write_text('extern "C" {\n' + _source(module, name) + "\n}\n")
+    source = _source(module, name)
+    # (wrapped in extern "C" as SourceModule wraps it, but a source whose kernels say extern "C" themselves: a
+    # template must keep C++ linkage, SourceModule's no_extern_c=True)
+    path.write_text(source if 'extern "C"' in source else 'extern "C" {\n' + source + "\n}\n")
     if len(archs) == 1:
         command = ["nvcc", "-cubin", f"-arch={archs[0]}", "-o", str(tmp_path / "k.cubin"), str(path)]
     else:

@@ -564,7 +564,8 @@ REFUSALS = [
      r"imm-trans-a is 2; ptxas refuses it \(\"Argument 6 .*expected to be 0 or 1\"\)"),
     (f'asm volatile("{MMA}, %4, %5, %6, 1, 1, 0, 0;" : {ACC} : "l"(da), "l"(db), "r"(s));', "sm_90a",
      r"scale-d \(%6, s\) is bound with \"r\", a register, where ptxas takes an immediate \(\"Arguments mismatch for "
-     r"instruction 'wgmma\.mma_async'\"\).*two statements under an if in C\+\+"),
+     r"instruction 'wgmma\.mma_async'\"\).*set a predicate from a register inside the statement, as public kernels "
+     r"do"),
     (f'asm volatile("{MMA}, %4, %5, p, 1, 1, 0, 0;" : {ACC} : "l"(da), "l"(db));', "sm_90a",
      r"scale-d 'p' is not an immediate the emulator takes.*scale-d is a predicate: 1 accumulates"),
     (f'asm volatile("{MMA}, %4, %5, 1, 1, 1, 0;" : {ACC} : "l"(da), "l"(db));', "sm_90a",
@@ -589,3 +590,83 @@ REFUSALS = [
 def test_what_the_emulator_does_not_run_is_refused_with_ptxas_reason(statement, arch, message):
     with pytest.raises(CompileError, match=message):
         _statement(statement, arch)
+
+
+
+# ---- immediates nvcc knows and the rewrite does not: template parameters; the scale-d predicate idiom ------------
+TEMPLATE_SRC = r"""
+__device__ inline unsigned smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// D (64 x 8) = A (64 x 16) B (16 x 8), plus D when `accumulate` is not 0, D starting at `start`: A K-major, B K-major
+// (TRANS_B 0) or N-major (1), no swizzle; the wait's count and setmaxnreg's from template parameters, as public
+// kernels write them, and scale-d a predicate set from a register inside the statement.
+template <int TRANS_B, int WAIT, int REGS>
+__device__ void mma_tile(const unsigned short* a, const unsigned short* b, float* d, int accumulate, float start)
+{
+    __shared__ __align__(128) unsigned short sa[64 * 16];
+    __shared__ __align__(128) unsigned short sb[16 * 8];
+    for (int i = threadIdx.x; i < 64 * 16; i += blockDim.x) {
+        const int m = i / 16, k = i % 16;
+        sa[((m / 8) * 2 + k / 8) * 64 + (m % 8) * 8 + k % 8] = a[i];   // core matrices: 8 rows, 16 bytes each
+    }
+    for (int i = threadIdx.x; i < 16 * 8; i += blockDim.x) {
+        const int k = i / 8, n = i % 8;
+        sb[TRANS_B ? (k / 8) * 64 + (k % 8) * 8 + n : (k / 8) * 64 + n * 8 + k % 8] = b[i];
+    }
+    __syncthreads();
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(REGS));
+    const unsigned long long da = ((smem(sa) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((256ull >> 4) << 32);
+    const unsigned long long db = ((smem(sb) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((128ull >> 4) << 32);
+    float d0 = start, d1 = start, d2 = start, d3 = start;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, %7;\n}\n"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(WAIT) : "memory");
+    const unsigned w = threadIdx.x / 32, l = threadIdx.x % 32;
+    const float v[4] = {d0, d1, d2, d3};
+    for (int j = 0; j < 4; ++j) d[(16 * w + l / 4 + 8 * (j / 2)) * 8 + 2 * (l % 4) + j % 2] = v[j];
+}
+
+extern "C" __global__ void mma_k_major(const unsigned short* a, const unsigned short* b, float* d, int accumulate,
+                                       float start)
+{ mma_tile<0, 0, 240>(a, b, d, accumulate, start); }
+extern "C" __global__ void mma_n_major(const unsigned short* a, const unsigned short* b, float* d, int accumulate, float start)
+{ mma_tile<1, 1, 232>(a, b, d, accumulate, start); }
+"""
+
+
+@pytest.fixture(scope="module")
+def template_module():
+    return compiler.SourceModule(TEMPLATE_SRC, arch="sm_90a", no_extern_c=True)   # (templates: C++ linkage)
+
+
+@pytest.mark.parametrize("kernel", ["mma_k_major", "mma_n_major"])
+@pytest.mark.parametrize("accumulate", [0, 1])
+def test_template_immediates_and_a_predicate_scale_d_run_as_their_instance_says(template_module, kernel, accumulate):
+    rng = np.random.default_rng(4)
+    a = rng.integers(-3, 4, (64, 16)).astype(np.float16)
+    b = rng.integers(-3, 4, (16, 8)).astype(np.float16)
+    d = np.zeros((64, 8), np.float32)
+    template_module.get_function(kernel)(drv.In(a.view(np.uint16)), drv.In(b.view(np.uint16)), drv.Out(d),
+                                         np.int32(accumulate), np.float32(0.5), block=(128, 1, 1))
+    want = a.astype(np.float32) @ b.astype(np.float32) + (0.5 if accumulate else 0.0)
+    np.testing.assert_array_equal(d, want)
+
+
+@pytest.mark.parametrize("body,message", [
+    ("mma_tile<2, 0, 240>", r"ran wgmma\.mma_async \(line \d+\): imm-trans-b is 2; ptxas takes 0 or 1 there"),
+    ("mma_tile<0, 0, 20>", r"ran setmaxnreg \(line \d+\): the register count 20 must be from 24 to 256 and a multiple "
+                           r"of 8"),
+    ("mma_tile<0, -1, 240>", r"ran wgmma\.wait_group \(line \d+\): N is -1; ptxas takes a non-negative integer"),
+])
+def test_a_template_instance_ptxas_would_refuse_stops_the_launch(body, message):
+    # (ptxas refuses such an instance when it compiles it; the emulator reads the value when the instruction runs)
+    src = TEMPLATE_SRC.split('extern "C" __global__ void mma_k_major')[0] + (
+        "extern \"C\" __global__ void bad(const unsigned short* a, const unsigned short* b, float* d)\n{ " + body
+        + "(a, b, d, 0, 0.0f); }\n")
+    f = compiler.SourceModule(src, arch="sm_90a", no_extern_c=True).get_function("bad")
+    with pytest.raises(LaunchError, match=message):
+        f(drv.In(np.zeros(64 * 16, np.uint16)), drv.In(np.zeros(16 * 8, np.uint16)), drv.Out(np.zeros(512, np.float32)),
+          block=(128, 1, 1))

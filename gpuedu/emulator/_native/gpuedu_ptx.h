@@ -55,7 +55,7 @@ enum : int {
 // mma's modifiers, as _ptx.py packs them: shape | A/B type << 2 | C type << 4 | D type << 5.
 enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_TF32 = 2, ACC_F32 = 0, ACC_F16 = 1 };
 // ldmatrix's: matrices (1, 2 or 4) | .trans << 3.  cp.async's: bytes (4, 8, 16) | .cg << 5 | source size given << 6.
-// setmaxnreg's: the register count | .inc << 9.  The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.  The tensor
+// setmaxnreg's: the register count | .inc << 9 | the count is the operand's, known when it runs << 10.  The mbarrier ops': gpuedu_mbarrier.h's MB_ bits.  The tensor
 // copies' (TMA_LOAD, TMA_STORE): the rank.
 
 constexpr u64 DYNAMIC_WINDOW = 0xE0000;   // where the dynamic shared memory starts among shared addresses
@@ -414,7 +414,14 @@ GPUEDU_PROF_QUIET inline void setmaxnreg_warp(LaneOperands* const* lanes, int mo
          "setmaxnreg (line %d) is run by every warp of a warpgroup (4 consecutive warps, 128 threads), and this "
          "block has %u threads: make the block's size a multiple of 128",
          lanes[0]->line, rt().nthreads);
-  record_setmaxnreg((unsigned)(mods & 511));
+  unsigned long long count = mods & 511;
+  if (mods & (1 << 10)) {   // a count known only when it runs (a template parameter): checked as ptxas would
+    count = lanes[0]->in[0];
+    if (count < 24 || count > 256 || count % 8)
+      fail(DEVICE_MISUSE, "ran setmaxnreg (line %d): the register count %llu must be from 24 to 256 and a multiple of 8",
+           lanes[0]->line, count);
+  }
+  record_setmaxnreg((unsigned)count);
 }
 
 // ---- one instruction --------------------------------------------------------------------------------

@@ -35,16 +35,30 @@ namespace __gpuedu {
 namespace ptx {
 enum : int { WGMMA_MMA = 40 };   // (numbered apart from gpuedu_ptx.h's ops)
 // wgmma.mma_async's modifiers, as _ptx.py packs them: N / 8 | .bf16 << 6 | A in registers << 7 | scale-d << 8 |
-// imm-scale-a -1 << 9 | imm-scale-b -1 << 10 | imm-trans-a << 11 | imm-trans-b << 12.
+// imm-scale-a -1 << 9 | imm-scale-b -1 << 10 | imm-trans-a << 11 | imm-trans-b << 12 | D's values passed in << 13
+// (when scale-d is 1, or known only when it runs: a template parameter, or the predicate idiom's register).
 struct WgmmaForm {
   unsigned n;
   int type;                  // IN_F16 or IN_BF16
-  bool a_regs, accumulate, negate_a, negate_b, mn_major_a, mn_major_b;
+  bool a_regs, accumulate, negate_a, negate_b, mn_major_a, mn_major_b, d_given;
 };
 inline WgmmaForm wgmma_form(int mods) {
   return WgmmaForm{8u * (unsigned)(mods & 63), (mods >> 6) & 1 ? IN_BF16 : IN_F16, ((mods >> 7) & 1) != 0,
                    ((mods >> 8) & 1) != 0, ((mods >> 9) & 1) != 0, ((mods >> 10) & 1) != 0, ((mods >> 11) & 1) != 0,
-                   ((mods >> 12) & 1) != 0};
+                   ((mods >> 12) & 1) != 0, ((mods >> 13) & 1) != 0};
+}
+
+// An immediate of wgmma.mma_async known only when it runs (an "n" operand of a template parameter), checked as
+// ptxas checks it when it compiles the instance: its bit of the modifiers (1 for 1, or for -1 when `plus_minus_one`).
+GPUEDU_PROF_QUIET inline int wgmma_bit(long long v, bool plus_minus_one, const char* what, int line) {
+  if (plus_minus_one ? v != 1 && v != -1 : v != 0 && v != 1)
+    fail(DEVICE_MISUSE, "ran wgmma.mma_async (line %d): %s is %lld; ptxas takes %s there", line, what, v,
+         plus_minus_one ? "1 or -1" : "0 or 1");
+  return plus_minus_one ? v == -1 : v == 1;
+}
+// wgmma.wait_group's N known only when it runs: checked (nothing is left to wait for: see above).
+GPUEDU_PROF_QUIET inline void wgmma_wait_count(long long n, int line) {
+  if (n < 0) fail(DEVICE_MISUSE, "ran wgmma.wait_group (line %d): N is %lld; ptxas takes a non-negative integer", line, n);
 }
 
 // The PTX ISA's "Matrix Descriptor Format": bits 0-13 the start address, 16-29 the leading dimension byte offset,
@@ -126,7 +140,7 @@ GPUEDU_PROF_QUIET inline float wgmma_element(const MatrixDescriptor& m, u64 desc
 GPUEDU_PROF_QUIET inline void wgmma_group(LaneOperands* const* t, unsigned group) {
   const WgmmaForm f = wgmma_form(t[0]->mods);
   const int line = t[0]->line;
-  const unsigned a_at = f.accumulate ? f.n / 2 : 0, b_at = a_at + (f.a_regs ? 4 : 1);
+  const unsigned a_at = f.d_given ? f.n / 2 : 0, b_at = a_at + (f.a_regs ? 4 : 1);
   for (unsigned i = 1; i < 128; ++i)
     for (unsigned at : {f.a_regs ? b_at : a_at, b_at})
       if (t[i]->in[at] != t[0]->in[at])
