@@ -285,6 +285,9 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False, l2_bytes=()):
     for k, size in enumerate(l2_bytes):
         read_key, write_key = l2_keys(size)
         counts[read_key], counts[write_key] = int(l2[2 * k]), int(l2[2 * k + 1])
+    from ._module import registers_by_warpgroup
+    for group, registers in enumerate(registers_by_warpgroup(lib, info_address)):
+        counts[f"setmaxnreg_wg{group}"] = registers   # (the largest setmaxnreg a warpgroup of a block asked for)
     hazards = _hazards(twin, ranges, dims) if racecheck else []
     errors = _errors(twin, ranges, dims) if memcheck else []
     return RawRun(counts, hazards, seconds, errors)

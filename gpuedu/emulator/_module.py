@@ -259,6 +259,7 @@ class Module:
         lib.gpuedu_static_shared.restype = ctypes.c_size_t
         lib.gpuedu_registers_requested.argtypes = [ctypes.c_void_p]
         lib.gpuedu_registers_requested.restype = ctypes.c_uint
+        lib.gpuedu_registers_by_warpgroup.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint), ctypes.c_int]
         lib.gpuedu_shared_place.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_ulonglong),
                                              ctypes.POINTER(ctypes.c_char_p)]
         lib.gpuedu_use_stack_pool.argtypes = [ctypes.c_void_p]
@@ -488,6 +489,12 @@ class Function:
         for an occupancy that follows Hopper's warpgroups as they move registers; known once it has run, as
         shared_size_bytes is. (The emulator's own: PyCUDA's Function has none.)"""
         return int(self.module._lib.gpuedu_registers_requested(ctypes.c_void_p(self._info_address)))
+
+    @property
+    def registers_by_warpgroup(self):
+        """The largest register count each warpgroup of a block (128 threads: 0, 1, ...) asked for with setmaxnreg
+        (0: none), up to the last that asked; empty when none did. (The emulator's own, as registers_requested.)"""
+        return registers_by_warpgroup(self.module._lib, self._info_address)
 
     # -- attributes
     _ATTRIBUTES = {
@@ -976,3 +983,13 @@ def _describe_fault(where, address, is_write, module=None):
                 f"{past} bytes past its end); add a bounds guard such as `if (i < n)`")
     return (f"{where} {verb} {-offset} bytes before the start of a {alloc.size}-byte allocation (a negative "
             f"index?); check the index arithmetic")
+
+
+def registers_by_warpgroup(lib, info_address):
+    """What ``Function.registers_by_warpgroup`` says, for kernel ``info_address`` of a module's library ``lib``."""
+    groups = (ctypes.c_uint * 8)()
+    lib.gpuedu_registers_by_warpgroup(ctypes.c_void_p(info_address), groups, 8)
+    counts = list(groups)
+    while counts and not counts[-1]:
+        counts.pop()
+    return tuple(counts)

@@ -77,6 +77,7 @@ class KernelRecord:
         self._metrics = None
         self._reasons = {}
         self.occupancy = None           # the occupancy calculator's result for `arch`, once known
+        self.setmaxnreg = None          # where setmaxnreg ran: each warpgroup's registers, needed and allocated
         self.ptxas_registers = None     # registers as ptxas reports them (launch__registers_per_thread: at least 16)
 
     # -- metrics
@@ -215,7 +216,32 @@ class KernelRecord:
             return out
         self.occupancy = occ
         out["sm__maximum_warps_per_active_cycle_pct"] = occ.percent
+        self._setmaxnreg_reasons(registers)
         return out
+
+    def _setmaxnreg_reasons(self, registers):
+        """Where the kernel's warpgroups move registers with setmaxnreg (counted: the largest count each warpgroup
+        of a block asked for): whether the block's allocation at launch (``registers`` a thread, what occupancy
+        counts) holds them all, as it must, or setmaxnreg.inc waits for ever on a GPU."""
+        groups = [self._counts.get(f"setmaxnreg_wg{g}", 0) for g in range(-(-self.metrics_threads // 128))]
+        if not any(groups):
+            self.setmaxnreg = None
+            return
+        each = [g or registers for g in groups]
+        need, have = 128 * sum(each), registers * self.metrics_threads
+        self.setmaxnreg = {"warpgroups": each, "needed": need, "allocated": have}
+        said = ", ".join(f"{r}" for r in each)
+        if need <= have:
+            why = (f"setmaxnreg (counted) moves registers between the block's warpgroups: {said} a thread, "
+                   f"{need:,} registers, within the {have:,} the block holds from its launch ({registers} a thread "
+                   f"x {self.metrics_threads} threads, what occupancy counts)")
+        else:
+            why = (f"setmaxnreg (counted) asks for {said} registers a thread in the block's warpgroups, {need:,} in "
+                   f"all, more than the {have:,} the block holds from its launch ({registers} a thread x "
+                   f"{self.metrics_threads} threads): on a GPU a setmaxnreg.inc waits until registers are free, for "
+                   f"ever here; lower the .inc counts, or raise the launch's (__launch_bounds__, -maxrregcount)")
+        for name in ("launch__registers_per_thread", "sm__maximum_warps_per_active_cycle_pct"):
+            self._reasons[name] = (self._reasons[name] + "; " + why) if name in self._reasons else why
 
     @property
     def metrics_threads(self):

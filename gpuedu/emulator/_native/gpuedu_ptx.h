@@ -384,11 +384,17 @@ namespace ptx {
 struct RegisterRequest {
   const void* kernel;         // its KernelInfo
   unsigned registers;
+  unsigned group[MAX_THREADS / 128];   // the largest count each warpgroup of a block asked for (0: none)
   RegisterRequest* next;
 };
 GPUEDU_HIDDEN RegisterRequest* register_requests;
 
-GPUEDU_PROF_QUIET inline void record_setmaxnreg(unsigned registers) {
+GPUEDU_PROF_QUIET inline void raise_to(unsigned* at, unsigned value) {
+  unsigned had = __atomic_load_n(at, __ATOMIC_RELAXED);
+  while (had < value && !__atomic_compare_exchange_n(at, &had, value, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+}
+
+GPUEDU_PROF_QUIET inline void record_setmaxnreg(unsigned registers, unsigned group) {
   const void* kernel = rt().kernel;
   RegisterRequest* e = __atomic_load_n(&register_requests, __ATOMIC_ACQUIRE);
   while (e && e->kernel != kernel) e = e->next;
@@ -402,9 +408,8 @@ GPUEDU_PROF_QUIET inline void record_setmaxnreg(unsigned registers) {
     e = fresh;
     // (another worker may have added one for the same kernel meanwhile: registers_requested takes the largest)
   }
-  unsigned had = __atomic_load_n(&e->registers, __ATOMIC_RELAXED);
-  while (had < registers && !__atomic_compare_exchange_n(&e->registers, &had, registers, true, __ATOMIC_RELAXED,
-                                                         __ATOMIC_RELAXED)) {}
+  raise_to(&e->registers, registers);
+  raise_to(&e->group[group], registers);
 }
 
 // setmaxnreg.{inc,dec}.sync.aligned: the warp's lanes have met (warp_meet); a warpgroup is 4 whole warps.
@@ -421,7 +426,7 @@ GPUEDU_PROF_QUIET inline void setmaxnreg_warp(LaneOperands* const* lanes, int mo
       fail(DEVICE_MISUSE, "ran setmaxnreg (line %d): the register count %llu must be from 24 to 256 and a multiple of 8",
            lanes[0]->line, count);
   }
-  record_setmaxnreg((unsigned)count);
+  record_setmaxnreg((unsigned)count, rt().cur / 128);
 }
 
 // ---- one instruction --------------------------------------------------------------------------------
@@ -547,6 +552,19 @@ GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_wait(int mods, unsigned long l
   unsigned long long a = ptx::mbarrier_address(in[0], mods, line, what);
   bool done = ptx::mbarrier_wait(a, in[1], mods, line);
   if (out) out[0] = done;
+}
+
+// The largest register count each warpgroup of kernel `k`'s blocks asked for with setmaxnreg, in out[0 .. n - 1] (0:
+// none), for the profiler's check that the block's registers hold them all.
+extern "C" __attribute__((visibility("default"))) void gpuedu_registers_by_warpgroup(const void* k, unsigned* out,
+                                                                                    int n) {
+  using ::__gpuedu::ptx::RegisterRequest;
+  for (int g = 0; g < n; ++g) out[g] = 0;
+  for (const RegisterRequest* e = __atomic_load_n(&::__gpuedu::ptx::register_requests, __ATOMIC_ACQUIRE); e;
+       e = e->next)
+    if (e->kernel == k)
+      for (int g = 0; g < n && g < (int)(::__gpuedu::MAX_THREADS / 128); ++g)
+        if (e->group[g] > out[g]) out[g] = e->group[g];
 }
 
 // The largest register count a setmaxnreg of kernel `k` asked for (0: none ran yet), for the profiler's occupancy.
