@@ -223,7 +223,8 @@ class KernelRecord:
         """Where the kernel's warpgroups move registers with setmaxnreg (counted: the largest count each warpgroup
         of a block asked for): whether the block's allocation at launch (``registers`` a thread, what occupancy
         counts) holds them all, as it must, or setmaxnreg.inc waits for ever on a GPU."""
-        groups = [self._counts.get(f"setmaxnreg_wg{g}", 0) for g in range(-(-self.metrics_threads // 128))]
+        counts = self._counts or {}     # (none for a launch that failed)
+        groups = [counts.get(f"setmaxnreg_wg{g}", 0) for g in range(-(-self.metrics_threads // 128))]
         if not any(groups):
             self.setmaxnreg = None
             return
