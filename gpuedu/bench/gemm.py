@@ -154,12 +154,7 @@ def measure_fp16_gemm(run):
             if c is None:
                 c = device[out_dtype] = run.backend.gpuarray.empty((m, n), out_dtype)
             call(fp16, a, b, c)
-            got = c.get().astype(np.float64)
-            # FP32 accumulation, then (for FP16 outputs) one rounding to half: ~2^-11 of |C|.
-            err = float(np.max(np.abs(got - expected)))
-            allowed = 1e-5 * k + 2e-3 * float(np.max(np.abs(expected)))
-            if not err <= allowed:
-                raise RuntimeError(f"{name} is wrong: max |error| {err:.3g} > {allowed:.3g}; fix it before timing it")
+            _check_fp16_product(c.get().astype(np.float64), expected, k, f"{name} is wrong")
             seconds = run.time(lambda: call(fp16, a, b, c))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
 
@@ -176,6 +171,15 @@ def measure_fp16_gemm(run):
             c32 = np.empty((m, n), np.float32)
             seconds = run.time(lambda: np.matmul(a32, b32, out=c32))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
+
+
+def _check_fp16_product(got, expected, k, wrong):
+    """A GEMM's product against float64: FP32 accumulation, then (for FP16 outputs) one rounding to half, ~2^-11 of
+    |C|; a product off by more is not timed (``wrong`` says which and where)."""
+    err = float(np.max(np.abs(got - expected)))
+    allowed = 1e-5 * k + 2e-3 * float(np.max(np.abs(expected)))
+    if not err <= allowed:
+        raise RuntimeError(f"{wrong}: max |error| {err:.3g} > {allowed:.3g}; fix it before timing it")
 
 
 def _measure_hopper_large(run, size):
@@ -202,11 +206,7 @@ def _measure_hopper_large(run, size):
                 device["c"] = gpuarray.empty((m, n), np.float16)
             a, b, c = device["a"], device["b"], device["c"]
             call(fp16, a, b, c)
-            got = c.get()[rows].astype(np.float64)
-            err = float(np.max(np.abs(got - expected)))
-            allowed = 1e-5 * k + 2e-3 * float(np.max(np.abs(expected)))
-            if not err <= allowed:
-                raise RuntimeError(f"{name} is wrong at {size}^3: max |error| {err:.3g} > {allowed:.3g}")
+            _check_fp16_product(c.get()[rows].astype(np.float64), expected, k, f"{name} is wrong at {size}^3")
             seconds = run.time(lambda: call(fp16, a, b, c))
             fig.record(stats.rates(seconds, flops / 1e9), seconds)
     device.clear()   # the device's memory back before cuBLAS allocates its own operands

@@ -10,28 +10,17 @@ import pytest
 import gpuedu
 from gpuedu.ops import fp16
 from gpuedu.profiler import metrics
+from gemm_helpers import assert_close_to_exact
 
 backend = gpuedu.setup(verbose=False)
 
 HOPPER_VERSIONS = sorted(fp16.HOPPER_GEMMS)      # 11, 12, 13
-# FP32 sums in some order (matmul_tolerance's bound); a GPU's tensor cores may truncate when they align the
-# addends of a sum, hence 4 times it there, as for the other tensor-core rungs.
-SLACK = 1 if backend.is_emulator else 4
 SHAPES = [(64, 64, 64), (130, 200, 72), (256, 128, 192), (8, 8, 8)]
 
 
 def operands(m, n, k, seed):
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((k, n)).astype(np.float16))
-
-
-def assert_close_to_exact(got, a, b, alpha, out_dtype):
-    exact = fp16.matmul_reference(a, b, alpha=alpha, out_dtype=np.float64)
-    bound = SLACK * fp16.matmul_tolerance(a, b, alpha=alpha, out_dtype=out_dtype)
-    assert got.dtype == np.dtype(out_dtype) and got.shape == exact.shape
-    excess = np.abs(got.astype(np.float64) - exact) - bound
-    worst = np.unravel_index(excess.argmax(), excess.shape)
-    assert np.all(excess <= 0), f"worst excess over the bound {excess.max():.3g} at {worst}"
 
 
 def test_the_ladder_lists_the_hopper_rungs_as_tensor_core_versions():

@@ -11,6 +11,7 @@ import pytest
 
 import gpuedu
 from gpuedu.ops import fp16
+from gemm_helpers import SLACK, assert_close_to_exact
 
 backend = gpuedu.setup(verbose=False)
 ga = backend.gpuarray
@@ -28,21 +29,6 @@ def stored(m, n, k, transpose_a, transpose_b, seed):
     """Operands as stored (a^T is stored K x M, b^T N x K) and the logical op(a), op(b)."""
     a, b = operands(m, n, k, seed)
     return (np.ascontiguousarray(a.T) if transpose_a else a, np.ascontiguousarray(b.T) if transpose_b else b, a, b)
-
-
-# FP32 sums in some order: matmul_tolerance's bound. The emulator adds each product in FP32, rounding to nearest,
-# so the bound holds as it is (the rungs stay under half of it here); a GPU's tensor cores may truncate when they
-# align the addends of a sum, hence 4 times it there, as for the WMMA GEMMs.
-SLACK = 1 if backend.is_emulator else 4
-
-
-def assert_close_to_exact(got, a, b, alpha, out_dtype):
-    exact = fp16.matmul_reference(a, b, alpha=alpha, out_dtype=np.float64)
-    bound = SLACK * fp16.matmul_tolerance(a, b, alpha=alpha, out_dtype=out_dtype)
-    assert got.dtype == np.dtype(out_dtype) and got.shape == exact.shape
-    excess = np.abs(got.astype(np.float64) - exact) - bound
-    worst = np.unravel_index(excess.argmax(), excess.shape)
-    assert np.all(excess <= 0), f"worst excess over the bound {excess.max():.3g} at {worst}"
 
 
 def test_the_ladder_lists_the_ptx_rungs_as_tensor_core_versions():
