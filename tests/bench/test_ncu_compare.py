@@ -110,7 +110,7 @@ def test_measure_runs_the_workload_under_ncu_and_writes_the_comparison(nc, tmp_p
                ("reduce_kernel2", {"smsp__sass_branch_targets_threads_divergent.sum": 0,
                                    "launch__registers_per_thread": 16})]
     asked = []
-    monkeypatch.setattr(nc, "emulator_launches", lambda gpu: asked.append(gpu) or counted)
+    monkeypatch.setattr(nc, "emulator_launches", lambda gpu, sm=0: asked.append(gpu) or counted)
     record = nc.measure(str(tmp_path / "out"), "H200", ncu=ncu)
     assert asked == ["H200"]
     assert (record["equal"], record["pairs"]) == (4, 4) and record["differences"] == []
