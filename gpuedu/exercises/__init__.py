@@ -73,7 +73,9 @@ imported on first use)::
         requirements=(),                 # Requirement(metric, hint, at_most=/at_least=): a counter of
                                          # gpuedu.profile() kept within a bound (judged on the emulator)
         workspaces=(),                   # parameters the kernel may write freely (scratch memory, given
-    ))                                   # as a case input): never compared, but checked for overruns
+                                         # as a case input): never compared, but checked for overruns
+        arch=None,                       # "sm_90a": built for Hopper's wgmma, TMA and mbarrier waits
+    ))
 
 A requirement states how the kernel must get its values, in Nsight Compute's words::
 

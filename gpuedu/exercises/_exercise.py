@@ -130,6 +130,7 @@ class Exercise:
     requirements: tuple = ()
     diagnose_small_outputs: bool = False
     workspaces: tuple = ()
+    arch: Optional[str] = None
     spec_text: str = field(default="", repr=False)
 
     def __post_init__(self):

@@ -23,7 +23,7 @@ def check_kernel(ex, source, seed):
         result.notes.append("note: your source still contains the FILL ME IN marker.")
 
     try:
-        function = _runner.compile_kernel(source, ex.kernel, ex.options, ex.no_extern_c)
+        function = _runner.compile_kernel(source, ex.kernel, ex.options, ex.no_extern_c, arch=ex.arch)
     except _runner.CompileFailed as exc:
         result.failure = Failure("compile_error", "your source does not compile.\n" +
                                  _compile_report(source, exc), "fix the first error first: later "
@@ -112,7 +112,8 @@ def _emulator_build(ex, source):
     ``(None, None, why)`` when the emulator cannot build it here."""
     try:
         side = _runner.emulator_side()
-        return side, _runner.compile_kernel(source, ex.kernel, ex.options, ex.no_extern_c, side=side), None
+        return side, _runner.compile_kernel(source, ex.kernel, ex.options, ex.no_extern_c, side=side,
+                                           arch=ex.arch), None
     except _runner.EmulatorUnavailable as exc:
         return None, None, str(exc)
     except _runner.CompileFailed as exc:   # nvcc took it, the emulator's C++ compiler does not
@@ -229,6 +230,17 @@ def _launch_error_hint(message):
     if "longer than" in text:
         return ("the kernel never finished: a loop whose condition never becomes false (check the "
                 "increment, e.g. `i += step` rather than `i + step`).")
+    if "more threads arrive than the barrier counts" in text:
+        return ("an mbarrier phase got more arrivals than mbarrier.init asked for: a thread arrived again before the "
+                "phase completed. In a ring, that is the producer refilling a stage (its expect_tx on the stage's "
+                "full barrier) before the consumers have freed it: its wait on the empty barrier passed too early "
+                "(a wrong parity, or no wait), or the consumers arrived on empty without first waiting for the "
+                "stage's full phase.")
+    if "of the mbarrier at" in text:
+        return ("threads wait on an mbarrier phase that never completes: each side of a ring counts its passes "
+                "over the stages (pass i / STAGES at iteration i) and waits on that pass's parity, (i / STAGES) & 1 for "
+                "the readers of a full stage, one pass less for the writer that refills it (from its second pass on); "
+                "every phase needs all the arrivals (and the transaction bytes) mbarrier.init and expect_tx asked for.")
     if "every lane named in the mask" in text or "deadlock: warp" in text:
         return ("lanes of a warp missed a warp-wide call (__shfl_sync, wmma's load_matrix_sync, mma_sync, "
                 "store_matrix_sync, ...): every lane the call names must reach it, so do not put it inside a "

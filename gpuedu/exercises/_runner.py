@@ -97,9 +97,9 @@ def refused_includes(source):
     return found
 
 
-def compile_kernel(source, kernel, options=(), no_extern_c=False, side=None):
+def compile_kernel(source, kernel, options=(), no_extern_c=False, side=None, arch=None):
     """Compile ``source`` and return the ``__global__`` function named ``kernel`` (on ``side``, by default
-    the active backend's).
+    the active backend's), for ``arch`` ("sm_90a" for Hopper's wgmma, TMA and their mbarriers) or the device's.
 
     With ``no_extern_c`` the source declares its kernels ``extern "C"`` itself (needed when it
     includes C++ headers such as cuda_fp16.h), as with SourceModule.
@@ -112,7 +112,8 @@ def compile_kernel(source, kernel, options=(), no_extern_c=False, side=None):
     drv = side.driver
     _ensure_context(drv)
     try:
-        module = side.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c, options=list(options))
+        extra = {"arch": arch} if arch else {}
+        module = side.compiler.SourceModule(_PREFIX + source, no_extern_c=no_extern_c, options=list(options), **extra)
     except drv.CompileError as exc:
         log = getattr(exc, "stderr", None) or str(exc)
         raise CompileFailed(log, error_lines(log)) from None
