@@ -152,7 +152,8 @@ struct Runtime {
                                      // a barrier's release rewrites them all)
   unsigned pos;               // position in order[] of the running fiber
   unsigned cur;               // linear id of the running fiber
-  unsigned n_ready, n_block, n_warp, n_done;
+  unsigned n_ready, n_warp, n_block, n_done;   // (n_ready and n_block apart: the compiler would update the pair in
+                                               // one vector store, which the loads after it wait for)
   int barrier_count, barrier_result;
   int barrier_line;           // source line of the __syncthreads the waiting threads reached (0: none yet)
   unsigned barrier_first;     // the first thread that reached it
@@ -671,7 +672,13 @@ GPUEDU_PROF_QUIET void forget_mbarriers();
 // Called by the running fiber once it can no longer run (barrier, warp
 // intrinsic, finished): run the next ready fiber in schedule order; release a
 // block barrier that every thread has reached; detect deadlock.
-GPUEDU_PROF_QUIET inline void run_next() {
+// Called by the running fiber once it can no longer run (barrier, warp
+// intrinsic, finished): run the next ready fiber in schedule order; release a
+// block barrier that every thread has reached; detect deadlock. (The switch to the next ready fiber is the hot
+// path, small and inlined into __syncthreads and the warp intrinsics; the rest, once a barrier's round, is
+// run_when_none_ready's, out of line.)
+GPUEDU_PROF_QUIET void run_when_none_ready(Fiber* me);
+GPUEDU_PROF_QUIET_PART inline void run_next() {
   Runtime& r = R;  // (this worker's: its address found once)
   Fiber* me = &r.fibers[r.cur];
   unsigned n = r.nthreads;
@@ -682,7 +689,15 @@ GPUEDU_PROF_QUIET inline void run_next() {
       if (r.state[r.order[p]] == READY) { resume(p, me); return; }
     }
   }
-  if (r.n_done == n) { switch_to_main(me); return; }
+  run_when_none_ready(me);
+}
+
+// No fiber is ready: every thread is done; or all wait at __syncthreads, which is released; or, where mbarriers are
+// used, the main context (run_block_fibers) makes pollers ready or lands TMA copies before it calls a deadlock;
+// else a deadlock.
+GPUEDU_PROF_QUIET __attribute__((noinline)) inline void run_when_none_ready(Fiber* me) {
+  Runtime& r = R;
+  unsigned n = r.nthreads;
   if (r.n_block && !r.n_warp && r.n_block + r.n_done == n) {
     if (r.n_done) {
       __gpuedu_threadIdx = me->tid;
@@ -702,8 +717,8 @@ GPUEDU_PROF_QUIET inline void run_next() {
     resume(0, me);
     return;
   }
-  if (r.mbar_used && wake_mbarrier_pollers()) {
-    run_next();
+  if (r.n_done == n || r.mbar_used) {
+    switch_to_main(me);   // every thread done, or an mbarrier's block stuck: run_block_fibers goes on
     return;
   }
   report_deadlock();
@@ -1041,7 +1056,15 @@ inline void run_block_fibers() {
   r.barrier_count = 0;
   r.barrier_line = 0;
   r.cur = r.order[0];
-  resume(0, nullptr);  // returns once every thread of the block is done
+  resume(0, nullptr);  // returns once every thread of the block is done (or, using mbarriers, none can run)
+  while (r.n_done != n) {
+    // No thread can run, and some wait on mbarriers: pollers made ready, or TMA copies landed, let some run on
+    // (gpuedu_mbarrier.h); else none ever will.
+    if (!wake_mbarrier_pollers()) report_deadlock();
+    unsigned p = 0;
+    while (r.state[r.order[p]] != READY) ++p;
+    resume(p, nullptr);
+  }
 }
 
 // Always inlined into run_grid: the kernel's local arrays then share one frame with the arguments it
