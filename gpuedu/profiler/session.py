@@ -88,6 +88,13 @@ class KernelRecord:
         return self._reasons
 
     @property
+    def counts(self):
+        """The emulator's own counts of this launch (a copy; ``gpuedu.emulator.hooks.COUNTERS`` names them), the
+        ones no Nsight Compute metric holds among them (``tma_load_bytes``, ``mbarrier_waits``, ``wgmma_flops``, ...);
+        None where the launch was not counted (a GPU's, or a failed one)."""
+        return None if self._counts is None else dict(self._counts)
+
+    @property
     def metrics(self):
         if self._metrics is None:
             self._metrics = self._collect()
