@@ -51,10 +51,10 @@ def _address(array):
                     f"to the device first (gpuarray.to_gpu(a))")
 
 
-def _emulated(array):
-    """Whether ``array`` lives in the emulator's memory: an array of the emulator's, or any on the emulator's backend
-    (a GPU's driver makes the maps of its own arrays)."""
-    return type(array).__module__.startswith("gpuedu.emulator") or backend.active().is_emulator
+def _emulated(address):
+    """Whether the tensor at ``address`` lives in the emulator's memory (whose maps the emulator makes), or the
+    emulator is the backend; else it is a GPU's, whose driver makes the map."""
+    return hooks.holds_address(address) or backend.active().name == "cpu"
 
 
 def tensor_map(array, box, swizzle=0):
@@ -89,7 +89,7 @@ def tensor_map(array, box, swizzle=0):
         raw = hooks.encode_tensor_map(*args)
     except hooks.TensorMapError as exc:
         raise ValueError(f"cannot map {shape} {dtype} in boxes of {box} with swizzle {swizzle}: {exc}") from None
-    if not _emulated(array):
+    if not _emulated(address):
         raw = _driver_encode(*args)
     return np.void(raw)
 

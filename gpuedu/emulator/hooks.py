@@ -18,7 +18,8 @@ fails if anything outside ``gpuedu/emulator/`` imports one of its underscore mod
   exercise checks judge a kernel's method (counters, racecheck) there after its values on the GPU.
 - **Tensor maps.** ``encode_tensor_map(...)``, the emulator's ``cuTensorMapEncodeTiled`` (the driver's arguments,
   the map's 128 bytes as ``_native/gpuedu_tma.h`` reads them), and ``TensorMapError``, what it refuses:
-  ``gpuedu.tma`` checks every map with it, and uses its bytes when the tensor lives in the emulator's memory.
+  ``gpuedu.tma`` checks every map with it, and uses its bytes when the tensor lives in the emulator's memory
+  (``holds_address(address)``: whether an address is the emulator's device memory).
 """
 from . import compiler, driver
 from ._activity import emit as emit_activity
@@ -26,9 +27,10 @@ from ._activity import set_recorder as record_activity
 from ._cache import CacheDamageWarning, cache_dir, cache_path, cache_problem
 from ._instrument import COUNTERS, L2_KEY_PREFIXES, MAX_L2_CAPACITIES, LaunchRecord, ProfilingUnavailable, l2_keys
 from ._instrument import Counting as counting
+from ._memory import holds as holds_address
 from ._tensormap import TensorMapError
 from ._tensormap import encode_tiled as encode_tensor_map
 
 __all__ = ["COUNTERS", "L2_KEY_PREFIXES", "MAX_L2_CAPACITIES", "l2_keys", "LaunchRecord", "ProfilingUnavailable", "counting",
            "record_activity", "emit_activity", "cache_dir", "cache_path", "cache_problem", "CacheDamageWarning",
-           "compiler", "driver", "encode_tensor_map", "TensorMapError"]
+           "compiler", "driver", "encode_tensor_map", "TensorMapError", "holds_address"]
