@@ -41,7 +41,7 @@ class DeviceAllocation:
     def __del__(self):
         if getattr(self, "_alloc", None) is not None:
             try:
-                _memory.release(self._alloc, f"when its last reference was dropped, at {_caller()}")
+                _memory.release_dropped(self._alloc, f"when its last reference was dropped, at {_caller()}")
             except Exception:  # interpreter shutdown
                 pass
             self._alloc = None

@@ -48,7 +48,11 @@ PATTERN_BYTE = 0xA5
 FRONT = 16
 _PATTERNS = [bytes([PATTERN_BYTE]) * n for n in range(max(FRONT, ALIGN) + 1)]   # by length
 
-_lock = threading.Lock()
+# Reentrant: the garbage collector may run a DeviceAllocation's finaliser on this thread while it holds the lock
+# (a tuple made inside it can start a collection); such a release is put off until the lock is let go
+# (release_dropped), and must not wait for the lock it is inside.
+_lock = threading.RLock()
+_dropped = []         # (allocation, where) released by a finaliser inside the lock: released after it
 _starts = []          # sorted user-visible start addresses of live allocations
 _by_start = {}        # start address -> Allocation
 
@@ -170,7 +174,7 @@ class Allocation:
 def after_fork_in_child():
     """In a child made by fork(): a lock another thread of the parent held stays held for good; make it afresh."""
     global _lock
-    _lock = threading.Lock()
+    _lock = threading.RLock()
 
 
 def _round_up(n, m):
@@ -192,6 +196,8 @@ def check_size(nbytes, what="cannot allocate"):
 
 def allocate(nbytes):
     """Map ``nbytes`` of zero-filled memory between two guard pages; return an Allocation."""
+    if _dropped:
+        _release_dropped()
     nbytes = int(nbytes)
     if nbytes < 0:
         raise LogicError(f"cannot allocate a negative number of bytes ({nbytes})")
@@ -373,9 +379,34 @@ _freed = collections.OrderedDict()   # start address -> (bytes, where it was fre
 _FREED_KEPT = 4096
 
 
+def release_dropped(alloc, where):
+    """Release an allocation whose last reference was dropped (a finaliser's call): at once, or, where the collector
+    ran the finaliser inside this module's lock on this thread, once the lock is let go (``release`` then releases
+    it), so that the lock's holder is not interrupted halfway through its own change."""
+    if _lock._is_owned():
+        _dropped.append((alloc, where))
+        return
+    release(alloc, where)
+
+
+def _release_dropped():
+    while _dropped and not _lock._is_owned():
+        alloc, where = _dropped.pop()
+        if _by_start.get(alloc.address) is alloc:
+            release(alloc, where)
+
+
 def release(alloc, where=None):
     """Release an allocation (its mapping may be kept, inaccessible, for reuse).  Releasing twice is a
     LogicError, as in CUDA. ``where``: how and where it was freed, in words, for a later error to name."""
+    try:
+        _release(alloc, where)
+    finally:
+        if _dropped:
+            _release_dropped()
+
+
+def _release(alloc, where):
     with _lock:
         if _by_start.get(alloc.address) is not alloc:
             raise LogicError(f"cuMemFree failed: 0x{alloc.address:x} was already freed")

@@ -173,3 +173,19 @@ def test_the_region_is_reserved_a_chunk_at_a_time_as_buffers_need_it(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "reserved chunks: 2" in done.stdout, done.stdout
     assert "wrote past the end of a 256-byte allocation" in done.stdout and "value: 1.0" in done.stdout, done.stdout
+
+
+def test_a_finaliser_the_collector_runs_inside_the_memory_lock_releases_after_it():
+    # The collector may run a dropped allocation's finaliser on a thread that holds the memory lock (a tuple made
+    # inside it starts a collection): the release waits for the lock to be let go, and the thread does not wait
+    # for the lock it holds (a launch's arguments once hung there, for ever)
+    from gpuedu.emulator import _memory
+    from gpuedu.emulator.driver import DeviceAllocation
+    dropped = DeviceAllocation(64)
+    alloc = dropped._alloc
+    with _memory._lock:
+        dropped.__del__()                       # as the collector would run it here
+        assert _memory._by_start.get(alloc.address) is alloc   # not yet: the holder is halfway through a change
+    other = DeviceAllocation(64)                # the next allocation (or release) releases it
+    assert _memory._by_start.get(alloc.address) is not alloc and not _memory._dropped
+    other.free()
