@@ -111,7 +111,7 @@ class Counting:
 
     def _observe(self, function, dims, argbuf):
         import time
-        shape = struct.unpack("8I", dims)
+        shape = struct.unpack_from("8I", dims)
         args = getattr(function.module, "_build_args", None)
         common = dict(grid=shape[0:3], block=shape[3:6], shared_dynamic=shape[6],
                       target=getattr(function.module, "_arch", None))
@@ -295,7 +295,7 @@ def run(function, dims, argbuf, racecheck=False, memcheck=False, l2_bytes=()):
 
 def _thread_of(number, dims):
     """(block, thread) coordinates of a launch-wide thread number."""
-    shape = struct.unpack("8I", dims)
+    shape = struct.unpack_from("8I", dims)
     grid, block = shape[0:3], shape[3:6]
     b, t = divmod(number, block[0] * block[1] * block[2])
     return ((b % grid[0], b // grid[0] % grid[1], b // (grid[0] * grid[1])),
@@ -344,7 +344,7 @@ def _hazards(twin, ranges, dims):
         return []
     n_sites, sites = _read(lib.gpuedu_prof_sites, ctypes.c_uint64)
     n_shared, shared = _read(lib.gpuedu_prof_shared_ranges, ctypes.c_uint64, per_entry=2)
-    shape = struct.unpack("8I", dims)
+    shape = struct.unpack_from("8I", dims)
     grid, block = shape[0:3], shape[3:6]
     nthreads = block[0] * block[1] * block[2]
 

@@ -32,11 +32,16 @@ _KIND_NAMES = {KIND_POINTER: "pointer", KIND_INTEGER: "integer", KIND_FLOAT: "fl
                KIND_STRUCT: "struct"}
 
 
+#: The most blocks a cluster holds (cudaOccupancyMaxPotentialClusterSize's portable limit; 16 needs the
+#: non-portable attribute, which the emulator does not take).
+MAX_CLUSTER_BLOCKS = 8
+
+
 class _KernelInfo(ctypes.Structure):
     _fields_ = [("run", ctypes.c_void_p), ("address", ctypes.c_void_p), ("name", ctypes.c_char_p),
                 ("needs_fibers", ctypes.c_int), ("nparams", ctypes.c_int), ("sizes", ctypes.POINTER(ctypes.c_int)),
                 ("aligns", ctypes.POINTER(ctypes.c_int)), ("kinds", ctypes.POINTER(ctypes.c_int)),
-                ("pointees", ctypes.POINTER(ctypes.c_int))]
+                ("pointees", ctypes.POINTER(ctypes.c_int)), ("cluster", ctypes.c_uint * 3)]
 
 
 class _ErrorInfo(ctypes.Structure):
@@ -455,6 +460,8 @@ class Function:
         codes = [info.pointees[i] for i in range(info.nparams)]
         self._pointees = [code & 0xFFFF for code in codes]
         self.needs_fibers = bool(info.needs_fibers)
+        #: the kernel's __cluster_dims__(x, y, z) (blocks), or None: its grid runs as clusters of these blocks
+        self.cluster_dims = tuple(int(d) for d in info.cluster) if any(info.cluster) else None
         offsets, off = [], 0
         for size, align in zip(self._sizes, self._aligns):
             off = (off + align - 1) // align * align
@@ -673,7 +680,27 @@ class Function:
                 f"{_device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN})")
         # Static + dynamic shared memory per block: 48 KiB, or what set_attribute allowed.
         limit = max(_device.MAX_SHARED_MEMORY_PER_BLOCK, self._max_dynamic_shared)
-        return struct.pack("8I", *grid, *block, shared, limit)
+        cluster = self.cluster_dims or (0, 0, 0)
+        if self.cluster_dims:
+            self._check_cluster(grid)
+        return struct.pack("11I", *grid, *block, shared, limit, *cluster)
+
+    def _check_cluster(self, grid):
+        """A kernel declared with __cluster_dims__ runs its grid as clusters of that shape: each of the grid's
+        dimensions must be a multiple of the cluster's, and a cluster holds at most 8 blocks (the portable limit),
+        as cuLaunchKernel checks."""
+        dims = self.cluster_dims
+        size = dims[0] * dims[1] * dims[2]
+        if size > MAX_CLUSTER_BLOCKS:
+            raise LogicError(f"cuLaunchKernel failed: cluster misconfiguration: kernel '{self.name}' declares "
+                             f"__cluster_dims__{dims}, {size} blocks a cluster; at most {MAX_CLUSTER_BLOCKS} (the "
+                             f"portable cluster size)")
+        for axis, g, d in zip("xyz", grid, dims):
+            if g % d:
+                raise LogicError(f"cuLaunchKernel failed: cluster misconfiguration: kernel '{self.name}' declares "
+                                 f"__cluster_dims__{dims}, and the grid's {axis} ({g}) is not a multiple of the "
+                                 f"cluster's ({d}): make the grid {tuple(-(-a // b) * b for a, b in zip(grid, dims))} "
+                                 f"and guard the extra blocks")
 
     def _run(self, dims, argbuf, stream=None):
         if _activity._recorder[0] is not None:   # gpuedu.trace() lays the launch out on its stream
@@ -707,7 +734,7 @@ class Function:
             # One launch at a time in the process: launches share the signal handlers, and a
             # module's runtime state (the emulated device runs one grid at a time anyway).
             with _launch_lock:
-                workers = 1 if module.single_worker or one_worker else _settings["threads"]
+                workers = 1 if module.single_worker or one_worker or self.cluster_dims else _settings["threads"]
                 code = module._lib.gpuedu_launch(info_address, dims, _settings["schedule"], _settings["seed"],
                                                   _force_fibers, argbuf, workers)
         finally:

@@ -138,10 +138,13 @@ def _mov_operands(m):
 # .relaxed.cluster, ...) order memory between threads and blocks of a cluster: the emulator's memory is one, written
 # by one fiber at a time in program order, so each is exact here without more.
 _SPACE = r"(?P<space>\.shared(?:::cta)?)?"
+# An arrival may be on an mbarrier of another block of the cluster (.shared::cluster, a shared::cluster address from
+# mapa), its state then discarded ("_"), as the PTX ISA has it.
+_ARRIVE_SPACE = r"(?P<space>\.shared(?:::cta|::(?P<cluster>cluster))?)?"
 _ARRIVE_SEM = r"(?:\.(?P<sem>release|relaxed)\.(?P<scope>cta|cluster))?"
 _WAIT_SEM = r"(?:\.(?P<sem>acquire|relaxed)\.(?P<scope>cta|cluster))?"
 # gpuedu_mbarrier.h's MB_ bits (keep both in step)
-_MB_GENERIC, _MB_COUNT, _MB_EXPECT_TX, _MB_PARITY, _MB_TRY, _MB_LOOP = 1, 2, 4, 8, 16, 32
+_MB_GENERIC, _MB_COUNT, _MB_EXPECT_TX, _MB_PARITY, _MB_TRY, _MB_LOOP, _MB_CLUSTER = 1, 2, 4, 8, 16, 32, 64
 
 
 def _mbar_address(m):
@@ -149,7 +152,7 @@ def _mbar_address(m):
 
 
 def _mbar_mods(m):
-    return 0 if m["space"] else _MB_GENERIC
+    return (0 if m["space"] else _MB_GENERIC) | (_MB_CLUSTER if m.groupdict().get("cluster") else 0)
 
 
 def _sm90_scope(m):
@@ -163,7 +166,7 @@ def _arrive_operands(m):
 
 
 def _arrive_needs(m, operands):
-    return 90 if m["tx"] or operands == 3 or _sm90_scope(m) else 80
+    return 90 if m["tx"] or operands == 3 or _sm90_scope(m) or m["cluster"] else 80
 
 
 def _wait_operands(m):
@@ -218,11 +221,12 @@ INSTRUCTIONS = (
     Instruction("mbarrier.inval[.shared[::cta]].b64 [addr]", r"mbarrier\.inval" + _SPACE + r"\.b64", 80, "MBAR_INVAL",
                 False, lambda m: [_mbar_address(m)], _mbar_mods),
     Instruction("mbarrier.arrive[.release.cta][.shared[::cta]].b64 state, [addr]  (state: a 64-bit \"l\" output, "
-                "or _); sm_90: state, [addr], count; .release.cluster, .relaxed.{cta,cluster}",
-                r"mbarrier\.arrive(?P<tx>)" + _ARRIVE_SEM + _SPACE + r"\.b64", 80, "MBAR_ARRIVE", False,
+                "or _); sm_90: state, [addr], count; .release.cluster, .relaxed.{cta,cluster}; .shared::cluster "
+                "(another block's mbarrier: _, [mapa address])",
+                r"mbarrier\.arrive(?P<tx>)" + _ARRIVE_SEM + _ARRIVE_SPACE + r"\.b64", 80, "MBAR_ARRIVE", False,
                 _arrive_operands, _mbar_mods, needs=_arrive_needs),
-    Instruction("mbarrier.arrive.expect_tx[.{release,relaxed}.{cta,cluster}][.shared[::cta]].b64 state, [addr], "
-                "tx_count", r"mbarrier\.arrive(?P<tx>\.expect_tx)" + _ARRIVE_SEM + _SPACE + r"\.b64", 90,
+    Instruction("mbarrier.arrive.expect_tx[.{release,relaxed}.{cta,cluster}][.shared[::{cta,cluster}]].b64 state, [addr], "
+                "tx_count", r"mbarrier\.arrive(?P<tx>\.expect_tx)" + _ARRIVE_SEM + _ARRIVE_SPACE + r"\.b64", 90,
                 "MBAR_ARRIVE", False, _arrive_operands, lambda m: _mbar_mods(m) | _MB_EXPECT_TX),
     Instruction("mbarrier.expect_tx[.relaxed.{cta,cluster}][.shared[::cta]].b64 [addr], tx_count",
                 r"mbarrier\.expect_tx(?:\.relaxed\.(?:cta|cluster))?" + _SPACE + r"\.b64", 90, "MBAR_EXPECT_TX", False,
@@ -280,13 +284,14 @@ INSTRUCTIONS += (
 # lands in shared memory when a thread waits on its mbarrier; a store is done when issued, so the bulk group's commit
 # and wait have nothing left to do, and prefetch.tensormap, a hint, neither.
 _TMA_LOAD = (r"cp\.async\.bulk\.tensor\.(?P<rank>[1-5])d\.shared::(?:cluster|cta)\.global(?:\.tile)?"
-             r"\.mbarrier::complete_tx::bytes")
+             r"\.mbarrier::complete_tx::bytes(?P<multicast>\.multicast::cluster)?")
 _TMA_STORE = r"cp\.async\.bulk\.tensor\.(?P<rank>[1-5])d\.global\.shared::cta(?:\.tile)?\.bulk_group"
 _TMA_OPS = ("TMA_LOAD", "TMA_STORE")
 INSTRUCTIONS += (
-    Instruction("cp.async.bulk.tensor.{1-5}d.shared::{cluster,cta}.global[.tile].mbarrier::complete_tx::bytes [dst], "
-                "[map, {c0, ...}], [mbar]  (map: the CUtensorMap parameter's address, \"l\"; no .multicast, no "
-                ".L2::cache_hint)", _TMA_LOAD, 90, "TMA_LOAD", False, None, None),
+    Instruction("cp.async.bulk.tensor.{1-5}d.shared::{cluster,cta}.global[.tile].mbarrier::complete_tx::bytes"
+                "[.multicast::cluster] [dst], [map, {c0, ...}], [mbar][, ctaMask]  (map: the CUtensorMap parameter's "
+                "address, \"l\"; ctaMask: 16 bits, \"h\"; no .L2::cache_hint)", _TMA_LOAD, 90, "TMA_LOAD", False, None,
+                None),
     Instruction("cp.async.bulk.tensor.{1-5}d.global.shared::cta[.tile].bulk_group [map, {c0, ...}], [src]",
                 _TMA_STORE, 90, "TMA_STORE", False, None, None),
     Instruction("cp.async.bulk.commit_group", r"cp\.async\.bulk\.commit_group", 90, "NOP", False, lambda m: [],
@@ -296,6 +301,43 @@ INSTRUCTIONS += (
     Instruction("prefetch[.{const,param}].tensormap [map]  (a hint: nothing to do)",
                 r"prefetch(?:\.(?:const|param))?\.tensormap", 90, "NOP", False, lambda m: [Operand("generic")],
                 lambda m: 0),
+)
+
+
+# Thread-block clusters (gpuedu_cluster.h; sm_90): the cluster's special registers (read with mov), mapa's
+# addresses of another block's shared memory and the loads and stores through them (distributed shared memory), and
+# barrier.cluster, which every non-exited thread of the cluster arrives at before any wait returns. fence.acq_rel
+# and fence.sc at cluster scope have nothing to order in the emulator's one memory, written by one thread at a time.
+#: The special registers the emulator reads (gpuedu_ptx.h's SR_ values; .x, .y, .z add 0, 1, 2).
+#: (%is_explicit_cluster is a predicate, which inline asm binds to no C++ value: cooperative_groups' this_cluster()
+#: tells as much, and a launch with __cluster_dims__ is always an explicit cluster.)
+CLUSTER_REGISTERS = {"cluster_ctarank": 0, "cluster_nctarank": 1, "clusterid": 4,
+                     "nclusterid": 8, "cluster_ctaid": 12, "cluster_nctaid": 16}
+_CLUSTER_OPS = ("SREG", "CLUSTER_BARRIER")
+_CLUSTER_TYPES = {"b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+INSTRUCTIONS += (
+    Instruction("mov.{u32,b32} d, %cluster_ctarank  (and %cluster_nctarank, "
+                "%{clusterid,nclusterid,cluster_ctaid,cluster_nctaid}.{x,y,z})", r"mov\.(?:u32|s32)", 90, "SREG",
+                False, None, None),
+    Instruction("mapa.shared::cluster.{u32,u64} d, a, rank  (a shared address of this block to block rank's); "
+                "mapa.u64 d, a, rank  (generic pointers)", r"mapa(?P<space>\.shared::cluster)?\.(?P<t>u32|u64)", 90,
+                "MAPA", False, lambda m: [_regs(1, int(m["t"][1:]), dest=True), _regs(1, int(m["t"][1:])),
+                                          Operand("imm")],
+                lambda m: 0 if m["space"] else 1),
+    Instruction("ld.shared::cluster.{b,u,s,f}{32,64} d, [a]  (a: a shared::cluster address, from mapa)",
+                r"ld\.shared::cluster\.(?P<t>[bsuf](?:32|64))", 90, "LD_CLUSTER", False,
+                lambda m: [_regs(1, _CLUSTER_TYPES[m["t"]], dest=True), Operand("shared")],
+                lambda m: _CLUSTER_TYPES[m["t"]] // 8),
+    Instruction("st.shared::cluster.{b,u,s,f}{32,64} [a], v", r"st\.shared::cluster\.(?P<t>[bsuf](?:32|64))", 90,
+                "ST_CLUSTER", False, lambda m: [Operand("shared"), _regs(1, _CLUSTER_TYPES[m["t"]])],
+                lambda m: _CLUSTER_TYPES[m["t"]] // 8),
+    Instruction("barrier.cluster.arrive[.release,.relaxed][.aligned]",
+                r"barrier\.cluster\.arrive(?:\.release|\.relaxed)?(?:\.aligned)?", 90, "CLUSTER_BARRIER", False,
+                None, lambda m: 0),
+    Instruction("barrier.cluster.wait[.acquire][.aligned]", r"barrier\.cluster\.wait(?:\.acquire)?(?:\.aligned)?", 90,
+                "CLUSTER_BARRIER", False, None, lambda m: 1),
+    Instruction("fence.{acq_rel,sc}.cluster  (a no-op: the emulator's memory is one)", r"fence\.(?:acq_rel|sc)\.cluster",
+                90, "NOP", False, lambda m: [], lambda m: 0),
 )
 
 
@@ -571,11 +613,24 @@ def _instruction_code(st, text, sm, profile=False, idiom=None, scale_d_predicate
                       f"refuses it there): build for a later architecture (arch='sm_{first}"
                       f"{'a' if row.specific else ''}')", st.line)
     if row.op == "MOV":
+        if sm < 90 and len(parts) == 2 and re.fullmatch(r"%%?[a-z_]+(?:\.[xyz])?", parts[1].strip()):
+            raise Refused(f"{opcode} {parts[1].strip()}: the cluster's special registers need sm_90 or later; this "
+                          f"module is built for {_target(sm)} (ptxas refuses them there): build for arch='sm_90'",
+                          st.line)
         return _mov_code(st, opcode, match, parts)
     if row.op in _WGMMA_OPS:
         return _wgmma_code(st, opcode, match, parts, row.op, scale_d_predicate)
     if row.op in _TMA_OPS:
         return _tensor_copy_code(st, opcode, match, parts, row.op)
+    if row.op == "SREG":
+        return _special_register_code(st, opcode, parts)
+    if row.op == "CLUSTER_BARRIER":
+        if parts:
+            raise Refused(f"{opcode} takes no operands, got {rest}", st.line)
+        return "{ " + f"__gpuedu_ptx_cluster({row.mods(match)}, {st.line});" + " }"
+    if op_state_discarded_only(row, match) and parts and parts[0] != "_":
+        raise Refused(f"{opcode}: an arrival on another block's mbarrier (.shared::cluster) returns no state: write "
+                      f"_ as its first operand ({opcode} _, [addr])", st.line)
     specs = row.operands(match)
     need = [s for s in specs if not s.optional]
     if not len(need) <= len(parts) <= len(specs):
@@ -706,6 +761,8 @@ def _mov_code(st, opcode, match, parts):
             st.check_size(out, opcode, half)
             code.append(f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[{k}]);")
         return "{ " + " ".join(code) + " }"
+    if whole == 32 and re.fullmatch(r"%%?[a-z_]+(?:\.[xyz])?", a.strip()):
+        return _special_register_code(st, opcode, parts)
     if not a.startswith("{"):
         raise Refused(f"{opcode}: the emulator runs mov only to pack or unpack ({opcode} d, {{a, b}} or "
                       f"{opcode} {{a, b}}, d); copy a value in C++", st.line)
@@ -716,6 +773,31 @@ def _mov_code(st, opcode, match, parts):
     return ("{ " + f"const unsigned long long __gpuedu_in[2] = {{{', '.join(values)}}}; "
             "unsigned long long __gpuedu_out[1]; "
             f"__gpuedu_ptx_run(::__gpuedu::ptx::MOV_PACK, {half}, __gpuedu_out, __gpuedu_in, {st.line}); "
+            f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[0]);" + " }")
+
+
+def op_state_discarded_only(row, match):
+    """Whether the row is an mbarrier arrival on a block of the cluster, whose state operand must be "_"."""
+    return row.op == "MBAR_ARRIVE" and bool(match.groupdict().get("cluster"))
+
+
+def _special_register_code(st, opcode, parts):
+    """mov d, %cluster_ctarank (a cluster's special register; gpuedu_ptx.h's CLUSTER_SREG)."""
+    if len(parts) != 2:
+        raise Refused(f"{opcode} takes 2 operands, got {len(parts)}", st.line)
+    m = re.fullmatch(r"%%?([a-z_]+)(?:\.([xyz]))?", parts[1].strip())   # (%% in a template with operands)
+    name = m and m[1]
+    axes = name in CLUSTER_REGISTERS and CLUSTER_REGISTERS[name] >= 4
+    if not m or name not in CLUSTER_REGISTERS or bool(m[2]) != axes:
+        names = ", ".join(f"%{n}" + (".{x,y,z}" if v >= 4 else "") for n, v in CLUSTER_REGISTERS.items())
+        raise Refused(f"{opcode}: the emulator reads these special registers with mov: {names} (copy other values in "
+                      f"C++: threadIdx, blockIdx, a lane from threadIdx.x % 32), got {parts[1].strip()!r}", st.line)
+    which = CLUSTER_REGISTERS[name] + ("xyz".index(m[2]) if m[2] else 0)
+    out = st.ref(_vector(st, parts[0], 1, opcode)[0], opcode)
+    _need_output(st, out, opcode)
+    st.check_size(out, opcode, 32)
+    return ("{ unsigned long long __gpuedu_out[1]; "
+            f"__gpuedu_ptx_run(::__gpuedu::ptx::CLUSTER_SREG, {which}, __gpuedu_out, nullptr, {st.line}); "
             f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[0]);" + " }")
 
 
@@ -732,11 +814,12 @@ def _tensor_copy_code(st, opcode, match, parts, op):
     """The C++ for cp.async.bulk.tensor: a load ([dst], [map, {c0, ...}], [mbar]) or a store ([map, {c0, ...}],
     [src]), run by gpuedu_tma.h with the rank as its modifier."""
     rank, load = int(match["rank"]), op == "TMA_LOAD"
-    shape = "[dst], [map, {c0, ...}], [mbar]" if load else "[map, {c0, ...}], [src]"
-    if len(parts) != (3 if load else 2):
+    multicast = load and bool(match["multicast"])
+    shape = ("[dst], [map, {c0, ...}], [mbar], ctaMask" if multicast else "[dst], [map, {c0, ...}], [mbar]") if load \
+        else "[map, {c0, ...}], [src]"
+    if len(parts) != (3 + multicast if load else 2):
         raise Refused(f"{opcode} takes {shape}, got {len(parts)} operand{'s' if len(parts) != 1 else ''}: "
-                      f"{', '.join(parts) or '(none)'} (the emulator runs no .multicast::cluster, no .L2::cache_hint)",
-                      st.line)
+                      f"{', '.join(parts) or '(none)'} (the emulator runs no .L2::cache_hint)", st.line)
     tensor = _TENSOR_OPERAND.fullmatch((parts[1] if load else parts[0]).strip())
     if not tensor:
         raise Refused(f"{opcode}: the tensor operand {(parts[1] if load else parts[0]).strip()!r} must be "
@@ -754,10 +837,13 @@ def _tensor_copy_code(st, opcode, match, parts, op):
     values = [f"::__gpuedu::ptx::in<8>({tmap.expr})"] + [st.source(st.ref(t, opcode), opcode, 32) for t in coords]
     if load:
         sources = [_address(st, parts[0], opcode, "shared"), *values, _address(st, parts[2], opcode, "shared")]
+        if multicast:
+            sources.append(st.source(st.ref(parts[3].strip(), opcode), opcode, 16))
     else:
         sources = [*values, _address(st, parts[1], opcode, "shared")]
     return ("{ " + f"const unsigned long long __gpuedu_in[{len(sources)}] = {{{', '.join(sources)}}}; "
-            f"__gpuedu_ptx_run(::__gpuedu::ptx::{op}, {rank}, nullptr, __gpuedu_in, {st.line});" + " }")
+            f"__gpuedu_ptx_run(::__gpuedu::ptx::{op}, {rank | multicast << 3}, nullptr, __gpuedu_in, {st.line});"
+            + " }")
 
 
 # ---- an mbarrier wait's idioms ------------------------------------------------------------------------------

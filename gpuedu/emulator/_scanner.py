@@ -27,7 +27,7 @@ BARRIER_NAMES = frozenset("""
     __shfl_sync __shfl_up_sync __shfl_down_sync __shfl_xor_sync __ballot_sync __any_sync __all_sync
     __reduce_add_sync __reduce_min_sync __reduce_max_sync __reduce_and_sync __reduce_or_sync __reduce_xor_sync
     __match_any_sync __match_all_sync __gpuedu_shfl block_barrier warp_collective mma_sync __gpuedu_ptx_sync
-    __gpuedu_ptx_wait
+    __gpuedu_ptx_wait __gpuedu_ptx_cluster cluster_arrive cluster_wait barrier_arrive barrier_wait
     sync shfl shfl_up shfl_down shfl_xor ballot any all match_any match_all reduce inclusive_scan exclusive_scan
     coalesced_threads
     __gpuedu_ptx_group
@@ -521,6 +521,7 @@ class Analysis:
         self.functions = {}       # plain name -> identifiers used in its bodies
         self.uncertain = set()    # functions the call graph cannot follow (operators)
         self.needs_fibers = {}
+        self.cluster_dims = {}     # {plain name: [x, y, z]}: a kernel's __cluster_dims__, as C++ expressions
 
 
 def _skip_balanced(tokens, i, open_tok, close_tok):
@@ -543,7 +544,7 @@ def _declarator(header):
     is_template = False
     while i < len(header):
         t = header[i]
-        if t == "__attribute__":
+        if t in ("__attribute__", "__gpuedu_cluster_dims__"):
             i = _skip_balanced(header, i + 1, "(", ")")
             continue
         if t == "template" and i + 1 < len(header) and header[i + 1] == "<":
@@ -639,6 +640,8 @@ def analyse(user_code):
                         loose_barrier = True
                 else:
                     a.functions.setdefault(name, set()).update(body)
+                    if "__gpuedu_global__" in header and "__gpuedu_cluster_dims__" in header:
+                        a.cluster_dims[name] = _cluster_dims(header, name)
                     if "__gpuedu_global__" in header and not is_template and not any(s[0] == "class" for s in scopes):
                         a.kernels.append((_qualified(scopes, name), name))
                         a.parameters.append(_parameters(header))
@@ -667,6 +670,23 @@ def analyse(user_code):
     for _, plain in a.kernels:
         a.needs_fibers[plain] = loose_barrier or plain in needs
     return a
+
+
+def _cluster_dims(header, name):
+    """The C++ expressions of a kernel's ``__cluster_dims__(x[, y[, z]])`` (its scan marker's arguments), three."""
+    k = header.index("__gpuedu_cluster_dims__")
+    end = _skip_balanced(header, k + 1, "(", ")") - 1
+    def text(tokens):   # (the scan's tokens split numbers into digits: glue them back, words apart)
+        out = ""
+        for t in tokens:
+            out += (" " if out and (out[-1].isalnum() or out[-1] == "_") and (t[0].isalpha() or t[0] == "_")
+                    else "") + t
+        return out
+    args = [text(part) for part in _split_top_level(header[k + 2:end], ",", "(<[", ")>]")]
+    if not 1 <= len(args) <= 3 or not all(args):
+        raise ValueError(f"__cluster_dims__ of kernel '{name}' takes 1 to 3 dimensions, got "
+                         f"({' '.join(header[k + 2:end])})")
+    return args + ["1"] * (3 - len(args))
 
 
 def _parameters(header):
@@ -721,8 +741,9 @@ def entry_points(analysis):
     for (expr, plain), params in zip(analysis.kernels, analysis.parameters):
         # an overloaded kernel (C++ linkage) is picked by its parameter types
         target = f"&{expr}" if count[expr] == 1 else f"static_cast<void (*)({params})>(&{expr})"
+        cluster = "".join(f", {d}" for d in analysis.cluster_dims.get(plain, ()))
         lines.append(f'  __gpuedu::kernel_info<__gpuedu::as_kernel({target})>("{plain}", '
-                     f'{int(analysis.needs_fibers[plain])}),')
+                     f'{int(analysis.needs_fibers[plain])}{cluster}),')
     lines.append("  {nullptr, nullptr, nullptr, 0, 0, nullptr, nullptr, nullptr},")
     lines.append("};")
     lines.append('extern "C" GPUEDU_HIDDEN const __gpuedu::KernelInfo* __gpuedu_kernel_for(const void* address) {')

@@ -677,7 +677,15 @@ def build(source, options=None, no_extern_c=False, include_dirs=(), cache_dir_=N
             raise _compile_error("preprocessing the kernel source failed", scan_cmd, proc, build_dir, source,
                                      not no_extern_c)
         user_code, files = _scanner.user_code(proc.stdout, "module.cpp", NATIVE_DIR)
-        analysis = _scanner.analyse(user_code)
+        try:
+            analysis = _scanner.analyse(user_code)
+        except ValueError as exc:
+            raise CompileError(f"kernel.cu: error: {exc}") from None
+        if analysis.cluster_dims and int(sm) < 90:
+            names = ", ".join(sorted(analysis.cluster_dims))
+            raise CompileError(f"kernel.cu: error: __cluster_dims__ is not supported for this GPU architecture (kernel "
+                               f"{names}; the module is built for sm_{int(sm)}): thread-block clusters need sm_90 or "
+                               f"later, arch='sm_90' or 'sm_90a'")
         if not no_extern_c:
             plain = [name for _, name in analysis.kernels]
             twice = sorted({name for name in plain if plain.count(name) > 1})

@@ -54,6 +54,7 @@ PTX_SOURCES = [
     ("test_wgmma", "MEETING_SRC", ("sm_90a",)),
     ("test_tma", "TMA_SRC", ("sm_90a",)),
     ("test_wgmma", "TEMPLATE_SRC", ("sm_90a",)),
+    ("test_clusters", "CLUSTER_SRC", ("sm_90a",)),
 ]
 
 

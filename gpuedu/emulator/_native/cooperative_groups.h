@@ -10,6 +10,8 @@
 //   cg::this_grid()                  thread_rank(), size(), block_rank(), num_blocks(); its sync()
 //                                    needs a cooperative launch, which the emulator does not run,
 //                                    so calling it is a compile error that says so
+//   cg::this_cluster()               (sm_90) block_rank(), num_blocks(), sync() of every thread of the
+//                                    cluster, map_shared_rank() into another block's shared memory
 //   cg::reduce(g, v, cg::plus<T>())  in <cooperative_groups/reduce.h>; scans in <.../scan.h>
 //
 // Every lane that calls one of these runs as a fiber (the compiler's scan lists sync, shfl*,
@@ -140,6 +142,50 @@ class grid_group {
   }
 };
 inline grid_group this_grid() { return grid_group(); }
+
+// The cluster (Hopper, sm_90: a kernel declared with __cluster_dims__; a launch without one is a cluster of one
+// block): its blocks' ranks, the other blocks' shared memory, and a barrier of all its threads (gpuedu_cluster.h).
+class cluster_group {
+  cluster_group() {}
+  friend cluster_group this_cluster();
+
+ public:
+  struct arrival_token {};
+  static unsigned num_blocks() { return __gpuedu::cluster_size(); }
+  static unsigned block_rank() { return __gpuedu::cluster_rank(); }
+  static dim3 dim_blocks() { uint3 d = __gpuedu::cluster_dims(); return dim3(d.x, d.y, d.z); }
+  static dim3 block_index() { uint3 b = __gpuedu::cluster_block_index(); return dim3(b.x, b.y, b.z); }
+  static unsigned num_threads() { return num_blocks() * __gpuedu_cg::block_threads(); }
+  static unsigned size() { return num_threads(); }
+  static dim3 dim_threads() {
+    uint3 d = __gpuedu::cluster_dims();
+    return dim3(d.x * blockDim.x, d.y * blockDim.y, d.z * blockDim.z);
+  }
+  static unsigned thread_rank() { return block_rank() * __gpuedu_cg::block_threads() + __gpuedu_cg::linear_thread(); }
+  static bool is_valid() { return true; }
+  // Every non-exited thread of every block of the cluster arrives, then waits (barrier.cluster.arrive, .wait).
+  static void sync(int line = __builtin_LINE()) {
+    __gpuedu_ptx_cluster(0, line);
+    __gpuedu_ptx_cluster(1, line);
+  }
+  static arrival_token barrier_arrive(int line = __builtin_LINE()) {
+    __gpuedu_ptx_cluster(0, line);
+    return arrival_token{};
+  }
+  static void barrier_wait(int line = __builtin_LINE()) { __gpuedu_ptx_cluster(1, line); }
+  static void barrier_wait(arrival_token&&, int line = __builtin_LINE()) { __gpuedu_ptx_cluster(1, line); }
+  // The same variable in block `rank`'s shared memory (distributed shared memory): read and written as one's own.
+  template <typename T> static T* map_shared_rank(T* address, unsigned int rank, int line = __builtin_LINE()) {
+    return (T*)__gpuedu::map_shared_rank((const void*)address, rank, line, "cluster.map_shared_rank");
+  }
+  template <typename T> static T& map_shared_rank(T& variable, unsigned int rank, int line = __builtin_LINE()) {
+    return *(T*)__gpuedu::map_shared_rank((const void*)&variable, rank, line, "cluster.map_shared_rank");
+  }
+  static unsigned query_shared_rank(const void* address, int line = __builtin_LINE()) {
+    return __gpuedu::query_shared_rank(address, line);
+  }
+};
+inline cluster_group this_cluster() { return cluster_group(); }
 
 // A tile of Size consecutive threads of the block (never more than a warp).
 template <unsigned int Size, typename ParentT = void>

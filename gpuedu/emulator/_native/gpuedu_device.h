@@ -69,6 +69,13 @@
 #define __restrict__ __restrict
 #define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(...)
+// A kernel's cluster shape (Hopper's thread-block clusters, gpuedu_cluster.h): the scan reads it (a marker there,
+// _scanner.analyse) into the kernel's entry, where the launch finds it.
+#ifdef GPUEDU_SCAN
+#define __cluster_dims__(...) __gpuedu_cluster_dims__(__VA_ARGS__)
+#else
+#define __cluster_dims__(...)
+#endif
 #define __grid_constant__
 #define __CUDACC__ 1
 #define __CUDA_ARCH__ 800

@@ -301,6 +301,8 @@ extern "C" __attribute__((visibility("default"))) void gpuedu_request_stop(int r
 
 namespace __gpuedu {
 // dims: grid x, y, z, block x, y, z, the dynamic shared memory size and the shared memory limit (bytes)
+// (dims[8..10], the launch's only: its cluster shape in blocks, which Python checked divides the grid; a grid
+// launched from device code has none here.)
 inline void begin_grid(const KernelInfo* k, const unsigned* dims) {
   __gpuedu_gridDim = dim3(dims[0], dims[1], dims[2]);
   __gpuedu_blockDim = dim3(dims[3], dims[4], dims[5]);
@@ -328,8 +330,9 @@ struct GridJob {
 };
 
 // Worker w's state (made the first time it runs), this thread's from now on; false (and E_launch says why)
-// when there is no memory for it.
-inline bool become_worker(int w) {
+// when there is no memory for it. (Two functions: a profiled build's code sees the thread's pointer as const, so the
+// state is read in a function called after the one that changed the pointer: set_up_worker.)
+__attribute__((noinline)) inline bool attach_worker(int w) {
   void*& state = worker_states()[w];
   if (!state) {
     char* p = (char*)calloc(1, sizeof(Worker) + 128);
@@ -340,6 +343,13 @@ inline bool become_worker(int w) {
     __atomic_store_n(&state, (void*)(p + (128 - (uintptr_t)p % 128)), __ATOMIC_RELEASE);   // (open_arenas reads it)
   }
   *const_cast<WorkerHead**>(&__gpuedu_worker) = (WorkerHead*)state;   // (const to a profiled build's reads)
+  return true;
+}
+
+__attribute__((noinline)) inline bool set_up_worker(int w);
+inline bool become_worker(int w) { return attach_worker(w) && set_up_worker(w); }
+
+inline bool set_up_worker(int w) {
   R.worker = w;
   if (pools) R.pool = &pools[w];
   if (!R.dyn_buffer) {
@@ -394,6 +404,7 @@ inline void run_worker(void* p, int w) {
 inline int run_grid_on(LaunchBody* body, int workers) {
   G.blocks = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
   G.next = 0;
+  if (G.cluster_size > 1) workers = 1;   // (a cluster's blocks run together on one worker: gpuedu_cluster.h)
   if (workers > 1 && (unsigned long long)workers > G.blocks) workers = (int)G.blocks;
   // Some 16 shares per worker: few trips to the shared counter, and the last blocks still spread.
   G.chunk = workers > 1 ? G.blocks / ((unsigned long long)workers * 16) : 1;
@@ -444,9 +455,17 @@ int gpuedu_launch(const __gpuedu::KernelInfo* k, const unsigned* dims, int sched
   E.code = 0;
   E.message[0] = 0;
   E_launch.code = 0;
+  G.cluster_size = 1;
+  for (int i = 0; i < 3; ++i) {
+    G.cluster[i] = dims[8 + i] ? dims[8 + i] : 1;
+    G.cluster_size *= G.cluster[i];
+  }
   GPUEDU_PROF(launch_begin(dims, dims + 3, R.dynamic_shared_bytes, DYNAMIC_SHARED_BYTES, &G.stop_reason));
-  LaunchBody body{k, args, force_fibers || k->needs_fibers, known_static};
+  // (A cluster's blocks wait for one another: their threads run as fibers.)
+  LaunchBody body{k, args, force_fibers || k->needs_fibers || G.cluster_size > 1, known_static};
   int code = run_grid_on(&body, workers);
+  if (G.cluster_size > 1) leave_cluster_launch();
+  G.cluster[0] = G.cluster[1] = G.cluster[2] = G.cluster_size = 1;   // (grids launched from device code)
   // The grids its threads launched from device code, in launch order (each may launch more): part of this launch,
   // as on a GPU, where a grid is complete only when its children are.
   const void* child;

@@ -85,6 +85,7 @@ enum : int {
   MB_PARITY = 1 << 3,      // wait: on a phase parity (else on a state from mbarrier.arrive)
   MB_TRY = 1 << 4,         // wait: try_wait, which may suspend the thread (else test_wait, which returns at once)
   MB_LOOP = 1 << 5,        // wait: the loop idiom around it (returns once the phase completed, whichever the wait)
+  MB_CLUSTER = 1 << 6,     // arrive: .shared::cluster, a shared::cluster address (another block's, from mapa)
 };
 
 GPUEDU_PROF_QUIET inline MBarriers& mbarriers() {

@@ -50,7 +50,13 @@ enum : int {
   MMA = 1, LDMATRIX = 2, CP_ASYNC = 3, CP_COMMIT = 4, CP_WAIT = 5, CP_WAIT_ALL = 6, CVTA_TO_SHARED = 7,
   CVTA_TO_GENERIC = 8, MOV_PACK = 9, MOV_UNPACK = 10, CVT_F16X2 = 11, CVT_BF16X2 = 12, CVT_TF32 = 13, CVT_U32_U64 = 14,
   MBAR_INIT = 15, MBAR_INVAL = 16, MBAR_ARRIVE = 17, MBAR_EXPECT_TX = 18, MBAR_COMPLETE_TX = 19, MBAR_WAIT = 20,
-  NOP = 21, SETMAXNREG = 22, TMA_LOAD = 23, TMA_STORE = 24,
+  NOP = 21, SETMAXNREG = 22, TMA_LOAD = 23, TMA_STORE = 24, CLUSTER_SREG = 25, MAPA = 26, LD_CLUSTER = 27,
+  ST_CLUSTER = 28,
+};
+// The special registers of a cluster (CLUSTER_SREG's modifier: which one, then .x/.y/.z added).
+enum : int {
+  SR_CLUSTER_CTARANK = 0, SR_CLUSTER_NCTARANK = 1, SR_CLUSTERID = 4, SR_NCLUSTERID = 8,
+  SR_CLUSTER_CTAID = 12, SR_CLUSTER_NCTAID = 16,
 };
 // mma's modifiers, as _ptx.py packs them: shape | A/B type << 2 | C type << 4 | D type << 5.
 enum : int { SHAPE_M16N8K16 = 0, SHAPE_M16N8K8 = 1, IN_F16 = 0, IN_BF16 = 1, IN_TF32 = 2, ACC_F32 = 0, ACC_F16 = 1 };
@@ -121,18 +127,71 @@ GPUEDU_PROF_QUIET inline u64 to_shared(const void* p, int line, const char* what
        what, line, p);
 }
 
-GPUEDU_PROF_QUIET inline unsigned char* from_shared(u64 a, size_t n, int line, const char* what) {
+// (`r`: the block's worker state, or another block's of its cluster: shared_in_block.)
+GPUEDU_PROF_QUIET inline unsigned char* shared_in(Runtime& r, u64 a, size_t n, int line, const char* what) {
   GPUEDU_PROF_SUSPEND;
   if (a >= DYNAMIC_WINDOW) {
-    if (a - DYNAMIC_WINDOW + n <= rt().dynamic_shared_bytes) return rt().dyn + (a - DYNAMIC_WINDOW);
+    if (a - DYNAMIC_WINDOW + n <= r.dynamic_shared_bytes) return r.dyn + (a - DYNAMIC_WINDOW);
   } else if (a + n <= S.arena_used) {
-    return rt().arena + a;
+    return r.arena + a;
   }
   fail(DEVICE_MISUSE,
        "ran %s (line %d): shared address 0x%llx (%zu bytes) is outside the block's shared memory: its static "
        "__shared__ variables lie at 0x0 to 0x%zx and its dynamic shared memory at 0x%llx to 0x%llx. Compute "
        "addresses from __cvta_generic_to_shared(pointer) of a __shared__ array",
-       what, line, a, n, S.arena_used, DYNAMIC_WINDOW, DYNAMIC_WINDOW + (u64)rt().dynamic_shared_bytes);
+       what, line, a, n, S.arena_used, DYNAMIC_WINDOW, DYNAMIC_WINDOW + (u64)r.dynamic_shared_bytes);
+}
+
+GPUEDU_PROF_QUIET inline unsigned char* from_shared(u64 a, size_t n, int line, const char* what) {
+  return shared_in(rt(), a, n, line, what);
+}
+
+// ---- the cluster's shared memory (.shared::cluster) -------------------------------------------------------
+// A shared::cluster address names a block of the cluster and an address in its shared memory: the block's own
+// shared addresses (shared::cta) are shared::cluster addresses of the block itself, as the PTX ISA has it, and mapa
+// gives another block's: (its rank + 1) << CLUSTER_RANK_SHIFT, above the block's 20 bits of shared addresses.
+constexpr unsigned CLUSTER_RANK_SHIFT = 24;
+constexpr u64 CLUSTER_OFFSET_MASK = (1ull << CLUSTER_RANK_SHIFT) - 1;
+
+// The rank a shared::cluster address names (the running block's own for a shared::cta address).
+GPUEDU_PROF_QUIET inline unsigned cluster_rank_of(u64 a, int line, const char* what) {
+  u64 tag = a >> CLUSTER_RANK_SHIFT;
+  if (!tag) return cluster_rank();
+  if (tag > G.cluster_size || (a >> 32))
+    fail(DEVICE_MISUSE,
+         "ran %s (line %d): 0x%llx is no shared::cluster address of this cluster of %u block%s: take a block's "
+         "address from mapa.shared::cluster (or cluster.map_shared_rank) with a rank below %u", what, line, a,
+         G.cluster_size, G.cluster_size == 1 ? "" : "s", G.cluster_size);
+  return (unsigned)tag - 1;
+}
+
+// The bytes a shared::cluster address names, in whichever block of the cluster holds them.
+GPUEDU_PROF_QUIET inline unsigned char* from_cluster_shared(u64 a, size_t n, int line, const char* what) {
+  unsigned k = cluster_rank_of(a, line, what);
+  return shared_in(peer(k, line, what), a & CLUSTER_OFFSET_MASK, n, line, what);
+}
+
+// mapa.shared::cluster: block `k`'s shared::cluster address of shared address `a` (of this block, or of any).
+GPUEDU_PROF_QUIET inline u64 mapa_shared(u64 a, u64 k, int line) {
+  u64 offset = a & CLUSTER_OFFSET_MASK;
+  if (a >> 32) fail(DEVICE_MISUSE, "ran mapa.shared::cluster (line %d): 0x%llx is not a shared address", line, a);
+  peer((unsigned)k, line, "mapa.shared::cluster");
+  shared_in(rt(), offset, 0, line, "mapa.shared::cluster");   // (an address of the block's shared memory)
+  return (k + 1) << CLUSTER_RANK_SHIFT | offset;
+}
+
+GPUEDU_PROF_QUIET inline u64 cluster_register(int which) {
+  int axis = which >= SR_CLUSTERID ? which % 4 : 0;
+  auto pick = [axis](uint3 v) { return (u64)(axis == 0 ? v.x : axis == 1 ? v.y : v.z); };
+  switch (which >= SR_CLUSTERID ? which - axis : which) {
+    case SR_CLUSTER_CTARANK: return cluster_rank();
+    case SR_CLUSTER_NCTARANK: return cluster_size();
+    case SR_CLUSTERID: return pick(cluster_id());
+    case SR_NCLUSTERID: return pick(cluster_count());
+    case SR_CLUSTER_CTAID: return pick(cluster_block_index());
+    case SR_CLUSTER_NCTAID: return pick(cluster_dims());
+    default: return 0;
+  }
 }
 
 // ---- the formats' bits ----------------------------------------------------------------------------
@@ -438,6 +497,15 @@ GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int
     case MBAR_ARRIVE: {
       bool tx = mods & MB_EXPECT_TX;
       const char* what = tx ? "mbarrier.arrive.expect_tx" : "mbarrier.arrive";
+      if (mods & MB_CLUSTER) {   // .shared::cluster: an mbarrier of this block or of another of the cluster
+        unsigned k = cluster_rank_of(in[0], line, what), me = cluster_rank();
+        peer(k, line, what);
+        if (k != me) switch_rank(k);   // (for the arrival only: its block's mbarriers are its worker state's)
+        mbarrier_arrive(mbarrier_address(in[0] & CLUSTER_OFFSET_MASK, mods & ~MB_CLUSTER, line, what),
+                        mods & MB_COUNT ? in[1] : 1, tx ? (long long)in[1] : 0, tx, line);
+        if (k != me) switch_rank(me);
+        return;
+      }
       u64 state = mbarrier_arrive(mbarrier_address(in[0], mods, line, what), mods & MB_COUNT ? in[1] : 1,
                                   tx ? (long long)in[1] : 0, tx, line);
       if (out) out[0] = state;
@@ -456,7 +524,23 @@ GPUEDU_PROF_QUIET inline void run(int op, int mods, u64* out, const u64* in, int
     // blocks; the emulator's memory is one proxy, written in program order by one fiber at a time, so there is
     // nothing to order.
     case NOP: return;
-    case TMA_LOAD: tensor_load(in, (unsigned)mods & 7, line); return;
+    case CLUSTER_SREG: out[0] = cluster_register(mods); return;
+    case MAPA:   // mods 1: generic addresses (mapa.u64); else shared::cluster ones
+      out[0] = mods == 1 ? (u64)(uintptr_t)map_shared_rank((const void*)(uintptr_t)in[0], (unsigned)in[1], line, "mapa")
+                         : mapa_shared(in[0], in[1], line);
+      return;
+    case LD_CLUSTER: {   // mods: the bytes
+      u64 v = 0;
+      memcpy(&v, from_cluster_shared(in[0], (size_t)mods, line, "ld.shared::cluster"), (size_t)mods);
+      out[0] = v;
+      return;
+    }
+    case ST_CLUSTER: memcpy(from_cluster_shared(in[0], (size_t)mods, line, "st.shared::cluster"), &in[1], (size_t)mods);
+      return;
+    case TMA_LOAD:
+      if ((mods & 8) || (in[0] >> CLUSTER_RANK_SHIFT)) tensor_load_cluster(in, mods, line);
+      else tensor_load(in, (unsigned)mods & 7, line);
+      return;
     case TMA_STORE: tensor_store(in, (unsigned)mods & 7, line); return;
     case CP_ASYNC: cp_async(in[0], in[1], mods & 31, (mods >> 6) & 1 ? in[3] : (u64)(mods & 31), line); return;
     case CP_COMMIT: cp_commit(); return;
@@ -552,6 +636,14 @@ GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_wait(int mods, unsigned long l
   unsigned long long a = ptx::mbarrier_address(in[0], mods, line, what);
   bool done = ptx::mbarrier_wait(a, in[1], mods, line);
   if (out) out[0] = done;
+}
+
+// barrier.cluster.arrive (mods 0) or .wait (1): every non-exited thread of the cluster arrives before a wait returns
+// (gpuedu_cluster.h). (A name the compiler's scan knows: a kernel that reaches it runs as fibers.)
+GPUEDU_PROF_QUIET static inline void __gpuedu_ptx_cluster(int mods, int line) {
+  GPUEDU_PROF_SUSPEND;
+  if (mods) ::__gpuedu::cluster_wait(line);
+  else ::__gpuedu::cluster_arrive(line);
 }
 
 // The largest register count each warpgroup of kernel `k`'s blocks asked for with setmaxnreg, in out[0 .. n - 1] (0:

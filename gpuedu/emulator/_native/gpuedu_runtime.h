@@ -34,7 +34,8 @@ enum : int {
   STOPPED = 100,  // (not a launch's code) why a worker stops: another failed
 };
 enum : int { READY = 0, AT_BLOCK = 1, AT_WARP = 2, DONE = 3,
-             AT_MBARRIER = 4 };  // suspended at an mbarrier wait (gpuedu_mbarrier.h), woken by its phase's completion
+             AT_MBARRIER = 4,    // suspended at an mbarrier wait (gpuedu_mbarrier.h), woken by its phase's completion
+             AT_CLUSTER = 5 };   // suspended at barrier.cluster.wait (gpuedu_cluster.h)
 enum : int { SCHED_FORWARD = 0, SCHED_REVERSE = 1, SCHED_RANDOM = 2 };
 enum : int {
   W_SYNC = 0, W_SHFL = 1, W_SHFL_UP = 2, W_SHFL_DOWN = 3, W_SHFL_XOR = 4, W_BALLOT = 5, W_ANY = 6, W_ALL = 7,
@@ -125,6 +126,7 @@ struct AsyncQueue {
   unsigned committed;         // cp.async.commit_group calls so far in this block
 };
 struct MBarriers;             // a block's mbarrier objects and the threads waiting on them (gpuedu_mbarrier.h)
+struct ClusterBarrier;        // barrier.cluster's state (gpuedu_cluster.h)
 
 struct Runtime {
   StackPool* pool;            // process-wide, set by Python when the module is loaded
@@ -180,6 +182,11 @@ struct Runtime {
   bool async_used;            // some thread of this block issued one: the queues are emptied before the next
   MBarriers* mbar;            // the block's mbarriers (gpuedu_mbarrier.h), made when first used
   bool mbar_used;             // some thread of this block used one: they are forgotten before the next block
+  // clusters (gpuedu_cluster.h)
+  ClusterBarrier* cluster;    // the running cluster's barrier: the launch's, in a cluster launch; else this worker's
+                              // own once a block used it (null until then, in each block)
+  ClusterBarrier* own_cluster;  // this worker's, for a launch without clusters (each block a cluster of one)
+  unsigned cluster_rank;      // the block's rank in its cluster
 };
 
 // The launch's own stack (gpuedu_launch.h): where a worker's switch to it saved its caller's stack pointer.
@@ -247,6 +254,8 @@ struct Grid {
   volatile int stop_reason;   // TIMEOUT when the watchdog asked the launch to stop, INTERRUPT on Ctrl-C,
                               // STOPPED when a worker failed
   unsigned grid;              // which grid of the launch runs: 0, then those launched from device code
+  unsigned cluster[3];        // the running grid's cluster shape, in blocks (1, 1, 1: no clusters)
+  unsigned cluster_size;      // blocks in a cluster
 };
 GPUEDU_HIDDEN Grid G;
 
@@ -274,6 +283,13 @@ GPUEDU_HIDDEN SharedVars S;
 
 inline unsigned char* shared_address(const SharedVar& v) { return v.absolute ? v.absolute : R.arena + v.offset; }
 inline int shared_count() { return __atomic_load_n(&S.n, __ATOMIC_ACQUIRE); }
+// Whether the module keeps a __shared__ variable at file scope, or names its dynamic shared memory as an array
+// the compiler could not rewrite: storage of the module's own, one for every block (its blocks run on one worker).
+inline bool module_shares_shared_memory() {
+  for (int i = 0, n = shared_count(); i < n; ++i)
+    if (S.at[i].absolute) return true;
+  return dynamic_named;
+}
 
 // A worker's arena is reserved inaccessible and opened, whole pages, as far as the running module's variables
 // reach (guards included): an index far past them faults instead of landing in unused arena. Each worker opens
@@ -717,15 +733,21 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline void run_when_none_ready(Fibe
     resume(0, me);
     return;
   }
-  if (r.n_done == n || r.mbar_used) {
-    switch_to_main(me);   // every thread done, or an mbarrier's block stuck: run_block_fibers goes on
+  if (r.n_done == n || r.mbar_used || G.cluster_size > 1) {
+    // every thread done, or an mbarrier's block stuck: run_block_fibers goes on; or, in a cluster, this block
+    // waits for the others: the cluster's loop (run_cluster) goes on
+    switch_to_main(me);
     return;
   }
   report_deadlock();
 }
 
+[[noreturn]] inline void report_cluster_deadlock();
+inline unsigned cluster_waiting();   // (gpuedu_cluster.h)
 inline void report_deadlock() {
-  // A thread waiting on an mbarrier first (the lanes and threads that wait for it are waiting for its barrier);
+  // Threads waiting at barrier.cluster first (the report names who has not arrived);
+  if (cluster_waiting()) report_cluster_deadlock();
+  // then a thread waiting on an mbarrier (the lanes and threads that wait for it are waiting for its barrier);
   // then the first warp that waits at a warp intrinsic; else the barrier.
   if (R.mbar_used) report_mbarrier_deadlock();
   for (unsigned w = 0; w < (R.nthreads + 31) / 32; ++w) {
@@ -751,6 +773,8 @@ inline void report_deadlock() {
        R.n_done);
 }
 
+GPUEDU_PROF_QUIET void cluster_thread_exited();   // (gpuedu_cluster.h)
+
 // A fiber runs its thread once per block: when the thread has finished, the
 // fiber waits (DONE) until the next block makes it READY, then runs it again
 // from the top of its stack, so fibers are prepared once per launch.
@@ -764,6 +788,7 @@ inline void fiber_entry() {
     r.n_ready--;
     r.n_done++;
     r.warps[r.cur / 32].exited |= 1u << (r.cur % 32);
+    if (r.cluster) cluster_thread_exited();   // barrier.cluster waits for it no more
     // A lane that exits may leave lanes waiting for it forever; run_next finds out.
     run_next();
   }
@@ -1036,7 +1061,9 @@ inline uint3 thread_of(unsigned linear) {
   return uint3{linear % blockDim.x, (linear / blockDim.x) % blockDim.y, linear / (blockDim.x * blockDim.y)};
 }
 
-inline void run_block_fibers() {
+// A block's fibers made ready to run its threads from the top (each fiber was prepared, and its tid set, once for
+// the launch: run_grid).
+inline void prepare_block_fibers() {
   Runtime& r = R;  // (this worker's: its address found once)
   unsigned n = r.nthreads;
   make_order(n);
@@ -1056,6 +1083,12 @@ inline void run_block_fibers() {
   r.barrier_count = 0;
   r.barrier_line = 0;
   r.cur = r.order[0];
+}
+
+inline void run_block_fibers() {
+  Runtime& r = R;  // (this worker's: its address found once)
+  unsigned n = r.nthreads;
+  prepare_block_fibers();
   resume(0, nullptr);  // returns once every thread of the block is done (or, using mbarriers, none can run)
   while (r.n_done != n) {
     // No thread can run, and some wait on mbarriers: pollers made ready, or TMA copies landed, let some run on
@@ -1066,6 +1099,10 @@ inline void run_block_fibers() {
     resume(p, nullptr);
   }
 }
+
+}  // namespace __gpuedu
+#include "gpuedu_cluster.h"
+namespace __gpuedu {
 
 // Always inlined into run_grid: the kernel's local arrays then share one frame with the arguments it
 // reads, below the stack protector's guard, so an overrun of a local array is found when run_grid returns
@@ -1158,11 +1195,17 @@ template <typename... A> struct Params {
 };
 template <typename... A> Params<A...> params_of(void (*)(A...));
 
+// A cluster's block's fibers prepared and its watches filled, in its worker state (gpuedu_cluster.h).
+template <typename Prepare> __attribute__((noinline)) void set_up_rank_fibers(Prepare& prepare) {
+  prepare();
+  fill_watches();
+}
+
 template <auto F> void run_grid(const void* buf, int use_fibers) {
   using P = decltype(params_of(F));
   typename P::Tuple args = P::unpack((const char*)buf, std::make_index_sequence<P::count>{});
   R.fiber_mode = use_fibers != 0;
-  if (R.fiber_mode) {
+  auto prepare_fibers = [&args] {
     ensure_stacks();
     // Each fiber's threadIdx is the same in every block: three divisions per thread, once per launch.
     for (unsigned i = 0; i < R.nthreads; ++i) {
@@ -1171,8 +1214,30 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     }
     R.thread_fn = [](void* a) { std::apply(F, *(typename P::Tuple*)a); };
     R.thread_arg = &args;
-  }
+  };
+  if (R.fiber_mode) prepare_fibers();
   fill_watches();
+  R.cluster = nullptr;
+  R.cluster_rank = 0;
+  if (G.cluster_size > 1) {
+    // A cluster launch (gpuedu_cluster.h): the blocks of a cluster run together, each on a worker state of its own.
+    if (module_shares_shared_memory())
+      fail(DEVICE_MISUSE, "a kernel declared with __cluster_dims__ must keep its __shared__ variables inside "
+           "functions (or in extern __shared__ memory): a __shared__ variable declared at file scope is one for "
+           "the whole module in the emulator, and each block of a cluster needs its own");
+    launch_cluster.size = G.cluster_size;
+    launch_cluster.rank[0] = &worker();
+    R.cluster = &launch_cluster;
+    const Runtime* first = &R;
+    for (unsigned k = 1; k < G.cluster_size; ++k) {
+      enter_rank(k, first);
+      set_up_rank_fibers(prepare_fibers);   // (after the switch: see switch_rank)
+    }
+    switch_rank(0);
+    run_clusters();
+    check_watches(true);
+    return;
+  }
   // Each worker takes the next blocks not yet taken (a few at a time: taking them costs the cache line the
   // workers share), in the grid's order (x fastest): one worker runs them in that order.
   const unsigned long long per_plane = (unsigned long long)gridDim.x * gridDim.y;
@@ -1195,6 +1260,7 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
     poison_shared();
     if (R.async_used) forget_async_copies();
     if (R.mbar_used) forget_mbarriers();
+    R.cluster = nullptr;   // (barrier.cluster, if a thread uses it, starts afresh: own_cluster)
     if (R.fiber_mode) {
       run_block_fibers();
     } else {
@@ -1252,6 +1318,7 @@ struct KernelInfo {
   const int* aligns;
   const int* kinds;
   const int* pointees;
+  unsigned cluster[3];        // __cluster_dims__(x, y, z), in blocks (0, 0, 0: none declared)
 };
 
 // ---- a launch from device code (`child<<<grid, block, shared, stream>>>(args)`, with -rdc=true) ----------
@@ -1290,10 +1357,11 @@ inline DeviceLaunch<P...> device_launch(void (*kernel)(P...), G grid, B block, s
 // with a C library function (time, sleep), and only the kernel returns void.
 template <typename... A> constexpr auto as_kernel(void (*f)(A...)) { return f; }
 
-template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers) {
+template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers, unsigned cluster_x = 0,
+                                                unsigned cluster_y = 0, unsigned cluster_z = 0) {
   using P = decltype(params_of(F));
   return KernelInfo{&run_grid<F>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds,
-                    P::pointees};
+                    P::pointees, {cluster_x, cluster_y, cluster_z}};
 }
 
 }  // namespace __gpuedu

@@ -118,8 +118,9 @@ GPUEDU_PROF_QUIET inline void check_tensor_copy(const TensorMapFields& f, unsign
   from_shared(smem, box_bytes(f), line, what);
 }
 
-// cp.async.bulk.tensor (a load): in = {dst, map, c0 .. c(rank-1), mbar}.
-GPUEDU_PROF_QUIET inline void tensor_load(const u64* in, unsigned rank, int line) {
+// cp.async.bulk.tensor (a load): in = {dst, map, c0 .. c(rank-1), mbar}, in the running block's shared memory.
+// (`counted`: the counters see its global reads; a multicast's copies after the first read nothing more.)
+GPUEDU_PROF_QUIET inline void tensor_load(const u64* in, unsigned rank, int line, [[maybe_unused]] bool counted = true) {
   const char* what = "cp.async.bulk.tensor";
   const TensorMapFields f = read_tensor_map(in[1], what, line);
   const u64 dst = in[0], bar = mbarrier_address(in[2 + rank], 0, line, what);
@@ -138,7 +139,7 @@ GPUEDU_PROF_QUIET inline void tensor_load(const u64* in, unsigned rank, int line
     if (r.x0 + hi > (long long)f.dims[0]) hi = (long long)f.dims[0] - r.x0;
     if (lo >= hi) continue;
     memcpy(data + row * row_bytes + lo * f.elem, r.start + (r.x0 + lo) * f.elem, (hi - lo) * f.elem);
-    GPUEDU_PROF(tensor_row(r.start + (r.x0 + lo) * f.elem, (hi - lo) * f.elem, false));
+    if (counted) GPUEDU_PROF(tensor_row(r.start + (r.x0 + lo) * f.elem, (hi - lo) * f.elem, false));
   }
   if (m.n_copies == m.copies_room) {
     unsigned room = m.copies_room ? 2 * m.copies_room : 16;
@@ -148,7 +149,37 @@ GPUEDU_PROF_QUIET inline void tensor_load(const u64* in, unsigned rank, int line
     m.copies_room = room;
   }
   m.copies[m.n_copies++] = TensorCopy{bar, dst, data, (unsigned)bytes, f.swizzle, line};
-  GPUEDU_PROF(tensor_copied(false, bytes));
+  if (counted) GPUEDU_PROF(tensor_copied(false, bytes));
+}
+
+// A load into shared::cluster memory: the destination (and its mbarrier, which lies in the same block) may be
+// another block's of the cluster (an address from mapa); .multicast::cluster (mods bit 3) lands the same box at
+// the same offsets in each block of the 16-bit mask in[3 + rank], completing bytes on each one's mbarrier, as TMA
+// multicast does. Each copy lands in its block as a load of its own would (gpuedu_mbarrier.h's TensorCopy).
+GPUEDU_PROF_QUIET inline void tensor_load_cluster(const u64* in, int mods, int line) {
+  const char* what = "cp.async.bulk.tensor";
+  unsigned rank = (unsigned)mods & 7, me = cluster_rank();
+  u64 local[8];
+  for (unsigned i = 0; i < 3 + rank; ++i) local[i] = in[i];
+  local[0] &= CLUSTER_OFFSET_MASK;
+  local[2 + rank] &= CLUSTER_OFFSET_MASK;
+  unsigned mask = 1u << cluster_rank_of(in[0], line, what);
+  if (mods & 8) {
+    mask = (unsigned)(in[3 + rank] & 0xffff);
+    if (mask >> cluster_size())
+      fail(DEVICE_MISUSE,
+           "ran %s.multicast::cluster (line %d): the mask 0x%04x names blocks beyond the cluster's %u (ranks 0 to %u)",
+           what, line, mask, cluster_size(), cluster_size() - 1);
+  }
+  bool first = true;
+  for (unsigned k = 0; k < cluster_size(); ++k) {
+    if (!((mask >> k) & 1)) continue;
+    peer(k, line, what);
+    if (k != me) switch_rank(k);   // (for the copy only: the block's shared memory and mbarriers are its state's)
+    tensor_load(local, rank, line, first);
+    if (k != me) switch_rank(me);
+    first = false;
+  }
 }
 
 // cp.async.bulk.tensor (a store): in = {map, c0 .. c(rank-1), src}.
