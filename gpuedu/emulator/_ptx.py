@@ -36,6 +36,13 @@ memory that completes its bytes on an mbarrier, a store of a box back; ``gpuedu_
 the box's coordinates as ``[%map, {%c0, ...}]``; the bulk group's commit and wait and ``prefetch.tensormap`` have
 nothing to run.
 
+Thread-block clusters (sm_90; ``gpuedu_cluster.h``): the cluster's special registers, read with ``mov``
+(``%cluster_ctarank``, ``%clusterid.x``, ...); ``mapa``, which gives another block's address of a shared variable
+(shared::cluster, or generic with ``mapa.u64``); ``ld``/``st.shared::cluster`` through such an address;
+``barrier.cluster.arrive``/``.wait``, which suspend the thread as ``__syncthreads`` does, for every block of the
+cluster; ``mbarrier.arrive`` on another block's mbarrier (``.shared::cluster``); and the TMA load's
+``.multicast::cluster``, which lands one box in each block of a 16-bit mask.
+
 Adding an instruction is a row of ``INSTRUCTIONS`` and its case in ``gpuedu_ptx.h`` (and, if it touches memory,
 its hooks in ``_PROFILED``).
 """
@@ -133,8 +140,8 @@ def _mov_operands(m):
 
 # ---- mbarrier (gpuedu_mbarrier.h) --------------------------------------------------------------------------
 # The state space: .shared or .shared::cta, the block's own shared memory, with a shared address (32 or 64 bits);
-# none, a generic pointer (64 bits) into it. (.shared::cluster, a barrier of another block of the cluster, is not
-# in the subset: the emulator runs no clusters.) The .sem and .scope a form may name (.release.cta, .acquire.cta,
+# none, a generic pointer (64 bits) into it; an arrival may also name .shared::cluster, an mbarrier of another block
+# of the cluster (_ARRIVE_SPACE). The .sem and .scope a form may name (.release.cta, .acquire.cta,
 # .relaxed.cluster, ...) order memory between threads and blocks of a cluster: the emulator's memory is one, written
 # by one fiber at a time in program order, so each is exact here without more.
 _SPACE = r"(?P<space>\.shared(?:::cta)?)?"
@@ -590,6 +597,11 @@ def _instruction_code(st, text, sm, profile=False, idiom=None, scale_d_predicate
                       f"semantics), for the module's architecture:\n{supported()}\nWrite the rest in CUDA C.",
                       st.line)
     parts = _ptx_operands(rest)
+    if row.op == "SREG" and not (len(parts) == 2 and _cluster_register(parts[1])):
+        raise Refused(f"the emulator does not run the PTX instruction {opcode!r} with {rest!r}: it reads the cluster's "
+                      f"special registers with mov (copy other values in C++: threadIdx, blockIdx, a lane from "
+                      f"threadIdx.x % 32). It runs these (the PTX ISA's semantics), for the module's architecture:\n"
+                      f"{supported()}\nWrite the rest in CUDA C.", st.line)
     if idiom is not None and row.op != "MBAR_WAIT":
         raise Refused(_SCOPES_REFUSED, st.line)
     if row.op == "MBAR_WAIT" and idiom is None:
@@ -779,6 +791,13 @@ def _mov_code(st, opcode, match, parts):
 def op_state_discarded_only(row, match):
     """Whether the row is an mbarrier arrival on a block of the cluster, whose state operand must be "_"."""
     return row.op == "MBAR_ARRIVE" and bool(match.groupdict().get("cluster"))
+
+
+def _cluster_register(text):
+    """Whether ``text`` names one of the cluster's special registers the emulator reads (with its .x/.y/.z where it
+    has them)."""
+    m = re.fullmatch(r"%%?([a-z_]+)(?:\.([xyz]))?", text.strip())
+    return bool(m) and m[1] in CLUSTER_REGISTERS and bool(m[2]) == (CLUSTER_REGISTERS[m[1]] >= 4)
 
 
 def _special_register_code(st, opcode, parts):

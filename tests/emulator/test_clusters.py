@@ -335,7 +335,10 @@ def test_clusters_need_sm_90():
     ('asm volatile("mbarrier.arrive.shared::cluster.b64 %0, [%1];" : "=l"(s) : "r"(a));',
      r"an arrival on another block's mbarrier \(\.shared::cluster\) returns no state: write _"),
     ('asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));',
-     r"the emulator reads these special registers with mov: %cluster_ctarank"),
+     r"the emulator does not run the PTX instruction 'mov\.u32' with '%0, %%laneid': it reads the cluster's special "
+     r"registers with mov"),
+    ('asm volatile("mov.u32 %0, %%clusterid;" : "=r"(r));',
+     r"the emulator does not run the PTX instruction 'mov\.u32' with '%0, %%clusterid'"),
     ('asm volatile("barrier.cluster.arrive %0;" :: "r"(a));', r"barrier\.cluster\.arrive takes no operands"),
 ])
 def test_cluster_ptx_the_emulator_cannot_run_is_refused(statement, pattern):

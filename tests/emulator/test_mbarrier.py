@@ -431,8 +431,8 @@ FORM_REFUSALS = [
     ('asm volatile("{ .reg .pred P; L: mbarrier.try_wait.parity.shared::cta.b64 P, [%0], %1; @P bra D; bra M; D: }" '
      ':: "r"(r), "r"(r));', r"register declarations and \{ \} scopes in inline PTX are not supported by the "
                               r"emulator, but for an mbarrier wait's two forms"),
-    ('asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(r));',
-     r"the emulator does not run the PTX instruction 'mbarrier\.arrive\.shared::cluster\.b64'(.|\n)*"
+    ('asm volatile("mbarrier.init.shared::cluster.b64 [%0], 1;" :: "r"(r));',
+     r"the emulator does not run the PTX instruction 'mbarrier\.init\.shared::cluster\.b64'(.|\n)*"
      r"mbarrier\.init"),
     ('asm volatile("mbarrier.arrive_drop.shared::cta.b64 _, [%0];" :: "r"(r));',
      r"the emulator does not run the PTX instruction 'mbarrier\.arrive_drop\.shared::cta\.b64'"),

@@ -436,7 +436,8 @@ def test_warp_wide_instructions_need_the_whole_warp():
 
 REFUSALS = [
     ('asm volatile("mov.u32 %0, %%laneid;" : "=r"(r));',
-     r"kernel\.cu\(3\): error: the emulator does not run the PTX instruction 'mov\.u32'\. It runs these"
+     r"kernel\.cu\(3\): error: the emulator does not run the PTX instruction 'mov\.u32' with '%0, %%laneid': it reads "
+     r"the cluster's special registers with mov(.|\n)*It runs these"
      r"(.|\n)*cp\.async\.commit_group(.|\n)*Write the rest in CUDA C"),
     ('asm volatile("stmatrix.sync.aligned.m8n8.x1.shared.b16 [%0], {%1};" :: "r"(r), "r"(r));',
      r"does not run the PTX instruction 'stmatrix\.sync\.aligned\.m8n8\.x1\.shared\.b16'"),

@@ -403,8 +403,10 @@ LOAD = ('asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::
                                                   r"kernel's `const __grid_constant__ CUtensorMap` parameter"),
     (LOAD.replace("{%2, %3}", "{%2}"), "sm_90a", r"is a \.2d copy, which takes 2 coordinates, got 1"),
     (LOAD.replace("::bytes", "::bytes.multicast::cluster"), "sm_90a",
+     r"takes \[dst\], \[map, \{c0, \.\.\.\}\], \[mbar\], ctaMask, got 3 operands"),
+    (LOAD.replace("::bytes", "::bytes.L2::cache_hint"), "sm_90a",
      r"the emulator does not run the PTX instruction 'cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.mbarrier::"
-     r"complete_tx::bytes\.multicast::cluster'"),
+     r"complete_tx::bytes\.L2::cache_hint'"),
     (LOAD.replace("[%4];", "[%4], %2;"), "sm_90a", r"takes \[dst\], \[map, \{c0, \.\.\.\}\], \[mbar\], got 4 operands"),
     ('asm volatile("cp.async.bulk.wait_group.read %0;" :: "r"(d));', "sm_80",
      r"cp\.async\.bulk\.wait_group\.read needs sm_90 or later"),
