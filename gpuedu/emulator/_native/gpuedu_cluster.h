@@ -305,6 +305,33 @@ inline void run_clusters() {
   switch_rank(0);
 }
 
+// A cluster's block's fibers prepared (run_grid's `prepare`, for its kernel) and its watches filled, in its worker
+// state (after the switch to it: see switch_rank).
+__attribute__((noinline)) inline void set_up_rank_fibers(void (*prepare)(void*), void* kernel) {
+  prepare(kernel);
+  fill_watches();
+}
+
+// run_grid's part for a cluster launch, once its own worker state (rank 0's) is ready; not a template, so that each
+// kernel of a module compiles none of it.
+__attribute__((noinline)) inline void run_cluster_launch(void (*prepare)(void*), void* kernel) {
+  if (module_shares_shared_memory())
+    fail(DEVICE_MISUSE, "a kernel declared with __cluster_dims__ must keep its __shared__ variables inside functions "
+         "(or in extern __shared__ memory): a __shared__ variable declared at file scope is one for the whole module "
+         "in the emulator, and each block of a cluster needs its own");
+  launch_cluster.size = G.cluster_size;
+  launch_cluster.rank[0] = &worker();
+  R.cluster = &launch_cluster;
+  const Runtime* first = &R;
+  for (unsigned k = 1; k < G.cluster_size; ++k) {
+    enter_rank(k, first);
+    set_up_rank_fibers(prepare, kernel);
+  }
+  switch_rank(0);
+  run_clusters();
+  check_watches(true);
+}
+
 // After a cluster launch (whichever way it ended): the launching worker's state is the running one again, and the
 // other blocks' states stop counting.
 __attribute__((noinline)) inline void stop_counting() { GPUEDU_PROF(worker_end()); }

@@ -1195,13 +1195,8 @@ template <typename... A> struct Params {
 };
 template <typename... A> Params<A...> params_of(void (*)(A...));
 
-// A cluster's block's fibers prepared and its watches filled, in its worker state (gpuedu_cluster.h).
-template <typename Prepare> __attribute__((noinline)) void set_up_rank_fibers(Prepare& prepare) {
-  prepare();
-  fill_watches();
-}
-
-template <auto F> void run_grid(const void* buf, int use_fibers) {
+// (Clusters: the kernel is declared with __cluster_dims__; only such kernels compile the cluster launch's part.)
+template <auto F, bool Clusters = false> void run_grid(const void* buf, int use_fibers) {
   using P = decltype(params_of(F));
   typename P::Tuple args = P::unpack((const char*)buf, std::make_index_sequence<P::count>{});
   R.fiber_mode = use_fibers != 0;
@@ -1219,24 +1214,12 @@ template <auto F> void run_grid(const void* buf, int use_fibers) {
   fill_watches();
   R.cluster = nullptr;
   R.cluster_rank = 0;
-  if (G.cluster_size > 1) {
-    // A cluster launch (gpuedu_cluster.h): the blocks of a cluster run together, each on a worker state of its own.
-    if (module_shares_shared_memory())
-      fail(DEVICE_MISUSE, "a kernel declared with __cluster_dims__ must keep its __shared__ variables inside "
-           "functions (or in extern __shared__ memory): a __shared__ variable declared at file scope is one for "
-           "the whole module in the emulator, and each block of a cluster needs its own");
-    launch_cluster.size = G.cluster_size;
-    launch_cluster.rank[0] = &worker();
-    R.cluster = &launch_cluster;
-    const Runtime* first = &R;
-    for (unsigned k = 1; k < G.cluster_size; ++k) {
-      enter_rank(k, first);
-      set_up_rank_fibers(prepare_fibers);   // (after the switch: see switch_rank)
+  if constexpr (Clusters) {
+    if (G.cluster_size > 1) {   // a cluster launch (gpuedu_cluster.h): each block of a cluster on a state of its own
+      using Prepare = decltype(prepare_fibers);
+      run_cluster_launch([](void* p) { (*(Prepare*)p)(); }, &prepare_fibers);
+      return;
     }
-    switch_rank(0);
-    run_clusters();
-    check_watches(true);
-    return;
   }
   // Each worker takes the next blocks not yet taken (a few at a time: taking them costs the cache line the
   // workers share), in the grid's order (x fastest): one worker runs them in that order.
@@ -1357,10 +1340,16 @@ inline DeviceLaunch<P...> device_launch(void (*kernel)(P...), G grid, B block, s
 // with a C library function (time, sleep), and only the kernel returns void.
 template <typename... A> constexpr auto as_kernel(void (*f)(A...)) { return f; }
 
-template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers, unsigned cluster_x = 0,
-                                                unsigned cluster_y = 0, unsigned cluster_z = 0) {
+// (A kernel declared with __cluster_dims__ gives its dims, and gets the grid loop that runs clusters.)
+template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers) {
   using P = decltype(params_of(F));
   return KernelInfo{&run_grid<F>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds,
+                    P::pointees, {0, 0, 0}};
+}
+template <auto F> inline KernelInfo kernel_info(const char* name, int needs_fibers, unsigned cluster_x,
+                                                unsigned cluster_y, unsigned cluster_z) {
+  using P = decltype(params_of(F));
+  return KernelInfo{&run_grid<F, true>, (void*)F, name, needs_fibers, P::count, P::sizes, P::aligns, P::kinds,
                     P::pointees, {cluster_x, cluster_y, cluster_z}};
 }
 
