@@ -52,13 +52,13 @@ PYTEST_GXX = PYTEST + ["tests/profiler"]
 # lessons 01 and 03 took 20 min 18 s there (2,336 test-seconds on 2 workers; README.md, "Platforms"), so CI runs
 # the tests of what differs between CPUs (fibers and their stacks, signals and faults, atomics, memory and its
 # guards, worker threads, warps, half precision, the toolchain check, and the profiler's counts, memcheck and
-# racecheck), some 800 test-seconds with the lessons. Left out: the heaviest files whose code is the same on
+# racecheck; and clusters, whose blocks switch the thread's worker pointer), some 800 test-seconds with the lessons. Left out: the heaviest files whose code is the same on
 # every CPU (the kernel cache, cuRAND's generators, complex numbers, the generated reduction/scan/elementwise
 # kernels, the scanner's refusals and host calls, the profiler's catalogue and session), which the full run covers.
 ARM64_TESTS = [f"tests/emulator/test_{name}.py" for name in (
     "aarch64", "atomics", "signals", "errors", "device_heap", "memory", "launch", "launch_resources", "workers",
     "warp", "cooperative_groups", "toolchains", "driver", "fp16", "bf16", "wmma", "pipeline", "device_language",
-    "device_math_more")] + [f"tests/profiler/test_{name}.py" for name in (
+    "device_math_more", "clusters")] + [f"tests/profiler/test_{name}.py" for name in (
     "hardware_counts", "workers", "memcheck", "racecheck")] + [
     "lessons/01_first_kernel.ipynb", "lessons/03_parallel_patterns.ipynb"]
 PYTEST_ARM64 = ["-m", "pytest", "-n", "2", "--dist", "loadscope", "-q", "-rs", "-p", "no:cacheprovider",
