@@ -214,14 +214,7 @@ inline void enter_rank(unsigned k, const Runtime* from) {
 
 // The running block starts as block `b` of the grid.
 __attribute__((noinline)) inline void begin_rank_block(uint3 b) {
-  __gpuedu_blockIdx = b;
-  unsigned long long linear = ((unsigned long long)b.z * gridDim.y + b.y) * gridDim.x + b.x;
-  R.block_linear = linear;
-  R.rng = block_seed(R.seed, linear);
-  GPUEDU_PROF(block_begin(linear));
-  poison_shared();
-  if (R.async_used) forget_async_copies();
-  if (R.mbar_used) forget_mbarriers();
+  begin_block(b, ((unsigned long long)b.z * gridDim.y + b.y) * gridDim.x + b.x);
   prepare_block_fibers();
 }
 

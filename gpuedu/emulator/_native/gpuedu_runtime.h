@@ -1085,6 +1085,19 @@ inline void prepare_block_fibers() {
   r.cur = r.order[0];
 }
 
+// The running worker starts block `b` (`linear` in the grid's order, x fastest): its shared memory poisoned, no
+// copies in flight, no mbarriers.
+inline void begin_block(uint3 b, unsigned long long linear) {
+  __gpuedu_blockIdx = b;
+  R.block_linear = linear;
+  // A shuffled schedule draws each block's order from the seed and the block, whichever worker runs it.
+  R.rng = block_seed(R.seed, linear);
+  GPUEDU_PROF(block_begin(linear));
+  poison_shared();
+  if (R.async_used) forget_async_copies();
+  if (R.mbar_used) forget_mbarriers();
+}
+
 inline void run_block_fibers() {
   Runtime& r = R;  // (this worker's: its address found once)
   unsigned n = r.nthreads;
@@ -1235,14 +1248,7 @@ template <auto F, bool Clusters = false> void run_grid(const void* buf, int use_
     if (b >= G.blocks) break;
     unsigned bz = (unsigned)(b / per_plane), by = (unsigned)(b % per_plane / gridDim.x),
              bx = (unsigned)(b % gridDim.x);
-    __gpuedu_blockIdx = uint3{bx, by, bz};
-    R.block_linear = b;
-    // A shuffled schedule draws each block's order from the seed and the block, whichever worker runs it.
-    R.rng = block_seed(R.seed, b);
-    GPUEDU_PROF(block_begin(b));
-    poison_shared();
-    if (R.async_used) forget_async_copies();
-    if (R.mbar_used) forget_mbarriers();
+    begin_block(uint3{bx, by, bz}, b);
     R.cluster = nullptr;   // (barrier.cluster, if a thread uses it, starts afresh: own_cluster)
     if (R.fiber_mode) {
       run_block_fibers();
