@@ -316,11 +316,10 @@ INSTRUCTIONS += (
 # barrier.cluster, which every non-exited thread of the cluster arrives at before any wait returns. fence.acq_rel
 # and fence.sc at cluster scope have nothing to order in the emulator's one memory, written by one thread at a time.
 #: The special registers the emulator reads (gpuedu_ptx.h's SR_ values; .x, .y, .z add 0, 1, 2).
-#: (%is_explicit_cluster is a predicate, which inline asm binds to no C++ value: cooperative_groups' this_cluster()
-#: tells as much, and a launch with __cluster_dims__ is always an explicit cluster.)
+#: (%is_explicit_cluster is a predicate, which inline asm binds to no C++ value; a kernel declared with
+#: __cluster_dims__ always runs in an explicit cluster.)
 CLUSTER_REGISTERS = {"cluster_ctarank": 0, "cluster_nctarank": 1, "clusterid": 4,
                      "nclusterid": 8, "cluster_ctaid": 12, "cluster_nctaid": 16}
-_CLUSTER_OPS = ("SREG", "CLUSTER_BARRIER")
 _CLUSTER_TYPES = {"b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
 INSTRUCTIONS += (
     Instruction("mov.{u32,b32} d, %cluster_ctarank  (and %cluster_nctarank, "
@@ -640,7 +639,7 @@ def _instruction_code(st, text, sm, profile=False, idiom=None, scale_d_predicate
         if parts:
             raise Refused(f"{opcode} takes no operands, got {rest}", st.line)
         return "{ " + f"__gpuedu_ptx_cluster({row.mods(match)}, {st.line});" + " }"
-    if op_state_discarded_only(row, match) and parts and parts[0] != "_":
+    if _cluster_arrival(row, match) and parts and parts[0] != "_":
         raise Refused(f"{opcode}: an arrival on another block's mbarrier (.shared::cluster) returns no state: write "
                       f"_ as its first operand ({opcode} _, [addr])", st.line)
     specs = row.operands(match)
@@ -788,7 +787,7 @@ def _mov_code(st, opcode, match, parts):
             f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[0]);" + " }")
 
 
-def op_state_discarded_only(row, match):
+def _cluster_arrival(row, match):
     """Whether the row is an mbarrier arrival on a block of the cluster, whose state operand must be "_"."""
     return row.op == "MBAR_ARRIVE" and bool(match.groupdict().get("cluster"))
 

@@ -6,7 +6,7 @@
 // cooperative_groups' map_shared_rank, PTX's mapa and ld/st.shared::cluster), arrives on their mbarriers, and all
 // the cluster's threads meet at barrier.cluster (cluster.sync()). The emulator runs a cluster's blocks together
 // on one worker: each block keeps a worker state of its own (its fibers, stacks, shared memory and mbarriers;
-// worker states 0 to x*y*z-1, which no other worker uses in such a launch), and the cluster's loop (run_cluster)
+// worker states 0 to x*y*z-1, which no other worker uses in such a launch), and the cluster's loop (run_clusters)
 // runs each block's ready threads in turn, switching the running worker state between them, until every thread
 // of the cluster has exited. A block whose threads all wait (at barrier.cluster, or at an mbarrier a block of the
 // cluster completes) waits for the others; when no thread of the cluster can run, the launch stops with a
@@ -37,7 +37,7 @@ struct ClusterBarrier {
   unsigned long long pending[MAX_CLUSTER][MAX_THREADS];
 };
 
-// The launch's cluster (a cluster launch runs on one worker: one cluster at a time), and the shape of its clusters.
+// The running cluster of a cluster launch (which runs on one worker, one cluster at a time; G holds their shape).
 GPUEDU_HIDDEN ClusterBarrier launch_cluster;
 
 inline Runtime& rank_state(unsigned k) { return R.cluster->rank[k]->r; }
@@ -138,12 +138,6 @@ GPUEDU_PROF_QUIET inline void cluster_thread_exited() {
 
 // Threads of the running block's cluster suspended at barrier.cluster.wait.
 inline unsigned cluster_waiting() { return R.cluster ? R.cluster->waiting : 0; }
-
-// Whether block `k` of the running cluster has finished (every thread exited): its shared memory is gone on a GPU.
-inline bool rank_exited(unsigned k) {
-  const Runtime& r = rank_state(k);
-  return r.n_done == r.nthreads;
-}
 
 // No thread of the cluster can run, and some wait at barrier.cluster: name the barrier and who has not arrived.
 // (Thread `t` of the running block, block rank `k`, has not.)

@@ -127,7 +127,7 @@ GPUEDU_PROF_QUIET inline u64 to_shared(const void* p, int line, const char* what
        what, line, p);
 }
 
-// (`r`: the block's worker state, or another block's of its cluster: shared_in_block.)
+// (`r`: the block's worker state, or another block's of its cluster: from_cluster_shared.)
 GPUEDU_PROF_QUIET inline unsigned char* shared_in(Runtime& r, u64 a, size_t n, int line, const char* what) {
   GPUEDU_PROF_SUSPEND;
   if (a >= DYNAMIC_WINDOW) {

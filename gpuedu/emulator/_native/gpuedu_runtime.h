@@ -735,7 +735,7 @@ GPUEDU_PROF_QUIET __attribute__((noinline)) inline void run_when_none_ready(Fibe
   }
   if (r.n_done == n || r.mbar_used || G.cluster_size > 1) {
     // every thread done, or an mbarrier's block stuck: run_block_fibers goes on; or, in a cluster, this block
-    // waits for the others: the cluster's loop (run_cluster) goes on
+    // waits for the others: the cluster's loop (run_clusters) goes on
     switch_to_main(me);
     return;
   }
