@@ -180,8 +180,10 @@ def test_extraction_finds_kernels_and_wraps_them(tmp_path):
 # for sm_80 and sm_90 (its cell runs it on the emulator, sm_80, or on a GPU of compute capability 8.0 or later).
 _SM80_PTX = re.compile(r"cp\.async|mma\.sync\.aligned\.m16n8k16|\.bf16")
 # Hopper's (wgmma, setmaxnreg, TMA's tensor copies and maps, the mbarriers' transaction counts, the course's wrappers
-# of them): built for the architecture-specific target sm_90a alone, as the lesson's cells build them.
-_SM90A_PTX = re.compile(r"wgmma\.|setmaxnreg|cp\.async\.bulk|CUtensorMap|expect_tx|ptx_sm90\.cuh")
+# of them, thread-block clusters): built for the architecture-specific target sm_90a alone, as the lesson's cells
+# build them.
+_SM90A_PTX = re.compile(r"wgmma\.|setmaxnreg|cp\.async\.bulk|CUtensorMap|expect_tx|ptx_sm90\.cuh|__cluster_dims__|"
+                        r"this_cluster|shared::cluster")
 
 
 def _lesson_arches(src):
@@ -195,6 +197,7 @@ def test_a_lesson_kernel_with_ampere_instructions_is_built_for_ampere_and_hopper
     assert _lesson_arches("__global__ void k(float* x) { x[0] = 1.0f; }") == ARCHES
     assert _lesson_arches('#include "ptx_sm90.cuh"\n__global__ void k() {}') == ("sm_90a",)
     assert _lesson_arches('asm volatile("wgmma.fence.sync.aligned;");') == ("sm_90a",)
+    assert _lesson_arches("__global__ void __cluster_dims__(2, 1, 1) k() {}") == ("sm_90a",)
 
 
 @needs_nvcc
