@@ -1,8 +1,8 @@
 """Hopper's TMA copies and thread-block clusters as the counters see them: a tensor load is one UTMALDG whatever its
 box (its bytes and the mbarrier waits are the emulator's own counts), a store one UTMASTG, and a multicast one load
 whose global bytes are read once however many blocks it lands in (lesson 15 counts what a multicast saves). A
-profiled build runs a cluster's blocks as the plain build does (same results), and memcheck and racecheck report
-nothing false on distributed shared memory."""
+profiled build runs a cluster's blocks as the plain build does (same results); memcheck and racecheck report nothing
+false on distributed shared memory, and racecheck takes the cluster's barrier as the barrier it is."""
 import numpy as np
 import pytest
 
@@ -67,25 +67,21 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) shared_tile(const __grid_co
     cluster.sync();
 }
 
-// A sum a cluster of 4 blocks: each reduces its 128 values in its shared memory, rank 0 adds the four through
-// distributed shared memory.
-extern "C" __global__ void __cluster_dims__(4, 1, 1) cluster_sum(const float* in, float* out)
+// A sum a cluster of 4 blocks, pushed: thread 0 of each block sums its block's 128 values and stores the sum in slot
+// `rank` of block rank 0's shared array (a store through distributed shared memory); thread 1 of rank 0 adds the four
+// slots, after the cluster's barrier (`synced` 0 leaves it out: a race with thread 0's store, which racecheck names).
+extern "C" __global__ void __cluster_dims__(4, 1, 1) cluster_push_sum(const float* in, float* out, int synced)
 {
-    __shared__ float part[128];
+    __shared__ float slots[4];
     cg::cluster_group cluster = cg::this_cluster();
-    const unsigned t = threadIdx.x;
-    part[t] = in[blockIdx.x * 128 + t];
-    for (unsigned s = 64; s > 0; s >>= 1) {
-        __syncthreads();
-        if (t < s) part[t] += part[t + s];
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int i = 0; i < 128; ++i) s += in[blockIdx.x * 128 + i];
+        cluster.map_shared_rank(slots, 0u)[cluster.block_rank()] = s;
     }
-    cluster.sync();
-    if (cluster.block_rank() == 0 && t == 0) {
-        float sum = 0.0f;
-        for (unsigned r = 0; r < cluster.num_blocks(); ++r) sum += *cluster.map_shared_rank(&part[0], r);
-        out[blockIdx.x / 4] = sum;
-    }
-    cluster.sync();
+    if (synced) cluster.sync();   // (every slot written before rank 0 reads them; rank 0 alone reads, its own memory)
+    if (cluster.block_rank() == 0 && threadIdx.x == 1) out[blockIdx.x / 4] = ((slots[0] + slots[1]) + slots[2]) + slots[3];
+    cluster.sync();               // (no block exits while another may still store into its shared memory)
 }
 """
 
@@ -117,20 +113,26 @@ def test_a_tma_load_is_one_utmaldg_and_a_multicast_reads_its_bytes_once(module, 
     assert rec.counts["mbarrier_waits"] >= 4 * 128     # every thread of every block waits on its block's phase
 
 
-def test_a_profiled_cluster_runs_as_the_plain_build_and_memcheck_and_racecheck_stay_silent(module):
+def test_a_profiled_cluster_runs_as_the_plain_build_and_racecheck_orders_accesses_by_the_cluster_barrier(module):
     mod, _ = module
     from pycuda import driver as drv
     values = np.random.default_rng(9).standard_normal(8 * 128).astype(np.float32)
     plain = np.zeros(2, np.float32)
-    mod.get_function("cluster_sum")(drv.In(values), drv.Out(plain), block=(128, 1, 1), grid=(8, 1))
+    push_sum = mod.get_function("cluster_push_sum")
+    push_sum(drv.In(values), drv.Out(plain), np.int32(1), block=(128, 1, 1), grid=(8, 1))
     for check in (gpuedu.profile, gpuedu.memcheck, gpuedu.racecheck):
         out = np.zeros(2, np.float32)
         with check() as prof:
-            mod.get_function("cluster_sum")(drv.In(values), drv.Out(out), block=(128, 1, 1), grid=(8, 1))
+            push_sum(drv.In(values), drv.Out(out), np.int32(1), block=(128, 1, 1), grid=(8, 1))
         np.testing.assert_array_equal(out, plain)
         assert prof.errors == [] and prof.hazards == []
-        assert [k.name for k in prof.kernels] == ["cluster_sum"]
+        assert [k.name for k in prof.kernels] == ["cluster_push_sum"]
     np.testing.assert_allclose(plain, values.reshape(2, 512).astype(np.float64).sum(axis=1), atol=1e-4)
+    # without the cluster's barrier, thread 1 reads the slot thread 0 of its block writes: racecheck names the race
+    with gpuedu.racecheck() as rc:
+        push_sum(drv.In(values), drv.Out(np.zeros(2, np.float32)), np.int32(0), block=(128, 1, 1), grid=(8, 1))
+    assert [(h["kind"], h["first"]["thread"], h["second"]["thread"]) for h in rc.hazards] == [
+        ("read-after-write", (0, 0, 0), (1, 0, 0))]
 
 
 @pytest.mark.nvcc

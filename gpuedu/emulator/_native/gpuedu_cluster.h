@@ -79,6 +79,7 @@ inline ClusterBarrier& own_cluster() {
 
 // The open phase completes: its waiting threads, in every block of the cluster, are made ready.
 GPUEDU_PROF_QUIET inline void cluster_phase_done(ClusterBarrier& c) {
+  GPUEDU_PROF(cluster_barrier_released((void* const*)c.rank, c.size));   // (racecheck: every block is past it)
   c.phase++;
   c.arrived = 0;
   c.arrive_line = 0;

@@ -1561,6 +1561,15 @@ void barrier_released() {
   L->counters[BARRIERS]++;
 }
 
+// barrier.cluster's phase completed: every block of the cluster (`heads`, their workers' states) is past a barrier,
+// as at __syncthreads, for racecheck's ordering of their threads' accesses. (Not a BAR.SYNC: not counted as one.)
+void cluster_barrier_released(void* const* heads, unsigned n) {
+  for (unsigned k = 0; k < n; ++k) {
+    Lane* L = heads[k] ? ((HeadView*)heads[k])->prof : nullptr;
+    if (L) L->epoch++;
+  }
+}
+
 void mma_synced() {
   Lane* L = running();
   if (L) L->counters[MMA_SYNC]++;

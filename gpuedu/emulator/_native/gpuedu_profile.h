@@ -43,6 +43,7 @@ GPUEDU_HIDDEN void resume(bool was_on);
 GPUEDU_HIDDEN void thread_done(unsigned tid);
 // Every thread of the block passed a __syncthreads; the lanes of `warp` met at a warp intrinsic.
 GPUEDU_HIDDEN void barrier_released();
+GPUEDU_HIDDEN void cluster_barrier_released(void* const* heads, unsigned n);
 GPUEDU_HIDDEN void warp_synced(unsigned warp);
 // A warp's lanes met at a WMMA mma_sync and its product was computed (once per warp per call: mma.h).
 GPUEDU_HIDDEN void mma_synced();
