@@ -320,6 +320,8 @@ INSTRUCTIONS += (
 #: __cluster_dims__ always runs in an explicit cluster.)
 CLUSTER_REGISTERS = {"cluster_ctarank": 0, "cluster_nctarank": 1, "clusterid": 4,
                      "nclusterid": 8, "cluster_ctaid": 12, "cluster_nctaid": 16}
+# A special register as a template names it: %name[.x|.y|.z] (%% in a template with operands).
+_SPECIAL_REGISTER = re.compile(r"%%?([a-z_]+)(?:\.([xyz]))?")
 _CLUSTER_TYPES = {"b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
 INSTRUCTIONS += (
     Instruction("mov.{u32,b32} d, %cluster_ctarank  (and %cluster_nctarank, "
@@ -596,7 +598,7 @@ def _instruction_code(st, text, sm, profile=False, idiom=None, scale_d_predicate
                       f"semantics), for the module's architecture:\n{supported()}\nWrite the rest in CUDA C.",
                       st.line)
     parts = _ptx_operands(rest)
-    if row.op == "SREG" and not (len(parts) == 2 and _cluster_register(parts[1])):
+    if row.op == "SREG" and not (len(parts) == 2 and _cluster_register(parts[1]) is not None):
         raise Refused(f"the emulator does not run the PTX instruction {opcode!r} with {rest!r}: it reads the cluster's "
                       f"special registers with mov (copy other values in C++: threadIdx, blockIdx, a lane from "
                       f"threadIdx.x % 32). It runs these (the PTX ISA's semantics), for the module's architecture:\n"
@@ -624,7 +626,7 @@ def _instruction_code(st, text, sm, profile=False, idiom=None, scale_d_predicate
                       f"refuses it there): build for a later architecture (arch='sm_{first}"
                       f"{'a' if row.specific else ''}')", st.line)
     if row.op == "MOV":
-        if sm < 90 and len(parts) == 2 and re.fullmatch(r"%%?[a-z_]+(?:\.[xyz])?", parts[1].strip()):
+        if sm < 90 and len(parts) == 2 and _SPECIAL_REGISTER.fullmatch(parts[1].strip()):
             raise Refused(f"{opcode} {parts[1].strip()}: the cluster's special registers need sm_90 or later; this "
                           f"module is built for {_target(sm)} (ptxas refuses them there): build for arch='sm_90'",
                           st.line)
@@ -772,7 +774,7 @@ def _mov_code(st, opcode, match, parts):
             st.check_size(out, opcode, half)
             code.append(f"::__gpuedu::ptx::out<{_CONSTRAINT_BYTES[out.constraint]}>({out.expr}, __gpuedu_out[{k}]);")
         return "{ " + " ".join(code) + " }"
-    if whole == 32 and re.fullmatch(r"%%?[a-z_]+(?:\.[xyz])?", a.strip()):
+    if whole == 32 and _SPECIAL_REGISTER.fullmatch(a.strip()):
         return _special_register_code(st, opcode, parts)
     if not a.startswith("{"):
         raise Refused(f"{opcode}: the emulator runs mov only to pack or unpack ({opcode} d, {{a, b}} or "
@@ -793,24 +795,23 @@ def _cluster_arrival(row, match):
 
 
 def _cluster_register(text):
-    """Whether ``text`` names one of the cluster's special registers the emulator reads (with its .x/.y/.z where it
-    has them)."""
-    m = re.fullmatch(r"%%?([a-z_]+)(?:\.([xyz]))?", text.strip())
-    return bool(m) and m[1] in CLUSTER_REGISTERS and bool(m[2]) == (CLUSTER_REGISTERS[m[1]] >= 4)
+    """The number gpuedu_ptx.h's CLUSTER_SREG reads for ``text``, one of the cluster's special registers the emulator
+    reads (with its .x/.y/.z where it has them); None for anything else."""
+    m = _SPECIAL_REGISTER.fullmatch(text.strip())
+    if not m or m[1] not in CLUSTER_REGISTERS or bool(m[2]) != (CLUSTER_REGISTERS[m[1]] >= 4):
+        return None
+    return CLUSTER_REGISTERS[m[1]] + ("xyz".index(m[2]) if m[2] else 0)
 
 
 def _special_register_code(st, opcode, parts):
     """mov d, %cluster_ctarank (a cluster's special register; gpuedu_ptx.h's CLUSTER_SREG)."""
     if len(parts) != 2:
         raise Refused(f"{opcode} takes 2 operands, got {len(parts)}", st.line)
-    m = re.fullmatch(r"%%?([a-z_]+)(?:\.([xyz]))?", parts[1].strip())   # (%% in a template with operands)
-    name = m and m[1]
-    axes = name in CLUSTER_REGISTERS and CLUSTER_REGISTERS[name] >= 4
-    if not m or name not in CLUSTER_REGISTERS or bool(m[2]) != axes:
+    which = _cluster_register(parts[1])
+    if which is None:
         names = ", ".join(f"%{n}" + (".{x,y,z}" if v >= 4 else "") for n, v in CLUSTER_REGISTERS.items())
         raise Refused(f"{opcode}: the emulator reads these special registers with mov: {names} (copy other values in "
                       f"C++: threadIdx, blockIdx, a lane from threadIdx.x % 32), got {parts[1].strip()!r}", st.line)
-    which = CLUSTER_REGISTERS[name] + ("xyz".index(m[2]) if m[2] else 0)
     out = st.ref(_vector(st, parts[0], 1, opcode)[0], opcode)
     _need_output(st, out, opcode)
     st.check_size(out, opcode, 32)

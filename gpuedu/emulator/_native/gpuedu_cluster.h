@@ -185,16 +185,8 @@ inline bool set_up_worker(int w);
 __attribute__((noinline)) inline void set_up_rank(unsigned k, const Runtime* from) {
   if (!set_up_worker((int)k)) fail(DEVICE_MISUSE, "could not run a cluster of %u blocks: %s", G.cluster_size,
                                    E_launch.message);
-  R.nthreads = from->nthreads;
-  R.schedule = from->schedule;
-  R.seed = from->seed;
-  R.kernel = from->kernel;
-  R.shared_limit = from->shared_limit;
-  R.dynamic_shared_bytes = from->dynamic_shared_bytes;
+  take_launch(from);
   R.fiber_mode = true;
-  place_dynamic();
-  E.code = 0;
-  E.message[0] = 0;
   R.cluster = &launch_cluster;
   R.cluster_rank = k;
   launch_cluster.rank[k] = &worker();

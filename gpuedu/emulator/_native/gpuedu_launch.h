@@ -379,16 +379,7 @@ inline void run_worker(void* p, int w) {
       if (!G.stop_reason) G.stop_reason = STOPPED;
       return;
     }
-    const Runtime& from = *job.launcher;
-    R.nthreads = from.nthreads;
-    R.schedule = from.schedule;
-    R.seed = from.seed;
-    R.kernel = from.kernel;
-    R.shared_limit = from.shared_limit;
-    R.dynamic_shared_bytes = from.dynamic_shared_bytes;
-    place_dynamic();
-    E.code = 0;
-    E.message[0] = 0;
+    take_launch(job.launcher);
   }
   int code = host::run_guarded_worker(w, run_on_launch_stack, job.body);
   if (w) GPUEDU_PROF(worker_end());

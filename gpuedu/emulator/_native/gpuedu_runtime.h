@@ -353,6 +353,21 @@ GPUEDU_PROF_QUIET inline void place_dynamic() {
   R.dyn = used <= DYNAMIC_SHARED_BYTES ? R.dyn_end - used : R.dyn_buffer;   // (more fails the launch before it runs)
 #endif
 }
+
+// A worker state other than the launching one's (another worker, or another block of a cluster) takes the launch's
+// sizes and settings from it, and starts with no error. (A function of its own, called after the switch to that
+// state: a profiled build's code may keep the thread's state pointer it read first; gpuedu_cluster.h's switch_rank.)
+__attribute__((noinline)) inline void take_launch(const Runtime* from) {
+  R.nthreads = from->nthreads;
+  R.schedule = from->schedule;
+  R.seed = from->seed;
+  R.kernel = from->kernel;
+  R.shared_limit = from->shared_limit;
+  R.dynamic_shared_bytes = from->dynamic_shared_bytes;
+  place_dynamic();
+  E.code = 0;
+  E.message[0] = 0;
+}
 }  // namespace __gpuedu
 
 // Bytes of printf output waiting to be shown; Python polls it after each launch.
